@@ -1,0 +1,8 @@
+import type { SchemaIncrement } from './schema-increment';
+import { V001 } from './v001';
+
+/** Every shipped increment, in version order. */
+export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [V001];
+
+/** The schema version this build of the library needs. */
+export const CURRENT_SCHEMA_VERSION = SCHEMA_INCREMENTS.length;

@@ -1,0 +1,107 @@
+import { quoteIdent, renderStatement } from '../sql/statement';
+import { READ_SCHEMA_VERSION } from '../sql/schema.sql';
+import { CURRENT_SCHEMA_VERSION, SCHEMA_INCREMENTS } from './increments';
+
+/** The one thing the migrator needs from a connection: run text with parameters. */
+export interface MigrationConnection {
+  query(text: string, parameters?: unknown[]): Promise<unknown>;
+  /** True when the caller already holds an open transaction on this connection. */
+  readonly inTransaction: boolean;
+}
+
+export interface MigrationOptions {
+  /** Schema of every object (default `public`); created if missing. */
+  schema?: string;
+  /** Target version (default: latest for `up`, 0 for `down`). */
+  version?: number;
+}
+
+// Serialises concurrent migrations of one schema (two processes booting at once). Taken
+// transaction-scoped, so it is released by COMMIT/ROLLBACK.
+const LOCK = `SELECT pg_advisory_xact_lock(hashtext('gen_durable:migrate:' || $1))`;
+const CREATE_SCHEMA = 'CREATE SCHEMA IF NOT EXISTS {schema}';
+const SET_VERSION = "COMMENT ON TABLE {schema}.gen_durable IS '{version}'";
+const SCHEMA_OBJECTS = `SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1`;
+const SCHEMA_TYPES = `SELECT count(*)::int AS n FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = $1`;
+const DROP_SCHEMA = 'DROP SCHEMA {schema}';
+
+function render(text: string, schema: string): string {
+  return text.replace(/\{schema\}/g, quoteIdent(schema));
+}
+
+function firstRow(result: unknown): Record<string, unknown> | undefined {
+  const rows = Array.isArray(result) ? result : (result as { rows?: unknown[] } | undefined)?.rows;
+  return rows?.[0] as Record<string, unknown> | undefined;
+}
+
+/** Reads the installed version of `schema` (0 when absent). */
+export async function readSchemaVersion(conn: MigrationConnection, schema: string): Promise<number> {
+  const row = firstRow(await conn.query(renderStatement(READ_SCHEMA_VERSION, schema), [schema]));
+  const version = Number(row?.['version'] ?? 0);
+  return Number.isInteger(version) ? version : 0;
+}
+
+async function inTransaction(conn: MigrationConnection, fn: () => Promise<void>): Promise<void> {
+  if (conn.inTransaction) return fn();
+  await conn.query('BEGIN');
+  try {
+    await fn();
+    await conn.query('COMMIT');
+  } catch (err) {
+    await conn.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * Applies the missing increments up to `version` (default latest) under a schema-scoped
+ * advisory lock in one transaction; a no-op when already there. Safe to run twice and from
+ * two processes at once.
+ */
+export async function migrateUp(conn: MigrationConnection, options: MigrationOptions = {}): Promise<void> {
+  const schema = options.schema ?? 'public';
+  const target = options.version ?? CURRENT_SCHEMA_VERSION;
+  if (!Number.isInteger(target) || target < 0 || target > CURRENT_SCHEMA_VERSION) {
+    throw new RangeError(`gen-durable migration: version must be an integer in 0..${CURRENT_SCHEMA_VERSION}`);
+  }
+  await inTransaction(conn, async () => {
+    await conn.query(LOCK, [schema]);
+    await conn.query(render(CREATE_SCHEMA, schema));
+    const installed = await readSchemaVersion(conn, schema);
+    if (installed >= target) return;
+    for (const increment of SCHEMA_INCREMENTS) {
+      if (increment.version <= installed || increment.version > target) continue;
+      for (const ddl of increment.up) await conn.query(render(ddl, schema));
+    }
+    await conn.query(render(SET_VERSION, schema).replace('{version}', String(target)));
+  });
+}
+
+/**
+ * Reverts increments from the top down to `version` (default 0 = everything gone, including
+ * a non-public schema left empty).
+ */
+export async function migrateDown(conn: MigrationConnection, options: MigrationOptions = {}): Promise<void> {
+  const schema = options.schema ?? 'public';
+  const target = options.version ?? 0;
+  if (!Number.isInteger(target) || target < 0) {
+    throw new RangeError('gen-durable migration: version must be a non-negative integer');
+  }
+  await inTransaction(conn, async () => {
+    await conn.query(LOCK, [schema]);
+    const installed = await readSchemaVersion(conn, schema);
+    for (const increment of [...SCHEMA_INCREMENTS].reverse()) {
+      if (increment.version > installed || increment.version <= target) continue;
+      for (const ddl of increment.down) await conn.query(render(ddl, schema));
+    }
+    if (target > 0) {
+      await conn.query(render(SET_VERSION, schema).replace('{version}', String(target)));
+      return;
+    }
+    if (schema !== 'public') {
+      const objects = Number(firstRow(await conn.query(SCHEMA_OBJECTS, [schema]))?.['n'] ?? 1);
+      const types = Number(firstRow(await conn.query(SCHEMA_TYPES, [schema]))?.['n'] ?? 1);
+      if (objects === 0 && types === 0) await conn.query(render(DROP_SCHEMA, schema));
+    }
+  });
+}

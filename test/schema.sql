@@ -1,0 +1,86 @@
+TYPE durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed)
+
+TABLE gen_durable  -- comment: 1
+  id bigint NOT NULL IDENTITY(d)
+  fsm text NOT NULL
+  fsm_version integer NOT NULL DEFAULT 1
+  step text NOT NULL
+  status durable_status NOT NULL DEFAULT 'runnable'::durable_status
+  state jsonb NOT NULL DEFAULT '{}'::jsonb
+  result jsonb
+  last_error text
+  attempt integer NOT NULL DEFAULT 0
+  awaits text[]
+  await_deadline timestamp with time zone
+  queue text NOT NULL DEFAULT 'default'::text
+  priority smallint NOT NULL DEFAULT 0
+  eligible_at timestamp with time zone NOT NULL DEFAULT now()
+  concurrency_key text
+  concurrency_name text GENERATED AS (split_part(concurrency_key, ':'::text, 1)) STORED
+  concurrency_shard smallint
+  rate_limit text
+  weight double precision NOT NULL DEFAULT 1
+  locked_by text
+  lease_expires_at timestamp with time zone
+  parent_id bigint
+  children_pending integer NOT NULL DEFAULT 0
+  correlation_key text
+  correlation_scope durable_status[] NOT NULL DEFAULT '{}'::durable_status[]
+  correlation_guard text GENERATED AS (
+CASE
+    WHEN ((correlation_key IS NOT NULL) AND (status = ANY (correlation_scope))) THEN correlation_key
+    ELSE NULL::text
+END) STORED
+  claim_seq bigint NOT NULL DEFAULT 0
+  reaps integer NOT NULL DEFAULT 0
+  inserted_at timestamp with time zone NOT NULL DEFAULT now()
+  updated_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT gen_durable_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES gen_durable(id) ON DELETE SET NULL
+  CONSTRAINT gen_durable_pkey PRIMARY KEY (id)
+  CONSTRAINT gen_durable_state_is_object CHECK ((jsonb_typeof(state) = 'object'::text))
+  INDEX ON gen_durable USING btree (await_deadline) WHERE ((status = 'awaiting_signal'::durable_status) AND (await_deadline IS NOT NULL))  -- gen_durable_await_deadline
+  INDEX UNIQUE ON gen_durable USING btree (concurrency_key) WHERE ((status = 'executing'::durable_status) AND (concurrency_key IS NOT NULL) AND (concurrency_shard IS NULL))  -- gen_durable_concurrency_active
+  INDEX UNIQUE ON gen_durable USING btree (correlation_guard) WHERE (correlation_guard IS NOT NULL)  -- gen_durable_correlation
+  INDEX ON gen_durable USING btree (updated_at) WHERE (status = ANY (ARRAY['done'::durable_status, 'failed'::durable_status]))  -- gen_durable_gc
+  INDEX ON gen_durable USING btree (lease_expires_at) WHERE (status = 'executing'::durable_status)  -- gen_durable_lease
+  INDEX ON gen_durable USING btree (parent_id) WHERE (parent_id IS NOT NULL)  -- gen_durable_parent
+  INDEX ON gen_durable USING btree (queue, priority, eligible_at) WHERE (status = 'runnable'::durable_status)  -- gen_durable_pick
+  INDEX UNIQUE ON gen_durable USING btree (id)  -- gen_durable_pkey
+
+TABLE gen_durable_bucket_configs
+  kind text NOT NULL
+  name text NOT NULL
+  rate double precision
+  capacity double precision NOT NULL
+  shards integer NOT NULL DEFAULT 1
+  updated_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT gen_durable_bucket_configs_kind_check CHECK ((kind = ANY (ARRAY['rate'::text, 'conc'::text])))
+  CONSTRAINT gen_durable_bucket_configs_pkey PRIMARY KEY (kind, name)
+  INDEX UNIQUE ON gen_durable_bucket_configs USING btree (kind, name)  -- gen_durable_bucket_configs_pkey
+
+TABLE gen_durable_buckets
+  kind text NOT NULL
+  key text NOT NULL
+  shard integer NOT NULL
+  capacity double precision NOT NULL
+  available double precision NOT NULL
+  last_refill timestamp with time zone
+  CONSTRAINT gen_durable_buckets_check CHECK (((available >= (0)::double precision) AND (available <= capacity)))
+  CONSTRAINT gen_durable_buckets_pkey PRIMARY KEY (kind, key, shard)
+  INDEX UNIQUE ON gen_durable_buckets USING btree (kind, key, shard)  -- gen_durable_buckets_pkey
+
+TABLE signals
+  id bigint NOT NULL IDENTITY(d)
+  target_id bigint NOT NULL
+  name text NOT NULL
+  payload jsonb NOT NULL DEFAULT '{}'::jsonb
+  dedup_key text
+  consumed_at timestamp with time zone
+  inserted_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT signals_pkey PRIMARY KEY (id)
+  CONSTRAINT signals_target_dedup UNIQUE (target_id, dedup_key)
+  CONSTRAINT signals_target_id_fkey FOREIGN KEY (target_id) REFERENCES gen_durable(id) ON DELETE CASCADE
+  INDEX ON signals USING btree (target_id, id) WHERE (consumed_at IS NULL)  -- signals_inbox
+  INDEX UNIQUE ON signals USING btree (id)  -- signals_pkey
+  INDEX ON signals USING btree (target_id, name)  -- signals_target
+  INDEX UNIQUE ON signals USING btree (target_id, dedup_key)  -- signals_target_dedup
