@@ -1,0 +1,238 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+
+import * as ts from 'typescript';
+
+// STYLE §4.1: every runtime SQL statement lives in lib/sql/*.sql.ts as a named, documented
+// `Statement` constant, and DDL lives only in lib/schema/. This file enforces both by parsing
+// the sources (string and template literals only, so prose in comments never trips it).
+
+const ROOT = join(__dirname, '..', '..');
+const LIB = join(ROOT, 'lib');
+const SQL_DIR = join(LIB, 'sql');
+const SCHEMA_DIR = join(LIB, 'schema');
+
+/** Statement shapes, uppercase keywords (the house style for SQL text). */
+const SQL_PATTERN =
+  /\b(SELECT|INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|CREATE\s+(UNIQUE\s+)?(TABLE|INDEX|TYPE|SCHEMA)|ALTER\s+(TABLE|TYPE)|DROP\s+(TABLE|TYPE|SCHEMA|INDEX)|TRUNCATE\s+\S+|WITH\s+\w+\s+AS\s*\(|ON\s+CONFLICT)\b/;
+
+/**
+ * Statement names that may repeat. The transaction-control statements run unprepared through
+ * `SqlExecutor.control()`, and `BEGIN_WITH_IDLE_TIMEOUT` deliberately reports as `begin` so a
+ * flush counts BEGIN + UPDATE + COMMIT either way. Every other name keys the executor's
+ * prepared-statement cache, where a duplicate would run the wrong text.
+ */
+const SHARED_NAMES: Record<string, readonly string[]> = {
+  begin: ['BEGIN', 'BEGIN_WITH_IDLE_TIMEOUT'],
+};
+
+function tsFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      out.push(...tsFiles(path));
+    } else if (entry.isFile() && entry.name.endsWith('.ts')) {
+      out.push(path);
+    }
+  }
+  return out.sort();
+}
+
+function parse(fileName: string, text: string): ts.SourceFile {
+  return ts.createSourceFile(fileName, text, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
+}
+
+function rel(path: string): string {
+  return relative(ROOT, path).split(sep).join('/');
+}
+
+/** Every string or template literal in `source` that looks like SQL, as `file:line: text`. */
+function findSqlLiterals(fileName: string, text: string): string[] {
+  const source = parse(fileName, text);
+  const found: string[] = [];
+  const check = (node: ts.Node, literal: string): void => {
+    if (SQL_PATTERN.test(literal)) {
+      const { line } = source.getLineAndCharacterOfPosition(node.getStart(source));
+      found.push(`${fileName}:${line + 1}: ${literal.replace(/\s+/g, ' ').trim().slice(0, 80)}`);
+    }
+  };
+  const visit = (node: ts.Node): void => {
+    if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) {
+      check(node, node.text);
+    } else if (ts.isTemplateExpression(node)) {
+      // Substitutions become a placeholder so `SELECT ${cols} FROM` still reads as SQL.
+      const joined = [node.head.text, ...node.templateSpans.map((s) => s.literal.text)].join(' x ');
+      check(node, joined);
+      node.templateSpans.forEach((span) => visit(span.expression));
+      return;
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+interface DeclaredStatement {
+  readonly file: string;
+  readonly constant: string;
+  readonly name: string | undefined;
+  readonly documented: boolean;
+}
+
+/** The exported `sql(...)` constants of one lib/sql file, plus any `sql(...)` call outside one. */
+function declaredStatements(path: string): { statements: DeclaredStatement[]; stray: string[] } {
+  const text = readFileSync(path, 'utf8');
+  const source = parse(path, text);
+  const statements: DeclaredStatement[] = [];
+  const stray: string[] = [];
+  const declarationInits = new Set<ts.Node>();
+  let previous: { documented: boolean; endLine: number } | undefined;
+
+  for (const stmt of source.statements) {
+    const exported =
+      ts.isVariableStatement(stmt) &&
+      stmt.modifiers?.some((m) => m.kind === ts.SyntaxKind.ExportKeyword);
+    const declarations = ts.isVariableStatement(stmt) ? stmt.declarationList.declarations : [];
+    const sqlDecls = declarations.filter((d) => d.initializer && isSqlCall(d.initializer));
+    if (!exported || sqlDecls.length === 0) {
+      previous = undefined;
+      continue;
+    }
+    const startLine = source.getLineAndCharacterOfPosition(stmt.getStart(source)).line;
+    const endLine = source.getLineAndCharacterOfPosition(stmt.getEnd()).line;
+    const hasComment = (ts.getLeadingCommentRanges(text, stmt.getFullStart()) ?? []).length > 0;
+    // A run of declarations with no blank line between them shares the comment above the first
+    // (e.g. BEGIN / COMMIT / ROLLBACK).
+    const documented =
+      hasComment ||
+      (previous !== undefined && previous.documented && previous.endLine === startLine - 1);
+    for (const decl of sqlDecls) {
+      const call = decl.initializer as ts.CallExpression;
+      declarationInits.add(call);
+      const first = call.arguments[0];
+      statements.push({
+        file: rel(path),
+        constant: decl.name.getText(source),
+        name:
+          first && (ts.isStringLiteral(first) || ts.isNoSubstitutionTemplateLiteral(first))
+            ? first.text
+            : undefined,
+        documented,
+      });
+    }
+    previous = { documented, endLine };
+  }
+
+  const visit = (node: ts.Node): void => {
+    if (isSqlCall(node) && !declarationInits.has(node)) {
+      const { line } = source.getLineAndCharacterOfPosition(node.getStart(source));
+      stray.push(`${rel(path)}:${line + 1}`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return { statements, stray };
+}
+
+function isSqlCall(node: ts.Node): node is ts.CallExpression {
+  return (
+    ts.isCallExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === 'sql'
+  );
+}
+
+describe('SQL location (STYLE §4.1)', () => {
+  describe('the scanner', () => {
+    it('finds SQL in string and template literals', () => {
+      const source = [
+        `const a = 'SELECT 1 FROM x';`,
+        'const b = `UPDATE {schema}.gen_durable SET step = $1`;',
+        'const c = `DELETE FROM ${table} WHERE id = $1`;',
+        `const d = "CREATE TABLE t (id int)";`,
+      ].join('\n');
+      expect(findSqlLiterals('probe.ts', source)).toHaveLength(4);
+    });
+
+    it('ignores comments, identifiers and ordinary prose', () => {
+      const source = [
+        '// SELECT the next runnable row, then UPDATE it SET to executing',
+        '/** INSERT INTO happens in the flusher. */',
+        `const SELECT = 'select a queue';`,
+        `const msg = 'Selected rows were updated';`,
+      ].join('\n');
+      expect(findSqlLiterals('probe.ts', source)).toEqual([]);
+    });
+  });
+
+  it('lib/ outside lib/sql/ and lib/schema/ contains no SQL text', () => {
+    const files = tsFiles(LIB).filter(
+      (f) => !f.startsWith(SQL_DIR + sep) && !f.startsWith(SCHEMA_DIR + sep),
+    );
+    expect(files.length).toBeGreaterThan(0);
+    const found = files.flatMap((f) => findSqlLiterals(rel(f), readFileSync(f, 'utf8')));
+    // Move each finding into a named Statement in lib/sql/*.sql.ts (DDL: lib/schema/).
+    expect(found).toEqual([]);
+  });
+
+  describe('lib/sql/*.sql.ts', () => {
+    const files = tsFiles(SQL_DIR).filter((f) => f.endsWith('.sql.ts'));
+    const results = files.map(declaredStatements);
+    const statements = results.flatMap((r) => r.statements);
+
+    it('declares statements', () => {
+      expect(files.length).toBeGreaterThan(0);
+      expect(statements.length).toBeGreaterThan(0);
+    });
+
+    it('builds every statement as an exported constant', () => {
+      expect(results.flatMap((r) => r.stray)).toEqual([]);
+    });
+
+    it('names every statement with a literal snake_case name', () => {
+      const bad = statements
+        .filter((s) => s.name === undefined || !/^[a-z][a-z0-9_]*$/.test(s.name))
+        .map((s) => `${s.file}: ${s.constant}`);
+      expect(bad).toEqual([]);
+    });
+
+    it('uses each constant name once across lib/sql', () => {
+      const seen = new Map<string, string>();
+      const duplicates: string[] = [];
+      for (const s of statements) {
+        const other = seen.get(s.constant);
+        if (other) {
+          duplicates.push(`${s.constant}: ${other} and ${s.file}`);
+        }
+        seen.set(s.constant, s.file);
+      }
+      expect(duplicates).toEqual([]);
+    });
+
+    it('uses each statement name once (the prepared-statement cache key)', () => {
+      const byName = new Map<string, string[]>();
+      for (const s of statements) {
+        if (s.name !== undefined) {
+          byName.set(s.name, [...(byName.get(s.name) ?? []), s.constant]);
+        }
+      }
+      const duplicates = [...byName]
+        .filter(([name, constants]) => {
+          if (constants.length < 2) {
+            return false;
+          }
+          const allowed = SHARED_NAMES[name] ?? [];
+          return !constants.every((c) => allowed.includes(c));
+        })
+        .map(([name, constants]) => `'${name}': ${constants.join(', ')}`);
+      expect(duplicates).toEqual([]);
+    });
+
+    it('documents every statement with a comment above it', () => {
+      const undocumented = statements
+        .filter((s) => !s.documented)
+        .map((s) => `${s.file}: ${s.constant}`);
+      // Say what it does, which index serves it and which invariant it protects.
+      expect(undocumented).toEqual([]);
+    });
+  });
+});
