@@ -1,0 +1,46 @@
+import type { INestApplication } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import request from 'supertest';
+
+import { CURRENT_SCHEMA_VERSION } from '../../lib/schema/increments';
+import { AppModule } from '../../sample/app.module';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+
+// The sample boots on an empty database: TypeORM runs the gen-durable migration at boot and
+// the app answers HTTP (what `npm run sample` and the NestJS 12 smoke rely on).
+describe('sample app', () => {
+  let db: TestDatabase;
+  let app: INestApplication | undefined;
+  const previousUrl = process.env['DATABASE_URL'];
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ migrate: false });
+    process.env['DATABASE_URL'] = db.url;
+    app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
+    await app.listen(0);
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    if (previousUrl === undefined) {
+      delete process.env['DATABASE_URL'];
+    } else {
+      process.env['DATABASE_URL'] = previousUrl;
+    }
+    await db.drop();
+  });
+
+  it('answers GET / with its name', async () => {
+    const response = await request(app!.getHttpServer()).get('/').expect(200);
+    expect(response.body).toEqual({ name: 'gen-durable sample', ok: true });
+  });
+
+  it('ran the gen-durable migration at boot', async () => {
+    const { rows } = await db.pool.query<{ version: string | null }>(
+      `SELECT obj_description('public.gen_durable'::regclass, 'pg_class') AS version`,
+    );
+    expect(Number(rows[0]?.version)).toBe(CURRENT_SCHEMA_VERSION);
+    const migrations = await db.pool.query<{ name: string }>('SELECT name FROM migrations');
+    expect(migrations.rows.map((r) => r.name)).toEqual(['SetupGenDurable1700000000000']);
+  });
+});
