@@ -1,0 +1,46 @@
+import { Injectable, SetMetadata } from '@nestjs/common';
+
+import { DURABLE_FSM_METADATA } from '../gen-durable.constants';
+
+/** Encodes and decodes an FSM's state to and from its stored JSON object. */
+export interface StateCodec<S = unknown> {
+  /** JSON object from the row → the state handed to steps. */
+  load(stored: Record<string, unknown>): S;
+  /** State returned by a step → a JSON object to store. */
+  dump(state: S): Record<string, unknown>;
+}
+
+/** Options of `@DurableFsm()` (SPEC §2.2). */
+export interface DurableFsmOptions {
+  /** Stored in the `fsm` column. Default: the class name (logs a warning: minifiers rename classes). */
+  name?: string;
+  /** Definition version; instances finish on the version they started. Default 1. */
+  version?: number;
+  /** Queue of new instances. Default `'default'`. */
+  queue?: string;
+  /** First step. Default `'start'` (a job's is `'perform'`). */
+  initial?: string;
+  /** Run a `next` step in the same executor on the held claim (SPEC §7). Default false. */
+  inlineExecution?: boolean;
+  /** Jobs: executions before a failing job stops. Default 20. */
+  maxAttempts?: number;
+  /** State codec. Default plain JSON objects. */
+  stateCodec?: StateCodec;
+}
+
+/** Metadata stored on a `@DurableFsm()` class. */
+export interface DurableFsmMetadata extends DurableFsmOptions {
+  readonly nameDefaulted: boolean;
+}
+
+/**
+ * Marks a provider class as a durable FSM: `@Step()` methods (or a `perform()` job method)
+ * run as steps. The class is also `@Injectable()`, so it gets its own dependencies injected.
+ */
+export function DurableFsm(options: DurableFsmOptions = {}): ClassDecorator {
+  return (target) => {
+    const metadata: DurableFsmMetadata = { ...options, nameDefaulted: options.name === undefined };
+    SetMetadata(DURABLE_FSM_METADATA, metadata)(target);
+    Injectable()(target);
+  };
+}

@@ -1,0 +1,25 @@
+import type { StateCodec } from '../decorators/durable-fsm.decorator';
+import type { StepContext } from '../fsm/step-context';
+
+export type StepFunction = (ctx: StepContext<unknown>) => unknown;
+
+/** A registered FSM: one `(name, version)` bound to its provider instance. */
+export interface FsmDefinition {
+  readonly name: string;
+  readonly version: number;
+  readonly queue: string;
+  readonly initial: string;
+  readonly inlineExecution: boolean;
+  readonly kind: 'fsm' | 'job';
+  /** Jobs: executions before stop. */
+  readonly maxAttempts: number;
+  readonly codec: StateCodec | undefined;
+  /** The provider class. */
+  readonly metatype: abstract new (...args: never[]) => unknown;
+  /** step name → bound method */
+  readonly steps: ReadonlyMap<string, StepFunction>;
+  /** Bound `onError(err, ctx)`, when the class defines one. */
+  readonly onError: ((err: unknown, ctx: StepContext<unknown>) => unknown) | undefined;
+  /** Jobs: bound `backoff(attempt)`, when the class defines one. */
+  readonly backoff: ((attempt: number) => number) | undefined;
+}

@@ -1,0 +1,45 @@
+import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
+import { ConfigurationError } from '../errors/configuration.error';
+import type { FsmDefinition } from './fsm-definition';
+
+/** `(name, version)` → definition; the newest version per name answers inserts. */
+export class FsmRegistry {
+  private readonly byKey = new Map<string, FsmDefinition>();
+  private readonly latest = new Map<string, FsmDefinition>();
+  private readonly byClass = new Map<unknown, FsmDefinition>();
+
+  register(definition: FsmDefinition): void {
+    const key = `${definition.name}@${definition.version}`;
+    if (this.byKey.has(key)) {
+      throw new ConfigurationError(`fsm ${definition.name}`, `version ${definition.version} is registered twice`);
+    }
+    this.byKey.set(key, definition);
+    const current = this.latest.get(definition.name);
+    if (!current || current.version < definition.version) this.latest.set(definition.name, definition);
+    this.byClass.set(definition.metatype, definition);
+  }
+
+  /** The definition a row runs on, or undefined (a rolling deploy: the crash path, §2.7). */
+  find(name: string, version: number): FsmDefinition | undefined {
+    return this.byKey.get(`${name}@${version}`);
+  }
+
+  /** Resolves an insert target: a class or a name (newest version). */
+  resolve(fsm: unknown): FsmDefinition {
+    if (typeof fsm === 'string') {
+      const found = this.latest.get(fsm);
+      if (!found) throw new FsmNotRegisteredError(fsm);
+      return found;
+    }
+    const found = this.byClass.get(fsm);
+    if (!found) {
+      const name = typeof fsm === 'function' ? fsm.name : String(fsm);
+      throw new FsmNotRegisteredError(name);
+    }
+    return found;
+  }
+
+  all(): FsmDefinition[] {
+    return [...this.byKey.values()];
+  }
+}

@@ -1,0 +1,132 @@
+import { Logger } from '@nestjs/common';
+import type { Pool } from 'pg';
+import type { DataSource } from 'typeorm';
+
+import { SqlExecutor } from '../db/sql-executor';
+import type { FsmRegistry } from '../discovery/fsm.registry';
+import { SchemaVersionError } from '../errors/schema-version.error';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { CURRENT_SCHEMA_VERSION } from '../schema/increments';
+import { READ_SCHEMA_VERSION, SHOW_SYNCHRONOUS_COMMIT } from '../sql/schema.sql';
+import type { Telemetry } from '../telemetry/telemetry';
+import { AwaitWatcher } from '../runtime/await-watcher';
+import { Executor } from '../runtime/executor';
+import { type FlushEffects, Flusher } from '../runtime/flusher';
+import { GarbageCollector } from '../runtime/gc';
+import { PokeEmitter } from '../runtime/poke-emitter';
+import { Reaper } from '../runtime/reaper';
+import { Scheduler } from '../runtime/scheduler';
+import { StallDetector } from '../runtime/stall-detector';
+
+/** The pg pool under a TypeORM PostgreSQL DataSource (its master pool). */
+export function poolOf(dataSource: DataSource): Pool {
+  const pool = (dataSource.driver as unknown as { master?: Pool }).master;
+  if (!pool) throw new Error('the TypeORM DataSource is not initialized (no pg pool): initialize it before the engine boots');
+  return pool;
+}
+
+/**
+ * Everything one engine runs: SQL executor, flushers, executor, schedulers, reaper, GC,
+ * await watcher, poke emitter, stall detector. Built at module init, started at bootstrap,
+ * drained and released at shutdown (SPEC §2.1, §17.4).
+ */
+export class EngineRuntime {
+  readonly sql: SqlExecutor;
+  readonly flushers: Flusher[];
+  readonly executor: Executor;
+  readonly schedulers = new Map<string, Scheduler>();
+  readonly watcher: AwaitWatcher;
+  readonly pokes: PokeEmitter;
+  readonly stall: StallDetector;
+  reaper: Reaper | undefined;
+  gc: GarbageCollector | undefined;
+  private readonly logger = new Logger('GenDurable');
+  private drained: Promise<void> | undefined;
+
+  constructor(
+    readonly options: ResolvedOptions,
+    readonly registry: FsmRegistry,
+    readonly telemetry: Telemetry,
+  ) {
+    this.sql = new SqlExecutor(poolOf(options.dataSource), {
+      schema: options.schema,
+      preparedStatements: options.preparedStatements,
+      statementTimeoutMs: options.statementTimeout,
+    });
+    this.watcher = new AwaitWatcher(this.sql, options.await.tick);
+    this.pokes = new PokeEmitter(options.poke !== 'none', (queue) => this.schedulers.get(queue)?.poke());
+    this.flushers = options.flushers.map((config) => new Flusher(this.sql, config, telemetry, (effects) => this.afterCommit(effects)));
+    this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
+    this.stall = new StallDetector(options.heartbeatInterval, telemetry);
+  }
+
+  flusherFor(queue: string): Flusher {
+    const found = this.flushers.find((f) => f.config.queues === 'all' || f.config.queues.includes(queue));
+    // Every local queue is covered (validated); a non-local queue (testing drain) uses the first.
+    return found ?? (this.flushers[0] as Flusher);
+  }
+
+  /** After a flush committed (SPEC §6.4): nudge awaiters, poke woken queues. */
+  afterCommit(effects: FlushEffects): void {
+    if (effects.settledIds.length > 0) this.watcher.nudge(effects.settledIds);
+    if (effects.pokeQueues.size > 0) this.pokes.poke(effects.pokeQueues);
+  }
+
+  async start(): Promise<void> {
+    const versionRow = (await this.sql.query<{ version: string }>(READ_SCHEMA_VERSION, [this.options.schema]))[0];
+    const installed = Number(versionRow?.version ?? 0);
+    if (installed !== CURRENT_SCHEMA_VERSION) {
+      throw new SchemaVersionError(this.options.schema, Number.isInteger(installed) ? installed : 0, CURRENT_SCHEMA_VERSION);
+    }
+    const sync = (await this.sql.query<{ value: string }>(SHOW_SYNCHRONOUS_COMMIT))[0]?.value;
+    if (sync === 'off') {
+      const message = 'synchronous_commit is off: acknowledged inserts and signals are not durable until WAL is flushed';
+      this.logger.warn(message);
+      this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
+    }
+    if (Object.keys(this.options.queues).length > 0 && this.options.reaper === false && this.options.poke === 'local') {
+      const message = `this node runs queues with poke 'local' and no reaper: make sure another node runs a reaper (and use a cross-node poke)`;
+      this.logger.warn(message);
+      this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
+    }
+    this.stall.start();
+    if (this.options.reaper) {
+      this.reaper = new Reaper(
+        this.sql,
+        this.options.reaper.interval,
+        this.options.reaper.maxReaps,
+        this.telemetry,
+        (queues) => this.pokes.poke(queues),
+        (ids) => this.watcher.nudge(ids),
+      );
+      this.reaper.start();
+    }
+    if (this.options.gc) {
+      this.gc = new GarbageCollector(this.sql, this.options.gc, this.telemetry);
+      this.gc.start();
+    }
+    for (const [queue, concurrency] of Object.entries(this.options.queues)) {
+      this.schedulers.set(queue, new Scheduler(this.sql, queue, concurrency, this.options, this.executor, this.telemetry));
+    }
+    await Promise.all([...this.schedulers.values()].map((s) => s.start()));
+  }
+
+  /** Stop claiming, release buffers, wait for in-flight steps, flush (SPEC §17.4). Idempotent. */
+  drain(): Promise<void> {
+    this.drained ??= (async () => {
+      await Promise.all([...this.schedulers.values()].map((s) => s.drain()));
+      await Promise.all(this.flushers.map((f) => f.drain()));
+      await this.reaper?.stop();
+      await this.gc?.stop();
+    })();
+    return this.drained;
+  }
+
+  /** Releases timers and waiters after the drain. */
+  async close(): Promise<void> {
+    await this.drain();
+    this.pokes.close();
+    this.watcher.close();
+    this.stall.stop();
+  }
+}

@@ -1,0 +1,180 @@
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+  type Type,
+} from '@nestjs/common';
+import { DiscoveryService } from '@nestjs/core';
+import type { PoolClient } from 'pg';
+import type { Observable } from 'rxjs';
+import type { EntityManager } from 'typeorm';
+
+import { GEN_DURABLE_ENGINE_NAME, GEN_DURABLE_MODULE_OPTIONS } from '../gen-durable.constants';
+import { FsmExplorer } from '../discovery/fsm.explorer';
+import type { FsmRegistry } from '../discovery/fsm.registry';
+import { DuplicateError } from '../errors/duplicate.error';
+import { InvalidInputError } from '../errors/invalid-input.error';
+import type { GenDurableOptions } from '../options/gen-durable-options.interface';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { resolveOptions } from '../options/resolve-options';
+import { INSERT_INSTANCE, INSERT_INSTANCES } from '../sql/insert.sql';
+import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
+import type { GenDurableEvent } from '../telemetry/telemetry-events';
+import { Telemetry } from '../telemetry/telemetry';
+import { EngineRuntime } from './engine-runtime';
+import type { InsertOptions } from './insert-options.interface';
+import { buildInsertRow, insertArrays, insertParams } from './insert-row';
+import { type AwaitResult, type InstanceRecord, type InstanceView, toInstanceView } from './instance-view';
+import { RunningEngines } from './running-engines';
+
+/** Addresses an instance by id or by its correlation key's current occupant. */
+export type Target = { id: string | bigint } | { correlationKey: string };
+
+
+/**
+ * The engine's public API (SPEC §2.5): insert, signal, await, get, events$. Thin: it
+ * validates input and delegates to the runtime. Nothing here needs a local scheduler.
+ */
+@Injectable()
+export class EngineService implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
+  private resolved: ResolvedOptions | undefined;
+  private runtimeRef: EngineRuntime | undefined;
+  private registryRef: FsmRegistry | undefined;
+  private telemetryRef: Telemetry | undefined;
+  private acquired = false;
+  private readonly logger = new Logger('GenDurable');
+
+  constructor(
+    @Inject(GEN_DURABLE_MODULE_OPTIONS) private readonly rawOptions: GenDurableOptions,
+    @Inject(GEN_DURABLE_ENGINE_NAME) private readonly engineName: string,
+    private readonly discovery: DiscoveryService,
+  ) {}
+
+  /** The engine name. */
+  get name(): string {
+    return this.engineName;
+  }
+
+  /** Telemetry events of this engine (hot, no replay; SPEC §20). */
+  get events$(): Observable<GenDurableEvent> {
+    return this.telemetry.events$;
+  }
+
+  /** @internal the runtime, for the testing helpers and health indicators. */
+  get runtime(): EngineRuntime {
+    if (!this.runtimeRef) throw new Error(`gen-durable engine "${this.engineName}" is not initialized yet`);
+    return this.runtimeRef;
+  }
+
+  /** The validated options. */
+  get options(): ResolvedOptions {
+    return this.runtime.options;
+  }
+
+  private get telemetry(): Telemetry {
+    this.telemetryRef ??= new Telemetry(this.engineName);
+    return this.telemetryRef;
+  }
+
+  private get registry(): FsmRegistry {
+    if (!this.registryRef) throw new Error(`gen-durable engine "${this.engineName}" is not initialized yet`);
+    return this.registryRef;
+  }
+
+  onModuleInit(): void {
+    this.resolved = resolveOptions({ ...this.rawOptions, name: this.engineName });
+    RunningEngines.acquire(this.engineName);
+    this.acquired = true;
+    this.registryRef = new FsmExplorer(this.discovery).explore(this.resolved.fsms);
+    this.runtimeRef = new EngineRuntime(this.resolved, this.registryRef, this.telemetry);
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.runtime.start();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.runtimeRef?.drain();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    try {
+      await this.runtimeRef?.close();
+    } finally {
+      this.telemetryRef?.complete();
+      if (this.acquired) RunningEngines.release(this.engineName);
+      this.acquired = false;
+    }
+  }
+
+  /** Inserts one instance; resolves with its id. `DuplicateError` on an occupied key. One statement. */
+  async insert(fsm: Type<unknown> | string, options?: InsertOptions): Promise<string> {
+    const definition = this.registry.resolve(fsm);
+    const row = buildInsertRow(definition, options, this.runtime.options);
+    const client = await this.clientOf(options?.manager);
+    const rows = await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(INSERT_INSTANCE, insertParams(row), client);
+    const inserted = rows[0];
+    if (!inserted) throw new DuplicateError(row.correlationKey ?? '');
+    if (inserted.due && !options?.manager) this.runtime.pokes.poke([inserted.queue]);
+    return inserted.id;
+  }
+
+  /**
+   * Inserts many instances in one statement for any size; duplicates drop silently. Rows are
+   * inserted ordered by correlation key, so ids do not map to entries by position.
+   */
+  async insertAll(fsm: Type<unknown> | string, entries: readonly InsertOptions[], options: { manager?: EntityManager } = {}): Promise<string[]> {
+    if (!Array.isArray(entries)) throw new InvalidInputError('insertAll.entries', 'must be an array');
+    if (entries.length === 0) return [];
+    const definition = this.registry.resolve(fsm);
+    const rows = entries.map((entry, i) => {
+      if (entry?.manager !== undefined) throw new InvalidInputError(`insertAll[${i}].manager`, 'pass manager as the third argument of insertAll');
+      return buildInsertRow(definition, entry, this.runtime.options, `insertAll[${i}]`);
+    });
+    const client = await this.clientOf(options.manager);
+    const inserted = await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(INSERT_INSTANCES, insertArrays(rows), client);
+    if (!options.manager) this.runtime.pokes.poke(new Set(inserted.filter((r) => r.due).map((r) => r.queue)));
+    return inserted.map((r) => r.id);
+  }
+
+  /** The instance row, or null. By key: only the current occupant (SPEC §11). */
+  async get(target: Target): Promise<InstanceView | null> {
+    const rows =
+      'id' in target
+        ? await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [idText(target.id)])
+        : await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_KEY, [target.correlationKey]);
+    const row = rows[0];
+    return row ? toInstanceView(row) : null;
+  }
+
+  /**
+   * Waits until the instance settles (done, failed, or parked; `until: 'terminal'` = done or
+   * failed) or `timeout` ms pass (`busy`: call again). Answers from the row (SPEC §9).
+   */
+  async await(id: string | bigint, options: { timeout?: number; until?: 'settled' | 'terminal' } = {}): Promise<AwaitResult> {
+    const timeout = options.timeout ?? 5000;
+    if (!Number.isInteger(timeout) || timeout < 0) throw new InvalidInputError('await.timeout', 'must be an integer ≥ 0 (ms)');
+    const until = options.until ?? 'settled';
+    if (until !== 'settled' && until !== 'terminal') throw new InvalidInputError('await.until', "must be 'settled' or 'terminal'");
+    return this.runtime.watcher.await(idText(id), timeout, until);
+  }
+
+  private async clientOf(manager: EntityManager | undefined): Promise<PoolClient | undefined> {
+    if (manager === undefined) return undefined;
+    const runner = manager.queryRunner;
+    if (!runner || !runner.isTransactionActive) {
+      throw new InvalidInputError('manager', 'must be the EntityManager of an active TypeORM transaction (dataSource.transaction(manager => …))');
+    }
+    return (await runner.connect()) as PoolClient;
+  }
+}
+
+function idText(id: string | bigint): string {
+  const text = typeof id === 'bigint' ? id.toString() : id;
+  if (typeof text !== 'string' || !/^[1-9][0-9]{0,18}$/.test(text)) throw new InvalidInputError('id', `must be a positive integer id, got ${String(id)}`);
+  return text;
+}

@@ -1,0 +1,151 @@
+import { ALL_STATUSES, type DurableStatus, LIVE_STATUSES } from '../gen-durable.constants';
+import type { FsmDefinition } from '../discovery/fsm-definition';
+import { InvalidInputError } from '../errors/invalid-input.error';
+import { UnknownStepError } from '../errors/unknown-step.error';
+import { limitKeyText, limitName } from '../fsm/limit-key';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { toJsonObjectText } from '../serialization/json-value';
+import type { InsertOptions } from './insert-options.interface';
+
+/** A validated, serialized row ready for INSERT_INSTANCE / INSERT_INSTANCES. */
+export interface InsertRow {
+  readonly fsm: string;
+  readonly fsmVersion: number;
+  readonly step: string;
+  readonly stateText: string;
+  readonly queue: string;
+  readonly priority: number;
+  /** Absolute start, or null for now() + delayMs. */
+  readonly at: Date | null;
+  readonly delayMs: number;
+  readonly correlationKey: string | null;
+  /** Comma-joined scope statuses. */
+  readonly scope: string;
+  readonly concurrencyKey: string | null;
+  readonly rateLimit: string | null;
+  readonly weight: number;
+}
+
+const INSERT_KEYS = new Set([
+  'state', 'args', 'step', 'queue', 'priority', 'eligibleAt', 'scheduleAt', 'scheduleIn',
+  'correlationKey', 'correlationScope', 'concurrencyKey', 'rateLimit', 'weight', 'manager',
+]);
+
+function validDate(value: unknown, path: string): Date {
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) throw new InvalidInputError(path, 'must be a valid Date');
+  return value;
+}
+
+/** Checks a weight against a rate limit this node knows (SPEC §26.8). */
+export function checkWeight(options: ResolvedOptions, rateLimit: string | null, weight: number, path: string): void {
+  if (!(typeof weight === 'number' && Number.isFinite(weight) && weight > 0)) {
+    throw new InvalidInputError(path, `must be a finite number > 0, got ${String(weight)}`);
+  }
+  if (rateLimit === null) return;
+  const limit = options.rateLimits[limitName(rateLimit)];
+  if (limit && weight > limit.burst) {
+    throw new InvalidInputError(path, `${weight} exceeds the burst ${limit.burst} of rate limit "${limit.name}": the row could never run; split the work`);
+  }
+}
+
+/**
+ * Validates and serializes one insert (SPEC §2.5, §26.8). Throws a typed error naming the
+ * field; nothing is written for a bad entry.
+ */
+export function buildInsertRow(
+  definition: FsmDefinition,
+  input: InsertOptions | undefined,
+  options: ResolvedOptions,
+  path = 'insert',
+): InsertRow {
+  const o = input ?? {};
+  if (typeof o !== 'object' || o === null) throw new InvalidInputError(path, 'options must be an object');
+  for (const key of Object.keys(o)) {
+    if (!INSERT_KEYS.has(key)) throw new InvalidInputError(`${path}.${key}`, 'is not an insert option');
+  }
+  if (o.state !== undefined && o.args !== undefined) throw new InvalidInputError(path, 'give state or args, not both');
+  const step = o.step ?? definition.initial;
+  if (!definition.steps.has(step)) throw new UnknownStepError(definition.name, step);
+
+  const rawState: unknown = o.state ?? o.args ?? {};
+  const dumped: unknown = definition.codec ? definition.codec.dump(rawState) : rawState;
+  const stateText = toJsonObjectText(dumped, `${path}.state`, options.maxStateBytes);
+
+  const queue = o.queue ?? definition.queue;
+  if (typeof queue !== 'string' || queue.length === 0) throw new InvalidInputError(`${path}.queue`, 'must be a non-empty string');
+  const priority = o.priority ?? 0;
+  if (!Number.isInteger(priority) || priority < -32768 || priority > 32767) {
+    throw new InvalidInputError(`${path}.priority`, `must be an integer in -32768..32767 (smallint), got ${String(priority)}`);
+  }
+  let at: Date | null = null;
+  let delayMs = 0;
+  if (o.eligibleAt !== undefined) at = validDate(o.eligibleAt, `${path}.eligibleAt`);
+  else if (o.scheduleAt !== undefined) at = validDate(o.scheduleAt, `${path}.scheduleAt`);
+  else if (o.scheduleIn !== undefined) {
+    if (!Number.isInteger(o.scheduleIn) || o.scheduleIn < 0) {
+      throw new InvalidInputError(`${path}.scheduleIn`, `must be an integer ≥ 0 (ms), got ${String(o.scheduleIn)}`);
+    }
+    delayMs = o.scheduleIn;
+  }
+
+  let correlationKey: string | null = null;
+  if (o.correlationKey !== undefined) {
+    if (typeof o.correlationKey !== 'string' || o.correlationKey.length === 0) {
+      throw new InvalidInputError(`${path}.correlationKey`, 'must be a non-empty string');
+    }
+    correlationKey = o.correlationKey;
+  }
+  const scope: readonly DurableStatus[] = o.correlationScope ?? LIVE_STATUSES;
+  if (!Array.isArray(scope) || !scope.every((s) => (ALL_STATUSES as readonly string[]).includes(s))) {
+    throw new InvalidInputError(`${path}.correlationScope`, `must be an array of ${ALL_STATUSES.join(', ')}`);
+  }
+  const concurrencyKey = o.concurrencyKey === undefined ? null : limitKeyText(o.concurrencyKey, `${path}.concurrencyKey`);
+  const rateLimit = o.rateLimit === undefined ? null : limitKeyText(o.rateLimit, `${path}.rateLimit`);
+  const weight = o.weight ?? 1;
+  checkWeight(options, rateLimit, weight, `${path}.weight`);
+
+  return {
+    fsm: definition.name,
+    fsmVersion: definition.version,
+    step,
+    stateText,
+    queue,
+    priority,
+    at,
+    delayMs,
+    correlationKey,
+    scope: scope.join(','),
+    concurrencyKey,
+    rateLimit,
+    weight,
+  };
+}
+
+/** The parallel arrays of INSERT_INSTANCES for `rows` (parent ids optional). */
+export function insertArrays(rows: readonly InsertRow[], parentIds?: readonly (string | null)[]): unknown[] {
+  return [
+    rows.map((r) => r.fsm),
+    rows.map((r) => r.fsmVersion),
+    rows.map((r) => r.step),
+    rows.map((r) => r.stateText),
+    rows.map((r) => r.queue),
+    rows.map((r) => r.priority),
+    rows.map((r) => r.at),
+    rows.map((r) => r.delayMs),
+    rows.map((r) => r.correlationKey),
+    rows.map((r) => r.scope),
+    rows.map((r) => r.concurrencyKey),
+    rows.map((r) => r.rateLimit),
+    rows.map((r) => r.weight),
+    rows.map((_, i) => parentIds?.[i] ?? null),
+    rows.map((_, i) => i),
+  ];
+}
+
+/** The parameters of INSERT_INSTANCE for one row. */
+export function insertParams(row: InsertRow): unknown[] {
+  return [
+    row.fsm, row.fsmVersion, row.step, row.stateText, row.queue, row.priority, row.at, row.delayMs,
+    row.correlationKey, row.scope, row.concurrencyKey, row.rateLimit, row.weight,
+  ];
+}

@@ -1,0 +1,35 @@
+import type { DurableStatus } from '../gen-durable.constants';
+
+/** A signal in an instance's inbox. */
+export interface Signal {
+  readonly id: string;
+  readonly name: string;
+  readonly payload: unknown;
+}
+
+/** A stored child of the instance (every round). */
+export interface ChildView {
+  readonly id: string;
+  readonly fsm: string;
+  readonly status: DurableStatus;
+  readonly state: unknown;
+  readonly result: unknown;
+  readonly lastError: string | null;
+}
+
+/** What a step receives (SPEC §2.3). Lists are ordered by id, snapshots taken at claim time. */
+export interface StepContext<S = Record<string, unknown>> {
+  readonly id: string;
+  readonly fsm: string;
+  readonly fsmVersion: number;
+  readonly step: string;
+  /** 0 on the first run of this step; +1 per retry or reap. */
+  readonly attempt: number;
+  readonly state: S;
+  /** Unconsumed inbox signals whose name is in the set the row parked on. */
+  readonly awaited: readonly Signal[];
+  /** The whole unconsumed inbox. */
+  readonly all: readonly Signal[];
+  /** Every stored child, all rounds. */
+  readonly children: readonly ChildView[];
+}

@@ -1,0 +1,31 @@
+// The public surface of gen-durable, and nothing else.
+export { GenDurableModule } from './gen-durable.module';
+export type { GenDurableModuleExtras } from './gen-durable.module-definition';
+export { DEFAULT_ENGINE_NAME, type DurableStatus } from './gen-durable.constants';
+export type * from './options/gen-durable-options.interface';
+export { DurableFsm, type DurableFsmOptions, type StateCodec } from './decorators/durable-fsm.decorator';
+export { Step } from './decorators/step.decorator';
+export { InjectEngine } from './decorators/inject-engine.decorator';
+export { EngineService, type Target } from './engine/engine.service';
+export { getEngineToken } from './engine/get-engine-token.util';
+export type { InsertOptions } from './engine/insert-options.interface';
+export type { AwaitResult, InstanceView } from './engine/instance-view';
+export {
+  awaitSignal,
+  type ChildSpec,
+  done,
+  type LimitKey,
+  next,
+  type NextOptions,
+  type Outcome,
+  type OutcomeKind,
+  retry,
+  scheduleChildren,
+  stop,
+} from './fsm/outcome';
+export { cancel, jobError, type JobResult } from './fsm/job-results';
+export type { ChildView, Signal, StepContext } from './fsm/step-context';
+export { GenDurableMigration } from './schema/gen-durable.migration';
+export type { MigrationOptions } from './schema/migrator';
+export type { GenDurableEvent, GenDurableEventName } from './telemetry/telemetry-events';
+export * from './errors';

@@ -1,0 +1,113 @@
+import type { Type } from '@nestjs/common';
+import type { DataSource } from 'typeorm';
+
+/** A flusher (group commit) and the queues it serves (SPEC §6.2). */
+export interface FlusherOptions {
+  /** `'all'` or the queue names this flusher commits for. First match wins. */
+  queues?: 'all' | string[];
+  /** Entries per flush transaction at most. Default 500. */
+  maxBatch?: number;
+  /** How long an idle flusher holds its first entry to gather more, ms. Default 0. */
+  maxDelayMs?: number;
+}
+
+/** Reaper placement and tuning (SPEC §17.2, §26.5); `false` = no reaper on this node. */
+export interface ReaperOptions {
+  /** ms between sweeps of expired leases and overdue await deadlines. Default 30 000. */
+  interval?: number;
+  /** Reaps after which a row is failed as a poison pill. Default 5. */
+  maxReaps?: number;
+}
+
+/** GC placement and tuning (SPEC §18); `false` = no GC on this node. */
+export interface GcOptions {
+  /** ms between sweeps. Default 60 000. */
+  interval?: number;
+  /** ms a terminal row is kept after it ends. Default 86 400 000 (1 day). */
+  retention?: number;
+  /** Rows deleted per sweep at most; a full batch sweeps again at once. Default 10 000. */
+  batch?: number;
+}
+
+/** Caller-side await tuning (SPEC §9). */
+export interface AwaitOptions {
+  /** ms between batched cross-node probes while callers wait. Default 25, ≥ 1. */
+  tick?: number;
+}
+
+/** A named token bucket (SPEC §15). */
+export interface RateLimitOptions {
+  /** Tokens added per `period`. */
+  allowed: number;
+  /** Seconds, or `[n, unit]` with unit second/minute/hour/day. */
+  period: number | [number, 'second' | 'seconds' | 'minute' | 'minutes' | 'hour' | 'hours' | 'day' | 'days'];
+  /** Bucket capacity; default `allowed`. */
+  burst?: number;
+  /** Counter shards; default 1. */
+  shards?: number;
+}
+
+/** A named concurrency gate (SPEC §14). */
+export interface ConcurrencyLimitOptions {
+  /** Executing holders per key at most (positive integer). */
+  limit: number;
+  /** Counter shards; default 1, clamped to `limit`. */
+  shards?: number;
+}
+
+/** Redis connection for the limiter or pokes: a URL or ioredis options. */
+export type RedisConnectionOptions = string | Record<string, unknown>;
+
+/** Options of `GenDurableModule.forRoot` / the factory of `forRootAsync` (SPEC §22). */
+export interface GenDurableOptions {
+  /** Engine identity (tokens, telemetry, poke channel, worker ids). Default `'GenDurable'`. */
+  name?: string;
+  /** An initialized TypeORM DataSource on PostgreSQL. Required. */
+  dataSource: DataSource;
+  /** Schema of every gen-durable object. Default `'public'`. */
+  schema?: string;
+  /** Restricts this engine's registry to these FSM classes or names. Default: all discovered. */
+  fsms?: Array<Type<unknown> | string>;
+  /** Queue → per-node concurrency. Default `{ default: 10 }`; `{}` runs no scheduler (web node). */
+  queues?: Record<string, number>;
+  /** Named token buckets. Default `{}`. */
+  rateLimits?: Record<string, RateLimitOptions>;
+  /** Named concurrency gates. Default `{}`. */
+  concurrencyLimits?: Record<string, ConcurrencyLimitOptions>;
+  /** Limiter backend: `'postgres'` (default) or `{ redis }`. */
+  limiter?: 'postgres' | { redis: RedisConnectionOptions };
+  /** ms a claim is leased before the reaper may reclaim it. Default 60 000. */
+  leaseTtl?: number;
+  /** ms between lease extensions of held rows. Default 20 000. */
+  heartbeatInterval?: number;
+  /** Base ms between idle polls. Default 1 000. */
+  pollInterval?: number;
+  /** Idle-backoff ceiling of the poll, ms. Default 5 000. */
+  maxPollInterval?: number;
+  /** How runnable work is announced: `'local'` (default), `'postgres'`, `{ redis }` or `'none'`. */
+  poke?: 'local' | 'postgres' | 'none' | { redis: RedisConnectionOptions };
+  /** Caller-side await tuning. Default `{ tick: 25 }`. */
+  await?: AwaitOptions;
+  /** Reaper on this node. Default `{ interval: 30 000, maxReaps: 5 }`. */
+  reaper?: ReaperOptions | false;
+  /** GC on this node. Default `{ interval: 60 000, retention: 86 400 000, batch: 10 000 }`. */
+  gc?: GcOptions | false;
+  /** Rows each queue buffers beyond its running slots. Default 0. */
+  prefetch?: number;
+  /** Skip a pick unless this many slots are free (unless idle). Default 1. */
+  minDemand?: number;
+  /** ms each queue waits for in-flight steps at shutdown. Default 5 000. */
+  drainTimeout?: number;
+  /** Group-commit flushers. Default one `{ queues: 'all', maxBatch: 500, maxDelayMs: 0 }`. */
+  flushers?: FlusherOptions[];
+  /** Insert batcher for `insertAsync` (and durable group-commit inserts). Default false. */
+  insertBatcher?: false | { maxBatch?: number; maxDelayMs?: number; maxBuffer?: number; durable?: boolean };
+  /** Node identity: worker-id prefix and poke token. Default `GEN_DURABLE_NODE_ID` or the hostname. */
+  nodeId?: string;
+  /** Named prepared statements. Default true; false behind transaction-pooling proxies. */
+  preparedStatements?: boolean;
+  /** Client-side timeout of each engine statement, ms. Default 30 000. */
+  statementTimeout?: number;
+  /** Largest serialized state/result/payload accepted, bytes. Default 1 MiB. */
+  maxStateBytes?: number;
+}

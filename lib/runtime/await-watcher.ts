@@ -1,0 +1,123 @@
+import type { SqlExecutor } from '../db/sql-executor';
+import type { DurableStatus } from '../gen-durable.constants';
+import type { AwaitResult, InstanceRecord } from '../engine/instance-view';
+import { GET_INSTANCE_BY_ID, PROBE_STATUSES } from '../sql/instance.sql';
+
+type Until = 'settled' | 'terminal';
+
+interface Waiter {
+  readonly until: Until;
+  wake(): void;
+}
+
+const REARM_MS = 1_000;
+const CLOSED_POLL_MS = 25;
+
+function settled(status: DurableStatus, until: Until): boolean {
+  if (status === 'done' || status === 'failed') return true;
+  return until === 'settled' && (status === 'awaiting_signal' || status === 'awaiting_children');
+}
+
+/**
+ * Caller-side await (SPEC §9): answers from the row; waiters are nudged by same-node commits
+ * at once and by one batched probe per `tick` while any waiter exists (no timer otherwise).
+ */
+export class AwaitWatcher {
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  private probeTimer: NodeJS.Timeout | undefined;
+  private probing = false;
+  private closed = false;
+
+  constructor(
+    private readonly sql: SqlExecutor,
+    private readonly tick: number,
+  ) {}
+
+  get waiting(): number {
+    let n = 0;
+    for (const set of this.waiters.values()) n += set.size;
+    return n;
+  }
+
+  /** Nudges the waiters of `ids` (a same-node commit changed them). */
+  nudge(ids: Iterable<string>): void {
+    for (const id of ids) {
+      const set = this.waiters.get(id);
+      if (set) for (const w of set) w.wake();
+    }
+  }
+
+  /** After shutdown, waiters fall back to a 25 ms poll loop instead of failing. */
+  close(): void {
+    this.closed = true;
+    if (this.probeTimer) clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
+    for (const set of this.waiters.values()) for (const w of set) w.wake();
+  }
+
+  async await(id: string, timeoutMs: number, until: Until): Promise<AwaitResult> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const row = (await this.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [id]))[0];
+      if (!row) return { kind: 'not_found' };
+      if (row.status === 'done') return { kind: 'done', result: row.result ?? {} };
+      if (row.status === 'failed') return { kind: 'failed', error: row.last_error ?? '' };
+      const snapshot = { status: row.status, step: row.step, attempt: row.attempt };
+      if (settled(row.status, until)) return { kind: 'awaiting', snapshot };
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) return { kind: 'busy', snapshot };
+      await this.wait(id, until, Math.min(remaining, this.closed ? CLOSED_POLL_MS : REARM_MS));
+    }
+  }
+
+  private wait(id: string, until: Until, ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let set = this.waiters.get(id);
+      if (!set) {
+        set = new Set();
+        this.waiters.set(id, set);
+      }
+      const waiters = set;
+      const waiter: Waiter = {
+        until,
+        wake: () => {
+          clearTimeout(timer);
+          waiters.delete(waiter);
+          if (waiters.size === 0) this.waiters.delete(id);
+          resolve();
+        },
+      };
+      const timer = setTimeout(() => waiter.wake(), ms);
+      waiters.add(waiter);
+      this.armProbe();
+    });
+  }
+
+  private armProbe(): void {
+    if (this.closed || this.probeTimer || this.waiters.size === 0) return;
+    this.probeTimer = setTimeout(() => {
+      this.probeTimer = undefined;
+      void this.probe().finally(() => this.armProbe());
+    }, this.tick);
+  }
+
+  private async probe(): Promise<void> {
+    if (this.probing || this.waiters.size === 0) return;
+    this.probing = true;
+    try {
+      const ids = [...this.waiters.keys()];
+      const rows = await this.sql.query<{ id: string; status: DurableStatus }>(PROBE_STATUSES, [ids]);
+      const status = new Map(rows.map((r) => [r.id, r.status]));
+      for (const id of ids) {
+        const s = status.get(id);
+        const set = this.waiters.get(id);
+        if (!set) continue;
+        for (const w of [...set]) if (s === undefined || settled(s, w.until)) w.wake();
+      }
+    } catch {
+      // a failed probe skips a tick
+    } finally {
+      this.probing = false;
+    }
+  }
+}

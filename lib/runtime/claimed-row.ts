@@ -1,0 +1,65 @@
+import type { DurableStatus } from '../gen-durable.constants';
+import type { ChildView, Signal } from '../fsm/step-context';
+
+/** A row this node holds under a claim, with its enrichment snapshot. */
+export interface ClaimedRow {
+  readonly id: string;
+  readonly fsm: string;
+  readonly fsmVersion: number;
+  readonly step: string;
+  readonly state: Record<string, unknown>;
+  readonly attempt: number;
+  readonly awaits: readonly string[] | null;
+  readonly queue: string;
+  readonly priority: number;
+  readonly concurrencyKey: string | null;
+  readonly concurrencyShard: number | null;
+  readonly rateLimit: string | null;
+  readonly weight: number;
+  /** The fencing token of this claim (SPEC §26.1). */
+  readonly claimSeq: string;
+  readonly parentId: string | null;
+  readonly gated: boolean;
+  /** The worker id that holds the claim. */
+  readonly worker: string;
+  inbox: readonly Signal[];
+  children: readonly ChildView[];
+}
+
+/** A raw row of CLAIM_RUNNABLE. */
+export interface ClaimRecord {
+  id: string;
+  fsm: string;
+  fsm_version: number;
+  step: string;
+  state: Record<string, unknown>;
+  attempt: number;
+  awaits: string[] | null;
+  queue: string;
+  priority: number;
+  eligible_at: Date;
+  concurrency_key: string | null;
+  concurrency_shard: number | null;
+  rate_limit: string | null;
+  weight: number;
+  claim_seq: string;
+  parent_id: string | null;
+  gated: boolean;
+}
+
+export interface InboxRecord {
+  id: string;
+  target_id: string;
+  name: string;
+  payload: unknown;
+}
+
+export interface ChildRecord {
+  id: string;
+  parent_id: string;
+  fsm: string;
+  status: DurableStatus;
+  state: unknown;
+  result: unknown;
+  last_error: string | null;
+}

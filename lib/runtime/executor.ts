@@ -1,0 +1,163 @@
+import { inspect } from 'node:util';
+
+import { Logger } from '@nestjs/common';
+
+import type { FsmDefinition } from '../discovery/fsm-definition';
+import type { FsmRegistry } from '../discovery/fsm.registry';
+import { UnknownStepError } from '../errors/unknown-step.error';
+import { isJobResult } from '../fsm/job-results';
+import { done, isOutcome, type Outcome, reasonText, retry, stop } from '../fsm/outcome';
+import type { Signal, StepContext } from '../fsm/step-context';
+import type { ResolvedOptions } from '../options/resolved-options';
+import type { Telemetry } from '../telemetry/telemetry';
+import type { ClaimedRow } from './claimed-row';
+import type { FlushEntry, FlushReply } from './flush-entry';
+import type { Flusher } from './flusher';
+import { outcomeToEntry } from './outcome-entry';
+
+const MAX_BACKOFF_MS = 300_000;
+const FLUSH_ANSWER_TIMEOUT_MS = 30_000;
+
+/** What happened to one claimed row. */
+export type ExecutionResult = FlushReply | 'crash';
+
+/**
+ * Runs one claimed row: builds the StepContext, calls the step, routes throws to `onError`
+ * (SPEC §2.7), maps job results (§13), validates and serializes the outcome, and awaits its
+ * commit through the flusher before returning. Never throws.
+ */
+export class Executor {
+  private readonly logger = new Logger('GenDurable');
+
+  constructor(
+    private readonly registry: FsmRegistry,
+    private readonly options: ResolvedOptions,
+    private readonly telemetry: Telemetry,
+    private readonly flusherFor: (queue: string) => Flusher,
+  ) {}
+
+  async execute(row: ClaimedRow): Promise<ExecutionResult> {
+    const definition = this.registry.find(row.fsm, row.fsmVersion);
+    if (!definition) {
+      // A rolling deploy: another node may run it. Never stop it; the reaper retries (§2.7).
+      return this.crash(row, `no FSM "${row.fsm}" version ${row.fsmVersion} is registered on this node`);
+    }
+    const started = performance.now();
+    let entry: FlushEntry;
+    try {
+      entry = await this.produce(row, definition);
+    } catch (err) {
+      return this.crash(row, `internal error building the outcome: ${String(err)}`);
+    }
+    this.telemetry.emit(
+      'step:stop',
+      { durationMs: performance.now() - started },
+      { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind },
+    );
+    const reply = await this.commit(entry);
+    if (reply === 'stale') {
+      this.telemetry.emit('outcome:stale', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind });
+    } else if (reply === 'error') {
+      this.telemetry.emit('executor:crash', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, error: 'flush failed' });
+    }
+    return reply;
+  }
+
+  private commit(entry: FlushEntry): Promise<FlushReply> {
+    return new Promise<FlushReply>((resolve) => {
+      const timer = setTimeout(() => resolve('error'), FLUSH_ANSWER_TIMEOUT_MS);
+      this.flusherFor(entry.queue)
+        .submit(entry)
+        .then(resolve, () => resolve('error'))
+        .finally(() => clearTimeout(timer));
+    });
+  }
+
+  private crash(row: ClaimedRow, error: string): ExecutionResult {
+    this.logger.error(`executor crash on ${row.fsm}#${row.id} step ${row.step}: ${error}; the row stays executing for the reaper`);
+    this.telemetry.emit('executor:crash', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, error });
+    return 'crash';
+  }
+
+  /** The guarded region (SPEC §2.7): step, validation, dump, serialization, child expansion. */
+  private async produce(row: ClaimedRow, definition: FsmDefinition): Promise<FlushEntry> {
+    const awaited = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)) : [];
+    const awaitedIds = awaited.map((s) => s.id);
+    let ctx: StepContext<unknown> | undefined;
+    try {
+      ctx = this.context(row, definition, awaited, row.inbox, row.children);
+      const step = definition.steps.get(row.step);
+      if (!step) throw new UnknownStepError(definition.name, row.step);
+      const value: unknown = await step(ctx);
+      const outcome = definition.kind === 'job' ? this.jobOutcome(value, ctx, definition) : value;
+      return outcomeToEntry(outcome, row, definition, this.registry, this.options, awaitedIds);
+    } catch (err) {
+      return this.handleError(err, row, definition, ctx);
+    }
+  }
+
+  private async handleError(
+    err: unknown,
+    row: ClaimedRow,
+    definition: FsmDefinition,
+    original: StepContext<unknown> | undefined,
+  ): Promise<FlushEntry> {
+    try {
+      const state: unknown = original ? original.state : row.state;
+      const ctx: StepContext<unknown> = { ...(original ?? this.rawContext(row)), state, awaited: [], all: [], children: [] };
+      let outcome: unknown;
+      if (definition.onError) outcome = await definition.onError(err, ctx);
+      else if (definition.kind === 'job') outcome = this.retryRule(reasonText(err), ctx, definition);
+      else outcome = stop(err);
+      return outcomeToEntry(outcome, row, definition, this.registry, this.options, []);
+    } catch (secondErr) {
+      return outcomeToEntry(stop(secondErr), row, definition, this.registry, this.options, []);
+    }
+  }
+
+  /** SPEC §13: perform results. */
+  private jobOutcome(value: unknown, ctx: StepContext<unknown>, definition: FsmDefinition): Outcome {
+    if (value === undefined) return done({});
+    if (isJobResult(value)) {
+      return value.kind === 'cancel' ? stop(value.reason) : this.retryRule(value.reason, ctx, definition);
+    }
+    if (isOutcome(value)) return value;
+    if (typeof value === 'object' && value !== null && !Array.isArray(value) && Object.getPrototypeOf(value) === Object.prototype) {
+      return done(value as Record<string, unknown>);
+    }
+    return stop(`perform returned an invalid value: ${inspect(value, { depth: 2 })}`);
+  }
+
+  private retryRule(reason: unknown, ctx: StepContext<unknown>, definition: FsmDefinition): Outcome {
+    if (ctx.attempt + 1 < definition.maxAttempts) {
+      const delay = definition.backoff ? definition.backoff(ctx.attempt) : Math.min(1000 * 2 ** ctx.attempt, MAX_BACKOFF_MS);
+      return retry(ctx.state, Math.max(0, Math.round(Number.isFinite(delay) ? delay : MAX_BACKOFF_MS)));
+    }
+    return stop(reason);
+  }
+
+  private context(
+    row: ClaimedRow,
+    definition: FsmDefinition,
+    awaited: readonly Signal[],
+    all: readonly Signal[],
+    children: ClaimedRow['children'],
+  ): StepContext<unknown> {
+    const state: unknown = definition.codec ? definition.codec.load(structuredClone(row.state)) : structuredClone(row.state);
+    return Object.freeze({ ...this.rawContext(row), state, awaited, all, children });
+  }
+
+  private rawContext(row: ClaimedRow): StepContext<unknown> {
+    return {
+      id: row.id,
+      fsm: row.fsm,
+      fsmVersion: row.fsmVersion,
+      step: row.step,
+      attempt: row.attempt,
+      state: row.state,
+      awaited: [],
+      all: [],
+      children: [],
+    };
+  }
+}

@@ -1,0 +1,50 @@
+import type { InsertRow } from '../engine/insert-row';
+
+/** A step's outcome, validated and serialized, ready for the flush transaction (SPEC §6.3). */
+export type FlushEntry =
+  | TransitionEntry
+  | ParkEntry
+  | FanOutEntry;
+
+interface EntryBase {
+  readonly id: string;
+  readonly seq: string;
+  readonly worker: string;
+  readonly queue: string;
+  readonly fsm: string;
+  readonly step: string;
+  readonly parentId: string | null;
+  /** Signal ids presented as `awaited` (consumed by next/scheduleChildren; excluded by the park recheck). */
+  readonly awaitedIds: readonly string[];
+}
+
+export interface TransitionEntry extends EntryBase {
+  readonly kind: 'next' | 'retry' | 'done' | 'stop';
+  readonly nextStep: string | null;
+  readonly stateText: string | null;
+  readonly resultText: string | null;
+  readonly error: string | null;
+  readonly delayMs: number;
+  readonly rateLimit: string | null;
+  readonly weight: number;
+  readonly setKey: boolean;
+  readonly concurrencyKey: string | null;
+}
+
+export interface ParkEntry extends EntryBase {
+  readonly kind: 'await';
+  readonly nextStep: string;
+  readonly stateText: string;
+  readonly names: readonly string[];
+  readonly timeoutMs: number | null;
+}
+
+export interface FanOutEntry extends EntryBase {
+  readonly kind: 'scheduleChildren';
+  readonly nextStep: string;
+  readonly stateText: string;
+  readonly children: readonly InsertRow[];
+}
+
+/** What the flusher answers each entry. */
+export type FlushReply = 'committed' | 'stale' | 'error';

@@ -1,0 +1,275 @@
+import { Logger } from '@nestjs/common';
+
+import { type Queryable, isTransient, type SqlExecutor } from '../db/sql-executor';
+import { insertArrays } from '../engine/insert-row';
+import type { ResolvedFlusher } from '../options/resolved-options';
+import { INSERT_INSTANCES } from '../sql/insert.sql';
+import {
+  CONSUME_INBOXES,
+  CONSUME_SIGNALS,
+  FANOUT_LOCK_PARENTS,
+  FANOUT_PARK_PARENTS,
+  FLUSH_PARKS,
+  FLUSH_TRANSITIONS,
+  JOIN_PARENTS,
+  RECHECK_PARKS,
+} from '../sql/outcome.sql';
+import type { Telemetry } from '../telemetry/telemetry';
+import type { FanOutEntry, FlushEntry, FlushReply, ParkEntry, TransitionEntry } from './flush-entry';
+
+/** What a committed flush changed, for the after-commit effects (SPEC §6.4). */
+export interface FlushEffects {
+  /** Entries that committed. */
+  readonly committed: readonly FlushEntry[];
+  /** Queues with rows that became runnable and due (woken parents, recheck flips, children). */
+  readonly pokeQueues: ReadonlySet<string>;
+  /** Instance ids whose settled state changed (for caller-side await). */
+  readonly settledIds: readonly string[];
+}
+
+interface Pending {
+  readonly entry: FlushEntry;
+  readonly resolve: (reply: FlushReply) => void;
+}
+
+const FLUSH_ATTEMPTS = 3;
+const IDLE_IN_TRANSACTION_MS = 60_000;
+
+/**
+ * Group commit (SPEC §6.2–6.4). Natural batching: when no flush is in flight, pending entries
+ * flush at once; arrivals during a flush form the next one (≤ maxBatch). Never two flushes at
+ * once. Each flush is one transaction; transient failures are retried (SPEC §26.3); a failed
+ * flush answers `error` to all its entries and leaves the rows executing for the reaper.
+ */
+export class Flusher {
+  private pending: Pending[] = [];
+  private flushing: Promise<void> | undefined;
+  private delayTimer: NodeJS.Timeout | undefined;
+  private readonly logger = new Logger('GenDurable');
+
+  constructor(
+    private readonly sql: SqlExecutor,
+    readonly config: ResolvedFlusher,
+    private readonly telemetry: Telemetry,
+    private readonly afterCommit: (effects: FlushEffects) => void,
+  ) {}
+
+  /** Hands an entry to the next flush; resolves once its transaction committed or failed. */
+  submit(entry: FlushEntry): Promise<FlushReply> {
+    return new Promise<FlushReply>((resolve) => {
+      this.pending.push({ entry, resolve });
+      this.kick();
+    });
+  }
+
+  /** Flushes everything pending (shutdown). */
+  async drain(): Promise<void> {
+    if (this.delayTimer) {
+      clearTimeout(this.delayTimer);
+      this.delayTimer = undefined;
+    }
+    while (this.pending.length > 0 || this.flushing) {
+      if (!this.flushing) this.start();
+      await this.flushing;
+    }
+  }
+
+  private kick(): void {
+    if (this.flushing || this.delayTimer) return;
+    if (this.config.maxDelayMs > 0) {
+      this.delayTimer = setTimeout(() => {
+        this.delayTimer = undefined;
+        this.start();
+      }, this.config.maxDelayMs);
+    } else {
+      this.start();
+    }
+  }
+
+  private start(): void {
+    if (this.flushing || this.pending.length === 0) return;
+    this.flushing = this.loop().finally(() => {
+      this.flushing = undefined;
+      if (this.pending.length > 0) this.kick();
+    });
+  }
+
+  private async loop(): Promise<void> {
+    // Let entries that settle in the same turn of the event loop join this flush.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    while (this.pending.length > 0) {
+      const batch = this.pending.splice(0, this.config.maxBatch);
+      await this.flushBatch(batch);
+    }
+  }
+
+  private async flushBatch(batch: Pending[]): Promise<void> {
+    const entries = batch.map((p) => p.entry).sort((a, b) => compareIds(a.id, b.id));
+    let lastError: unknown;
+    for (let attempt = 1; attempt <= FLUSH_ATTEMPTS; attempt++) {
+      try {
+        const effects = await this.sql.transaction((tx) => this.write(tx, entries), {
+          idleInTransactionMs: IDLE_IN_TRANSACTION_MS,
+        });
+        const committed = new Set(effects.committed.map((e) => e.id));
+        for (const p of batch) p.resolve(committed.has(p.entry.id) ? 'committed' : 'stale');
+        try {
+          this.afterCommit(effects);
+        } catch (err) {
+          this.logger.error(`after-commit effects failed: ${String(err)}`);
+        }
+        return;
+      } catch (err) {
+        lastError = err;
+        if (!isTransient(err) || attempt === FLUSH_ATTEMPTS) break;
+        await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** attempt));
+      }
+    }
+    this.telemetry.emit('flush:error', { count: batch.length }, { error: String(lastError) });
+    this.logger.error(`flush of ${batch.length} outcome(s) failed; rows stay executing for the reaper: ${String(lastError)}`);
+    for (const p of batch) p.resolve('error');
+  }
+
+  /** The flush transaction body (SPEC §6.3). */
+  private async write(tx: Queryable, entries: FlushEntry[]): Promise<FlushEffects> {
+    const transitions = entries.filter((e): e is TransitionEntry => e.kind !== 'await' && e.kind !== 'scheduleChildren');
+    const parks = entries.filter((e): e is ParkEntry => e.kind === 'await');
+    const fanOuts = entries.filter((e): e is FanOutEntry => e.kind === 'scheduleChildren');
+    const committedIds = new Set<string>();
+    const pokeQueues = new Set<string>();
+    const settledIds: string[] = [];
+    const terminalParents: string[] = [];
+    const terminalIds: string[] = [];
+
+    // 1. transitions
+    if (transitions.length > 0) {
+      const rows = await this.sql.query<{ id: string; parent_id: string | null; status: string; queue: string }>(
+        FLUSH_TRANSITIONS,
+        [
+          transitions.map((e) => e.worker),
+          transitions.map((e) => e.id),
+          transitions.map((e) => e.seq),
+          transitions.map((e) => e.kind),
+          transitions.map((e) => e.nextStep),
+          transitions.map((e) => e.stateText),
+          transitions.map((e) => e.resultText),
+          transitions.map((e) => e.error),
+          transitions.map((e) => e.delayMs),
+          transitions.map((e) => e.rateLimit),
+          transitions.map((e) => e.weight),
+          transitions.map((e) => e.setKey),
+          transitions.map((e) => e.concurrencyKey),
+        ],
+        tx,
+      );
+      for (const row of rows) {
+        committedIds.add(row.id);
+        if (row.status === 'done' || row.status === 'failed') {
+          terminalIds.push(row.id);
+          settledIds.push(row.id);
+          if (row.parent_id !== null) terminalParents.push(row.parent_id);
+        }
+      }
+    }
+
+    // 2. parks + lost-wakeup recheck
+    if (parks.length > 0) {
+      const parked = await this.sql.query<{ id: string }>(
+        FLUSH_PARKS,
+        [
+          parks.map((e) => e.worker),
+          parks.map((e) => e.id),
+          parks.map((e) => e.seq),
+          parks.map((e) => e.nextStep),
+          parks.map((e) => e.stateText),
+          parks.map((e) => JSON.stringify(e.names)),
+          parks.map((e) => e.timeoutMs),
+        ],
+        tx,
+      );
+      if (parked.length > 0) {
+        const parkedIds = parked.map((r) => r.id);
+        for (const id of parkedIds) {
+          committedIds.add(id);
+          settledIds.push(id);
+        }
+        const presented = parks.filter((e) => committedIds.has(e.id)).flatMap((e) => e.awaitedIds.map((s) => [e.id, s] as const));
+        const woken = await this.sql.query<{ id: string; queue: string }>(
+          RECHECK_PARKS,
+          [parkedIds, presented.map((p) => p[0]), presented.map((p) => p[1])],
+          tx,
+        );
+        for (const w of woken) pokeQueues.add(w.queue);
+      }
+    }
+
+    // 3. fan-outs: lock parents, insert children gated on ownership, park on landed count
+    if (fanOuts.length > 0) {
+      const owned = await this.sql.query<{ id: string }>(
+        FANOUT_LOCK_PARENTS,
+        [fanOuts.map((e) => e.worker), fanOuts.map((e) => e.id), fanOuts.map((e) => e.seq)],
+        tx,
+      );
+      const ownedIds = new Set(owned.map((r) => r.id));
+      const spawning = fanOuts.filter((e) => ownedIds.has(e.id));
+      const landed = new Map<string, number>();
+      const childRows = spawning.flatMap((e) => e.children.map((row) => ({ row, parent: e.id })));
+      if (childRows.length > 0) {
+        const inserted = await this.sql.query<{ id: string; queue: string; parent_id: string; due: boolean }>(
+          INSERT_INSTANCES,
+          insertArrays(childRows.map((c) => c.row), childRows.map((c) => c.parent)),
+          tx,
+        );
+        for (const child of inserted) {
+          landed.set(child.parent_id, (landed.get(child.parent_id) ?? 0) + 1);
+          if (child.due) pokeQueues.add(child.queue);
+        }
+      }
+      if (spawning.length > 0) {
+        const parked = await this.sql.query<{ id: string; queue: string; status: string }>(
+          FANOUT_PARK_PARENTS,
+          [
+            spawning.map((e) => e.worker),
+            spawning.map((e) => e.id),
+            spawning.map((e) => e.seq),
+            spawning.map((e) => e.nextStep),
+            spawning.map((e) => e.stateText),
+            spawning.map((e) => landed.get(e.id) ?? 0),
+          ],
+          tx,
+        );
+        for (const p of parked) {
+          committedIds.add(p.id);
+          settledIds.push(p.id);
+          if (p.status === 'runnable') pokeQueues.add(p.queue);
+        }
+      }
+    }
+
+    // 4. consume: exact awaited pairs of committed progressing entries; whole inbox of terminals
+    const pairs = entries
+      .filter((e) => committedIds.has(e.id) && (e.kind === 'next' || e.kind === 'scheduleChildren'))
+      .flatMap((e) => e.awaitedIds.map((s) => [e.id, s] as const));
+    if (pairs.length > 0) {
+      await this.sql.query(CONSUME_SIGNALS, [pairs.map((p) => p[0]), pairs.map((p) => p[1])], tx);
+    }
+    if (terminalIds.length > 0) {
+      await this.sql.query(CONSUME_INBOXES, [terminalIds], tx);
+    }
+
+    // 5. join: each parent decremented once by its count of terminal children
+    if (terminalParents.length > 0) {
+      const parents = await this.sql.query<{ id: string; queue: string; status: string }>(JOIN_PARENTS, [terminalParents], tx);
+      for (const p of parents) if (p.status === 'runnable') pokeQueues.add(p.queue);
+    }
+
+    for (const e of transitions) {
+      if (committedIds.has(e.id) && (e.kind === 'next' || (e.kind === 'retry' && e.delayMs === 0))) pokeQueues.add(e.queue);
+    }
+    return { committed: entries.filter((e) => committedIds.has(e.id)), pokeQueues, settledIds };
+  }
+}
+
+function compareIds(a: string, b: string): number {
+  return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+}

@@ -1,0 +1,145 @@
+import type { FsmDefinition } from '../discovery/fsm-definition';
+import type { FsmRegistry } from '../discovery/fsm.registry';
+import { buildInsertRow, checkWeight } from '../engine/insert-row';
+import type { InsertOptions } from '../engine/insert-options.interface';
+import { InvalidOutcomeError } from '../errors/invalid-outcome.error';
+import { UnknownStepError } from '../errors/unknown-step.error';
+import { limitKeyText } from '../fsm/limit-key';
+import { isOutcome, type Outcome } from '../fsm/outcome';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { toJsonObjectText } from '../serialization/json-value';
+import type { ClaimedRow } from './claimed-row';
+import type { FlushEntry } from './flush-entry';
+
+/**
+ * Validates an outcome against the FSM and serializes it into a flush entry (SPEC §2.4,
+ * §26.8). Runs inside the guarded region: any throw here goes to `onError`.
+ */
+export function outcomeToEntry(
+  value: unknown,
+  row: ClaimedRow,
+  definition: FsmDefinition,
+  registry: FsmRegistry,
+  options: ResolvedOptions,
+  awaitedIds: readonly string[],
+): FlushEntry {
+  if (!isOutcome(value)) {
+    throw new InvalidOutcomeError(
+      `step "${row.step}" of ${row.fsm} returned ${describe(value)}; return next(), retry(), awaitSignal(), scheduleChildren(), done() or stop()`,
+    );
+  }
+  const outcome: Outcome = value;
+  const base = {
+    id: row.id,
+    seq: row.claimSeq,
+    worker: row.worker,
+    queue: row.queue,
+    fsm: row.fsm,
+    step: row.step,
+    parentId: row.parentId,
+    awaitedIds,
+  };
+  const stateText = (state: unknown, path: string): string =>
+    toJsonObjectText(definition.codec ? definition.codec.dump(state) : state, path, options.maxStateBytes);
+  const requireStep = (step: string): string => {
+    if (!definition.steps.has(step)) throw new UnknownStepError(definition.name, step);
+    return step;
+  };
+
+  switch (outcome.kind) {
+    case 'next': {
+      const rateLimit = outcome.options.rateLimit === undefined ? null : limitKeyText(outcome.options.rateLimit, 'next.rateLimit');
+      const weight = outcome.options.weight ?? 1;
+      checkWeight(options, rateLimit, weight, 'next.weight');
+      const ck = outcome.options.concurrencyKey;
+      return {
+        ...base,
+        kind: 'next',
+        nextStep: requireStep(outcome.step),
+        stateText: stateText(outcome.state, 'next.state'),
+        resultText: null,
+        error: null,
+        delayMs: 0,
+        rateLimit,
+        weight,
+        setKey: ck !== undefined,
+        concurrencyKey: ck === undefined || ck === null ? null : limitKeyText(ck, 'next.concurrencyKey'),
+      };
+    }
+    case 'retry':
+      return {
+        ...base,
+        kind: 'retry',
+        nextStep: null,
+        stateText: stateText(outcome.state, 'retry.state'),
+        resultText: null,
+        error: null,
+        delayMs: outcome.delayMs,
+        rateLimit: null,
+        weight: 1,
+        setKey: false,
+        concurrencyKey: null,
+      };
+    case 'done':
+      return {
+        ...base,
+        kind: 'done',
+        nextStep: null,
+        stateText: null,
+        resultText: toJsonObjectText(outcome.result, 'done.result', options.maxStateBytes),
+        error: null,
+        delayMs: 0,
+        rateLimit: null,
+        weight: 1,
+        setKey: false,
+        concurrencyKey: null,
+      };
+    case 'stop':
+      return {
+        ...base,
+        kind: 'stop',
+        nextStep: null,
+        stateText: null,
+        resultText: null,
+        error: outcome.reason,
+        delayMs: 0,
+        rateLimit: null,
+        weight: 1,
+        setKey: false,
+        concurrencyKey: null,
+      };
+    case 'await':
+      return {
+        ...base,
+        kind: 'await',
+        nextStep: requireStep(outcome.step),
+        stateText: stateText(outcome.state, 'awaitSignal.state'),
+        names: outcome.names,
+        timeoutMs: outcome.timeoutMs ?? null,
+      };
+    case 'scheduleChildren':
+      return {
+        ...base,
+        kind: 'scheduleChildren',
+        nextStep: requireStep(outcome.step),
+        stateText: stateText(outcome.state, 'scheduleChildren.state'),
+        children: outcome.children.map((spec, i) => {
+          const path = `scheduleChildren.children[${i}]`;
+          if (typeof spec === 'function' || typeof spec === 'string') {
+            return buildInsertRow(registry.resolve(spec), undefined, options, path);
+          }
+          if (typeof spec !== 'object' || spec === null) throw new InvalidOutcomeError(`${path} must be an FSM class, a name or { fsm, ...options }`);
+          const { fsm, ...insert } = spec as { fsm: unknown } & InsertOptions;
+          if (insert.manager !== undefined) throw new InvalidOutcomeError(`${path}.manager is not allowed: children commit in the flush`);
+          return buildInsertRow(registry.resolve(fsm), insert, options, path);
+        }),
+      };
+  }
+}
+
+function describe(value: unknown): string {
+  if (value === undefined) return 'undefined';
+  if (value === null) return 'null';
+  if (typeof value === 'object') return `an object that is not an outcome (${JSON.stringify(value)?.slice(0, 80) ?? '?'})`;
+  return `${typeof value} ${String(value).slice(0, 80)}`;
+}

@@ -1,0 +1,84 @@
+import { Logger } from '@nestjs/common';
+
+import type { SqlExecutor } from '../db/sql-executor';
+import { CONSUME_INBOXES, JOIN_PARENTS } from '../sql/outcome.sql';
+import { FIRE_AWAIT_DEADLINES, REAP_EXPIRED } from '../sql/lease.sql';
+import type { Telemetry } from '../telemetry/telemetry';
+
+const BATCH = 10_000;
+
+/**
+ * Every `reaper.interval`: expired leases back to runnable with attempt + 1 (poison pills
+ * failed, §26.5), then overdue await deadlines (SPEC §8.5, §17.2). Skip-locked, so several
+ * reapers in a cluster are safe.
+ */
+export class Reaper {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> | undefined;
+  private readonly logger = new Logger('GenDurable');
+  lastSweepAt = 0;
+
+  constructor(
+    private readonly sql: SqlExecutor,
+    private readonly interval: number,
+    private readonly maxReaps: number,
+    private readonly telemetry: Telemetry,
+    private readonly poke: (queues: Iterable<string>) => void,
+    private readonly settled: (ids: readonly string[]) => void,
+  ) {}
+
+  start(): void {
+    this.lastSweepAt = Date.now();
+    this.timer = setInterval(() => {
+      if (!this.running) this.running = this.sweep().finally(() => (this.running = undefined));
+    }, this.interval);
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  /** One sweep; returns what it did (also used by tests and the testing helpers). */
+  async sweep(): Promise<{ reaped: number; poisoned: number; timeouts: number }> {
+    let reaped = 0;
+    let poisoned = 0;
+    let timeouts = 0;
+    try {
+      const queues = new Set<string>();
+      const rows = await this.sql.query<{ id: string; status: string; parent_id: string | null; queue: string; fsm: string; step: string; reaps: number }>(
+        REAP_EXPIRED,
+        [this.maxReaps, BATCH],
+      );
+      const failed = rows.filter((r) => r.status === 'failed');
+      reaped = rows.length - failed.length;
+      poisoned = failed.length;
+      for (const r of rows) if (r.status === 'runnable') queues.add(r.queue);
+      if (reaped > 0) this.telemetry.emit('reaper:reaped', { count: reaped });
+      if (failed.length > 0) {
+        await this.sql.transaction(async (tx) => {
+          await this.sql.query(CONSUME_INBOXES, [failed.map((r) => r.id)], tx);
+          const parents = failed.filter((r) => r.parent_id !== null).map((r) => r.parent_id as string);
+          if (parents.length > 0) {
+            const woken = await this.sql.query<{ queue: string; status: string }>(JOIN_PARENTS, [parents], tx);
+            for (const p of woken) if (p.status === 'runnable') queues.add(p.queue);
+          }
+        });
+        for (const r of failed) {
+          this.logger.error(`poison pill: ${r.fsm}#${r.id} step ${r.step} lost its worker ${r.reaps} times; failed`);
+          this.telemetry.emit('reaper:poisoned', { count: 1 }, { id: r.id, fsm: r.fsm, step: r.step, reaps: r.reaps });
+        }
+        this.settled(failed.map((r) => r.id));
+      }
+      const fired = await this.sql.query<{ id: string; queue: string }>(FIRE_AWAIT_DEADLINES, [BATCH]);
+      timeouts = fired.length;
+      if (timeouts > 0) this.telemetry.emit('await:timeout', { count: timeouts });
+      this.poke(queues);
+      this.lastSweepAt = Date.now();
+    } catch (err) {
+      this.logger.error(`reaper sweep failed: ${String(err)}`);
+    }
+    return { reaped, poisoned, timeouts };
+  }
+}

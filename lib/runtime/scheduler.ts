@@ -1,0 +1,336 @@
+import { randomBytes } from 'node:crypto';
+
+import { Logger } from '@nestjs/common';
+
+import type { SqlExecutor } from '../db/sql-executor';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { CLAIM_RUNNABLE, LOAD_CHILDREN, LOAD_INBOXES } from '../sql/claim.sql';
+import { HEARTBEAT, RECLAIM_PREDECESSOR, RELEASE_CLAIMS } from '../sql/lease.sql';
+import type { Telemetry } from '../telemetry/telemetry';
+import type { ChildRecord, ClaimedRow, ClaimRecord, InboxRecord } from './claimed-row';
+import type { Executor } from './executor';
+
+export type SchedulerState = 'created' | 'running' | 'draining' | 'stopped';
+
+const CLAIM_ATTEMPTS = 3;
+const POKE_DEBOUNCE_MS = 10;
+const ARBITER_INDEX = 'gen_durable_concurrency_active';
+
+/**
+ * One queue's loop on this node (SPEC §5): claim → buffer → at most `concurrency` steps in
+ * flight → heartbeat → drain. At most one pick at a time; completions refill; pokes wake an
+ * idle scheduler at once (leading edge) and coalesce within 10 ms.
+ */
+export class Scheduler {
+  readonly workerId: string;
+  /** Worker ids of this queue on this node share it; startup reclaim matches it (§17.3). */
+  readonly reclaimPrefix: string;
+  private state: SchedulerState = 'created';
+  private buffer: ClaimedRow[] = [];
+  private readonly inFlight = new Map<string, { row: ClaimedRow; done: Promise<void> }>();
+  private picking: Promise<void> | undefined;
+  private refillWanted = false;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private pokeWindow: NodeJS.Timeout | undefined;
+  private pokeTrailing = false;
+  private interval: number;
+  private readonly logger = new Logger('GenDurable');
+  /** Epoch ms of the last loop activity and successful heartbeat (health, §21). */
+  lastActivityAt = 0;
+  lastHeartbeatAt = 0;
+
+  constructor(
+    private readonly sql: SqlExecutor,
+    readonly queue: string,
+    readonly concurrency: number,
+    private readonly options: ResolvedOptions,
+    private readonly executor: Executor,
+    private readonly telemetry: Telemetry,
+  ) {
+    this.reclaimPrefix = `${options.name}:${queue}@${options.nodeId}-`;
+    this.workerId = `${this.reclaimPrefix}${randomBytes(4).toString('hex')}`;
+    this.interval = options.pollInterval;
+  }
+
+  get status(): SchedulerState {
+    return this.state;
+  }
+
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  get bufferedCount(): number {
+    return this.buffer.length;
+  }
+
+  /** Reclaims a dead predecessor's claims, then starts polling and heartbeating. */
+  async start(): Promise<void> {
+    if (this.state !== 'created') return;
+    this.state = 'running';
+    this.lastActivityAt = Date.now();
+    this.lastHeartbeatAt = Date.now();
+    try {
+      await this.reclaim();
+    } catch (err) {
+      this.logger.error(`startup reclaim of queue ${this.queue} failed: ${String(err)}`);
+    }
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.options.heartbeatInterval);
+    this.schedulePoll(0);
+  }
+
+  /** A poke: runnable work may exist. Busy schedulers ignore it (their refill finds it). */
+  poke(): void {
+    if (this.state !== 'running') return;
+    if (this.pokeWindow) {
+      this.pokeTrailing = true;
+      return;
+    }
+    if (this.busy()) return;
+    this.pokeWindow = setTimeout(() => {
+      this.pokeWindow = undefined;
+      if (this.pokeTrailing) {
+        this.pokeTrailing = false;
+        if (!this.busy()) void this.pick(true);
+      }
+    }, POKE_DEBOUNCE_MS);
+    void this.pick(true);
+  }
+
+  /**
+   * Graceful drain (SPEC §17.4): stop claiming, release the buffer, wait up to `drainTimeout`
+   * for in-flight steps (still heartbeated), then stop.
+   */
+  async drain(): Promise<void> {
+    if (this.state !== 'running') {
+      this.state = 'stopped';
+      return;
+    }
+    this.state = 'draining';
+    this.clearTimer('poll');
+    this.clearTimer('poke');
+    if (this.picking) await this.picking.catch(() => undefined);
+    const buffered = this.buffer;
+    this.buffer = [];
+    let released = 0;
+    if (buffered.length > 0) {
+      try {
+        released = (await this.release(buffered)).length;
+      } catch (err) {
+        this.logger.error(`releasing ${buffered.length} buffered row(s) of ${this.queue} failed; the reaper will: ${String(err)}`);
+      }
+    }
+    const inFlight = this.inFlight.size;
+    this.telemetry.emit('scheduler:drain', { released, inFlight }, { queue: this.queue });
+    if (inFlight > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, this.options.drainTimeout);
+      });
+      await Promise.race([Promise.all([...this.inFlight.values()].map((t) => t.done)), timeout]);
+      clearTimeout(timer);
+    }
+    this.clearTimer('heartbeat');
+    this.state = 'stopped';
+  }
+
+  private busy(): boolean {
+    return this.picking !== undefined || this.inFlight.size > 0 || this.buffer.length > 0;
+  }
+
+  private clearTimer(which: 'poll' | 'heartbeat' | 'poke'): void {
+    if (which === 'poll' && this.pollTimer) clearTimeout(this.pollTimer);
+    if (which === 'heartbeat' && this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    if (which === 'poke' && this.pokeWindow) clearTimeout(this.pokeWindow);
+    if (which === 'poll') this.pollTimer = undefined;
+    if (which === 'heartbeat') this.heartbeatTimer = undefined;
+    if (which === 'poke') this.pokeWindow = undefined;
+  }
+
+  private schedulePoll(delay: number): void {
+    if (this.state !== 'running') return;
+    this.clearTimer('poll');
+    this.pollTimer = setTimeout(() => void this.pollTick(), delay);
+  }
+
+  private async pollTick(): Promise<void> {
+    this.pollTimer = undefined;
+    const wasIdle = !this.busy();
+    const fetched = await this.pick(false);
+    if (fetched > 0 || !wasIdle || this.busy()) this.interval = this.options.pollInterval;
+    else this.interval = Math.min(this.interval * 2, this.options.maxPollInterval);
+    this.telemetry.emit(
+      'scheduler:saturation',
+      { inFlight: this.inFlight.size, buffer: this.buffer.length, concurrency: this.concurrency, prefetch: this.options.prefetch },
+      { queue: this.queue },
+    );
+    this.schedulePoll(this.interval);
+  }
+
+  /** One pick (SPEC §5.2–5.4). Returns the number of rows claimed. */
+  private pick(fromPoke: boolean): Promise<number> {
+    if (this.picking) {
+      this.refillWanted = true;
+      return Promise.resolve(0);
+    }
+    let fetched = 0;
+    const run = (async () => {
+      do {
+        this.refillWanted = false;
+        if (this.state !== 'running') return;
+        const capacity = this.concurrency + this.options.prefetch;
+        const demand = capacity - (this.inFlight.size + this.buffer.length);
+        const idle = this.inFlight.size === 0 && this.buffer.length === 0;
+        if (demand <= 0 || (demand < Math.min(this.options.minDemand, capacity) && !idle)) return;
+        const rows = await this.claim(demand);
+        fetched += rows.length;
+        this.lastActivityAt = Date.now();
+        this.telemetry.emit('pick:stop', { count: rows.length, demand }, { queue: this.queue, worker: this.workerId });
+        if (rows.length === 0) return;
+        if (fromPoke) this.interval = this.options.pollInterval;
+        this.buffer.push(...rows);
+        this.dispatch();
+        // A full batch may mean more is waiting: refill while there is demand.
+        if (rows.length === demand) this.refillWanted = true;
+      } while (this.refillWanted && this.state === 'running');
+    })()
+      .catch((err: unknown) => {
+        this.logger.error(`pick on queue ${this.queue} failed: ${String(err)}`);
+      })
+      .finally(() => {
+        this.picking = undefined;
+      });
+    this.picking = run;
+    return run.then(() => fetched);
+  }
+
+  /** Claim with bounded retry of the K = 1 arbiter race (SPEC §5.3), then enrichment. */
+  private async claim(batch: number): Promise<ClaimedRow[]> {
+    let records: ClaimRecord[] = [];
+    for (let attempt = 1; ; attempt++) {
+      try {
+        records = await this.sql.query<ClaimRecord>(CLAIM_RUNNABLE, [
+          this.queue,
+          batch,
+          this.workerId,
+          this.options.leaseTtl,
+          Object.keys(this.options.concurrencyLimits),
+        ]);
+        break;
+      } catch (err) {
+        if ((err as { constraint?: string }).constraint !== ARBITER_INDEX) throw err;
+        this.telemetry.emit('concurrency:contended', { count: 1 }, { queue: this.queue });
+        if (attempt >= CLAIM_ATTEMPTS) return [];
+      }
+    }
+    if (records.length === 0) return [];
+    const rows = records.map((r) => this.toRow(r));
+    try {
+      const ids = rows.map((r) => r.id);
+      const [inboxes, children] = [
+        await this.sql.query<InboxRecord>(LOAD_INBOXES, [ids]),
+        await this.sql.query<ChildRecord>(LOAD_CHILDREN, [ids]),
+      ];
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      const inboxOf = new Map<string, ClaimedRow['inbox'][number][]>();
+      for (const s of inboxes) {
+        const list = inboxOf.get(s.target_id) ?? [];
+        list.push(Object.freeze({ id: s.id, name: s.name, payload: s.payload }));
+        inboxOf.set(s.target_id, list);
+      }
+      const childrenOf = new Map<string, ClaimedRow['children'][number][]>();
+      for (const c of children) {
+        const list = childrenOf.get(c.parent_id) ?? [];
+        list.push(
+          Object.freeze({ id: c.id, fsm: c.fsm, status: c.status, state: c.state, result: c.result, lastError: c.last_error }),
+        );
+        childrenOf.set(c.parent_id, list);
+      }
+      for (const [id, row] of byId) {
+        row.inbox = Object.freeze(inboxOf.get(id) ?? []);
+        row.children = Object.freeze(childrenOf.get(id) ?? []);
+      }
+      return rows;
+    } catch (err) {
+      // The claim committed: hand the rows back before reporting (SPEC §5.4).
+      await this.release(rows).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private toRow(r: ClaimRecord): ClaimedRow {
+    return {
+      id: r.id,
+      fsm: r.fsm,
+      fsmVersion: r.fsm_version,
+      step: r.step,
+      state: r.state,
+      attempt: r.attempt,
+      awaits: r.awaits,
+      queue: r.queue,
+      priority: r.priority,
+      concurrencyKey: r.concurrency_key,
+      concurrencyShard: r.concurrency_shard,
+      rateLimit: r.rate_limit,
+      weight: r.weight,
+      claimSeq: r.claim_seq,
+      parentId: r.parent_id,
+      gated: r.gated,
+      worker: this.workerId,
+      inbox: [],
+      children: [],
+    };
+  }
+
+  private dispatch(): void {
+    while (this.inFlight.size < this.concurrency && this.state === 'running') {
+      // Never a second task for an id already in flight (SPEC §26.1): such a row waits.
+      const index = this.buffer.findIndex((r) => !this.inFlight.has(r.id));
+      if (index < 0) return;
+      const [row] = this.buffer.splice(index, 1);
+      if (!row) return;
+      const done = this.executor.execute(row).then(
+        () => this.completed(row.id),
+        () => this.completed(row.id),
+      );
+      this.inFlight.set(row.id, { row, done });
+    }
+  }
+
+  private completed(id: string): void {
+    this.inFlight.delete(id);
+    this.lastActivityAt = Date.now();
+    if (this.state !== 'running') return;
+    this.dispatch();
+    if (this.buffer.length === 0) void this.pick(false);
+  }
+
+  private held(): ClaimedRow[] {
+    return [...this.buffer, ...[...this.inFlight.values()].map((t) => t.row)];
+  }
+
+  private async heartbeat(): Promise<void> {
+    const rows = this.held();
+    if (rows.length === 0) {
+      this.lastHeartbeatAt = Date.now();
+      return;
+    }
+    try {
+      await this.sql.query(HEARTBEAT, [this.workerId, rows.map((r) => r.id), rows.map((r) => r.claimSeq), this.options.leaseTtl]);
+      this.lastHeartbeatAt = Date.now();
+    } catch (err) {
+      this.logger.warn(`heartbeat of queue ${this.queue} failed: ${String(err)}`);
+    }
+  }
+
+  private release(rows: readonly ClaimedRow[]): Promise<{ id: string }[]> {
+    return this.sql.query<{ id: string }>(RELEASE_CLAIMS, [this.workerId, rows.map((r) => r.id), rows.map((r) => r.claimSeq)]);
+  }
+
+  private async reclaim(): Promise<void> {
+    const margin = Math.max(this.options.leaseTtl - 2 * this.options.heartbeatInterval, 0);
+    const rows = await this.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, [this.queue, this.reclaimPrefix, margin]);
+    if (rows.length > 0) this.telemetry.emit('scheduler:reclaimed', { count: rows.length }, { queue: this.queue });
+  }
+}

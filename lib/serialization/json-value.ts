@@ -1,0 +1,68 @@
+import { InvalidInputError } from '../errors/invalid-input.error';
+import { PayloadTooLargeError } from '../errors/payload-too-large.error';
+
+/**
+ * Serializes a value bound for a jsonb column, refusing anything JSON or jsonb would not hold
+ * faithfully (SPEC §26.8): bigint, cycles, non-finite numbers, `undefined`/functions/symbols,
+ * Map/Set, strings with `\u0000` or lone surrogates. `Date` (and other `toJSON` objects)
+ * are stored through their `toJSON`. Errors name the path of the offending value.
+ */
+export function toJsonText(value: unknown, path: string, maxBytes: number): string {
+  check(value, path, new Set());
+  const text = JSON.stringify(value);
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) throw new PayloadTooLargeError(path, bytes, maxBytes);
+  return text;
+}
+
+/** As {@link toJsonText}, and the value must be a JSON object (not an array or null). */
+export function toJsonObjectText(value: unknown, path: string, maxBytes: number): string {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidInputError(path, `must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`);
+  }
+  return toJsonText(value, path, maxBytes);
+}
+
+function check(value: unknown, path: string, seen: Set<object>): void {
+  switch (typeof value) {
+    case 'string':
+      if (value.includes('\u0000')) throw new InvalidInputError(path, 'contains \\u0000, which PostgreSQL jsonb cannot store');
+      if (!value.isWellFormed()) throw new InvalidInputError(path, 'contains a lone surrogate, which PostgreSQL jsonb cannot store');
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) throw new InvalidInputError(path, `is ${String(value)}, which JSON cannot represent`);
+      return;
+    case 'boolean':
+      return;
+    case 'bigint':
+      throw new InvalidInputError(path, 'is a bigint, which JSON cannot represent (store it as a string)');
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      throw new InvalidInputError(path, `is ${typeof value}, which JSON would silently drop`);
+    case 'object':
+      break;
+  }
+  if (value === null) return;
+  const object = value as object;
+  if (seen.has(object)) throw new InvalidInputError(path, 'is a circular reference');
+  if (object instanceof Map || object instanceof Set || object instanceof WeakMap || object instanceof WeakSet) {
+    throw new InvalidInputError(path, `is a ${object.constructor.name}, which JSON would store as {} (convert it to an object or array)`);
+  }
+  if (typeof (object as { toJSON?: unknown }).toJSON === 'function') {
+    check((object as { toJSON: () => unknown }).toJSON(), path, seen);
+    return;
+  }
+  seen.add(object);
+  if (Array.isArray(object)) {
+    object.forEach((item: unknown, i) => check(item, `${path}[${i}]`, seen));
+  } else {
+    for (const [key, item] of Object.entries(object)) {
+      if (key.includes('\u0000') || !key.isWellFormed()) {
+        throw new InvalidInputError(`${path}.${key}`, 'has a key PostgreSQL jsonb cannot store');
+      }
+      check(item, `${path}.${key}`, seen);
+    }
+  }
+  seen.delete(object);
+}

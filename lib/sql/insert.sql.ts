@@ -1,0 +1,48 @@
+import { sql } from './statement';
+
+/**
+ * One instance. `$4` state is JSON text cast server-side; `$7` an absolute start time or
+ * NULL, else now() + `$8` ms (DB clock); `$10` the correlation scope comma-joined.
+ * Conflict on the occupied correlation guard (unique index gen_durable_correlation) drops the
+ * row: no row returned ⇒ duplicate. Touches no other table (SPEC §3.7).
+ */
+export const INSERT_INSTANCE = sql(
+  'insert_instance',
+  `INSERT INTO {schema}.gen_durable
+     (fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
+      correlation_scope, concurrency_key, rate_limit, weight)
+   VALUES ($1, $2, $3, $4::text::jsonb, $5, $6,
+           COALESCE($7::timestamptz, now() + make_interval(secs => $8::float8 / 1000)),
+           $9, string_to_array($10::text, ',')::{schema}.durable_status[], $11, $12, $13)
+   ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
+   RETURNING id, queue, eligible_at <= now() AS due`,
+);
+
+/**
+ * Many instances in one statement for any size (SPEC §2.5, §3.7): fixed parallel arrays
+ * expanded by unnest, inserted ordered by correlation key (opposite orders would deadlock on
+ * gen_durable_correlation); duplicates drop silently. `$14` = parent ids (children) or NULLs;
+ * `$15` = per-entry ordinal, returned so callers can map ids back to entries.
+ */
+export const INSERT_INSTANCES = sql(
+  'insert_instances',
+  `WITH e AS (
+     SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::smallint[],
+                          $7::timestamptz[], $8::float8[], $9::text[], $10::text[], $11::text[],
+                          $12::text[], $13::float8[], $14::bigint[], $15::int[])
+       AS e(fsm, fsm_version, step, state, queue, priority, at, delay_ms, ckey, scope, conc,
+            rate, weight, parent_id, ord)
+   ), ins AS (
+     INSERT INTO {schema}.gen_durable
+       (fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
+        correlation_scope, concurrency_key, rate_limit, weight, parent_id)
+     SELECT e.fsm, e.fsm_version, e.step, e.state::jsonb, e.queue, e.priority,
+            COALESCE(e.at, now() + make_interval(secs => e.delay_ms / 1000)), e.ckey,
+            string_to_array(e.scope, ',')::{schema}.durable_status[], e.conc, e.rate, e.weight, e.parent_id
+       FROM e
+      ORDER BY e.ckey, e.ord
+     ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
+     RETURNING id, queue, correlation_key, parent_id, eligible_at <= now() AS due
+   )
+   SELECT id, queue, correlation_key, parent_id, due FROM ins ORDER BY id`,
+);

@@ -1,0 +1,103 @@
+import { sql } from './statement';
+
+/**
+ * Heartbeat (SPEC §17.1): extend the lease of the rows this scheduler holds, `$2`/`$3` =
+ * (id, claim_seq) pairs, guarded by worker and fencing token; rows locked by someone else
+ * are skipped, never waited on. PK lookups.
+ */
+export const HEARTBEAT = sql(
+  'heartbeat',
+  `WITH h AS (
+     SELECT g.id FROM {schema}.gen_durable g
+       JOIN unnest($2::bigint[], $3::bigint[]) AS t(id, seq) ON g.id = t.id
+      WHERE g.locked_by = $1 AND g.status = 'executing' AND g.claim_seq = t.seq
+      ORDER BY g.id
+      FOR NO KEY UPDATE OF g SKIP LOCKED
+   )
+   UPDATE {schema}.gen_durable g
+      SET lease_expires_at = now() + make_interval(secs => $4::float8 / 1000)
+     FROM h WHERE g.id = h.id
+   RETURNING g.id`,
+);
+
+/**
+ * Releases held claims back to runnable (shutdown drain, admission denial; SPEC §5.4, §17.4):
+ * guarded, attempt and eligible_at kept, lock, lease and shard cleared.
+ */
+export const RELEASE_CLAIMS = sql(
+  'release_claims',
+  `UPDATE {schema}.gen_durable g
+      SET status = 'runnable', locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL,
+          updated_at = now()
+     FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
+    WHERE g.id = t.id AND g.locked_by = $1 AND g.status = 'executing' AND g.claim_seq = t.seq
+    RETURNING g.id`,
+);
+
+/**
+ * Reaper (SPEC §17.2, §26.5): expired leases (index gen_durable_lease) back to runnable with
+ * attempt + 1, claimed in id order, skip-locked (a parent locked mid-spawn is skipped). A row
+ * reaped `$1` times fails as a poison pill, naming its step and count. `$2` = batch.
+ */
+export const REAP_EXPIRED = sql(
+  'reap_expired',
+  `WITH expired AS (
+     SELECT id FROM {schema}.gen_durable
+      WHERE status = 'executing' AND lease_expires_at < now()
+      ORDER BY id
+      LIMIT $2
+      FOR NO KEY UPDATE SKIP LOCKED
+   )
+   UPDATE {schema}.gen_durable g
+      SET status = (CASE WHEN g.reaps + 1 >= $1 THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
+          attempt = CASE WHEN g.reaps + 1 >= $1 THEN g.attempt ELSE g.attempt + 1 END,
+          last_error = CASE WHEN g.reaps + 1 >= $1
+                            THEN format('poison pill: step %s lost its worker %s times (reaper.maxReaps)', g.step, g.reaps + 1)
+                            ELSE g.last_error END,
+          reaps = g.reaps + 1,
+          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, updated_at = now()
+     FROM expired
+    WHERE g.id = expired.id
+   RETURNING g.id, g.status, g.parent_id, g.queue, g.fsm, g.step, g.reaps`,
+);
+
+/**
+ * Startup reclaim (SPEC §17.3): this queue's executing rows claimed under this scheduler's
+ * prefix (prefix-length compare, not LIKE) whose remaining lease is below `$4` ms: a dead
+ * predecessor that missed ≥ 2 beats. Back to runnable, no attempt bump. Index gen_durable_lease.
+ */
+export const RECLAIM_PREDECESSOR = sql(
+  'reclaim_predecessor',
+  `WITH r AS (
+     SELECT id FROM {schema}.gen_durable
+      WHERE status = 'executing' AND queue = $1
+        AND left(locked_by, length($2::text)) = $2::text
+        AND lease_expires_at < now() + make_interval(secs => $3::float8 / 1000)
+      ORDER BY id
+      FOR NO KEY UPDATE SKIP LOCKED
+   )
+   UPDATE {schema}.gen_durable g
+      SET status = 'runnable', locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL,
+          updated_at = now()
+     FROM r WHERE g.id = r.id
+   RETURNING g.id`,
+);
+
+/**
+ * Await-deadline sweep (SPEC §8.5): overdue parked rows (index gen_durable_await_deadline)
+ * become runnable, eligible now, deadline cleared, awaits and attempt kept. `$1` = batch.
+ */
+export const FIRE_AWAIT_DEADLINES = sql(
+  'fire_await_deadlines',
+  `WITH due AS (
+     SELECT id FROM {schema}.gen_durable
+      WHERE status = 'awaiting_signal' AND await_deadline IS NOT NULL AND await_deadline <= now()
+      ORDER BY id
+      LIMIT $1
+      FOR NO KEY UPDATE SKIP LOCKED
+   )
+   UPDATE {schema}.gen_durable g
+      SET status = 'runnable', eligible_at = now(), await_deadline = NULL, updated_at = now()
+     FROM due WHERE g.id = due.id
+   RETURNING g.id, g.queue`,
+);

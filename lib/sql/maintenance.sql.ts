@@ -1,0 +1,28 @@
+import { sql } from './statement';
+
+/**
+ * GC select (SPEC §18.1): up to `$2` terminal rows older than `$1` ms (index gen_durable_gc),
+ * skipping children of live parents (PK probe per candidate with a parent).
+ */
+export const GC_SELECT_TERMINAL = sql(
+  'gc_select_terminal',
+  `SELECT g.id
+     FROM {schema}.gen_durable g
+    WHERE g.status IN ('done', 'failed')
+      AND g.updated_at < now() - make_interval(secs => $1::float8 / 1000)
+      AND NOT EXISTS (
+        SELECT 1 FROM {schema}.gen_durable p
+         WHERE p.id = g.parent_id
+           AND p.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children'))
+    ORDER BY g.updated_at
+    LIMIT $2`,
+);
+
+/**
+ * GC delete by ids (PK scan; a subquery delete would seq-scan). Re-checks terminality.
+ * Cascades the inbox, nulls children's parent_id.
+ */
+export const GC_DELETE = sql(
+  'gc_delete',
+  `DELETE FROM {schema}.gen_durable WHERE id = ANY ($1::bigint[]) AND status IN ('done', 'failed')`,
+);

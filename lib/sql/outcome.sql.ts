@@ -1,0 +1,146 @@
+import { sql } from './statement';
+
+// The flush transaction (SPEC §6.3). Every write is guarded by the ownership guard plus the
+// fencing token: locked_by = worker AND status = 'executing' AND claim_seq = the claim's seq
+// (SPEC §6.1, §26.1). A row that matches nothing was reclaimed: its entry is stale.
+
+/**
+ * Transitions next / retry / done / stop for any number of rows in one UPDATE over parallel
+ * arrays (PK lookups). Per-row kind drives each column as in SPEC §2.4's table. Every outcome
+ * clears the claim and the drawn shard and resets `reaps` (a committed outcome proves the step
+ * does not kill its worker, §26.5). RETURNING defines what committed.
+ */
+export const FLUSH_TRANSITIONS = sql(
+  'flush_transitions',
+  `UPDATE {schema}.gen_durable g
+      SET status = (CASE t.kind WHEN 'done' THEN 'done' WHEN 'stop' THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
+          step = CASE WHEN t.kind = 'next' THEN t.step ELSE g.step END,
+          attempt = CASE t.kind WHEN 'next' THEN 0 WHEN 'retry' THEN g.attempt + 1 ELSE g.attempt END,
+          state = CASE WHEN t.kind IN ('next', 'retry') THEN t.state::jsonb ELSE g.state END,
+          result = CASE WHEN t.kind = 'done' THEN t.result::jsonb ELSE g.result END,
+          last_error = CASE WHEN t.kind = 'stop' THEN t.error ELSE g.last_error END,
+          awaits = CASE WHEN t.kind = 'retry' THEN g.awaits END,
+          await_deadline = NULL,
+          rate_limit = CASE WHEN t.kind = 'next' THEN t.rate_limit ELSE g.rate_limit END,
+          weight = CASE WHEN t.kind = 'next' THEN t.weight ELSE g.weight END,
+          concurrency_key = CASE WHEN t.kind = 'next' AND t.set_key THEN t.conc_key ELSE g.concurrency_key END,
+          eligible_at = CASE t.kind WHEN 'next' THEN now()
+                                    WHEN 'retry' THEN now() + make_interval(secs => t.delay_ms / 1000)
+                                    ELSE g.eligible_at END,
+          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, updated_at = now()
+     FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+                 $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[])
+          AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key)
+    WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
+    RETURNING g.id, g.parent_id, g.status, g.queue`,
+);
+
+/**
+ * awaitSignal parks (SPEC §2.4, §8): awaits from a per-row JSON array text, deadline from a
+ * per-row timeout (NULL = none). The lost-wakeup recheck runs next in the same transaction.
+ */
+export const FLUSH_PARKS = sql(
+  'flush_parks',
+  `UPDATE {schema}.gen_durable g
+      SET status = 'awaiting_signal', step = t.step, attempt = 0, state = t.state::jsonb,
+          awaits = ARRAY(SELECT jsonb_array_elements_text(t.names::jsonb)),
+          await_deadline = CASE WHEN t.timeout_ms IS NULL THEN NULL
+                                ELSE now() + make_interval(secs => t.timeout_ms / 1000) END,
+          rate_limit = NULL, weight = 1, eligible_at = now(),
+          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, updated_at = now()
+     FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::float8[])
+          AS t(worker, id, seq, step, state, names, timeout_ms)
+    WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
+    RETURNING g.id, g.queue`,
+);
+
+/**
+ * Lost-wakeup recheck (SPEC §8.4) over the just-parked ids `$1`: flip to runnable a row whose
+ * unconsumed inbox (signals_inbox) holds a signal named in its awaits that was not presented
+ * to the parking step. Presented signals travel as (target, id) pairs `$2`/`$3`: per-row
+ * exclusion, not a watermark, because signal ids commit out of order.
+ */
+export const RECHECK_PARKS = sql(
+  'recheck_parks',
+  `UPDATE {schema}.gen_durable g
+      SET status = 'runnable', eligible_at = now(), await_deadline = NULL, updated_at = now()
+    WHERE g.id = ANY ($1::bigint[]) AND g.status = 'awaiting_signal'
+      AND EXISTS (
+        SELECT 1 FROM {schema}.signals s
+         WHERE s.target_id = g.id AND s.consumed_at IS NULL AND s.name = ANY (g.awaits)
+           AND NOT EXISTS (SELECT 1 FROM unnest($2::bigint[], $3::bigint[]) AS p(target_id, signal_id)
+                            WHERE p.target_id = s.target_id AND p.signal_id = s.id))
+    RETURNING g.id, g.queue`,
+);
+
+/** Consumes exactly the presented (target, signal) pairs of committed progressing entries (§8.3). */
+export const CONSUME_SIGNALS = sql(
+  'consume_signals',
+  `UPDATE {schema}.signals s
+      SET consumed_at = now()
+     FROM unnest($1::bigint[], $2::bigint[]) AS p(target_id, signal_id)
+    WHERE s.id = p.signal_id AND s.target_id = p.target_id AND s.consumed_at IS NULL`,
+);
+
+/** Consumes the whole inbox of committed terminal entries (§8.3). Index signals_inbox. */
+export const CONSUME_INBOXES = sql(
+  'consume_inboxes',
+  `UPDATE {schema}.signals
+      SET consumed_at = now()
+    WHERE target_id = ANY ($1::bigint[]) AND consumed_at IS NULL`,
+);
+
+/**
+ * Child join (SPEC §6.3 step 5): `$1` = parent id of each terminal child (repeats count).
+ * Parents are locked in id order, decremented once by their count; one at ≤ 0 while
+ * awaiting_children becomes runnable, eligible now. Returns the parents woken.
+ */
+export const JOIN_PARENTS = sql(
+  'join_parents',
+  `WITH d AS (
+     SELECT pid, count(*)::int AS n FROM unnest($1::bigint[]) AS pid GROUP BY pid
+   ), locked AS (
+     SELECT p.id FROM {schema}.gen_durable p JOIN d ON d.pid = p.id ORDER BY p.id FOR NO KEY UPDATE OF p
+   )
+   UPDATE {schema}.gen_durable p
+      SET children_pending = p.children_pending - d.n,
+          status = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - d.n <= 0
+                        THEN 'runnable'::{schema}.durable_status ELSE p.status END,
+          eligible_at = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - d.n <= 0
+                             THEN now() ELSE p.eligible_at END,
+          updated_at = now()
+     FROM d JOIN locked ON locked.id = d.pid
+    WHERE p.id = d.pid
+    RETURNING p.id, p.queue, p.status`,
+);
+
+/**
+ * Fan-out step 1 (SPEC §6.3, §10): lock the spawning parents in id order, guarded, so the
+ * reaper (skip-locked) cannot reclaim a parent mid-spawn. Returns the parents still owned.
+ */
+export const FANOUT_LOCK_PARENTS = sql(
+  'fanout_lock_parents',
+  `SELECT g.id
+     FROM {schema}.gen_durable g
+     JOIN unnest($1::text[], $2::bigint[], $3::bigint[]) AS t(worker, id, seq) ON g.id = t.id
+    WHERE g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
+    ORDER BY g.id
+      FOR NO KEY UPDATE OF g`,
+);
+
+/**
+ * Fan-out step 3: park each owned parent on its landed children (duplicates by key dropped
+ * out of the count); zero landed ⇒ straight to runnable.
+ */
+export const FANOUT_PARK_PARENTS = sql(
+  'fanout_park_parents',
+  `UPDATE {schema}.gen_durable g
+      SET status = (CASE WHEN t.landed > 0 THEN 'awaiting_children' ELSE 'runnable' END)::{schema}.durable_status,
+          step = t.step, attempt = 0, state = t.state::jsonb, awaits = NULL, await_deadline = NULL,
+          children_pending = t.landed, rate_limit = NULL, weight = 1, eligible_at = now(),
+          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, updated_at = now()
+     FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[])
+          AS t(worker, id, seq, step, state, landed)
+    WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
+    RETURNING g.id, g.queue, g.status`,
+);
