@@ -69,6 +69,10 @@ export class FsmExplorer {
     if (meta.nameDefaulted) {
       this.logger.warn(`@DurableFsm() on ${metatype.name} has no name: the class name is stored in rows, and minifiers rename classes. Give it { name }.`);
     }
+    if (meta.inlineExecution) {
+      // Removed when inline execution (SPEC §7) lands.
+      throw new ConfigurationError(`${where}.inlineExecution`, 'is not available in this build of gen-durable yet');
+    }
     const version = meta.version ?? 1;
     if (!Number.isInteger(version) || version < 1) throw new ConfigurationError(`${where}.version`, 'must be an integer ≥ 1');
     const stepEntries = FsmMetadataAccessor.steps(metatype);

@@ -17,12 +17,15 @@ import { GEN_DURABLE_ENGINE_NAME, GEN_DURABLE_MODULE_OPTIONS } from '../gen-dura
 import { FsmExplorer } from '../discovery/fsm.explorer';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { DuplicateError } from '../errors/duplicate.error';
+import { NoTargetError } from '../errors/no-target.error';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import type { GenDurableOptions } from '../options/gen-durable-options.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { resolveOptions } from '../options/resolve-options';
 import { INSERT_INSTANCE, INSERT_INSTANCES } from '../sql/insert.sql';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
+import { DELIVER_SIGNAL } from '../sql/signal.sql';
+import { toJsonText } from '../serialization/json-value';
 import type { GenDurableEvent } from '../telemetry/telemetry-events';
 import { Telemetry } from '../telemetry/telemetry';
 import { EngineRuntime } from './engine-runtime';
@@ -141,6 +144,36 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
     return inserted.map((r) => r.id);
   }
 
+  /**
+   * Delivers a signal to a live instance in one statement (SPEC §8.1). Resolves once stored
+   * (or recognised as a duplicate of `dedupKey` for the instance's life); `NoTargetError` when
+   * no live instance answers. `manager` joins the caller's TypeORM transaction.
+   */
+  async signal(
+    target: Target,
+    name: string,
+    payload: unknown = {},
+    options: { dedupKey?: string; manager?: EntityManager } = {},
+  ): Promise<void> {
+    if (typeof name !== 'string' || name.length === 0) throw new InvalidInputError('signal.name', 'must be a non-empty string');
+    if (options.dedupKey !== undefined && (typeof options.dedupKey !== 'string' || options.dedupKey.length === 0)) {
+      throw new InvalidInputError('signal.dedupKey', 'must be a non-empty string');
+    }
+    const payloadText = toJsonText(payload, 'signal.payload', this.runtime.options.maxStateBytes);
+    const byId = 'id' in target;
+    const params = [
+      byId ? idText(target.id) : null,
+      byId ? null : keyText(target.correlationKey),
+      name,
+      payloadText,
+      options.dedupKey ?? null,
+    ];
+    const client = await this.clientOf(options.manager);
+    const row = (await this.runtime.sql.query<{ id: string; queue: string; status: string; due: boolean }>(DELIVER_SIGNAL, params, client))[0];
+    if (!row) throw new NoTargetError(byId ? `id ${String(target.id)}` : `correlation key "${target.correlationKey}"`);
+    if (row.status === 'runnable' && row.due && !options.manager) this.runtime.pokes.poke([row.queue]);
+  }
+
   /** The instance row, or null. By key: only the current occupant (SPEC §11). */
   async get(target: Target): Promise<InstanceView | null> {
     const rows =
@@ -171,6 +204,11 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
     }
     return (await runner.connect()) as PoolClient;
   }
+}
+
+function keyText(key: unknown): string {
+  if (typeof key !== 'string' || key.length === 0) throw new InvalidInputError('correlationKey', 'must be a non-empty string');
+  return key;
 }
 
 function idText(id: string | bigint): string {

@@ -1,0 +1,46 @@
+import { sql } from './statement';
+
+/**
+ * Signal delivery, one statement (SPEC §8.1, §26.6, §26.7). `$1` target id or NULL, `$2`
+ * correlation key or NULL (resolved through gen_durable_correlation), `$3` name, `$4` payload
+ * JSON text, `$5` dedup key or NULL.
+ * - target: lock the target FIRST by updating it by id with a live-status WHERE, which is
+ *   re-evaluated after the row lock, so a target that terminated meanwhile drops out; the
+ *   flip (awaiting_signal and name ∈ awaits ⇒ runnable, eligible now) sits in a CASE so a
+ *   park that commits first is seen after its lock (SPEC §8.4). A dedup key already stored
+ *   for the instance's life (consumed or not) flips nothing.
+ * - the inbox row is inserted only from that update's result; ON CONFLICT (target_id,
+ *   dedup_key) DO NOTHING makes a redelivery a no-op.
+ * Returns one row per live target: `inserted` false = duplicate.
+ */
+export const DELIVER_SIGNAL = sql(
+  'deliver_signal',
+  `WITH resolved AS (
+     SELECT id FROM {schema}.gen_durable WHERE id = $1::bigint
+     UNION ALL
+     SELECT id FROM {schema}.gen_durable WHERE $1::bigint IS NULL AND correlation_guard = $2::text
+     LIMIT 1
+   ), dup AS (
+     SELECT EXISTS (SELECT 1 FROM {schema}.signals s, resolved r
+                     WHERE $5::text IS NOT NULL AND s.target_id = r.id AND s.dedup_key = $5::text) AS seen
+   ), target AS (
+     UPDATE {schema}.gen_durable g
+        SET status = CASE WHEN g.status = 'awaiting_signal' AND $3::text = ANY (g.awaits) AND NOT dup.seen
+                          THEN 'runnable'::{schema}.durable_status ELSE g.status END,
+            eligible_at = CASE WHEN g.status = 'awaiting_signal' AND $3::text = ANY (g.awaits) AND NOT dup.seen
+                               THEN now() ELSE g.eligible_at END,
+            await_deadline = CASE WHEN g.status = 'awaiting_signal' AND $3::text = ANY (g.awaits) AND NOT dup.seen
+                                  THEN NULL ELSE g.await_deadline END
+       FROM resolved, dup
+      WHERE g.id = resolved.id
+        AND g.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
+      RETURNING g.id, g.queue, g.status, g.eligible_at <= now() AS due
+   ), ins AS (
+     INSERT INTO {schema}.signals (target_id, name, payload, dedup_key)
+     SELECT target.id, $3::text, $4::text::jsonb, $5::text FROM target
+     ON CONFLICT (target_id, dedup_key) DO NOTHING
+     RETURNING id
+   )
+   SELECT target.id, target.queue, target.status, target.due, (SELECT count(*) FROM ins) > 0 AS inserted
+     FROM target`,
+);
