@@ -14,6 +14,7 @@ import type { Observable } from 'rxjs';
 import type { EntityManager } from 'typeorm';
 
 import { GEN_DURABLE_ENGINE_NAME, GEN_DURABLE_MODULE_OPTIONS } from '../gen-durable.constants';
+import { isArray } from '../util/is-array';
 import { FsmExplorer } from '../discovery/fsm.explorer';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { DuplicateError } from '../errors/duplicate.error';
@@ -131,7 +132,7 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
    * inserted ordered by correlation key, so ids do not map to entries by position.
    */
   async insertAll(fsm: Type<unknown> | string, entries: readonly InsertOptions[], options: { manager?: EntityManager } = {}): Promise<string[]> {
-    if (!Array.isArray(entries)) throw new InvalidInputError('insertAll.entries', 'must be an array');
+    if (!isArray(entries)) throw new InvalidInputError('insertAll.entries', 'must be an array');
     if (entries.length === 0) return [];
     const definition = this.registry.resolve(fsm);
     const rows = entries.map((entry, i) => {

@@ -1,6 +1,7 @@
 import { ALL_STATUSES, type DurableStatus, LIVE_STATUSES } from '../gen-durable.constants';
 import type { FsmDefinition } from '../discovery/fsm-definition';
 import { InvalidInputError } from '../errors/invalid-input.error';
+import { isArray } from '../util/is-array';
 import { UnknownStepError } from '../errors/unknown-step.error';
 import { limitKeyText, limitName } from '../fsm/limit-key';
 import type { ResolvedOptions } from '../options/resolved-options';
@@ -96,7 +97,7 @@ export function buildInsertRow(
     correlationKey = o.correlationKey;
   }
   const scope: readonly DurableStatus[] = o.correlationScope ?? LIVE_STATUSES;
-  if (!Array.isArray(scope) || !scope.every((s) => (ALL_STATUSES as readonly string[]).includes(s))) {
+  if (!isArray(scope) || !scope.every((s: unknown) => (ALL_STATUSES as readonly unknown[]).includes(s))) {
     throw new InvalidInputError(`${path}.correlationScope`, `must be an array of ${ALL_STATUSES.join(', ')}`);
   }
   const concurrencyKey = o.concurrencyKey === undefined ? null : limitKeyText(o.concurrencyKey, `${path}.concurrencyKey`);

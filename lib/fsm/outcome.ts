@@ -1,4 +1,8 @@
+import { inspect } from 'node:util';
+
 import type { Type } from '@nestjs/common';
+
+import { isArray } from '../util/is-array';
 
 import { InvalidOutcomeError } from '../errors/invalid-outcome.error';
 import type { InsertOptions } from '../engine/insert-options.interface';
@@ -101,7 +105,7 @@ export function awaitSignal<S>(
 
 /** Spawn `children` and park until every landed child is terminal, then run `nextStep`. */
 export function scheduleChildren<S>(nextStep: string, children: readonly ChildSpec[], state: S): Outcome {
-  if (!Array.isArray(children)) throw new InvalidOutcomeError('scheduleChildren(): children must be an array');
+  if (!isArray(children)) throw new InvalidOutcomeError('scheduleChildren(): children must be an array');
   return brand({
     kind: 'scheduleChildren',
     step: stepName('scheduleChildren', nextStep),
@@ -127,7 +131,5 @@ export function stop(reason: unknown): Outcome {
 export function reasonText(reason: unknown): string {
   if (typeof reason === 'string') return reason;
   if (reason instanceof Error) return reason.message;
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { inspect } = require('node:util') as typeof import('node:util');
   return inspect(reason, { depth: 4 });
 }

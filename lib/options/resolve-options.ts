@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { inspect } from 'node:util';
 
 import { DataSource } from 'typeorm';
 
@@ -33,7 +34,7 @@ function checkKeys(path: string, value: Record<string, unknown>, allowed: readon
 function integer(path: string, value: unknown, fallback: number, min = 0): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
-    throw new ConfigurationError(path, `must be an integer ≥ ${min}, got ${String(value)}`);
+    throw new ConfigurationError(path, `must be an integer ≥ ${min}, got ${inspect(value)}`);
   }
   return value;
 }

@@ -1,3 +1,5 @@
+import { inspect } from 'node:util';
+
 import type { FsmDefinition } from '../discovery/fsm-definition';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { buildInsertRow, checkWeight } from '../engine/insert-row';
@@ -141,5 +143,5 @@ function describe(value: unknown): string {
   if (value === undefined) return 'undefined';
   if (value === null) return 'null';
   if (typeof value === 'object') return `an object that is not an outcome (${JSON.stringify(value)?.slice(0, 80) ?? '?'})`;
-  return `${typeof value} ${String(value).slice(0, 80)}`;
+  return `${typeof value} ${inspect(value).slice(0, 80)}`;
 }

@@ -44,7 +44,7 @@ function check(value: unknown, path: string, seen: Set<object>): void {
       break;
   }
   if (value === null) return;
-  const object = value as object;
+  const object: object = value;
   if (seen.has(object)) throw new InvalidInputError(path, 'is a circular reference');
   if (object instanceof Map || object instanceof Set || object instanceof WeakMap || object instanceof WeakSet) {
     throw new InvalidInputError(path, `is a ${object.constructor.name}, which JSON would store as {} (convert it to an object or array)`);
