@@ -1,0 +1,156 @@
+import { done, DurableFsm, next, Step, type StepContext } from '../../lib';
+import { bootEngine, claimRows, Gates, type Harness } from '../support/engine-harness';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+
+// SPEC §24.1 / §25.1: hot-path statement counts are a tested contract. Counts come from the
+// SqlExecutor's statement hook (every statement, BEGIN/COMMIT included).
+
+const gates = new Gates();
+
+@DurableFsm({ name: 'held', queue: 'counts' })
+class HeldFsm {
+  @Step() async start(ctx: StepContext<{ key: string }>) {
+    await gates.wait(ctx.state.key);
+    return done({});
+  }
+}
+
+@DurableFsm({ name: 'stepper', queue: 'manual' })
+class StepperFsm {
+  @Step() start(ctx: StepContext<{ n: number }>) {
+    return next('second', { n: ctx.state.n + 1 });
+  }
+  @Step() second() {
+    return done({});
+  }
+}
+
+/** Statement names and pick:stop events in the order they happened. */
+function timeline(h: Harness): { log: string[]; stop: () => void } {
+  const log: string[] = [];
+  const off = h.engine.runtime.sql.onStatement((s) => log.push(s.name));
+  const sub = h.engine.events$.subscribe((e) => {
+    if (e.event === 'pick:stop') log.push(`pick:stop(${e.measurements['count']})`);
+  });
+  return {
+    log,
+    stop: () => {
+      off();
+      sub.unsubscribe();
+    },
+  };
+}
+
+describe('statement counts (SPEC §25.1)', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  describe('a scheduler pick', () => {
+    let h: Harness;
+    afterEach(async () => {
+      gates.openAll();
+      await h?.close();
+    });
+
+    it('an empty pick is 1 statement (claim_runnable)', async () => {
+      h = await bootEngine(db, [HeldFsm], {
+        queues: { counts: 3 },
+        reaper: false,
+        gc: false,
+        poke: 'none',
+        pollInterval: 30,
+        maxPollInterval: 30,
+      });
+      const t = timeline(h);
+      // Wait for four empty picks after the recording started.
+      await h.waitFor('pick:stop', () => t.log.filter((l) => l.startsWith('pick:stop')).length >= 4, 10_000);
+      t.stop();
+      const firstPick = t.log.findIndex((l) => l.startsWith('pick:stop'));
+      const windows: string[][] = [];
+      let current: string[] = [];
+      for (const entry of t.log.slice(firstPick + 1)) {
+        if (entry.startsWith('pick:stop')) {
+          windows.push(current);
+          current = [];
+        } else current.push(entry);
+      }
+      expect(windows.length).toBeGreaterThanOrEqual(3);
+      for (const w of windows) expect(w).toEqual(['claim_runnable']);
+      expect(t.log.filter((l) => l.startsWith('pick:stop')).every((l) => l === 'pick:stop(0)')).toBe(true);
+    });
+
+    it('a pick with claims is 3 statements (claim + inboxes + children) for any batch', async () => {
+      h = await bootEngine(db, [HeldFsm], {
+        queues: { counts: 5 },
+        reaper: false,
+        gc: false,
+        poke: 'local',
+        leaseTtl: 60_000,
+        heartbeatInterval: 20_000,
+        pollInterval: 60_000,
+        maxPollInterval: 60_000,
+      });
+      await h.waitFor('pick:stop'); // the boot poll (empty)
+      const t = timeline(h);
+      const keys = ['c1', 'c2', 'c3', 'c4', 'c5'];
+      await h.engine.insertAll(HeldFsm, keys.map((key) => ({ state: { key } })));
+      await Promise.all(keys.map((k) => gates.reached(k)));
+      t.stop();
+      expect(t.log).toEqual(['insert_instances', 'claim_runnable', 'load_inboxes', 'load_children', 'pick:stop(5)']);
+    });
+  });
+
+  describe('without a scheduler (queues: {})', () => {
+    let h: Harness;
+    beforeAll(async () => {
+      h = await bootEngine(db, [StepperFsm], { queues: {}, reaper: false, gc: false });
+    });
+    afterAll(async () => {
+      await h.close();
+    });
+
+    it.each([3, 30])('a flush of %i `next` outcomes is BEGIN + UPDATE + COMMIT', async (n) => {
+      const queue = `flush-${n}`;
+      await h.engine.insertAll(StepperFsm, Array.from({ length: n }, (_, i) => ({ state: { n: i }, queue })));
+      const rows = await claimRows(h.engine, queue, n, `counts-${n}`);
+      expect(rows).toHaveLength(n);
+      h.clear();
+      const replies = await Promise.all(rows.map((row) => h.engine.runtime.executor.execute(row)));
+      expect(replies).toEqual(Array.from({ length: n }, () => 'committed'));
+      expect(h.statements).toEqual(['begin', 'flush_transitions', 'commit']);
+      const { rows: after } = await db.pool.query(
+        `SELECT count(*)::int AS n FROM gen_durable WHERE id = ANY($1::bigint[]) AND status = 'runnable' AND step = 'second'`,
+        [rows.map((r) => r.id)],
+      );
+      expect(after[0].n).toBe(n);
+    });
+
+    it('insertAll of 6 000 rows is 1 statement', async () => {
+      h.clear();
+      const ids = await h.engine.insertAll(
+        StepperFsm,
+        Array.from({ length: 6000 }, (_, i) => ({ state: { n: i }, queue: 'bulk', correlationKey: `bulk-${i}` })),
+      );
+      expect(h.statements).toEqual(['insert_instances']);
+      expect(new Set(ids).size).toBe(6000);
+      const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable WHERE queue = 'bulk'`);
+      expect(rows[0].n).toBe(6000);
+    });
+
+    it('insert is 1 statement and signal is 1 statement', async () => {
+      h.clear();
+      const id = await h.engine.insert(StepperFsm, { state: { n: 0 }, queue: 'signals' });
+      expect(h.statements).toEqual(['insert_instance']);
+      h.clear();
+      await h.engine.signal({ id }, 'hello', { x: 1 });
+      expect(h.statements).toEqual(['deliver_signal']);
+      const { rows } = await db.pool.query(`SELECT name, payload FROM signals WHERE target_id = $1`, [id]);
+      expect(rows).toEqual([{ name: 'hello', payload: { x: 1 } }]);
+    });
+  });
+});

@@ -1,0 +1,203 @@
+import type { INestApplicationContext, ModuleMetadata, Provider } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+
+import { EngineService, GenDurableModule, type GenDurableEvent, type GenDurableEventName, type GenDurableOptions } from '../../lib';
+import type { ClaimedRow, ChildRecord, ClaimRecord, InboxRecord } from '../../lib/runtime/claimed-row';
+import { CLAIM_RUNNABLE, LOAD_CHILDREN, LOAD_INBOXES } from '../../lib/sql/claim.sql';
+import { FAST } from './create-test-app';
+import { trackResource } from './open-resources';
+import type { TestDatabase } from './test-database';
+
+/**
+ * An engine app whose events$ and statements are recorded from before `init()`, so boot-time
+ * events (scheduler:reclaimed, boot:warning, the first pick) are seen too.
+ */
+export interface Harness {
+  readonly app: INestApplicationContext;
+  readonly engine: EngineService;
+  /** Every event since boot (or the last `clear()`). */
+  readonly events: GenDurableEvent[];
+  /** Names of the statements run since the last `clear()`. */
+  readonly statements: string[];
+  clear(): void;
+  /** Events named `name` (optionally filtered by metadata.id). */
+  eventsOf(name: GenDurableEventName, id?: string): GenDurableEvent[];
+  /** Resolves with the first event named `name` matching `match` (past or future). */
+  waitFor(name: GenDurableEventName, match?: (e: GenDurableEvent) => boolean, timeoutMs?: number): Promise<GenDurableEvent>;
+  close(): Promise<void>;
+}
+
+export interface BootOptions {
+  /** Extra Nest module metadata (imports/providers) beside GenDurableModule. */
+  readonly imports?: ModuleMetadata['imports'];
+  /** Skip FAST timings. */
+  readonly raw?: boolean;
+}
+
+export async function bootEngine(
+  db: TestDatabase,
+  providers: Provider[],
+  options: Partial<GenDurableOptions> = {},
+  boot: BootOptions = {},
+): Promise<Harness> {
+  const dataSource = await db.dataSource();
+  const moduleRef = await Test.createTestingModule({
+    imports: [GenDurableModule.forRoot({ dataSource, ...(boot.raw ? {} : FAST), ...options }), ...(boot.imports ?? [])],
+    providers,
+  }).compile();
+  const engine = moduleRef.get(EngineService);
+  const events: GenDurableEvent[] = [];
+  const listeners = new Set<(e: GenDurableEvent) => void>();
+  const subscription = engine.events$.subscribe((e) => {
+    events.push(e);
+    for (const l of listeners) l(e);
+  });
+  let open = true;
+  trackResource(`engine app on ${db.name}`, () => open);
+  let off: (() => void) | undefined;
+  try {
+    // The runtime (and its SqlExecutor) exists after onModuleInit; record from bootstrap on.
+    await moduleRef.init();
+  } catch (err) {
+    subscription.unsubscribe();
+    await moduleRef.close().catch(() => undefined);
+    open = false;
+    throw err;
+  }
+  const stmts: string[] = [];
+  off = engine.runtime.sql.onStatement((e) => stmts.push(e.name));
+  const harness: Harness = {
+    app: moduleRef,
+    engine,
+    events,
+    statements: stmts,
+    clear() {
+      events.length = 0;
+      stmts.length = 0;
+    },
+    eventsOf(name, id) {
+      return events.filter((e) => e.event === name && (id === undefined || e.metadata['id'] === id));
+    },
+    waitFor(name, match = () => true, timeoutMs = 15_000) {
+      const past = events.find((e) => e.event === name && match(e));
+      if (past) return Promise.resolve(past);
+      return new Promise<GenDurableEvent>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          listeners.delete(listener);
+          reject(new Error(`no ${name} event within ${timeoutMs} ms`));
+        }, timeoutMs);
+        const listener = (e: GenDurableEvent): void => {
+          if (e.event === name && match(e)) {
+            clearTimeout(timer);
+            listeners.delete(listener);
+            resolve(e);
+          }
+        };
+        listeners.add(listener);
+      });
+    },
+    async close() {
+      if (!open) return;
+      off?.();
+      try {
+        await moduleRef.close();
+      } finally {
+        subscription.unsubscribe();
+        open = false;
+      }
+    },
+  };
+  return harness;
+}
+
+/**
+ * Claims up to `batch` runnable rows of `queue` as `worker` through the production claim and
+ * enrichment statements, like a scheduler pick, without a scheduler. For tests that drive the
+ * executor by hand on a queue no scheduler serves.
+ */
+export async function claimRows(engine: EngineService, queue: string, batch: number, worker: string, leaseMs = 60_000): Promise<ClaimedRow[]> {
+  const sql = engine.runtime.sql;
+  const records = await sql.query<ClaimRecord>(CLAIM_RUNNABLE, [queue, batch, worker, leaseMs, []]);
+  if (records.length === 0) return [];
+  const ids = records.map((r) => r.id);
+  const inboxes = await sql.query<InboxRecord>(LOAD_INBOXES, [ids]);
+  const children = await sql.query<ChildRecord>(LOAD_CHILDREN, [ids]);
+  return records.map((r) => ({
+    id: r.id,
+    fsm: r.fsm,
+    fsmVersion: r.fsm_version,
+    step: r.step,
+    state: r.state,
+    attempt: r.attempt,
+    awaits: r.awaits,
+    queue: r.queue,
+    priority: r.priority,
+    concurrencyKey: r.concurrency_key,
+    concurrencyShard: r.concurrency_shard,
+    rateLimit: r.rate_limit,
+    weight: r.weight,
+    claimSeq: r.claim_seq,
+    parentId: r.parent_id,
+    gated: r.gated,
+    worker,
+    inbox: inboxes.filter((s) => s.target_id === r.id).map((s) => ({ id: s.id, name: s.name, payload: s.payload })),
+    children: children
+      .filter((c) => c.parent_id === r.id)
+      .map((c) => ({ id: c.id, fsm: c.fsm, status: c.status, state: c.state, result: c.result, lastError: c.last_error })),
+  }));
+}
+
+/** A test-controlled latch per key: steps `wait(key)`, tests `open(key)` and `reached(key)`. */
+export class Gates {
+  private readonly opened = new Map<string, { promise: Promise<void>; open: () => void }>();
+  private readonly arrivals = new Map<string, { promise: Promise<void>; arrive: () => void }>();
+
+  private gate(key: string) {
+    let g = this.opened.get(key);
+    if (!g) {
+      let open!: () => void;
+      const promise = new Promise<void>((resolve) => (open = resolve));
+      g = { promise, open };
+      this.opened.set(key, g);
+    }
+    return g;
+  }
+
+  private arrival(key: string) {
+    let a = this.arrivals.get(key);
+    if (!a) {
+      let arrive!: () => void;
+      const promise = new Promise<void>((resolve) => (arrive = resolve));
+      a = { promise, arrive };
+      this.arrivals.set(key, a);
+    }
+    return a;
+  }
+
+  /** Called by a step: marks arrival, then blocks until the test opens the gate. */
+  wait(key: string): Promise<void> {
+    this.arrival(key).arrive();
+    return this.gate(key).promise;
+  }
+
+  /** Resolves once a step reached `key`. */
+  reached(key: string): Promise<void> {
+    return this.arrival(key).promise;
+  }
+
+  open(key: string): void {
+    this.gate(key).open();
+  }
+
+  openAll(): void {
+    for (const g of this.opened.values()) g.open();
+  }
+}
+
+/** The raw row (snake_case columns). */
+export async function rowOf(db: TestDatabase, id: string): Promise<Record<string, unknown>> {
+  const { rows } = await db.pool.query(`SELECT * FROM gen_durable WHERE id = $1`, [id]);
+  return rows[0] as Record<string, unknown>;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
