@@ -13,6 +13,7 @@ import { AwaitWatcher } from '../runtime/await-watcher';
 import { Executor } from '../runtime/executor';
 import { type FlushEffects, Flusher } from '../runtime/flusher';
 import { GarbageCollector } from '../runtime/gc';
+import { Picker } from '../runtime/picker';
 import { PokeEmitter } from '../runtime/poke-emitter';
 import { Reaper } from '../runtime/reaper';
 import { Scheduler } from '../runtime/scheduler';
@@ -34,6 +35,7 @@ export class EngineRuntime {
   readonly sql: SqlExecutor;
   readonly flushers: Flusher[];
   readonly executor: Executor;
+  readonly picker: Picker;
   readonly schedulers = new Map<string, Scheduler>();
   readonly watcher: AwaitWatcher;
   readonly pokes: PokeEmitter;
@@ -57,6 +59,7 @@ export class EngineRuntime {
     this.pokes = new PokeEmitter(options.poke !== 'none', (queue) => this.schedulers.get(queue)?.poke());
     this.flushers = options.flushers.map((config) => new Flusher(this.sql, config, telemetry, (effects) => this.afterCommit(effects)));
     this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
+    this.picker = new Picker(this.sql, options, telemetry);
     this.stall = new StallDetector(options.heartbeatInterval, telemetry);
   }
 
@@ -106,7 +109,7 @@ export class EngineRuntime {
       this.gc.start();
     }
     for (const [queue, concurrency] of Object.entries(this.options.queues)) {
-      this.schedulers.set(queue, new Scheduler(this.sql, queue, concurrency, this.options, this.executor, this.telemetry));
+      this.schedulers.set(queue, new Scheduler(this.sql, queue, concurrency, this.options, this.executor, this.picker, this.telemetry));
     }
     await Promise.all([...this.schedulers.values()].map((s) => s.start()));
   }

@@ -4,17 +4,15 @@ import { Logger } from '@nestjs/common';
 
 import type { SqlExecutor } from '../db/sql-executor';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { CLAIM_RUNNABLE, LOAD_CHILDREN, LOAD_INBOXES } from '../sql/claim.sql';
-import { HEARTBEAT, RECLAIM_PREDECESSOR, RELEASE_CLAIMS } from '../sql/lease.sql';
+import { HEARTBEAT, RECLAIM_PREDECESSOR } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
-import type { ChildRecord, ClaimedRow, ClaimRecord, InboxRecord } from './claimed-row';
+import type { ClaimedRow } from './claimed-row';
 import type { Executor } from './executor';
+import type { Picker } from './picker';
 
 export type SchedulerState = 'created' | 'running' | 'draining' | 'stopped';
 
-const CLAIM_ATTEMPTS = 3;
 const POKE_DEBOUNCE_MS = 10;
-const ARBITER_INDEX = 'gen_durable_concurrency_active';
 
 /**
  * One queue's loop on this node (SPEC §5): claim → buffer → at most `concurrency` steps in
@@ -46,6 +44,7 @@ export class Scheduler {
     readonly concurrency: number,
     private readonly options: ResolvedOptions,
     private readonly executor: Executor,
+    private readonly picker: Picker,
     private readonly telemetry: Telemetry,
   ) {
     this.reclaimPrefix = `${options.name}:${queue}@${options.nodeId}-`;
@@ -205,82 +204,8 @@ export class Scheduler {
     return run.then(() => fetched);
   }
 
-  /** Claim with bounded retry of the K = 1 arbiter race (SPEC §5.3), then enrichment. */
-  private async claim(batch: number): Promise<ClaimedRow[]> {
-    let records: ClaimRecord[] = [];
-    for (let attempt = 1; ; attempt++) {
-      try {
-        records = await this.sql.query<ClaimRecord>(CLAIM_RUNNABLE, [
-          this.queue,
-          batch,
-          this.workerId,
-          this.options.leaseTtl,
-          Object.keys(this.options.concurrencyLimits),
-        ]);
-        break;
-      } catch (err) {
-        if ((err as { constraint?: string }).constraint !== ARBITER_INDEX) throw err;
-        this.telemetry.emit('concurrency:contended', { count: 1 }, { queue: this.queue });
-        if (attempt >= CLAIM_ATTEMPTS) return [];
-      }
-    }
-    if (records.length === 0) return [];
-    const rows = records.map((r) => this.toRow(r));
-    try {
-      const ids = rows.map((r) => r.id);
-      const [inboxes, children] = [
-        await this.sql.query<InboxRecord>(LOAD_INBOXES, [ids]),
-        await this.sql.query<ChildRecord>(LOAD_CHILDREN, [ids]),
-      ];
-      const byId = new Map(rows.map((r) => [r.id, r]));
-      const inboxOf = new Map<string, ClaimedRow['inbox'][number][]>();
-      for (const s of inboxes) {
-        const list = inboxOf.get(s.target_id) ?? [];
-        list.push(Object.freeze({ id: s.id, name: s.name, payload: s.payload }));
-        inboxOf.set(s.target_id, list);
-      }
-      const childrenOf = new Map<string, ClaimedRow['children'][number][]>();
-      for (const c of children) {
-        const list = childrenOf.get(c.parent_id) ?? [];
-        list.push(
-          Object.freeze({ id: c.id, fsm: c.fsm, status: c.status, state: c.state, result: c.result, lastError: c.last_error }),
-        );
-        childrenOf.set(c.parent_id, list);
-      }
-      for (const [id, row] of byId) {
-        row.inbox = Object.freeze(inboxOf.get(id) ?? []);
-        row.children = Object.freeze(childrenOf.get(id) ?? []);
-      }
-      return rows;
-    } catch (err) {
-      // The claim committed: hand the rows back before reporting (SPEC §5.4).
-      await this.release(rows).catch(() => undefined);
-      throw err;
-    }
-  }
-
-  private toRow(r: ClaimRecord): ClaimedRow {
-    return {
-      id: r.id,
-      fsm: r.fsm,
-      fsmVersion: r.fsm_version,
-      step: r.step,
-      state: r.state,
-      attempt: r.attempt,
-      awaits: r.awaits,
-      queue: r.queue,
-      priority: r.priority,
-      concurrencyKey: r.concurrency_key,
-      concurrencyShard: r.concurrency_shard,
-      rateLimit: r.rate_limit,
-      weight: r.weight,
-      claimSeq: r.claim_seq,
-      parentId: r.parent_id,
-      gated: r.gated,
-      worker: this.workerId,
-      inbox: [],
-      children: [],
-    };
+  private claim(batch: number): Promise<ClaimedRow[]> {
+    return this.picker.pick(this.queue, batch, this.workerId);
   }
 
   private dispatch(): void {
@@ -324,8 +249,8 @@ export class Scheduler {
     }
   }
 
-  private release(rows: readonly ClaimedRow[]): Promise<{ id: string }[]> {
-    return this.sql.query<{ id: string }>(RELEASE_CLAIMS, [this.workerId, rows.map((r) => r.id), rows.map((r) => r.claimSeq)]);
+  private release(rows: readonly ClaimedRow[]): Promise<string[]> {
+    return this.picker.release(this.workerId, rows);
   }
 
   private async reclaim(): Promise<void> {
