@@ -1,0 +1,125 @@
+// Command-line flags of `npm run bench -- …`.
+
+export const SCENARIOS = ['drain', 'fsm3', 'enqueue', 'latency', 'scale', 'memory'] as const;
+export type Scenario = (typeof SCENARIOS)[number];
+
+export interface Options {
+  quick: boolean;
+  /** Engine ids / families and scenario names to run (empty = everything). */
+  only: string[];
+  repeats: number;
+  concurrency: number[];
+  /** Jobs (or machines) per drain / fsm3 case. */
+  n: number;
+  /** Awaited single inserts in the enqueue case. */
+  enqueueSingleN: number;
+  /** Jobs inserted in one bulk call in the enqueue case. */
+  enqueueBulkN: number;
+  latencyN: number;
+  /** Total rows of the big table in the scale case (the small one has 10 000). */
+  scaleRows: number;
+  memoryN: number;
+  /** Hard limit of one case in ms; a case over it is recorded as a timeout. */
+  caseTimeoutMs: number;
+  verbose: boolean;
+  json: string | undefined;
+}
+
+const HELP = `Usage: npm run bench -- [flags]
+
+  --quick                 small N, 1 repeat, concurrency 50 (finishes in under 3 minutes)
+  --only a,b              engines (id or family, e.g. raw, graphile-worker, bullmq:redis) and/or
+                          scenarios (${SCENARIOS.join(', ')}); several --only flags add up
+  --repeats N             repeats per case (default 3; --quick 1)
+  --concurrency 10,50     worker concurrencies for drain and fsm3 (default 10,50; --quick 50)
+  --n N                   jobs / machines per drain and fsm3 case (default 20000; --quick 3000)
+  --scale-rows N          rows of the big table in the scale case (default 1000000; --quick 200000)
+  --memory-n N            backlog drained in the memory case (default 100000; --quick 20000)
+  --timeout-s S           hard limit of one case (default 240; --quick 60)
+  --json PATH             where to write the JSON results (default bench/results/<timestamp>.json)
+  --verbose               log every step of the harness
+
+Environment: DATABASE_URL (else an embedded PostgreSQL is started), REDIS_URL (else
+127.0.0.1:6379, else a redis-server child on a free port, else BullMQ-on-Redis is skipped).`;
+
+function intList(value: string, flag: string): number[] {
+  const out = value.split(',').map((v) => Number(v.trim()));
+  if (out.length === 0 || out.some((v) => !Number.isInteger(v) || v <= 0)) {
+    throw new Error(`${flag}: expected positive integers separated by commas, got '${value}'`);
+  }
+  return out;
+}
+
+function posInt(value: string | undefined, flag: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`${flag}: expected a positive integer, got '${value}'`);
+  return n;
+}
+
+export function parseArgs(argv: string[]): Options {
+  const quick = argv.includes('--quick');
+  const o: Options = {
+    quick,
+    only: [],
+    repeats: quick ? 1 : 3,
+    concurrency: quick ? [50] : [10, 50],
+    n: quick ? 3000 : 20000,
+    enqueueSingleN: quick ? 1000 : 5000,
+    enqueueBulkN: quick ? 5000 : 20000,
+    latencyN: 300,
+    scaleRows: quick ? 200_000 : 1_000_000,
+    memoryN: quick ? 20_000 : 100_000,
+    caseTimeoutMs: (quick ? 60 : 240) * 1000,
+    verbose: false,
+    json: undefined,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const value = (): string => {
+      if (inline !== undefined) return inline;
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${flag} needs a value`);
+      return v;
+    };
+    switch (flag) {
+      case '--quick':
+        break;
+      case '--only':
+        o.only.push(...value().split(',').map((s) => s.trim()).filter(Boolean));
+        break;
+      case '--repeats':
+        o.repeats = posInt(value(), flag);
+        break;
+      case '--concurrency':
+        o.concurrency = intList(value(), flag);
+        break;
+      case '--n':
+        o.n = posInt(value(), flag);
+        break;
+      case '--scale-rows':
+        o.scaleRows = posInt(value(), flag);
+        break;
+      case '--memory-n':
+        o.memoryN = posInt(value(), flag);
+        break;
+      case '--timeout-s':
+        o.caseTimeoutMs = posInt(value(), flag) * 1000;
+        break;
+      case '--json':
+        o.json = value();
+        break;
+      case '--verbose':
+        o.verbose = true;
+        break;
+      case '-h':
+      case '--help':
+        console.log(HELP);
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown flag '${a}'\n\n${HELP}`);
+    }
+  }
+  return o;
+}

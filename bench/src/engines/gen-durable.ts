@@ -1,0 +1,199 @@
+// gen-durable through its public API (SPEC §2): a Nest application context importing
+// GenDurableModule with `queues: { default: C }` and `poke: 'local'`, two FSM providers
+// (`bench1`: a job whose perform() returns undefined; `bench3`: start → b → c with next, next,
+// done), EngineService.insertAll for bulk and insert for single inserts, GenDurableMigration.up
+// for the schema. Completion is read from the table the engine writes:
+// SELECT count(*) FROM gen_durable WHERE status IN ('done', 'failed').
+//
+// Compiled from the library source (`../../../lib`) by bench/tsconfig.json — tsc, so decorator
+// metadata is emitted as Nest needs — into bench/dist/lib; scripts/run-bench.cjs leaves this file
+// out while lib/index.ts does not export the API yet, and the harness then prints
+// "gen-durable: not built yet".
+import 'reflect-metadata';
+import { Module, type INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { performance } from 'node:perf_hooks';
+import { DataSource } from 'typeorm';
+import {
+  DurableFsm,
+  EngineService,
+  GenDurableMigration,
+  GenDurableModule,
+  Step,
+  done,
+  next,
+  type StepContext,
+} from '../../../lib';
+import type { Adapter, CaseContext, Hooks, Instance, Kind, ScaleResult } from './types';
+import { sleep } from './types';
+
+interface BenchState {
+  m?: number;
+}
+
+/** Hooks of the case being run (FSM providers are singletons created by Nest). */
+let current: Hooks = {};
+
+@DurableFsm({ name: 'bench1' })
+class Bench1Fsm {
+  perform(args: BenchState, _ctx: StepContext<BenchState>): undefined {
+    current.onStart?.(args.m);
+    current.onFinal?.();
+    return undefined;
+  }
+}
+
+@DurableFsm({ name: 'bench3' })
+class Bench3Fsm {
+  @Step() start(ctx: StepContext<BenchState>) {
+    current.onStart?.(ctx.state.m);
+    return next('b', ctx.state);
+  }
+  @Step('b') b(ctx: StepContext<BenchState>) {
+    return next('c', ctx.state);
+  }
+  @Step('c') c(_ctx: StepContext<BenchState>) {
+    current.onFinal?.();
+    return done({});
+  }
+}
+
+function fsmClass(kind: Kind): typeof Bench1Fsm | typeof Bench3Fsm {
+  return kind === 'fsm3' ? Bench3Fsm : Bench1Fsm;
+}
+function fsmName(kind: Kind): string {
+  return kind === 'fsm3' ? 'bench3' : 'bench1';
+}
+
+class GenDurableInstance implements Instance {
+  private ds: DataSource | undefined;
+  private app: INestApplicationContext | undefined;
+  private engine: EngineService | undefined;
+
+  constructor(private readonly ctx: CaseContext) {}
+
+  async setup(): Promise<void> {
+    this.ds = new DataSource({ type: 'postgres', url: this.ctx.pgUrl, extra: { max: 10 } });
+    await this.ds.initialize();
+    const qr = this.ds.createQueryRunner();
+    try {
+      await GenDurableMigration.up(qr);
+    } finally {
+      await qr.release();
+    }
+    // A node with no local queue: inserts only, until start() replaces it with a worker node.
+    await this.boot({});
+  }
+
+  private async boot(queues: Record<string, number>): Promise<void> {
+    if (this.app) await this.app.close();
+    const dataSource = this.ds!;
+    @Module({
+      imports: [
+        GenDurableModule.forRootAsync({
+          useFactory: () => ({ dataSource, queues, poke: 'local', reaper: false, gc: false }),
+        }),
+      ],
+      providers: [Bench1Fsm, Bench3Fsm],
+    })
+    class BenchModule {}
+    this.app = await NestFactory.createApplicationContext(BenchModule, { logger: ['error'] });
+    await this.app.init();
+    this.engine = this.app.get(EngineService);
+  }
+
+  async insertBulk(kind: Kind, n: number): Promise<void> {
+    const entries = Array.from({ length: n }, () => ({ state: {} }));
+    await this.engine!.insertAll(fsmClass(kind), entries);
+  }
+
+  async insertOne(kind: Kind, marker?: number): Promise<void> {
+    await this.engine!.insert(fsmClass(kind), { state: marker === undefined ? {} : { m: marker } });
+  }
+
+  async start(kind: Kind, concurrency: number, hooks: Hooks): Promise<void> {
+    void kind;
+    current = hooks;
+    await this.boot({ default: concurrency });
+  }
+
+  async remaining(kind: Kind): Promise<number> {
+    const r = (await this.ds!.query(
+      `SELECT count(*) FILTER (WHERE status NOT IN ('done', 'failed')) AS n FROM gen_durable WHERE fsm = $1`,
+      [fsmName(kind)],
+    )) as Array<{ n: string }>;
+    return Number(r[0]!.n);
+  }
+
+  async close(): Promise<void> {
+    current = {};
+    await this.app?.close().catch((e) => this.ctx.log(`gen-durable close: ${String(e)}`));
+    await this.ds?.destroy().catch(() => undefined);
+  }
+}
+
+/**
+ * Scale: the engine's claim is internal, so this measures it end to end — the step rate over the
+ * first `take` completions with `total` rows in gen_durable (70 % done, 29.5 % runnable in the
+ * served queue, 0.5 % parked on a signal), at concurrency 50.
+ */
+async function genDurableScale(ctx: CaseContext, total: number, repeats: number): Promise<ScaleResult> {
+  void repeats;
+  const inst = new GenDurableInstance(ctx);
+  try {
+    await inst.setup();
+    const ds = (inst as unknown as { ds: DataSource }).ds;
+    // Runnable rows through the public API, in chunks; terminal and parked rows cloned from one
+    // of them by SQL (same columns the engine wrote, different status).
+    const runnable = Math.round(total * 0.295);
+    for (let doneN = 0; doneN < runnable; doneN += 20000) await inst.insertBulk('job', Math.min(20000, runnable - doneN));
+    const doneRows = Math.round(total * 0.7);
+    const parked = total - runnable - doneRows;
+    await ds.query(
+      `INSERT INTO gen_durable (fsm, fsm_version, step, status, state, queue, updated_at)
+       SELECT t.fsm, t.fsm_version, t.step, 'done', t.state, t.queue, now() FROM (SELECT * FROM gen_durable LIMIT 1) t, generate_series(1, $1::int)`,
+      [doneRows],
+    );
+    await ds.query(
+      `INSERT INTO gen_durable (fsm, fsm_version, step, status, state, queue, awaits)
+       SELECT t.fsm, t.fsm_version, t.step, 'awaiting_signal', t.state, t.queue, ARRAY['never'] FROM (SELECT * FROM gen_durable LIMIT 1) t, generate_series(1, $1::int)`,
+      [parked],
+    );
+    await ds.query('VACUUM ANALYZE gen_durable');
+    const take = Math.min(5000, Math.floor(runnable * 0.8));
+    let finished = 0;
+    let t1 = 0;
+    const reached = new Promise<void>((resolve) => {
+      void inst.start('job', 50, {
+        onFinal: () => {
+          if (++finished === take) {
+            t1 = performance.now();
+            resolve();
+          }
+        },
+      });
+    });
+    const t0 = performance.now();
+    await Promise.race([reached, sleep(120_000).then(() => Promise.reject(new Error('gen-durable scale: timeout')))]);
+    return {
+      metric: `drain rate over the first ${take} steps`,
+      unit: 'steps/s',
+      better: 'higher',
+      value: (take / (t1 - t0)) * 1000,
+      detail: { take, runnable, doneRows, parked },
+    };
+  } finally {
+    await inst.close();
+  }
+}
+
+export const genDurableAdapter: Adapter = {
+  id: 'gen-durable',
+  family: 'gen-durable',
+  peer: 'gen-durable (this repo, lib/)',
+  settings: "queues { default: C }, poke 'local', reaper/gc off, flusher defaults, DataSource pool 10",
+  backend: 'postgres',
+  unsupported: {},
+  create: async (ctx: CaseContext) => new GenDurableInstance(ctx),
+  scale: genDurableScale,
+};
