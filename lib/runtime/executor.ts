@@ -18,8 +18,11 @@ import { outcomeToEntry } from './outcome-entry';
 const MAX_BACKOFF_MS = 300_000;
 const FLUSH_ANSWER_TIMEOUT_MS = 30_000;
 
-/** What happened to one claimed row. */
-export type ExecutionResult = FlushReply | 'crash';
+/** What happened to one claimed row: the flusher's reply (or the crash path) and the outcome kind. */
+export interface ExecutionResult {
+  readonly reply: FlushReply | 'crash';
+  readonly kind: FlushEntry['kind'] | null;
+}
 
 /**
  * Runs one claimed row: builds the StepContext, calls the step, routes throws to `onError`
@@ -60,7 +63,7 @@ export class Executor {
     } else if (reply === 'error') {
       this.telemetry.emit('executor:crash', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, error: 'flush failed' });
     }
-    return reply;
+    return { reply, kind: entry.kind };
   }
 
   private commit(entry: FlushEntry): Promise<FlushReply> {
@@ -76,7 +79,7 @@ export class Executor {
   private crash(row: ClaimedRow, error: string): ExecutionResult {
     this.logger.error(`executor crash on ${row.fsm}#${row.id} step ${row.step}: ${error}; the row stays executing for the reaper`);
     this.telemetry.emit('executor:crash', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, error });
-    return 'crash';
+    return { reply: 'crash', kind: null };
   }
 
   /** The guarded region (SPEC §2.7): step, validation, dump, serialization, child expansion. */

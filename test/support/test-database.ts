@@ -55,6 +55,9 @@ export async function createTestDatabase(
   await admin((c) => c.query(`CREATE DATABASE ${name}`));
   const url = withDatabase(serverUrl(), name);
   const pool = new Pool({ connectionString: url, max: options.poolSize ?? 10 });
+  // An idle client killed by the server (DROP DATABASE … FORCE, a test terminating backends)
+  // must not surface as an uncaught error.
+  pool.on('error', () => undefined);
   let poolOpen = true;
   trackResource(`pool ${name}`, () => poolOpen);
   if (options.migrate ?? true) {

@@ -1,0 +1,147 @@
+import { AssertionError, deepStrictEqual } from 'node:assert';
+import { randomBytes } from 'node:crypto';
+
+import type { EngineService, Target } from '../engine/engine.service';
+import type { InstanceView } from '../engine/instance-view';
+import { MaxStepsExceededError } from '../errors/max-steps-exceeded.error';
+import type { DurableStatus } from '../gen-durable.constants';
+import {
+  TESTING_DUE_QUEUES,
+  TESTING_FIRE_ALL_DEADLINES,
+  TESTING_LATEST_BY_KEY,
+  TESTING_PULL_SCHEDULED,
+  TESTING_RESET,
+} from '../sql/testing.sql';
+import { type DrainTally, emptyTally } from './drain-tally';
+
+export interface DrainOptions {
+  /** Only this queue. Default: every queue with due rows. */
+  queue?: string;
+  /** Pull future `eligible_at` (delays, retry backoffs) to now. Default true. */
+  withScheduled?: boolean;
+  /** Steps at most before `MaxStepsExceededError`. Default 1000. */
+  maxSteps?: number;
+}
+
+const PICK_BATCH = 100;
+
+/**
+ * Drives an engine inline in host-app tests (SPEC §23): run the module as a web node
+ * (`queues: {}`, `reaper: false`, `gc: false`, `poke: 'none'`) and call `drain()`. Execution goes
+ * through the production claim/enrich SQL and executor; each step's outcome is flushed before
+ * the next runs.
+ */
+export class GenDurableTesting {
+  private constructor(private readonly engine: EngineService) {}
+
+  static forEngine(engine: EngineService): GenDurableTesting {
+    return new GenDurableTesting(engine);
+  }
+
+  /** Runs due rows until nothing is due; returns the tally by outcome kind. */
+  async drain(options: DrainOptions = {}): Promise<DrainTally> {
+    const runtime = this.engine.runtime;
+    const withScheduled = options.withScheduled ?? true;
+    const maxSteps = options.maxSteps ?? 1000;
+    const queue = options.queue ?? null;
+    const worker = `inline-${randomBytes(4).toString('hex')}`;
+    const tally = emptyTally();
+    for (;;) {
+      if (withScheduled) await runtime.sql.query(TESTING_PULL_SCHEDULED, [queue]);
+      const queues = (await runtime.sql.query<{ queue: string }>(TESTING_DUE_QUEUES, [queue])).map((r) => r.queue);
+      let progressed = false;
+      for (const q of queues) {
+        const rows = await runtime.picker.pick(q, PICK_BATCH, worker);
+        for (let i = 0; i < rows.length; i++) {
+          const row = rows[i];
+          if (!row) continue;
+          if (tally.steps >= maxSteps) {
+            await runtime.picker.release(worker, rows.slice(i));
+            throw new MaxStepsExceededError(maxSteps);
+          }
+          const result = await runtime.executor.execute(row);
+          tally.steps += 1;
+          if (result.kind) tally[result.kind] += 1;
+        }
+        if (rows.length > 0) progressed = true;
+      }
+      if (!progressed) return tally;
+    }
+  }
+
+  /** Fires every armed await deadline now; returns how many. */
+  async fireTimeouts(): Promise<number> {
+    return (await this.engine.runtime.sql.query(TESTING_FIRE_ALL_DEADLINES)).length;
+  }
+
+  /** The row; by key it falls back to the latest row that held the key, so finished instances stay assertable. */
+  async get(target: Target): Promise<InstanceView | null> {
+    const current = await this.engine.get(target);
+    if (current || 'id' in target) return current;
+    const latest = (await this.engine.runtime.sql.query<{ id: string }>(TESTING_LATEST_BY_KEY, [target.correlationKey]))[0];
+    return latest ? this.engine.get({ id: latest.id }) : null;
+  }
+
+  async assertStatus(target: Target, status: DurableStatus): Promise<InstanceView> {
+    const row = await this.require(target);
+    if (row.status !== status) this.fail(row, `expected status ${status}`);
+    return row;
+  }
+
+  /** Parked on a signal; with `names`, its awaits include them all. */
+  async assertAwaiting(target: Target, names?: string | readonly string[]): Promise<InstanceView> {
+    const row = await this.require(target);
+    if (row.status !== 'awaiting_signal') this.fail(row, 'expected status awaiting_signal');
+    const wanted = names === undefined ? [] : typeof names === 'string' ? [names] : names;
+    const missing = wanted.filter((n) => !(row.awaits ?? []).includes(n));
+    if (missing.length > 0) this.fail(row, `expected to await ${wanted.join(', ')} (awaits ${(row.awaits ?? []).join(', ')})`);
+    return row;
+  }
+
+  /** Done; with `result`, deep-equal to it. */
+  async assertDone(target: Target, result?: Record<string, unknown>): Promise<InstanceView> {
+    const row = await this.require(target);
+    if (row.status !== 'done') this.fail(row, 'expected status done');
+    if (result !== undefined) {
+      try {
+        deepStrictEqual(row.result, result);
+      } catch {
+        this.fail(row, `expected result ${JSON.stringify(result)}, got ${JSON.stringify(row.result)}`);
+      }
+    }
+    return row;
+  }
+
+  /** Failed; with `error`, its last error equals the string or matches the RegExp. */
+  async assertFailed(target: Target, error?: string | RegExp): Promise<InstanceView> {
+    const row = await this.require(target);
+    if (row.status !== 'failed') this.fail(row, 'expected status failed');
+    const last = row.lastError ?? '';
+    if (error !== undefined && !(typeof error === 'string' ? last === error : error.test(last))) {
+      this.fail(row, `expected last error ${String(error)}`);
+    }
+    return row;
+  }
+
+  /** Truncates instances, inboxes and limiter counters. */
+  async reset(): Promise<void> {
+    await this.engine.runtime.sql.query(TESTING_RESET);
+  }
+
+  private async require(target: Target): Promise<InstanceView> {
+    const row = await this.get(target);
+    if (!row) {
+      const label = 'id' in target ? `id ${String(target.id)}` : `correlation key "${target.correlationKey}"`;
+      throw new AssertionError({ message: `gen-durable: no instance for ${label}` });
+    }
+    return row;
+  }
+
+  private fail(row: InstanceView, expectation: string): never {
+    throw new AssertionError({
+      message:
+        `gen-durable ${row.fsm}#${row.id}: ${expectation}, but it is ${row.status} at step "${row.step}" ` +
+        `(attempt ${row.attempt}${row.lastError ? `, last error: ${row.lastError}` : ''})`,
+    });
+  }
+}
