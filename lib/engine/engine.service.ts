@@ -212,8 +212,12 @@ function keyText(key: unknown): string {
   return key;
 }
 
+const MAX_BIGINT = 9_223_372_036_854_775_807n;
+
 function idText(id: string | bigint): string {
   const text = typeof id === 'bigint' ? id.toString() : id;
-  if (typeof text !== 'string' || !/^[1-9][0-9]{0,18}$/.test(text)) throw new InvalidInputError('id', `must be a positive integer id, got ${String(id)}`);
+  if (typeof text !== 'string' || !/^[1-9][0-9]{0,18}$/.test(text) || BigInt(text) > MAX_BIGINT) {
+    throw new InvalidInputError('id', `must be a positive bigint id, got ${String(id)}`);
+  }
   return text;
 }

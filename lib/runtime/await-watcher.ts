@@ -4,6 +4,7 @@ import type { AwaitResult, InstanceRecord } from '../engine/instance-view';
 import { GET_INSTANCE_BY_ID, PROBE_STATUSES } from '../sql/instance.sql';
 
 type Until = 'settled' | 'terminal';
+type Snapshot = { status: DurableStatus; step: string; attempt: number };
 
 interface Waiter {
   readonly until: Until;
@@ -39,6 +40,11 @@ export class AwaitWatcher {
     return n;
   }
 
+  /** True while the cross-node probe timer is armed (only while someone waits). */
+  get probeArmed(): boolean {
+    return this.probeTimer !== undefined;
+  }
+
   /** Nudges the waiters of `ids` (a same-node commit changed them). */
   nudge(ids: Iterable<string>): void {
     for (const id of ids) {
@@ -55,17 +61,32 @@ export class AwaitWatcher {
     for (const set of this.waiters.values()) for (const w of set) w.wake();
   }
 
+  /**
+   * Answers from the row (one PK read per check). The first read's errors reach the caller;
+   * once a snapshot exists, a failed re-read (a pool closed by a shutdown, a blip) never
+   * rejects: the waiter keeps polling and answers `busy` with its last snapshot at the deadline.
+   */
   async await(id: string, timeoutMs: number, until: Until): Promise<AwaitResult> {
     const deadline = Date.now() + timeoutMs;
+    let snapshot: Snapshot | undefined;
     for (;;) {
-      const row = (await this.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [id]))[0];
-      if (!row) return { kind: 'not_found' };
-      if (row.status === 'done') return { kind: 'done', result: row.result ?? {} };
-      if (row.status === 'failed') return { kind: 'failed', error: row.last_error ?? '' };
-      const snapshot = { status: row.status, step: row.step, attempt: row.attempt };
-      if (settled(row.status, until)) return { kind: 'awaiting', snapshot };
+      let read: { row: InstanceRecord | undefined } | undefined;
+      try {
+        read = { row: (await this.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [id]))[0] };
+      } catch (err) {
+        if (snapshot === undefined) throw err;
+      }
+      if (read) {
+        const row = read.row;
+        if (!row) return { kind: 'not_found' };
+        if (row.status === 'done') return { kind: 'done', result: row.result ?? {} };
+        if (row.status === 'failed') return { kind: 'failed', error: row.last_error ?? '' };
+        snapshot = { status: row.status, step: row.step, attempt: row.attempt };
+        if (settled(row.status, until)) return { kind: 'awaiting', snapshot };
+      }
+      const last = snapshot as Snapshot;
       const remaining = deadline - Date.now();
-      if (remaining <= 0) return { kind: 'busy', snapshot };
+      if (remaining <= 0) return { kind: 'busy', snapshot: last };
       await this.wait(id, until, Math.min(remaining, this.closed ? CLOSED_POLL_MS : REARM_MS));
     }
   }
@@ -83,7 +104,12 @@ export class AwaitWatcher {
         wake: () => {
           clearTimeout(timer);
           waiters.delete(waiter);
-          if (waiters.size === 0) this.waiters.delete(id);
+          if (waiters.size === 0 && this.waiters.get(id) === waiters) this.waiters.delete(id);
+          // No waiters, no timer (SPEC §9).
+          if (this.waiters.size === 0 && this.probeTimer) {
+            clearTimeout(this.probeTimer);
+            this.probeTimer = undefined;
+          }
           resolve();
         },
       };

@@ -8,10 +8,15 @@ const COLUMNS = `id, fsm, fsm_version, step, status, state, result, last_error, 
 /** One instance by id (PK). */
 export const GET_INSTANCE_BY_ID = sql('get_instance_by_id', `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE id = $1`);
 
-/** The current occupant of a correlation key (unique index gen_durable_correlation). */
+/**
+ * The live occupant of a correlation key (unique index gen_durable_correlation), SPEC §2.5,
+ * §11: a finished row that still holds the key under a terminal-inclusive scope is not
+ * returned, just as signals to it are refused.
+ */
 export const GET_INSTANCE_BY_KEY = sql(
   'get_instance_by_key',
-  `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE correlation_guard = $1`,
+  `SELECT ${COLUMNS} FROM {schema}.gen_durable
+    WHERE correlation_guard = $1 AND status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`,
 );
 
 /** Await probe (SPEC §9): status of many ids at once (PK lookups). */

@@ -1,0 +1,84 @@
+import { Client } from 'pg';
+
+import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
+import { renderStatement, type Statement } from '../../lib/sql/statement';
+import { trackResource } from './open-resources';
+import type { TestDatabase } from './test-database';
+
+/**
+ * One dedicated PostgreSQL connection for deterministic race tests: it runs the engine's own
+ * statements (lib/sql constants rendered with renderStatement, i.e. the production SQL) so a
+ * test can hold a flush or a delivery transaction open at an exact point, and it knows its
+ * backend pid so another session can be observed waiting on it.
+ */
+export interface RawSession {
+  readonly pid: number;
+  /** Runs a lib/sql statement (unprepared; same text the engine prepares). */
+  run<R extends Record<string, unknown> = Record<string, unknown>>(statement: Statement, params?: readonly unknown[]): Promise<R[]>;
+  /** Runs plain SQL (BEGIN, COMMIT, test-side reads). */
+  exec<R extends Record<string, unknown> = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<R[]>;
+  close(): Promise<void>;
+}
+
+export async function openRawSession(db: TestDatabase, schema = 'public'): Promise<RawSession> {
+  const client = new Client({ connectionString: db.url });
+  await client.connect();
+  let open = true;
+  trackResource(`raw session on ${db.name}`, () => open);
+  const pidRow = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  const pid = pidRow.rows[0]!.pid;
+  return {
+    pid,
+    async run<R extends Record<string, unknown>>(statement: Statement, params: readonly unknown[] = []) {
+      const result = await client.query<R>(renderStatement(statement, schema), params as unknown[]);
+      return result.rows;
+    },
+    async exec<R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) {
+      const result = await client.query<R>(text, params as unknown[]);
+      return result.rows;
+    },
+    async close() {
+      if (!open) return;
+      open = false;
+      await client.end();
+    },
+  };
+}
+
+/**
+ * Resolves once some backend of the test database is waiting on a lock held by `holderPid`,
+ * and returns those waiting pids. Uses pg_blocking_pids, so it observes the engine's own pool
+ * connections too (whose pids the test does not know in advance).
+ */
+export async function waitUntilBlockedBy(db: TestDatabase, holderPid: number, timeoutMs = 10_000): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { rows } = await db.pool.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity
+        WHERE datname = current_database() AND $1::int = ANY (pg_blocking_pids(pid))`,
+      [holderPid],
+    );
+    if (rows.length > 0) return rows.map((r) => r.pid);
+    if (Date.now() > deadline) throw new Error(`no session became blocked by pid ${holderPid} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** True when `pid` is waiting on a lock held by `holderPid` (isolation-tester primitive). */
+export async function isBlockedBy(db: TestDatabase, pid: number, holderPid: number): Promise<boolean> {
+  const { rows } = await db.pool.query<{ blocked: boolean }>(
+    'SELECT pg_isolation_test_session_is_blocked($1, ARRAY[$2]::int[]) AS blocked',
+    [pid, holderPid],
+  );
+  return rows[0]?.blocked === true;
+}
+
+/** Claims up to `batch` due rows of `queue` as `worker` through the production claim. */
+export async function claimRows(
+  session: RawSession,
+  queue: string,
+  worker: string,
+  options: { batch?: number; leaseMs?: number } = {},
+): Promise<{ id: string; claim_seq: string }[]> {
+  return session.run<{ id: string; claim_seq: string }>(CLAIM_RUNNABLE, [queue, options.batch ?? 100, worker, options.leaseMs ?? 60_000, []]);
+}
