@@ -1,5 +1,5 @@
 import { done, DurableFsm, next, Step, type StepContext } from '../../lib';
-import { bootEngine, claimRows, Gates, type Harness } from '../support/engine-harness';
+import { bootEngine, claimRows, execute, Gates, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // SPEC §24.1 / §25.1: hot-path statement counts are a tested contract. Counts come from the
@@ -120,7 +120,7 @@ describe('statement counts (SPEC §25.1)', () => {
       const rows = await claimRows(h.engine, queue, n, `counts-${n}`);
       expect(rows).toHaveLength(n);
       h.clear();
-      const replies = await Promise.all(rows.map((row) => h.engine.runtime.executor.execute(row)));
+      const replies = await Promise.all(rows.map((row) => execute(h.engine, row)));
       expect(replies).toEqual(Array.from({ length: n }, () => 'committed'));
       expect(h.statements).toEqual(['begin', 'flush_transitions', 'commit']);
       const { rows: after } = await db.pool.query(

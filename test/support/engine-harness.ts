@@ -2,8 +2,7 @@ import type { INestApplicationContext, ModuleMetadata, Provider } from '@nestjs/
 import { Test } from '@nestjs/testing';
 
 import { EngineService, GenDurableModule, type GenDurableEvent, type GenDurableEventName, type GenDurableOptions } from '../../lib';
-import type { ClaimedRow, ChildRecord, ClaimRecord, InboxRecord } from '../../lib/runtime/claimed-row';
-import { CLAIM_RUNNABLE, LOAD_CHILDREN, LOAD_INBOXES } from '../../lib/sql/claim.sql';
+import type { ClaimedRow } from '../../lib/runtime/claimed-row';
 import { FAST } from './create-test-app';
 import { trackResource } from './open-resources';
 import type { TestDatabase } from './test-database';
@@ -111,40 +110,17 @@ export async function bootEngine(
 }
 
 /**
- * Claims up to `batch` runnable rows of `queue` as `worker` through the production claim and
- * enrichment statements, like a scheduler pick, without a scheduler. For tests that drive the
- * executor by hand on a queue no scheduler serves.
+ * Claims up to `batch` runnable rows of `queue` as `worker` through the production pick
+ * (claim + enrichment), without a scheduler: for tests that drive the executor by hand on a
+ * queue no scheduler serves.
  */
-export async function claimRows(engine: EngineService, queue: string, batch: number, worker: string, leaseMs = 60_000): Promise<ClaimedRow[]> {
-  const sql = engine.runtime.sql;
-  const records = await sql.query<ClaimRecord>(CLAIM_RUNNABLE, [queue, batch, worker, leaseMs, []]);
-  if (records.length === 0) return [];
-  const ids = records.map((r) => r.id);
-  const inboxes = await sql.query<InboxRecord>(LOAD_INBOXES, [ids]);
-  const children = await sql.query<ChildRecord>(LOAD_CHILDREN, [ids]);
-  return records.map((r) => ({
-    id: r.id,
-    fsm: r.fsm,
-    fsmVersion: r.fsm_version,
-    step: r.step,
-    state: r.state,
-    attempt: r.attempt,
-    awaits: r.awaits,
-    queue: r.queue,
-    priority: r.priority,
-    concurrencyKey: r.concurrency_key,
-    concurrencyShard: r.concurrency_shard,
-    rateLimit: r.rate_limit,
-    weight: r.weight,
-    claimSeq: r.claim_seq,
-    parentId: r.parent_id,
-    gated: r.gated,
-    worker,
-    inbox: inboxes.filter((s) => s.target_id === r.id).map((s) => ({ id: s.id, name: s.name, payload: s.payload })),
-    children: children
-      .filter((c) => c.parent_id === r.id)
-      .map((c) => ({ id: c.id, fsm: c.fsm, status: c.status, state: c.state, result: c.result, lastError: c.last_error })),
-  }));
+export function claimRows(engine: EngineService, queue: string, batch: number, worker: string): Promise<ClaimedRow[]> {
+  return engine.runtime.picker.pick(queue, batch, worker);
+}
+
+/** Runs one claimed row through the production executor; resolves with the flusher's reply. */
+export async function execute(engine: EngineService, row: ClaimedRow): Promise<string> {
+  return (await engine.runtime.executor.execute(row)).reply;
 }
 
 /** A test-controlled latch per key: steps `wait(key)`, tests `open(key)` and `reached(key)`. */
