@@ -1,0 +1,125 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { type HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
+
+import type { EngineService } from '../engine/engine.service';
+import { HEALTH_LEASE_BACKLOG, HEALTH_RUNNABLE_BACKLOG } from '../sql/health.sql';
+
+export const GEN_DURABLE_HEALTH_ENGINE = 'gen-durable:health-engine';
+
+const CHECK_TIMEOUT_MS = 3000;
+
+export interface LeaseBacklogOptions {
+  /** How late an expired lease or deadline may be before it counts, ms. Default 2 × reaper.interval (60 000 without a local reaper). */
+  graceMs?: number;
+  /** Late rows tolerated. Default 0. */
+  maxRows?: number;
+  /** Check timeout, ms. Default 3 000. */
+  timeoutMs?: number;
+}
+
+export interface RunnableBacklogOptions {
+  /** Queues to check. Default this node's queues. */
+  queues?: string[];
+  /** Oldest acceptable pick-order head, ms. Default 300 000. */
+  maxAgeMs?: number;
+  /** Depth reported at most. Default 10 000. */
+  depthCap?: number;
+  /** Check timeout, ms. Default 3 000. */
+  timeoutMs?: number;
+}
+
+export interface SchedulerLivenessOptions {
+  /** Longest tolerated gap in loop activity and heartbeats, ms. Default max(3 × maxPollInterval, 3 × heartbeatInterval). */
+  maxStallMs?: number;
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`health check timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Terminus health checks of one engine (SPEC §21). Each is one index-served query or a memory
+ * read, has a timeout, and reports down with details instead of throwing.
+ */
+@Injectable()
+export class GenDurableHealthIndicator {
+  constructor(
+    @Inject(GEN_DURABLE_HEALTH_ENGINE) private readonly engine: EngineService,
+    private readonly health: HealthIndicatorService,
+  ) {}
+
+  /** Is a reaper alive and keeping up? Down when expired leases or overdue deadlines pile up past the grace. */
+  async leaseBacklog(key: string, options: LeaseBacklogOptions = {}): Promise<HealthIndicatorResult> {
+    const indicator = this.health.check(key);
+    const runtime = this.engine.runtime;
+    const reaper = runtime.options.reaper;
+    const graceMs = options.graceMs ?? (reaper ? 2 * reaper.interval : 60_000);
+    const maxRows = options.maxRows ?? 0;
+    try {
+      const row = (
+        await withTimeout(runtime.sql.query<{ expired: number; overdue: number }>(HEALTH_LEASE_BACKLOG, [graceMs, maxRows + 1]), options.timeoutMs ?? CHECK_TIMEOUT_MS)
+      )[0] ?? { expired: 0, overdue: 0 };
+      const details = { expiredLeases: row.expired, overdueDeadlines: row.overdue, graceMs, maxRows };
+      return row.expired <= maxRows && row.overdue <= maxRows ? indicator.up(details) : indicator.down(details);
+    } catch (err) {
+      return indicator.down({ error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
+  /** Are the queues drained? Down when a queue's pick-order head is older than maxAgeMs. */
+  async runnableBacklog(key: string, options: RunnableBacklogOptions = {}): Promise<HealthIndicatorResult> {
+    const indicator = this.health.check(key);
+    const runtime = this.engine.runtime;
+    const queues = options.queues ?? Object.keys(runtime.options.queues);
+    const maxAgeMs = options.maxAgeMs ?? 300_000;
+    const depthCap = options.depthCap ?? 10_000;
+    if (queues.length === 0) return indicator.up({ queues: {} });
+    try {
+      const rows = await withTimeout(
+        runtime.sql.query<{ queue: string; age_ms: number | null; depth: number }>(HEALTH_RUNNABLE_BACKLOG, [queues, depthCap]),
+        options.timeoutMs ?? CHECK_TIMEOUT_MS,
+      );
+      const details: Record<string, { headAgeMs: number; depth: number; depthCapped: boolean }> = {};
+      let down = false;
+      for (const r of rows) {
+        const age = Math.max(0, Math.round(r.age_ms ?? 0));
+        details[r.queue] = { headAgeMs: age, depth: r.depth, depthCapped: r.depth >= depthCap };
+        if (age > maxAgeMs) down = true;
+      }
+      return down ? indicator.down({ maxAgeMs, queues: details }) : indicator.up({ maxAgeMs, queues: details });
+    } catch (err) {
+      return indicator.down({ error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
+  /**
+   * Memory read: every local scheduler running (not draining) with recent loop activity and a
+   * successful heartbeat, local reaper/GC sweeping, no event-loop stall in progress.
+   */
+  schedulerLiveness(key: string, options: SchedulerLivenessOptions = {}): HealthIndicatorResult {
+    const indicator = this.health.check(key);
+    const runtime = this.engine.runtime;
+    const o = runtime.options;
+    const maxStallMs = options.maxStallMs ?? Math.max(3 * o.maxPollInterval, 3 * o.heartbeatInterval);
+    const now = Date.now();
+    const problems: string[] = [];
+    const schedulers: Record<string, { status: string; inFlight: number; buffered: number; sinceActivityMs: number; sinceHeartbeatMs: number }> = {};
+    for (const [queue, s] of runtime.schedulers) {
+      const sinceActivityMs = now - s.lastActivityAt;
+      const sinceHeartbeatMs = now - s.lastHeartbeatAt;
+      schedulers[queue] = { status: s.status, inFlight: s.inFlightCount, buffered: s.bufferedCount, sinceActivityMs, sinceHeartbeatMs };
+      if (s.status !== 'running') problems.push(`scheduler ${queue} is ${s.status}`);
+      else if (sinceActivityMs > maxStallMs) problems.push(`scheduler ${queue} idle for ${sinceActivityMs} ms`);
+      else if (sinceHeartbeatMs > maxStallMs) problems.push(`scheduler ${queue} has not heartbeated for ${sinceHeartbeatMs} ms`);
+    }
+    if (o.reaper && runtime.reaper && now - runtime.reaper.lastSweepAt > 3 * o.reaper.interval) problems.push('reaper has not swept');
+    if (o.gc && runtime.gc && now - runtime.gc.lastSweepAt > 3 * o.gc.interval) problems.push('gc has not swept');
+    if (runtime.stall.stalled) problems.push(`event loop stalled for ${runtime.stall.lastStallMs} ms`);
+    const details = { schedulers: Object.keys(schedulers).length, queues: schedulers, maxStallMs };
+    return problems.length === 0 ? indicator.up(details) : indicator.down({ ...details, problems });
+  }
+}

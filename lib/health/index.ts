@@ -1,0 +1,9 @@
+// gen-durable/health: Terminus health checks (SPEC §21). A separate entry point so that apps
+// without the optional peer @nestjs/terminus never load it.
+export { GenDurableHealthModule } from './gen-durable-health.module';
+export {
+  GenDurableHealthIndicator,
+  type LeaseBacklogOptions,
+  type RunnableBacklogOptions,
+  type SchedulerLivenessOptions,
+} from './gen-durable-health.indicator';
