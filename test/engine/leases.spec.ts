@@ -1,0 +1,253 @@
+import { done, DurableFsm, retry, scheduleChildren, Step, type StepContext } from '../../lib';
+import { bootEngine, claimRows, execute, Gates, type Harness, rowOf, sleep } from '../support/engine-harness';
+import { eventually } from '../support/create-test-app';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+
+// SPEC §17, §25.7, §26.2, §26.5: leases, heartbeats, reaper (+ poison pill), startup reclaim.
+// Timings are the FAST ones (lease 2 s, heartbeat 0.5 s, reaper 0.25 s) unless stated.
+
+const executions = new Map<string, number>();
+const count = (id: string) => executions.set(id, (executions.get(id) ?? 0) + 1);
+const onErrorCalls: string[] = [];
+const gates = new Gates();
+
+@DurableFsm({ name: 'lease-manual', queue: 'lease-manual' })
+class ManualFsm {
+  @Step() start() {
+    return done({});
+  }
+  onError(_err: unknown, ctx: StepContext) {
+    onErrorCalls.push(ctx.id);
+    return retry(ctx.state, 0);
+  }
+}
+
+@DurableFsm({ name: 'sleeper', queue: 'long' })
+class SleeperFsm {
+  @Step() async start(ctx: StepContext<{ ms: number }>) {
+    count(ctx.id);
+    await sleep(ctx.state.ms);
+    return done({ attempt: ctx.attempt });
+  }
+}
+
+@DurableFsm({ name: 'reclaimable', queue: 'reclaim' })
+class ReclaimableFsm {
+  @Step() start(ctx: StepContext) {
+    count(ctx.id);
+    return done({ attempt: ctx.attempt });
+  }
+}
+
+@DurableFsm({ name: 'pill-parent', queue: 'pill-parent' })
+class PillParentFsm {
+  @Step() start() {
+    return scheduleChildren('after', [{ fsm: 'pill', queue: 'pill-nowhere' }], {});
+  }
+  @Step() after(ctx: StepContext) {
+    return done({ children: ctx.children.map((c) => ({ status: c.status, lastError: c.lastError })) });
+  }
+}
+
+@DurableFsm({ name: 'pill', queue: 'pill-nowhere' })
+class PillFsm {
+  @Step() start() {
+    return done({ survived: true });
+  }
+}
+
+@DurableFsm({ name: 'drained', queue: 'drain' })
+class DrainedFsm {
+  @Step() async start(ctx: StepContext<{ key: string }>) {
+    await gates.wait(ctx.state.key);
+    return done({ key: ctx.state.key });
+  }
+}
+
+async function expireLease(db: TestDatabase, id: string): Promise<void> {
+  await db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+}
+
+describe('leases (SPEC §17, §25.7)', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    gates.openAll();
+    await db.drop();
+  });
+
+  describe('reaper', () => {
+    let h: Harness;
+    beforeAll(async () => {
+      h = await bootEngine(db, [ManualFsm, PillParentFsm, PillFsm], {
+        queues: { 'pill-parent': 2 },
+        reaper: { interval: 100, maxReaps: 2 },
+        gc: false,
+      });
+    });
+    afterAll(async () => {
+      await h.close();
+    });
+
+    it('returns an expired claim to runnable with attempt + 1, no onError, reaper:reaped', async () => {
+      const id = await h.engine.insert(ManualFsm, { scheduleIn: 0 });
+      const before = await rowOf(db, id);
+      const [claimed] = await claimRows(h.engine, 'lease-manual', 1, 'dead-worker');
+      expect(claimed?.id).toBe(id);
+      // The claim's own lease (2 s) runs out; nobody heartbeats it.
+      const reaped = await h.waitFor('reaper:reaped', undefined, 10_000);
+      expect(reaped.measurements['count']).toBeGreaterThanOrEqual(1);
+      const row = await rowOf(db, id);
+      expect(row).toMatchObject({ status: 'runnable', attempt: 1, reaps: 1, locked_by: null, lease_expires_at: null });
+      expect(row['eligible_at']).toEqual(before['eligible_at']);
+      expect(onErrorCalls).toEqual([]);
+    });
+
+    it('poison pill: reaped reaper.maxReaps times ⇒ failed naming step and count, inbox consumed, parent joined', async () => {
+      const parentId = await h.engine.insert(PillParentFsm);
+      const childId = await eventually(async () => {
+        const { rows } = await db.pool.query<{ id: string }>(`SELECT id FROM gen_durable WHERE parent_id = $1`, [parentId]);
+        return rows[0]?.id;
+      });
+      await eventually(async () => (await h.engine.get({ id: parentId }))?.status === 'awaiting_children');
+      await h.engine.signal({ id: childId }, 'unrelated');
+      h.clear();
+      for (let reap = 1; reap <= 2; reap++) {
+        const [claimed] = await claimRows(h.engine, 'pill-nowhere', 1, `killed-worker-${reap}`);
+        expect(claimed?.id).toBe(childId);
+        await expireLease(db, childId);
+        await eventually(async () => (await rowOf(db, childId))['reaps'] === reap);
+      }
+      const poisoned = await h.waitFor('reaper:poisoned', (e) => e.metadata['id'] === childId);
+      expect(poisoned.metadata).toMatchObject({ fsm: 'pill', step: 'start', reaps: 2 });
+      const child = await rowOf(db, childId);
+      expect(child).toMatchObject({
+        status: 'failed',
+        attempt: 1,
+        locked_by: null,
+        last_error: 'poison pill: step start lost its worker 2 times (reaper.maxReaps)',
+      });
+      const { rows: inbox } = await db.pool.query(`SELECT consumed_at FROM signals WHERE target_id = $1`, [childId]);
+      expect(inbox[0].consumed_at).not.toBeNull();
+      expect(await h.engine.await(parentId, { until: 'terminal', timeout: 10_000 })).toEqual({
+        kind: 'done',
+        result: { children: [{ status: 'failed', lastError: 'poison pill: step start lost its worker 2 times (reaper.maxReaps)' }] },
+      });
+    });
+
+    it('a committed outcome resets the reap count', async () => {
+      const id = await h.engine.insert(PillFsm);
+      await claimRows(h.engine, 'pill-nowhere', 1, 'killed-once');
+      await expireLease(db, id);
+      await eventually(async () => (await rowOf(db, id))['reaps'] === 1);
+      const [again] = await claimRows(h.engine, 'pill-nowhere', 1, 'survivor');
+      expect(await execute(h.engine, again!)).toBe('committed');
+      expect(await rowOf(db, id)).toMatchObject({ status: 'done', reaps: 0, attempt: 1 });
+    });
+  });
+
+  describe('heartbeats', () => {
+    let h: Harness;
+    beforeAll(async () => {
+      h = await bootEngine(db, [SleeperFsm], { queues: { long: 1 }, prefetch: 3, reaper: { interval: 100 }, gc: false });
+    });
+    afterAll(async () => {
+      await h.close();
+    });
+
+    it('keep a step longer than the lease, and the rows buffered behind it, alive', async () => {
+      // One step of 2.5 × leaseTtl, then three prefetched rows that wait in the buffer for
+      // up to 2.5 s + 3 × 0.6 s — all longer than the 2 s lease.
+      const long = await h.engine.insert(SleeperFsm, { state: { ms: 5000 } });
+      const queued = await h.engine.insertAll(SleeperFsm, [1, 2, 3].map(() => ({ state: { ms: 600 }, scheduleIn: 0 })));
+      await eventually(async () => (await rowOf(db, long))['status'] === 'executing');
+      const firstLease = (await rowOf(db, long))['lease_expires_at'] as Date;
+      await eventually(async () => ((await rowOf(db, long))['lease_expires_at'] as Date) > firstLease, 5000);
+      const all = [long, ...queued];
+      for (const id of all) {
+        expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({ kind: 'done', result: { attempt: 0 } });
+      }
+      expect(h.eventsOf('reaper:reaped')).toEqual([]);
+      expect(h.eventsOf('outcome:stale')).toEqual([]);
+      expect(all.map((id) => executions.get(id))).toEqual([1, 1, 1, 1]);
+    }, 30_000);
+  });
+
+  describe('startup reclaim (SPEC §17.3, §26.2)', () => {
+    it("frees only this queue's stale predecessor claims under this node's prefix", async () => {
+      const prefix = 'GenDurable:reclaim@reclaim-node-';
+      const insert = async (lockedBy: string, leaseMs: number, queue = 'reclaim') => {
+        const { rows } = await db.pool.query<{ id: string }>(
+          `INSERT INTO gen_durable (fsm, step, queue, status, locked_by, lease_expires_at, claim_seq)
+           VALUES ('reclaimable', 'start', $1, 'executing', $2, now() + make_interval(secs => $3::float8 / 1000), 1)
+           RETURNING id`,
+          [queue, lockedBy, leaseMs],
+        );
+        return rows[0]!.id;
+      };
+      // lease margin = max(leaseTtl − 2 × heartbeat, 0) = 1 000 ms with FAST timings.
+      const dead = await insert(`${prefix}dead0001`, 100);
+      const expired = await insert(`${prefix}dead0002`, -5000);
+      const live = await insert(`${prefix}live0001`, 1900);
+      const otherNode = await insert('GenDurable:reclaim@reclaim-node2-dead0003', 100);
+      const otherQueue = await insert('GenDurable:elsewhere@reclaim-node-dead0004', 100, 'elsewhere');
+      const h = await bootEngine(db, [ReclaimableFsm], { queues: { reclaim: 2 }, nodeId: 'reclaim-node', reaper: false, gc: false });
+      try {
+        const reclaimed = await h.waitFor('scheduler:reclaimed');
+        expect(reclaimed.measurements).toEqual({ count: 2 });
+        expect(reclaimed.metadata).toEqual({ queue: 'reclaim' });
+        // Reclaimed rows run again with no attempt bump.
+        expect(await h.engine.await(dead, { until: 'terminal' })).toEqual({ kind: 'done', result: { attempt: 0 } });
+        expect(await h.engine.await(expired, { until: 'terminal' })).toEqual({ kind: 'done', result: { attempt: 0 } });
+        for (const [id, lockedBy] of [
+          [live, `${prefix}live0001`],
+          [otherNode, 'GenDurable:reclaim@reclaim-node2-dead0003'],
+          [otherQueue, 'GenDurable:elsewhere@reclaim-node-dead0004'],
+        ] as const) {
+          expect(await rowOf(db, id)).toMatchObject({ status: 'executing', locked_by: lockedBy });
+          expect(executions.get(id)).toBeUndefined();
+        }
+      } finally {
+        await h.close();
+      }
+    });
+  });
+
+  describe('graceful drain (SPEC §17.4)', () => {
+    it('releases buffered rows at once and lets the in-flight step finish and commit', async () => {
+      const h = await bootEngine(db, [DrainedFsm], { queues: { drain: 1 }, prefetch: 3, drainTimeout: 20_000, reaper: false, gc: false });
+      let closed = false;
+      try {
+        const keys = ['d1', 'd2', 'd3', 'd4'];
+        const ids = await h.engine.insertAll(DrainedFsm, keys.map((key) => ({ state: { key } })));
+        await eventually(async () => {
+          const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable WHERE queue = 'drain' AND status = 'executing'`);
+          return rows[0].n === 4;
+        });
+        const running = await Promise.race(keys.map((k) => gates.reached(k).then(() => k)));
+        const closing = h.close().then(() => (closed = true));
+        const drain = await h.waitFor('scheduler:drain');
+        expect(drain.measurements).toEqual({ released: 3, inFlight: 1 });
+        const { rows } = await db.pool.query(
+          `SELECT state->>'key' AS key, status, attempt, locked_by FROM gen_durable WHERE id = ANY($1::bigint[]) ORDER BY id`,
+          [ids],
+        );
+        expect(rows.filter((r) => r.key !== running)).toEqual(
+          keys.filter((k) => k !== running).map((key) => ({ key, status: 'runnable', attempt: 0, locked_by: null })),
+        );
+        expect(rows.find((r) => r.key === running)).toMatchObject({ status: 'executing' });
+        await sleep(300);
+        expect(closed).toBe(false); // the drain waits for the in-flight step
+        gates.open(running);
+        await closing;
+        const { rows: finished } = await db.pool.query(`SELECT status, result FROM gen_durable WHERE state->>'key' = $1`, [running]);
+        expect(finished).toEqual([{ status: 'done', result: { key: running } }]);
+      } finally {
+        gates.openAll();
+        await h.close();
+      }
+    });
+  });
+});
