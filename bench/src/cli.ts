@@ -9,8 +9,10 @@ export interface Options {
   only: string[];
   repeats: number;
   concurrency: number[];
-  /** Jobs (or machines) per drain / fsm3 case. */
+  /** Jobs per drain case. */
   n: number;
+  /** Machines (3 steps each) per fsm3 case. */
+  fsm3N: number;
   /** Awaited single inserts in the enqueue case. */
   enqueueSingleN: number;
   /** Jobs inserted in one bulk call in the enqueue case. */
@@ -32,7 +34,9 @@ const HELP = `Usage: npm run bench -- [flags]
                           scenarios (${SCENARIOS.join(', ')}); several --only flags add up
   --repeats N             repeats per case (default 3; --quick 1)
   --concurrency 10,50     worker concurrencies for drain and fsm3 (default 10,50; --quick 50)
-  --n N                   jobs / machines per drain and fsm3 case (default 20000; --quick 3000)
+  --n N                   jobs per drain case (default 20000; --quick 3000)
+  --fsm3-n N              3-step machines per fsm3 case (default 10000; --quick 1000)
+                          (slow engines are capped lower: see each adapter's maxN)
   --scale-rows N          rows of the big table in the scale case (default 1000000; --quick 200000)
   --memory-n N            backlog drained in the memory case (default 100000; --quick 20000)
   --timeout-s S           hard limit of one case (default 240; --quick 60)
@@ -64,6 +68,7 @@ export function parseArgs(argv: string[]): Options {
     repeats: quick ? 1 : 3,
     concurrency: quick ? [50] : [10, 50],
     n: quick ? 3000 : 20000,
+    fsm3N: quick ? 1000 : 10000,
     enqueueSingleN: quick ? 1000 : 5000,
     enqueueBulkN: quick ? 5000 : 20000,
     latencyN: 300,
@@ -96,6 +101,9 @@ export function parseArgs(argv: string[]): Options {
         break;
       case '--n':
         o.n = posInt(value(), flag);
+        break;
+      case '--fsm3-n':
+        o.fsm3N = posInt(value(), flag);
         break;
       case '--scale-rows':
         o.scaleRows = posInt(value(), flag);

@@ -98,7 +98,10 @@ async function run(
   };
   const runnable = (a: Adapter, c: CaseName): boolean => {
     if (!cases.has(c)) return false;
-    const why = a.unsupported[c] ?? (c === 'scale' && !a.scale ? 'scale compares claim cost: raw baseline and gen-durable only' : undefined);
+    const why =
+      a.unsupported[c] ??
+      (opts.quick ? a.notInQuick?.[c] : undefined) ??
+      (c === 'scale' && !a.scale ? 'scale compares claim cost: raw baseline and gen-durable only' : undefined);
     if (why) {
       if (!skipped.some((s) => s.scenario === c && s.engine === a.id)) skipped.push({ scenario: c, engine: a.id, reason: why });
       return false;
@@ -122,7 +125,8 @@ async function run(
       for (let rep = 0; rep < opts.repeats; rep++) {
         for (const a of engines) {
           if (!runnable(a, scenario)) continue;
-          const n = Math.min(opts.n, a.maxN ?? Infinity);
+          const cap = a.maxN?.[kind]?.[opts.quick ? 1 : 0] ?? Infinity;
+          const n = Math.min(kind === 'fsm3' ? opts.fsm3N : opts.n, cap);
           const unit = kind === 'fsm3' ? 'steps/s' : 'jobs/s';
           const r = row({ scenario, engine: a.id, concurrency: c, n, metric: kind === 'fsm3' ? 'throughput' : 'throughput', unit, better: 'higher' });
           const label = `${scenario} c=${c} #${rep + 1} ${a.id}`;
@@ -188,8 +192,8 @@ async function run(
     }
   }
 
-  // scale
-  for (let rep = 0; rep < opts.repeats; rep++) {
+  // scale (once: each size builds its table; the claim figure is already a median of many claims)
+  for (let rep = 0; rep < 1; rep++) {
     for (const a of engines) {
       if (!runnable(a, 'scale')) continue;
       const label = `scale #${rep + 1} ${a.id}`;
@@ -210,8 +214,8 @@ async function run(
     }
   }
 
-  // memory
-  for (let rep = 0; rep < opts.repeats; rep++) {
+  // memory (once: a peak RSS, not a rate)
+  for (let rep = 0; rep < 1; rep++) {
     for (const a of engines) {
       if (!runnable(a, 'memory')) continue;
       const label = `memory #${rep + 1} ${a.id}`;

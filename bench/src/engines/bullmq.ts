@@ -130,5 +130,7 @@ export const bullPostgres: Adapter = {
   settings: 'createPostgresBackend, pool 10 per Queue/Worker, Worker concurrency = C, removeOnComplete/removeOnFail',
   backend: 'postgres',
   unsupported: {},
+  maxN: { fsm3: [2000, 500] },
+  notInQuick: { memory: 'slow: full run only' },
   create: async (ctx: CaseContext) => new BullInstance(ctx, 'postgres'),
 };

@@ -111,6 +111,10 @@ export const dbosAdapter: Adapter = {
   peer: `@dbos-inc/dbos-sdk ${version('@dbos-inc/dbos-sdk')}`,
   settings: 'queue workerConcurrency = C, minPollingIntervalMs 10, 1-step / 3-step workflows, pool 10',
   backend: 'postgres',
-  unsupported: { 'enqueue-bulk': 'no bulk enqueue API' },
+  unsupported: {
+    'enqueue-bulk': 'no bulk enqueue API',
+    memory: 'no bulk enqueue API: pre-loading 100 000 workflows one by one dominates the run',
+  },
+  maxN: { job: [3000, 1000], fsm3: [2000, 500] },
   create: async (ctx: CaseContext) => new DbosInstance(ctx),
 };

@@ -112,6 +112,8 @@ export const graphileDefault: Adapter = {
   settings: 'defaults (LISTEN/NOTIFY, one job per fetch), pool 10',
   backend: 'postgres',
   unsupported: {},
+  notInQuick: { memory: 'slow: full run only' },
+  maxN: { fsm3: [2000, 300] },
   create: async (ctx: CaseContext) => new GraphileInstance(ctx, false),
 };
 
@@ -122,5 +124,6 @@ export const graphileBatched: Adapter = {
   settings: 'localQueue.size = max(100, 2×concurrency), completeJobBatchDelay = failJobBatchDelay = 0, pool 10',
   backend: 'postgres',
   unsupported: {},
+  maxN: { fsm3: [3000, 500] },
   create: async (ctx: CaseContext) => new GraphileInstance(ctx, true),
 };

@@ -109,7 +109,8 @@ export const pgBoss1: Adapter = {
   peer: `pg-boss ${v}`,
   settings: 'batchSize 1, C work() registrations, pollingIntervalSeconds 0.5 + notifyWorker, pool 10',
   backend: 'postgres',
-  unsupported: {},
+  unsupported: { memory: 'one job per fetch: a 100 000 backlog takes minutes (see drain for its rate)' },
+  maxN: { job: [3000, 1000], fsm3: [1000, 300] },
   create: async (ctx: CaseContext) => new PgBossInstance(ctx, 1),
 };
 
@@ -120,5 +121,6 @@ export const pgBoss50: Adapter = {
   settings: 'batchSize min(50, C), ceil(C/50) work() registrations, pollingIntervalSeconds 0.5 + notifyWorker, pool 10',
   backend: 'postgres',
   unsupported: {},
+  notInQuick: { memory: 'slow: full run only' },
   create: async (ctx: CaseContext) => new PgBossInstance(ctx, 50),
 };

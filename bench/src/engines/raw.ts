@@ -22,9 +22,13 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_runnable ON jobs (id) WHERE status = 'runnable';`;
 
-/** The production claim: one statement, locks and marks up to $1 runnable rows. */
+/**
+ * The production claim: one statement, locks and marks up to $1 runnable rows. `= ANY(ARRAY(…))`
+ * rather than `IN (…)`: the planner may hash-join `IN` against a sequential scan of the whole
+ * table (it does at 10 000 rows), the array form always probes the primary key per picked id.
+ */
 export const RAW_CLAIM = `UPDATE jobs SET status = 'running'
-WHERE id IN (SELECT id FROM jobs WHERE status = 'runnable' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+WHERE id = ANY(ARRAY(SELECT id FROM jobs WHERE status = 'runnable' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
 RETURNING id, step, payload`;
 
 /** The batched completion: finishes (or, for fsm3, advances) every id in $1. */
@@ -45,6 +49,7 @@ class RawInstance implements Instance {
   private concurrency = 0;
   private inflight = 0;
   private fetching = false;
+  private fetchAgain = false;
   private pumpQueued = false;
   private flushing = false;
   private flushQueued = false;
@@ -93,7 +98,12 @@ class RawInstance implements Instance {
   }
 
   private async pump(): Promise<void> {
-    if (!this.running || this.fetching) return;
+    if (!this.running) return;
+    if (this.fetching) {
+      this.fetchAgain = true; // a wake-up during a fetch must not be lost
+      return;
+    }
+    this.fetchAgain = false;
     const want = Math.min(BATCH, this.concurrency - this.inflight);
     if (want <= 0) return;
     this.fetching = true;
@@ -109,7 +119,7 @@ class RawInstance implements Instance {
       this.inflight++;
       void this.run(row);
     }
-    if (rows.length === want) {
+    if (rows.length === want || this.fetchAgain) {
       this.schedulePump();
     } else if (this.running) {
       clearTimeout(this.pollTimer);

@@ -52,8 +52,13 @@ export interface Adapter {
   backend: 'postgres' | 'redis';
   /** Cases the engine cannot run (or is not run on), with the reason printed in the report. */
   unsupported: Partial<Record<CaseName, string>>;
-  /** Largest drain / fsm3 N worth running (slow engines are run on fewer jobs; rates compare). */
-  maxN?: number;
+  /**
+   * Largest drain (jobs) / fsm3 (machines) N worth running, [full run, --quick]: slow engines run
+   * on fewer instances so the whole run fits its time budget; rates still compare.
+   */
+  maxN?: Partial<Record<Kind, [number, number]>>;
+  /** Cases left out of --quick runs (too slow for its 3-minute budget), with the reason. */
+  notInQuick?: Partial<Record<CaseName, string>>;
   create(ctx: CaseContext): Promise<Instance>;
   /**
    * Scale case: with `total` rows in the engine's table (70 % terminal, 29.5 % runnable, the
