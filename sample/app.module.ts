@@ -1,16 +1,31 @@
 import { Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
-import { TypeOrmModule } from '@nestjs/typeorm';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
+
+import { GenDurableModule } from '../lib';
+import { GenDurableHealthModule } from '../lib/health';
 
 import { AppController } from './app.controller';
 import { sampleDatabaseOptions } from './database';
+import { sampleEngineOptions } from './engine/engine-options';
+import { TransitionLogger } from './engine/transition-logger';
+import { HealthController } from './health/health.controller';
 
 /**
- * The sample app: TypeORM on DATABASE_URL with the gen-durable migration run at boot.
- * Add the engine module and the sample FSMs to `imports` / `providers` here.
+ * The sample app: TypeORM on DATABASE_URL with the gen-durable migration run at boot, the
+ * engine over TypeORM's DataSource, Terminus health endpoints, and the sample FSMs.
  */
 @Module({
-  imports: [TypeOrmModule.forRootAsync({ useFactory: () => sampleDatabaseOptions() })],
-  controllers: [AppController],
+  imports: [
+    TypeOrmModule.forRootAsync({ useFactory: () => sampleDatabaseOptions() }),
+    GenDurableModule.forRootAsync({
+      inject: [getDataSourceToken()],
+      useFactory: (dataSource: DataSource) => sampleEngineOptions(dataSource),
+    }),
+    GenDurableHealthModule.forFeature(),
+  ],
+  controllers: [AppController, HealthController],
+  providers: [TransitionLogger],
 })
 export class AppModule implements OnApplicationShutdown {
   private readonly logger = new Logger('Sample');

@@ -33,6 +33,7 @@ const PACKAGES = [
   '@nestjs/core@12',
   '@nestjs/platform-express@12',
   '@nestjs/typeorm@latest',
+  '@nestjs/terminus@12',
   'typeorm@0.3',
   'pg',
   'reflect-metadata',
@@ -179,6 +180,7 @@ async function main() {
       '@nestjs/common',
       '@nestjs/platform-express',
       '@nestjs/typeorm',
+      '@nestjs/terminus',
       'typeorm',
     ]) {
       const { version, dir } = installedVersion(main, pkg);

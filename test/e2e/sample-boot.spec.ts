@@ -43,4 +43,11 @@ describe('sample app', () => {
     const migrations = await db.pool.query<{ name: string }>('SELECT name FROM migrations');
     expect(migrations.rows.map((r) => r.name)).toEqual(['SetupGenDurable1700000000000']);
   });
+
+  it('serves the Terminus health endpoints', async () => {
+    const live = await request(app!.getHttpServer()).get('/health/live').expect(200);
+    expect(live.body.info.schedulers).toMatchObject({ status: 'up', schedulers: 3 });
+    const ready = await request(app!.getHttpServer()).get('/health/ready').expect(200);
+    expect(ready.body.info).toMatchObject({ leases: { status: 'up' }, queues: { status: 'up' } });
+  });
 });
