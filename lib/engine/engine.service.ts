@@ -93,12 +93,29 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
     this.resolved = resolveOptions({ ...this.rawOptions, name: this.engineName });
     RunningEngines.acquire(this.engineName);
     this.acquired = true;
-    this.registryRef = new FsmExplorer(this.discovery).explore(this.resolved.fsms);
-    this.runtimeRef = new EngineRuntime(this.resolved, this.registryRef, this.telemetry);
+    try {
+      this.registryRef = new FsmExplorer(this.discovery).explore(this.resolved.fsms);
+      this.runtimeRef = new EngineRuntime(this.resolved, this.registryRef, this.telemetry);
+    } catch (err) {
+      // A failed boot gets no shutdown hooks: free the name so the process can boot again.
+      this.releaseName();
+      throw err;
+    }
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    await this.runtime.start();
+    try {
+      await this.runtime.start();
+    } catch (err) {
+      await this.runtimeRef?.close().catch(() => undefined);
+      this.releaseName();
+      throw err;
+    }
+  }
+
+  private releaseName(): void {
+    if (this.acquired) RunningEngines.release(this.engineName);
+    this.acquired = false;
   }
 
   async beforeApplicationShutdown(): Promise<void> {
@@ -110,8 +127,7 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
       await this.runtimeRef?.close();
     } finally {
       this.telemetryRef?.complete();
-      if (this.acquired) RunningEngines.release(this.engineName);
-      this.acquired = false;
+      this.releaseName();
     }
   }
 

@@ -95,6 +95,9 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   if (raw.dataSource.options?.type !== 'postgres') {
     throw new ConfigurationError('dataSource', `must be a PostgreSQL DataSource (type 'postgres'), got ${String(raw.dataSource.options?.type)}`);
   }
+  if (raw.dataSource.isInitialized !== true) {
+    throw new ConfigurationError('dataSource', 'is not initialized: call dataSource.initialize() before the module boots (or inject the one @nestjs/typeorm provides)');
+  }
   const schema = raw.schema ?? 'public';
   if (typeof schema !== 'string' || schema.length === 0) throw new ConfigurationError('schema', 'must be a non-empty string');
 
