@@ -1,6 +1,9 @@
-import { Injectable, SetMetadata } from '@nestjs/common';
+import { Injectable, type ScopeOptions, SetMetadata } from '@nestjs/common';
 
 import { DURABLE_FSM_METADATA } from '../gen-durable.constants';
+
+/** Nest's scope metadata key (`SCOPE_OPTIONS_METADATA`; not imported: NestJS 12 exposes no deep paths). */
+const SCOPE_OPTIONS_METADATA = 'scope:options';
 
 /** Encodes and decodes an FSM's state to and from its stored JSON object. */
 export interface StateCodec<S = unknown> {
@@ -41,6 +44,8 @@ export function DurableFsm(options: DurableFsmOptions = {}): ClassDecorator {
   return (target) => {
     const metadata: DurableFsmMetadata = { ...options, nameDefaulted: options.name === undefined };
     SetMetadata(DURABLE_FSM_METADATA, metadata)(target);
-    Injectable()(target);
+    // Keep a scope declared by an @Injectable({ scope }) applied before this decorator, so a
+    // request-scoped FSM is refused at boot instead of silently becoming a singleton.
+    Injectable(Reflect.getMetadata(SCOPE_OPTIONS_METADATA, target) as ScopeOptions | undefined)(target);
   };
 }

@@ -34,6 +34,7 @@ import type { InsertOptions } from './insert-options.interface';
 import { buildInsertRow, insertArrays, insertParams } from './insert-row';
 import { type AwaitResult, type InstanceRecord, type InstanceView, toInstanceView } from './instance-view';
 import { RunningEngines } from './running-engines';
+import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
 
 /** Addresses an instance by id or by its correlation key's current occupant. */
 export type Target = { id: string | bigint } | { correlationKey: string };
@@ -188,6 +189,7 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
     const client = await this.clientOf(options.manager);
     const row = (await this.runtime.sql.query<{ id: string; queue: string; status: string; due: boolean }>(DELIVER_SIGNAL, params, client))[0];
     if (!row) throw new NoTargetError(byId ? `id ${String(target.id)}` : `correlation key "${target.correlationKey}"`);
+    if (FAULTS_ENABLED) await faultPoint('signal.afterCommit', { ids: [row.id] });
     if (row.status === 'runnable' && row.due && !options.manager) this.runtime.pokes.poke([row.queue]);
   }
 

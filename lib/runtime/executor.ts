@@ -11,6 +11,7 @@ import type { Signal, StepContext } from '../fsm/step-context';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
+import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { FlushEntry, FlushReply } from './flush-entry';
 import type { Flusher } from './flusher';
 import { outcomeToEntry } from './outcome-entry';
@@ -57,6 +58,7 @@ export class Executor {
       { durationMs: performance.now() - started },
       { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind },
     );
+    if (FAULTS_ENABLED) await faultPoint('step.beforeOutcome', { ids: [row.id], worker: row.worker });
     const reply = await this.commit(entry);
     if (reply === 'stale') {
       this.telemetry.emit('outcome:stale', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind });

@@ -15,6 +15,7 @@ import {
   RECHECK_PARKS,
 } from '../sql/outcome.sql';
 import type { Telemetry } from '../telemetry/telemetry';
+import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { FanOutEntry, FlushEntry, FlushReply, ParkEntry, TransitionEntry } from './flush-entry';
 
 /** What a committed flush changed, for the after-commit effects (SPEC §6.4). */
@@ -111,6 +112,7 @@ export class Flusher {
         const effects = await this.sql.transaction((tx) => this.write(tx, entries), {
           idleInTransactionMs: IDLE_IN_TRANSACTION_MS,
         });
+        if (FAULTS_ENABLED) await faultPoint('flush.afterCommit', { ids: entries.map((e) => e.id) });
         const committed = new Set(effects.committed.map((e) => e.id));
         for (const p of batch) p.resolve(committed.has(p.entry.id) ? 'committed' : 'stale');
         try {
@@ -224,6 +226,7 @@ export class Flusher {
           landed.set(child.parent_id, (landed.get(child.parent_id) ?? 0) + 1);
           if (child.due) pokeQueues.add(child.queue);
         }
+        if (FAULTS_ENABLED) await faultPoint('spawn.afterChildInsert', { ids: spawning.map((e) => e.id) });
       }
       if (spawning.length > 0) {
         const parked = await this.sql.query<{ id: string; queue: string; status: string }>(
@@ -266,6 +269,7 @@ export class Flusher {
     for (const e of transitions) {
       if (committedIds.has(e.id) && (e.kind === 'next' || (e.kind === 'retry' && e.delayMs === 0))) pokeQueues.add(e.queue);
     }
+    if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
     return { committed: entries.filter((e) => committedIds.has(e.id)), pokeQueues, settledIds };
   }
 }

@@ -4,6 +4,7 @@ import { CLAIM_RUNNABLE, LOAD_CHILDREN, LOAD_INBOXES } from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ChildRecord, ClaimedRow, ClaimRecord, InboxRecord } from './claimed-row';
+import { faultPoint, FAULTS_ENABLED } from './fault-points';
 
 const CLAIM_ATTEMPTS = 3;
 const ARBITER_INDEX = 'gen_durable_concurrency_active';
@@ -40,6 +41,7 @@ export class Picker {
       }
     }
     if (records.length === 0) return [];
+    if (FAULTS_ENABLED) await faultPoint('pick.afterClaim', { ids: records.map((r) => r.id), worker });
     const rows = records.map((r) => toRow(r, worker));
     try {
       await this.enrich(rows);

@@ -4,6 +4,7 @@ import type { SqlExecutor } from '../db/sql-executor';
 import { CONSUME_INBOXES, JOIN_PARENTS } from '../sql/outcome.sql';
 import { FIRE_AWAIT_DEADLINES, REAP_EXPIRED } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
+import { faultPoint, FAULTS_ENABLED } from './fault-points';
 
 const BATCH = 10_000;
 
@@ -51,6 +52,7 @@ export class Reaper {
         REAP_EXPIRED,
         [this.maxReaps, BATCH],
       );
+      if (FAULTS_ENABLED) await faultPoint('reaper.afterSelect', { ids: rows.map((r) => r.id) });
       const failed = rows.filter((r) => r.status === 'failed');
       reaped = rows.length - failed.length;
       poisoned = failed.length;

@@ -8,6 +8,7 @@ import { HEARTBEAT, RECLAIM_PREDECESSOR } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
 import type { Executor } from './executor';
+import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { Picker } from './picker';
 
 export type SchedulerState = 'created' | 'running' | 'draining' | 'stopped';
@@ -237,6 +238,7 @@ export class Scheduler {
 
   private async heartbeat(): Promise<void> {
     const rows = this.held();
+    if (FAULTS_ENABLED && (await faultPoint('heartbeat.before', { ids: rows.map((r) => r.id), worker: this.workerId })) === 'skip') return;
     if (rows.length === 0) {
       this.lastHeartbeatAt = Date.now();
       return;
