@@ -14,6 +14,9 @@ import { Executor } from '../runtime/executor';
 import { type FlushEffects, Flusher } from '../runtime/flusher';
 import { GarbageCollector } from '../runtime/gc';
 import { Picker } from '../runtime/picker';
+import { createPokeTransport } from '../poke/create-poke-transport';
+import type { PokeTransport } from '../poke/poke-transport.interface';
+import { InsertBatcher } from '../runtime/insert-batcher';
 import { PokeEmitter } from '../runtime/poke-emitter';
 import { Reaper } from '../runtime/reaper';
 import { Scheduler } from '../runtime/scheduler';
@@ -39,6 +42,10 @@ export class EngineRuntime {
   readonly schedulers = new Map<string, Scheduler>();
   readonly watcher: AwaitWatcher;
   readonly pokes: PokeEmitter;
+  /** The cross-node poke leg (`'postgres'` or `{ redis }`), else undefined (SPEC §16.4). */
+  readonly pokeTransport: PokeTransport | undefined;
+  /** `insertAsync` / group-commit inserts (SPEC §6.5, §26.11), when `insertBatcher` is set. */
+  readonly batcher: InsertBatcher | undefined;
   readonly stall: StallDetector;
   reaper: Reaper | undefined;
   gc: GarbageCollector | undefined;
@@ -56,7 +63,12 @@ export class EngineRuntime {
       statementTimeoutMs: options.statementTimeout,
     });
     this.watcher = new AwaitWatcher(this.sql, options.await.tick);
-    this.pokes = new PokeEmitter(options.poke !== 'none', (queue) => this.schedulers.get(queue)?.poke());
+    this.pokeTransport = createPokeTransport(options, this.sql);
+    this.pokes = new PokeEmitter(options.poke !== 'none', (queue) => {
+      this.schedulers.get(queue)?.poke();
+      this.pokeTransport?.publish(queue);
+    });
+    this.batcher = options.insertBatcher ? new InsertBatcher(this.sql, options.insertBatcher, telemetry, (queues) => this.pokes.poke(queues)) : undefined;
     this.flushers = options.flushers.map((config) => new Flusher(this.sql, config, telemetry, (effects) => this.afterCommit(effects)));
     this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
     this.picker = new Picker(this.sql, options, telemetry);
@@ -93,6 +105,13 @@ export class EngineRuntime {
       this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
     }
     this.stall.start();
+    // Order of SPEC §2.1: watcher, poke, limiter, reaper, GC, flushers, batcher, schedulers.
+    await this.pokeTransport?.start({
+      poke: (queue) => this.schedulers.get(queue)?.poke(),
+      resync: () => {
+        for (const scheduler of this.schedulers.values()) scheduler.poke();
+      },
+    });
     if (this.options.reaper) {
       this.reaper = new Reaper(
         this.sql,
@@ -108,6 +127,7 @@ export class EngineRuntime {
       this.gc = new GarbageCollector(this.sql, this.options.gc, this.telemetry);
       this.gc.start();
     }
+    this.batcher?.start();
     for (const [queue, concurrency] of Object.entries(this.options.queues)) {
       this.schedulers.set(queue, new Scheduler(this.sql, queue, concurrency, this.options, this.executor, this.picker, this.telemetry));
     }
@@ -119,6 +139,7 @@ export class EngineRuntime {
     this.drained ??= (async () => {
       await Promise.all([...this.schedulers.values()].map((s) => s.drain()));
       await Promise.all(this.flushers.map((f) => f.drain()));
+      await this.batcher?.drain();
       await this.reaper?.stop();
       await this.gc?.stop();
     })();
@@ -128,6 +149,7 @@ export class EngineRuntime {
   /** Releases timers and waiters after the drain. */
   async close(): Promise<void> {
     await this.drain();
+    await this.pokeTransport?.close();
     this.pokes.close();
     this.watcher.close();
     this.stall.stop();

@@ -132,16 +132,40 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
     }
   }
 
-  /** Inserts one instance; resolves with its id. `DuplicateError` on an occupied key. One statement. */
+  /**
+   * Inserts one instance; resolves with its id once committed. `DuplicateError` on an occupied
+   * key. One statement — or, with `insertBatcher: { durable: true }` and no `manager`, a share of
+   * one group-commit statement with concurrent callers (SPEC §26.11).
+   */
   async insert(fsm: Type<unknown> | string, options?: InsertOptions): Promise<string> {
     const definition = this.registry.resolve(fsm);
     const row = buildInsertRow(definition, options, this.runtime.options);
+    const batcher = this.runtime.batcher;
+    if (options?.manager === undefined && batcher?.takesDurable) return batcher.insert(row);
     const client = await this.clientOf(options?.manager);
     const rows = await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(INSERT_INSTANCE, insertParams(row), client);
     const inserted = rows[0];
     if (!inserted) throw new DuplicateError(row.correlationKey ?? '');
     if (inserted.due && !options?.manager) this.runtime.pokes.poke([inserted.queue]);
     return inserted.id;
+  }
+
+  /**
+   * Lossy buffered insert (SPEC §6.5): validates the entry (typed errors, nothing buffered),
+   * hands it to the insert batcher and resolves at once, without an id. Buffered rows die with
+   * the process; a failed batch is dropped (`insert_batch:error`); a duplicate vanishes. At
+   * `maxBuffer` pending, or with no live batcher, it inserts durably instead (one statement,
+   * duplicate ignored). It cannot join a caller's transaction.
+   */
+  async insertAsync(fsm: Type<unknown> | string, options?: InsertOptions): Promise<void> {
+    const definition = this.registry.resolve(fsm);
+    if (options?.manager !== undefined) {
+      throw new InvalidInputError('insertAsync.manager', 'insertAsync cannot join a transaction: use insert(fsm, { manager })');
+    }
+    const row = buildInsertRow(definition, options, this.runtime.options, 'insertAsync');
+    if (this.runtime.batcher?.offer(row)) return;
+    const inserted = (await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(INSERT_INSTANCE, insertParams(row)))[0];
+    if (inserted?.due) this.runtime.pokes.poke([inserted.queue]);
   }
 
   /**

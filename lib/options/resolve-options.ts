@@ -212,6 +212,9 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   if (raw.insertBatcher !== undefined && raw.insertBatcher !== false) {
     if (!isPlainObject(raw.insertBatcher)) throw new ConfigurationError('insertBatcher', 'must be an object or false');
     checkKeys('insertBatcher', raw.insertBatcher, ['maxBatch', 'maxDelayMs', 'maxBuffer', 'durable']);
+    if (raw.insertBatcher.durable !== undefined && typeof raw.insertBatcher.durable !== 'boolean') {
+      throw new ConfigurationError('insertBatcher.durable', `must be a boolean, got ${String(raw.insertBatcher.durable)}`);
+    }
     insertBatcher = Object.freeze({
       maxBatch: integer('insertBatcher.maxBatch', raw.insertBatcher.maxBatch, 1000, 1),
       maxDelayMs: integer('insertBatcher.maxDelayMs', raw.insertBatcher.maxDelayMs, 100, 0),
@@ -270,6 +273,4 @@ function rejectUnavailable(o: {
   if (Object.keys(o.rateLimits).length > 0) throw unavailable('rateLimits');
   if (Object.keys(o.concurrencyLimits).length > 0) throw unavailable('concurrencyLimits');
   if (o.limiter !== 'postgres') throw unavailable('limiter');
-  if (o.poke !== 'local' && o.poke !== 'none') throw unavailable('poke');
-  if (o.insertBatcher !== false) throw unavailable('insertBatcher');
 }

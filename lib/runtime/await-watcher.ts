@@ -19,6 +19,23 @@ function settled(status: DurableStatus, until: Until): boolean {
   return until === 'settled' && (status === 'awaiting_signal' || status === 'awaiting_children');
 }
 
+/** The read's answer, or undefined if it failed or did not settle within `ms`. */
+function boundedRead<T>(read: Promise<T>, ms: number): Promise<T | undefined> {
+  return new Promise<T | undefined>((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), ms);
+    read.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(undefined);
+      },
+    );
+  });
+}
+
 /**
  * Caller-side await (SPEC §9): answers from the row; waiters are nudged by same-node commits
  * at once and by one batched probe per `tick` while any waiter exists (no timer otherwise).
@@ -63,18 +80,22 @@ export class AwaitWatcher {
 
   /**
    * Answers from the row (one PK read per check). The first read's errors reach the caller;
-   * once a snapshot exists, a failed re-read (a pool closed by a shutdown, a blip) never
-   * rejects: the waiter keeps polling and answers `busy` with its last snapshot at the deadline.
+   * once a snapshot exists, a failed or hung re-read (a pool closed by a shutdown, a blip)
+   * never rejects: the waiter keeps polling and answers `busy` with its last snapshot at the
+   * deadline (at most one re-arm period late).
    */
   async await(id: string, timeoutMs: number, until: Until): Promise<AwaitResult> {
     const deadline = Date.now() + timeoutMs;
     let snapshot: Snapshot | undefined;
     for (;;) {
       let read: { row: InstanceRecord | undefined } | undefined;
-      try {
-        read = { row: (await this.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [id]))[0] };
-      } catch (err) {
-        if (snapshot === undefined) throw err;
+      const query = this.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [id]).then((rows) => ({ row: rows[0] }));
+      if (snapshot === undefined) {
+        read = await query;
+      } else {
+        // NOTE: a pool ended under a pending connect never settles it (pg-pool leaves queued
+        // requests hanging), so a re-read is bounded by the deadline plus one re-arm period.
+        read = await boundedRead(query, Math.max(deadline - Date.now(), 0) + REARM_MS);
       }
       if (read) {
         const row = read.row;

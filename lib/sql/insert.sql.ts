@@ -22,21 +22,30 @@ export const INSERT_INSTANCE = sql(
  * Many instances in one statement for any size (SPEC §2.5, §3.7): fixed parallel arrays
  * expanded by unnest, inserted ordered by correlation key (opposite orders would deadlock on
  * gen_durable_correlation); duplicates drop silently. `$14` = parent ids (children) or NULLs;
- * `$15` = per-entry ordinal, returned so callers can map ids back to entries.
+ * `$15` = per-entry ordinal, returned as `ord` so callers map each id back to its entry (the
+ * group-commit insert batcher, SPEC §26.11): an entry whose ordinal is missing was a duplicate.
+ * NOTE: RETURNING sees only the inserted row, so `e` draws each entry's id from the table's
+ * identity sequence up front (materialized: it is volatile and read twice) and the insert
+ * writes it explicitly; joining the returned rows to `e` on that id (PK, unique) carries the
+ * ordinal through. `pg_typeof(NULL::table)::text` names the table (quoted, qualified) without
+ * a string literal, so any schema name works. Served by the PK and gen_durable_correlation.
  */
 export const INSERT_INSTANCES = sql(
   'insert_instances',
-  `WITH e AS (
-     SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::smallint[],
-                          $7::timestamptz[], $8::float8[], $9::text[], $10::text[], $11::text[],
-                          $12::text[], $13::float8[], $14::bigint[], $15::int[])
-       AS e(fsm, fsm_version, step, state, queue, priority, at, delay_ms, ckey, scope, conc,
-            rate, weight, parent_id, ord)
+  `WITH s AS (
+     SELECT pg_get_serial_sequence(pg_typeof(NULL::{schema}.gen_durable)::text, 'id')::regclass AS seq
+   ), e AS MATERIALIZED (
+     SELECT nextval(s.seq) AS id, u.*
+       FROM s, unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::smallint[],
+                      $7::timestamptz[], $8::float8[], $9::text[], $10::text[], $11::text[],
+                      $12::text[], $13::float8[], $14::bigint[], $15::int[])
+         AS u(fsm, fsm_version, step, state, queue, priority, at, delay_ms, ckey, scope, conc,
+              rate, weight, parent_id, ord)
    ), ins AS (
      INSERT INTO {schema}.gen_durable
-       (fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
+       (id, fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
         correlation_scope, concurrency_key, rate_limit, weight, parent_id)
-     SELECT e.fsm, e.fsm_version, e.step, e.state::jsonb, e.queue, e.priority,
+     SELECT e.id, e.fsm, e.fsm_version, e.step, e.state::jsonb, e.queue, e.priority,
             COALESCE(e.at, now() + make_interval(secs => e.delay_ms / 1000)), e.ckey,
             string_to_array(e.scope, ',')::{schema}.durable_status[], e.conc, e.rate, e.weight, e.parent_id
        FROM e
@@ -44,5 +53,7 @@ export const INSERT_INSTANCES = sql(
      ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
      RETURNING id, queue, correlation_key, parent_id, eligible_at <= now() AS due
    )
-   SELECT id, queue, correlation_key, parent_id, due FROM ins ORDER BY id`,
+   SELECT ins.id, ins.queue, ins.correlation_key, ins.parent_id, ins.due, e.ord
+     FROM ins JOIN e ON e.id = ins.id
+    ORDER BY ins.id`,
 );

@@ -1,0 +1,29 @@
+/** What a transport calls when another node announces runnable work (SPEC §16.4). */
+export interface PokeListener {
+  /** Another node announced runnable work in `queue`: poke the local scheduler, if any. */
+  poke(queue: string): void;
+  /**
+   * The listening leg came back after an outage: announcements sent meanwhile were lost, so
+   * poke every local scheduler once (cheaper than waiting for their backed-off polls).
+   */
+  resync(): void;
+}
+
+/**
+ * The cross-node leg of pokes (SPEC §16.4): `'postgres'` (NOTIFY/LISTEN) or `{ redis }`
+ * (PUBLISH/SUBSCRIBE). Best-effort by contract: nothing here ever throws into the engine; a
+ * dead transport degrades every node to its poll and reconnects with backoff.
+ */
+export interface PokeTransport {
+  /**
+   * Opens the connections and subscribes. Resolves once the first attempt settled (connected
+   * or not); never rejects — a failed attempt is retried in the background.
+   */
+  start(listener: PokeListener): Promise<void>;
+  /** Announces runnable work in `queue` to the other nodes. Fire-and-forget; never throws. */
+  publish(queue: string): void;
+  /** Whether the listening leg is subscribed right now. */
+  readonly listening: boolean;
+  /** Stops reconnecting, waits for announcements in flight and releases the connections. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,185 @@
+import { Logger } from '@nestjs/common';
+
+import type { SqlExecutor } from '../db/sql-executor';
+import type { InsertRow } from '../engine/insert-row';
+import { insertArrays } from '../engine/insert-row';
+import { DuplicateError } from '../errors/duplicate.error';
+import { INSERT_INSTANCES } from '../sql/insert.sql';
+import type { Telemetry } from '../telemetry/telemetry';
+
+export interface InsertBatcherConfig {
+  /** Rows per INSERT_INSTANCES statement at most. */
+  readonly maxBatch: number;
+  /** How long the first buffered `insertAsync` row waits for company, ms. */
+  readonly maxDelayMs: number;
+  /** `insertAsync` rows pending (buffered or being written) at most; beyond, callers insert durably. */
+  readonly maxBuffer: number;
+  /** Route awaited `insert()` calls through the group-commit lane (SPEC §26.11). */
+  readonly durable: boolean;
+}
+
+interface DurableWaiter {
+  readonly row: InsertRow;
+  readonly resolve: (id: string) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+interface InsertedRow {
+  id: string;
+  queue: string;
+  due: boolean;
+  ord: number;
+}
+
+/**
+ * The insert batcher (SPEC §6.5, §26.11), two lanes over INSERT_INSTANCES:
+ * - **lossy** (`insertAsync`): rows are buffered and the caller returns at once; the first row
+ *   arms a `maxDelayMs` timer (or `maxBatch` rows fire at once), then the writer empties the
+ *   buffer in statements of ≤ `maxBatch` rows and pokes the due queues. A failed statement drops
+ *   its rows (`insert_batch:error`); buffered rows die with the process.
+ * - **durable** (awaited `insert()` with `durable: true`): natural batching like the flusher —
+ *   an idle lane writes on the next macrotask (so a burst of calls in one tick shares one
+ *   statement), calls arriving during a write form the next one. Each caller settles only
+ *   after its statement returned (autocommit = committed): its own id by the returned ordinal,
+ *   `DuplicateError` when its keyed entry was dropped, or the statement's error.
+ * Not live before `start()` or once draining: callers then insert directly.
+ */
+export class InsertBatcher {
+  private live = false;
+  private asyncBuffer: InsertRow[] = [];
+  private asyncWriting = 0;
+  private asyncWriter: Promise<void> | undefined;
+  private asyncTimer: NodeJS.Timeout | undefined;
+  private durableBuffer: DurableWaiter[] = [];
+  private durableWriter: Promise<void> | undefined;
+  private durableKick: NodeJS.Immediate | undefined;
+  private readonly logger = new Logger('GenDurable');
+
+  constructor(
+    private readonly sql: SqlExecutor,
+    readonly config: InsertBatcherConfig,
+    private readonly telemetry: Telemetry,
+    private readonly poke: (queues: ReadonlySet<string>) => void,
+  ) {}
+
+  /** Whether rows are accepted now (started, not draining). */
+  get isLive(): boolean {
+    return this.live;
+  }
+
+  /** Whether awaited inserts go through the group-commit lane now. */
+  get takesDurable(): boolean {
+    return this.live && this.config.durable;
+  }
+
+  /** `insertAsync` rows buffered or being written. */
+  get pendingAsync(): number {
+    return this.asyncBuffer.length + this.asyncWriting;
+  }
+
+  start(): void {
+    this.live = true;
+  }
+
+  /**
+   * Lossy lane: buffers `row` and returns true, or returns false (nothing buffered) when the
+   * batcher is not live or `maxBuffer` rows are pending — the caller then inserts durably.
+   */
+  offer(row: InsertRow): boolean {
+    if (!this.live || this.pendingAsync >= this.config.maxBuffer) return false;
+    this.asyncBuffer.push(row);
+    if (this.asyncWriter) return true; // the running writer takes it
+    if (this.asyncBuffer.length >= this.config.maxBatch) this.triggerAsync();
+    else this.asyncTimer ??= setTimeout(() => this.triggerAsync(), this.config.maxDelayMs);
+    return true;
+  }
+
+  /** Durable lane: resolves with the row's id once its batch committed. */
+  insert(row: InsertRow): Promise<string> {
+    return new Promise<string>((resolve, reject) => {
+      this.durableBuffer.push({ row, resolve, reject });
+      this.kickDurable();
+    });
+  }
+
+  /** Shutdown (SPEC §17.4): stops accepting, then writes everything pending in both lanes. */
+  async drain(): Promise<void> {
+    this.live = false;
+    while (this.asyncBuffer.length > 0 || this.asyncWriter || this.durableBuffer.length > 0 || this.durableWriter) {
+      this.triggerAsync();
+      if (this.durableKick) clearImmediate(this.durableKick);
+      this.durableKick = undefined;
+      if (!this.durableWriter && this.durableBuffer.length > 0) this.startDurableWriter();
+      await Promise.all([this.asyncWriter, this.durableWriter]);
+    }
+  }
+
+  private triggerAsync(): void {
+    if (this.asyncTimer) clearTimeout(this.asyncTimer);
+    this.asyncTimer = undefined;
+    if (this.asyncWriter || this.asyncBuffer.length === 0) return;
+    this.asyncWriter = this.writeAsync().finally(() => {
+      this.asyncWriter = undefined;
+    });
+  }
+
+  private async writeAsync(): Promise<void> {
+    while (this.asyncBuffer.length > 0) {
+      const chunk = this.asyncBuffer.splice(0, this.config.maxBatch);
+      this.asyncWriting = chunk.length;
+      try {
+        const rows = await this.sql.query<InsertedRow>(INSERT_INSTANCES, insertArrays(chunk));
+        this.pokeDue(rows);
+      } catch (err) {
+        this.logger.error(`insert batch of ${chunk.length} row(s) failed and was dropped: ${String(err)}`);
+        this.telemetry.emit('insert_batch:error', { count: chunk.length }, { error: String(err), lane: 'async' });
+      } finally {
+        this.asyncWriting = 0;
+      }
+    }
+  }
+
+  private kickDurable(): void {
+    if (this.durableWriter || this.durableKick) return;
+    this.durableKick = setImmediate(() => {
+      this.durableKick = undefined;
+      this.startDurableWriter();
+    });
+  }
+
+  private startDurableWriter(): void {
+    this.durableWriter = this.writeDurable().finally(() => {
+      this.durableWriter = undefined;
+    });
+  }
+
+  private async writeDurable(): Promise<void> {
+    while (this.durableBuffer.length > 0) {
+      const chunk = this.durableBuffer.splice(0, this.config.maxBatch);
+      let rows: InsertedRow[];
+      try {
+        rows = await this.sql.query<InsertedRow>(INSERT_INSTANCES, insertArrays(chunk.map((w) => w.row)));
+      } catch (err) {
+        // Nothing of this statement committed (or its fate is unknown): no caller is acknowledged.
+        this.telemetry.emit('insert_batch:error', { count: chunk.length }, { error: String(err), lane: 'durable' });
+        for (const waiter of chunk) waiter.reject(err);
+        continue;
+      }
+      const byOrd = new Map(rows.map((r) => [Number(r.ord), r.id]));
+      chunk.forEach((waiter, ord) => {
+        const id = byOrd.get(ord);
+        if (id !== undefined) waiter.resolve(id);
+        else if (waiter.row.correlationKey !== null) waiter.reject(new DuplicateError(waiter.row.correlationKey));
+        // An unkeyed entry cannot collide: a missing row would be an engine bug, never an ack.
+        else waiter.reject(new Error(`gen-durable bug: insert batch returned no row for unkeyed entry ${ord}`));
+      });
+      this.pokeDue(rows);
+    }
+  }
+
+  private pokeDue(rows: readonly InsertedRow[]): void {
+    const queues = new Set<string>();
+    for (const r of rows) if (r.due) queues.add(r.queue);
+    if (queues.size > 0) this.poke(queues);
+  }
+}

@@ -1,0 +1,25 @@
+import { sql } from './statement';
+
+// Cross-node pokes over PostgreSQL (SPEC §16.4). None of these touches a table or an index.
+
+/**
+ * Announces runnable work: `$1` channel (`gen_durable:<engine>:poke`), `$2` payload
+ * (`<sender>|<queue>`). Runs on the pool as its own autocommit statement, after the insert,
+ * signal or flush that made the work runnable has committed — never inside that transaction:
+ * a NOTIFY takes a cluster-wide queue lock at commit, which would serialize every committing
+ * insert behind it.
+ */
+export const NOTIFY_POKE = sql('notify_poke', `SELECT pg_notify($1, $2)`);
+
+/**
+ * Subscribes the dedicated listener connection. LISTEN takes an identifier, not a parameter:
+ * the transport replaces `{channel}` with the quoted channel name (fixed per engine), as the
+ * executor does for `{schema}`. Sent as a simple query (utility statements are not prepared).
+ */
+export const LISTEN_POKES = sql('listen_pokes', `LISTEN {channel}`);
+
+/**
+ * Liveness probe of the idle listener connection, every `heartbeatInterval`: TCP keepalive
+ * alone takes minutes to notice a silently dropped link, during which pokes would be lost.
+ */
+export const POKE_LISTENER_PING = sql('poke_listener_ping', `SELECT 1`);
