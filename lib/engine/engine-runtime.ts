@@ -14,6 +14,8 @@ import { Executor } from '../runtime/executor';
 import { type FlushEffects, Flusher } from '../runtime/flusher';
 import { GarbageCollector } from '../runtime/gc';
 import { Picker } from '../runtime/picker';
+import { createLimiter, limitConfigs } from '../limiter/create-limiter';
+import type { Limiter } from '../limiter/limiter.interface';
 import { createPokeTransport } from '../poke/create-poke-transport';
 import type { PokeTransport } from '../poke/poke-transport.interface';
 import { InsertBatcher } from '../runtime/insert-batcher';
@@ -39,6 +41,8 @@ export class EngineRuntime {
   readonly flushers: Flusher[];
   readonly executor: Executor;
   readonly picker: Picker;
+  /** Gates and rate limits: the PostgreSQL or Redis backend (SPEC §16). */
+  readonly limiter: Limiter;
   readonly schedulers = new Map<string, Scheduler>();
   readonly watcher: AwaitWatcher;
   readonly pokes: PokeEmitter;
@@ -71,7 +75,8 @@ export class EngineRuntime {
     this.batcher = options.insertBatcher ? new InsertBatcher(this.sql, options.insertBatcher, telemetry, (queues) => this.pokes.poke(queues)) : undefined;
     this.flushers = options.flushers.map((config) => new Flusher(this.sql, config, telemetry, (effects) => this.afterCommit(effects)));
     this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
-    this.picker = new Picker(this.sql, options, telemetry);
+    this.limiter = createLimiter(options, this.sql, telemetry);
+    this.picker = new Picker(this.sql, options, telemetry, this.limiter);
     this.stall = new StallDetector(options.heartbeatInterval, telemetry);
   }
 
@@ -81,8 +86,11 @@ export class EngineRuntime {
     return found ?? (this.flushers[0] as Flusher);
   }
 
-  /** After a flush committed (SPEC §6.4): nudge awaiters, poke woken queues. */
+  /** After a flush committed (SPEC §6.4): credit held slots, nudge awaiters, poke woken queues. */
   afterCommit(effects: FlushEffects): void {
+    const slots = effects.committed.flatMap((e) => (e.slot ? [e.slot] : []));
+    // Best-effort and never throws: a lost credit is a leaked slot the GC reconcile repairs.
+    if (slots.length > 0) void this.limiter.credit(slots);
     if (effects.settledIds.length > 0) this.watcher.nudge(effects.settledIds);
     if (effects.pokeQueues.size > 0) this.pokes.poke(effects.pokeQueues);
   }
@@ -112,6 +120,8 @@ export class EngineRuntime {
         for (const scheduler of this.schedulers.values()) scheduler.poke();
       },
     });
+    // Seeds this node's own limit declarations (SPEC §16.1) and connects a Redis limiter.
+    await this.limiter.syncConfig(limitConfigs(this.options));
     if (this.options.reaper) {
       this.reaper = new Reaper(
         this.sql,
@@ -124,7 +134,7 @@ export class EngineRuntime {
       this.reaper.start();
     }
     if (this.options.gc) {
-      this.gc = new GarbageCollector(this.sql, this.options.gc, this.telemetry);
+      this.gc = new GarbageCollector(this.sql, this.options.gc, this.telemetry, this.limiter);
       this.gc.start();
     }
     this.batcher?.start();
@@ -151,6 +161,7 @@ export class EngineRuntime {
     await this.drain();
     await this.pokeTransport?.close();
     this.pokes.close();
+    await this.limiter.close();
     this.watcher.close();
     this.stall.stop();
   }

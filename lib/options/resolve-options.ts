@@ -227,7 +227,6 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   if (typeof nodeId !== 'string' || nodeId.length === 0) throw new ConfigurationError('nodeId', 'must be a non-empty string');
 
   const prefetch = integer('prefetch', raw.prefetch, 0, 0);
-  rejectUnavailable({ rateLimits, concurrencyLimits, limiter, poke, insertBatcher });
   const resolved: ResolvedOptions = {
     name,
     dataSource: raw.dataSource,
@@ -258,19 +257,3 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   return Object.freeze(resolved);
 }
 
-/**
- * Options whose machinery has not landed in this build yet fail boot instead of being
- * silently ignored. Each line goes away with the issue that implements it.
- */
-function rejectUnavailable(o: {
-  rateLimits: Record<string, unknown>;
-  concurrencyLimits: Record<string, unknown>;
-  limiter: ResolvedOptions['limiter'];
-  poke: ResolvedOptions['poke'];
-  insertBatcher: ResolvedOptions['insertBatcher'];
-}): void {
-  const unavailable = (path: string) => new ConfigurationError(path, 'is not available in this build of gen-durable yet');
-  if (Object.keys(o.rateLimits).length > 0) throw unavailable('rateLimits');
-  if (Object.keys(o.concurrencyLimits).length > 0) throw unavailable('concurrencyLimits');
-  if (o.limiter !== 'postgres') throw unavailable('limiter');
-}

@@ -1,5 +1,6 @@
 import type { DurableStatus } from '../gen-durable.constants';
 import type { ChildView, Signal } from '../fsm/step-context';
+import type { LimiterSlot } from '../limiter/limiter.interface';
 
 /** A row this node holds under a claim, with its enrichment snapshot. */
 export interface ClaimedRow {
@@ -22,6 +23,11 @@ export interface ClaimedRow {
   readonly gated: boolean;
   /** The worker id that holds the claim. */
   readonly worker: string;
+  /**
+   * The gate slot admission drew for this row (SPEC §16), credited after its outcome commits
+   * or when the claim is released; absent or null for rows that hold none.
+   */
+  slot?: LimiterSlot | null;
   inbox: readonly Signal[];
   children: readonly ChildView[];
 }

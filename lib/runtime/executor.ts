@@ -6,6 +6,7 @@ import type { FsmDefinition } from '../discovery/fsm-definition';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { UnknownStepError } from '../errors/unknown-step.error';
 import { isJobResult } from '../fsm/job-results';
+import { limitName } from '../fsm/limit-key';
 import { done, isOutcome, type Outcome, reasonText, retry, stop } from '../fsm/outcome';
 import type { Signal, StepContext } from '../fsm/step-context';
 import type { ResolvedOptions } from '../options/resolved-options';
@@ -52,6 +53,11 @@ export class Executor {
       entry = await this.produce(row, definition);
     } catch (err) {
       return this.crash(row, `internal error building the outcome: ${String(err)}`);
+    }
+    if (entry.kind === 'next' && entry.rateLimit !== null && this.options.rateLimits[limitName(entry.rateLimit)] === undefined) {
+      // Never granted: the row will stall at its window head (SPEC §15, §24.3 #4).
+      const name = limitName(entry.rateLimit);
+      this.telemetry.emit('rate_limit:unknown', { count: 1 }, { key: entry.rateLimit, name, fsm: row.fsm, step: row.step });
     }
     this.telemetry.emit(
       'step:stop',

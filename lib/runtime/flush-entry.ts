@@ -1,4 +1,5 @@
 import type { InsertRow } from '../engine/insert-row';
+import type { LimiterSlot } from '../limiter/limiter.interface';
 
 /** A step's outcome, validated and serialized, ready for the flush transaction (SPEC §6.3). */
 export type FlushEntry =
@@ -16,6 +17,8 @@ interface EntryBase {
   readonly parentId: string | null;
   /** Signal ids presented as `awaited` (consumed by next/scheduleChildren; excluded by the park recheck). */
   readonly awaitedIds: readonly string[];
+  /** The gate slot the row holds, credited after this entry commits (SPEC §6.4); absent or null if none. */
+  readonly slot?: LimiterSlot | null;
 }
 
 export interface TransitionEntry extends EntryBase {

@@ -1,12 +1,15 @@
 import { Logger } from '@nestjs/common';
 
 import type { SqlExecutor } from '../db/sql-executor';
+import type { Limiter } from '../limiter/limiter.interface';
 import { GC_DELETE, GC_SELECT_TERMINAL } from '../sql/maintenance.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 
 /**
- * Every `gc.interval`: deletes up to `batch` terminal rows older than `retention`, sparing
- * children of live parents; a full batch sweeps again at once (SPEC §18 step 1).
+ * Every `gc.interval` (SPEC §18): deletes up to `batch` terminal rows older than `retention`,
+ * sparing children of live parents, a full batch sweeping again at once (step 1); then the
+ * limiter prunes idle rate buckets and reconciles gate counters from the executing rows
+ * (steps 2–3; no-ops on Redis). `gc:swept {count, buckets, gates}` when anything changed.
  */
 export class GarbageCollector {
   private timer: NodeJS.Timeout | undefined;
@@ -18,6 +21,7 @@ export class GarbageCollector {
     private readonly sql: SqlExecutor,
     private readonly config: { readonly interval: number; readonly retention: number; readonly batch: number },
     private readonly telemetry: Telemetry,
+    private readonly limiter?: Limiter,
   ) {}
 
   start(): void {
@@ -39,17 +43,25 @@ export class GarbageCollector {
   /** Sweeps until a batch comes back short; returns rows deleted. */
   async sweep(): Promise<number> {
     let count = 0;
+    let swept = false;
     try {
       for (;;) {
         const ids = (await this.sql.query<{ id: string }>(GC_SELECT_TERMINAL, [this.config.retention, this.config.batch])).map((r) => r.id);
         if (ids.length > 0) count += (await this.sql.queryResult(GC_DELETE, [ids])).rowCount ?? 0;
         if (ids.length < this.config.batch || this.stopping) break;
       }
-      if (count > 0) this.telemetry.emit('gc:swept', { count, buckets: 0, gates: 0 });
-      this.lastSweepAt = Date.now();
+      swept = true;
     } catch (err) {
       this.logger.error(`GC sweep failed: ${String(err)}`);
     }
+    let limits = { buckets: 0, gates: 0 };
+    try {
+      if (this.limiter && !this.stopping) limits = await this.limiter.reconcile();
+    } catch (err) {
+      this.logger.error(`GC limiter reconcile failed: ${String(err)}`);
+    }
+    if (count + limits.buckets + limits.gates > 0) this.telemetry.emit('gc:swept', { count, ...limits });
+    if (swept) this.lastSweepAt = Date.now();
     return count;
   }
 }

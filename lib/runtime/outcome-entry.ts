@@ -40,6 +40,7 @@ export function outcomeToEntry(
     step: row.step,
     parentId: row.parentId,
     awaitedIds,
+    slot: row.slot ?? null,
   };
   const stateText = (state: unknown, path: string): string =>
     toJsonObjectText(definition.codec ? definition.codec.dump(state) : state, path, options.maxStateBytes);

@@ -1,4 +1,5 @@
 import type { SqlExecutor } from '../db/sql-executor';
+import type { Limiter, LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { CLAIM_RUNNABLE, LOAD_CHILDREN, LOAD_INBOXES } from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
@@ -11,15 +12,18 @@ const ARBITER_INDEX = 'gen_durable_concurrency_active';
 
 /**
  * One pick through the production SQL (SPEC §5.3–5.4): claim (bounded retry of the K = 1
- * arbiter race), then the two enrichment reads. Used by the schedulers and by the testing
- * drain, so both run the same statements. Any failure after the claim committed releases
- * the whole batch best-effort, then rethrows.
+ * arbiter race), admission of gated and rate-limited rows (denied rows released by one
+ * guarded statement), then the two enrichment reads of the admitted rows. Used by the
+ * schedulers and by the testing drain, so both run the same statements. Any failure after
+ * the claim committed releases the whole batch best-effort (crediting admitted slots), then
+ * rethrows.
  */
 export class Picker {
   constructor(
     private readonly sql: SqlExecutor,
     private readonly options: ResolvedOptions,
     private readonly telemetry: Telemetry,
+    readonly limiter: Limiter,
   ) {}
 
   async pick(queue: string, batch: number, worker: string): Promise<ClaimedRow[]> {
@@ -42,9 +46,10 @@ export class Picker {
     }
     if (records.length === 0) return [];
     if (FAULTS_ENABLED) await faultPoint('pick.afterClaim', { ids: records.map((r) => r.id), worker });
-    const rows = records.map((r) => toRow(r, worker));
+    let rows = records.map((r) => toRow(r, worker));
     try {
-      await this.enrich(rows);
+      rows = await this.admit(queue, worker, rows);
+      if (rows.length > 0) await this.enrich(rows);
       return rows;
     } catch (err) {
       await this.release(worker, rows).catch(() => undefined);
@@ -52,11 +57,52 @@ export class Picker {
     }
   }
 
-  /** Guarded release back to runnable (attempt and eligible_at kept). Returns released ids. */
+  /**
+   * Admission (SPEC §5.4, §16): gated or rate-limited rows go to the limiter in claim order
+   * (unlimited picks skip it); each admitted row takes its drawn slot; denied rows are
+   * released by one guarded statement and reported per key (`concurrency:throttled`,
+   * `rate_limit:throttled`). Returns the rows to run, in claim order.
+   */
+  async admit(queue: string, worker: string, rows: ClaimedRow[]): Promise<ClaimedRow[]> {
+    const limited = rows.filter((r) => r.gated || r.rateLimit !== null);
+    if (limited.length === 0) return rows;
+    const result = await this.limiter.admit(
+      limited.map((r) => ({ id: r.id, gateKey: r.gated ? r.concurrencyKey : null, rateKey: r.rateLimit, weight: r.weight })),
+      queue,
+    );
+    for (const t of result.throttled) {
+      if (t.kind === 'conc') this.telemetry.emit('concurrency:throttled', { wanted: t.wanted, admitted: t.granted }, { key: t.key, queue });
+      else this.telemetry.emit('rate_limit:throttled', { wanted: t.wanted, granted: t.granted }, { key: t.key, queue });
+    }
+    const slots = new Map(result.admitted.map((a) => [a.id, a.slot]));
+    for (const row of rows) if (slots.has(row.id)) row.slot = slots.get(row.id) ?? null;
+    if (result.denied.length === 0) return rows;
+    const denied = new Set(result.denied);
+    await this.release(worker, rows.filter((r) => denied.has(r.id)));
+    return rows.filter((r) => !denied.has(r.id));
+  }
+
+  /**
+   * Guarded release back to runnable (attempt and eligible_at kept; lock, lease and shard
+   * cleared), then the released rows' slots are credited. Returns released ids.
+   */
   async release(worker: string, rows: readonly ClaimedRow[]): Promise<string[]> {
     if (rows.length === 0) return [];
     const released = await this.sql.query<{ id: string }>(RELEASE_CLAIMS, [worker, rows.map((r) => r.id), rows.map((r) => r.claimSeq)]);
-    return released.map((r) => r.id);
+    const ids = new Set(released.map((r) => r.id));
+    const slots: LimiterSlot[] = [];
+    for (const row of rows) {
+      if (row.slot && ids.has(row.id)) slots.push(row.slot);
+      if (ids.has(row.id)) row.slot = null;
+    }
+    if (slots.length > 0) await this.limiter.credit(slots);
+    return [...ids];
+  }
+
+  /** Heartbeat (SPEC §17.1): renews the slots of held rows. Never throws. */
+  async renew(rows: readonly ClaimedRow[]): Promise<void> {
+    const slots = rows.flatMap((r) => (r.slot ? [r.slot] : []));
+    if (slots.length > 0) await this.limiter.renew(slots).catch(() => undefined);
   }
 
   /** The two enrichment reads: unconsumed inboxes and every stored child, by id order. */

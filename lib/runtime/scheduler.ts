@@ -246,6 +246,7 @@ export class Scheduler {
     try {
       await this.sql.query(HEARTBEAT, [this.workerId, rows.map((r) => r.id), rows.map((r) => r.claimSeq), this.options.leaseTtl]);
       this.lastHeartbeatAt = Date.now();
+      await this.picker.renew(rows);
     } catch (err) {
       this.logger.warn(`heartbeat of queue ${this.queue} failed: ${String(err)}`);
     }

@@ -1,0 +1,80 @@
+/**
+ * The limiter port (SPEC §16.1): gates (concurrency limits) and token buckets (rate limits)
+ * behind one contract with two backends, PostgreSQL (default, §16.2) and Redis (§16.3).
+ * K = 1 concurrency keys are never the limiter's business: the claim's arbiter settles them.
+ */
+
+/** One claimed row asking for admission. */
+export interface LimiterEntry {
+  readonly id: string;
+  /** The gate key when the row is gated (its concurrency name is a configured gate), else null. */
+  readonly gateKey: string | null;
+  /** The rate-limit key of the row's step, else null. */
+  readonly rateKey: string | null;
+  /** Tokens the step takes (> 0). */
+  readonly weight: number;
+}
+
+/**
+ * A held gate slot: the gate key, the shard it was drawn from (PostgreSQL; 0 on Redis, which
+ * ignores shards) and the holder's id (Redis sorted-set member).
+ */
+export interface LimiterSlot {
+  readonly key: string;
+  readonly shard: number;
+  readonly id: string;
+}
+
+/** Per-key counts of one admit, for `concurrency:throttled` and `rate_limit:throttled`. */
+export interface ThrottleReport {
+  readonly kind: 'conc' | 'rate';
+  readonly key: string;
+  /** Entries that asked this gate (or reached this bucket past their gate). */
+  readonly wanted: number;
+  /** Entries this gate admitted (or this bucket granted). */
+  readonly granted: number;
+}
+
+export interface AdmitResult {
+  /** Admitted entries in claim order; `slot` is null for rate-only entries. */
+  readonly admitted: readonly { readonly id: string; readonly slot: LimiterSlot | null }[];
+  /** Denied entry ids in claim order. */
+  readonly denied: readonly string[];
+  /** Keys that admitted fewer than asked. */
+  readonly throttled: readonly ThrottleReport[];
+}
+
+/** A limit declaration as seeded at boot (one row of gen_durable_bucket_configs). */
+export interface LimitConfig {
+  readonly kind: 'rate' | 'conc';
+  readonly name: string;
+  /** Tokens per second for rate limits; null for gates. */
+  readonly rate: number | null;
+  /** Burst (rate) or limit (gate). */
+  readonly capacity: number;
+  readonly shards: number;
+}
+
+/** What one reconcile changed (SPEC §18 steps 2–3): rate buckets deleted, gate rows changed. */
+export interface ReconcileResult {
+  readonly buckets: number;
+  readonly gates: number;
+}
+
+export interface Limiter {
+  /**
+   * Admits `entries` in claim order ((priority, eligible_at) order), honouring it: a gate's
+   * n-th entry takes its n-th free slot; a bucket grants the longest prefix whose cumulative
+   * weight fits. Debits only entries admitted by gate and rate. `queue` labels telemetry.
+   */
+  admit(entries: readonly LimiterEntry[], queue: string): Promise<AdmitResult>;
+  /** Returns slots after their outcome committed (or their claim was released). Best-effort. */
+  credit(slots: readonly LimiterSlot[]): Promise<void>;
+  /** Keeps held slots alive (every heartbeat). */
+  renew(slots: readonly LimiterSlot[]): Promise<void>;
+  /** Seeds this node's declarations at boot, sorted by (kind, name). */
+  syncConfig(configs: readonly LimitConfig[]): Promise<void>;
+  /** GC: prunes idle rate buckets and reconciles gate counters from the executing rows. */
+  reconcile(): Promise<ReconcileResult>;
+  close(): Promise<void>;
+}

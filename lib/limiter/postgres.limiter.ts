@@ -1,0 +1,179 @@
+import { Logger } from '@nestjs/common';
+
+import { isTransient, type SqlExecutor } from '../db/sql-executor';
+import {
+  ADMIT,
+  CREDIT_GATES,
+  LOCK_GATE_SHARDS,
+  PRUNE_RATE_BUCKETS,
+  RECONCILE_GATES,
+  UPSERT_BUCKET_CONFIGS,
+} from '../sql/limiter.sql';
+import type { Telemetry } from '../telemetry/telemetry';
+import type {
+  AdmitResult,
+  LimitConfig,
+  Limiter,
+  LimiterEntry,
+  LimiterSlot,
+  ReconcileResult,
+  ThrottleReport,
+} from './limiter.interface';
+
+/** Retries of an admit that tripped a bucket constraint, and of a credit (SPEC §22 fixed internals). */
+const ATTEMPTS = 3;
+const CHECK_CONSTRAINT = 'gen_durable_buckets_check';
+const PK_CONSTRAINT = 'gen_durable_buckets_pkey';
+const DEADLOCK = '40P01';
+/** Rate keys per bucket-GC page. */
+const PRUNE_PAGE = 1000;
+
+interface AdmitRecord {
+  id: string;
+  admitted: boolean;
+  shard: number | null;
+  gate_ok: boolean;
+  rate_checked: boolean;
+  rate_ok: boolean;
+}
+
+/**
+ * The default limiter (SPEC §16.2): sharded counters in gen_durable_buckets, admitted in one
+ * statement per pick, fenced by the bucket CHECK and PK. A violated constraint means a
+ * concurrent admit won a race (a cold mint, a merged overdraft): the statement aborted whole
+ * and is retried against committed truth, 3 attempts, each reported as `concurrency:contended`
+ * (CHECK) or `rate_limit:contended` (PK), then rethrown. `renew` is a no-op: a PG slot lives
+ * until credited or reconciled.
+ */
+export class PostgresLimiter implements Limiter {
+  private readonly logger = new Logger('GenDurable');
+
+  constructor(
+    private readonly sql: SqlExecutor,
+    private readonly telemetry: Telemetry,
+  ) {}
+
+  async admit(entries: readonly LimiterEntry[], queue: string): Promise<AdmitResult> {
+    if (entries.length === 0) return { admitted: [], denied: [], throttled: [] };
+    const params = [entries.map((e) => e.id), entries.map((e) => e.gateKey), entries.map((e) => e.rateKey), entries.map((e) => e.weight)];
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const records = await this.sql.query<AdmitRecord>(ADMIT, params);
+        return verdicts(entries, records);
+      } catch (err) {
+        const { constraint, code } = err as { constraint?: string; code?: string };
+        if (constraint === CHECK_CONSTRAINT || code === DEADLOCK) {
+          this.telemetry.emit('concurrency:contended', { count: 1 }, { queue });
+        } else if (constraint === PK_CONSTRAINT) {
+          this.telemetry.emit('rate_limit:contended', { count: 1 }, { queue });
+        } else {
+          throw err;
+        }
+        if (attempt >= ATTEMPTS) throw err;
+      }
+    }
+  }
+
+  async credit(slots: readonly LimiterSlot[]): Promise<void> {
+    if (slots.length === 0) return;
+    const counts = new Map<string, { key: string; shard: number; n: number }>();
+    for (const s of slots) {
+      const id = `${s.shard}\u0000${s.key}`;
+      const c = counts.get(id);
+      if (c) c.n += 1;
+      else counts.set(id, { key: s.key, shard: s.shard, n: 1 });
+    }
+    const rows = [...counts.values()];
+    const params = [rows.map((r) => r.key), rows.map((r) => r.shard), rows.map((r) => r.n)];
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.sql.query(CREDIT_GATES, params);
+        return;
+      } catch (err) {
+        if (attempt >= ATTEMPTS || !isTransient(err)) {
+          // A lost credit is a leaked slot: stricter until the GC reconcile repairs it (§18).
+          this.logger.warn(`credit of ${slots.length} gate slot(s) failed; the GC reconcile will repair them: ${String(err)}`);
+          return;
+        }
+      }
+    }
+  }
+
+  renew(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  async syncConfig(configs: readonly LimitConfig[]): Promise<void> {
+    if (configs.length === 0) return;
+    const sorted = [...configs].sort((a, b) => (a.kind === b.kind ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.kind < b.kind ? -1 : 1));
+    await this.sql.query(UPSERT_BUCKET_CONFIGS, [
+      sorted.map((c) => c.kind),
+      sorted.map((c) => c.name),
+      sorted.map((c) => c.rate),
+      sorted.map((c) => c.capacity),
+      sorted.map((c) => c.shards),
+    ]);
+  }
+
+  async reconcile(): Promise<ReconcileResult> {
+    let buckets = 0;
+    let after = '';
+    for (;;) {
+      const page = (await this.sql.query<{ deleted: number; last_key: string | null }>(PRUNE_RATE_BUCKETS, [after, PRUNE_PAGE]))[0];
+      buckets += page?.deleted ?? 0;
+      if (!page?.last_key) break;
+      after = page.last_key;
+    }
+    const gates = await this.sql.transaction(async (tx) => {
+      const locked = await this.sql.query<{ key: string; shard: number }>(LOCK_GATE_SHARDS, [], tx);
+      if (locked.length === 0) return 0;
+      const changed = await this.sql.query<{ changed: number }>(
+        RECONCILE_GATES,
+        [locked.map((l) => l.key), locked.map((l) => l.shard)],
+        tx,
+      );
+      return changed[0]?.changed ?? 0;
+    });
+    return { buckets, gates };
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/** Turns the per-entry rows of ADMIT into the contract's result and per-key reports. */
+function verdicts(entries: readonly LimiterEntry[], records: readonly AdmitRecord[]): AdmitResult {
+  const byId = new Map(records.map((r) => [r.id, r]));
+  const admitted: { id: string; slot: LimiterSlot | null }[] = [];
+  const denied: string[] = [];
+  const gates = new Map<string, { wanted: number; granted: number }>();
+  const rates = new Map<string, { wanted: number; granted: number }>();
+  const tally = (map: Map<string, { wanted: number; granted: number }>, key: string, ok: boolean): void => {
+    const t = map.get(key) ?? { wanted: 0, granted: 0 };
+    t.wanted += 1;
+    if (ok) t.granted += 1;
+    map.set(key, t);
+  };
+  for (const entry of entries) {
+    const r = byId.get(entry.id);
+    if (entry.gateKey !== null) tally(gates, entry.gateKey, r?.gate_ok === true);
+    if (entry.rateKey !== null && r?.rate_checked) tally(rates, entry.rateKey, r.rate_ok);
+    if (r?.admitted) {
+      admitted.push({ id: entry.id, slot: entry.gateKey !== null && r.shard !== null ? { key: entry.gateKey, shard: r.shard, id: entry.id } : null });
+    } else {
+      denied.push(entry.id);
+    }
+  }
+  return { admitted, denied, throttled: reports(gates, rates) };
+}
+
+export function reports(
+  gates: ReadonlyMap<string, { wanted: number; granted: number }>,
+  rates: ReadonlyMap<string, { wanted: number; granted: number }>,
+): ThrottleReport[] {
+  const out: ThrottleReport[] = [];
+  for (const [key, t] of gates) if (t.granted < t.wanted) out.push({ kind: 'conc', key, ...t });
+  for (const [key, t] of rates) if (t.granted < t.wanted) out.push({ kind: 'rate', key, ...t });
+  return out;
+}

@@ -1,0 +1,255 @@
+import { Logger } from '@nestjs/common';
+import type { Redis, RedisOptions } from 'ioredis';
+
+import type { SqlExecutor } from '../db/sql-executor';
+import { limitName } from '../fsm/limit-key';
+import type { RedisConnectionOptions } from '../options/gen-durable-options.interface';
+import { CURRENT_DATABASE, LIST_GATE_HOLDERS, UPSERT_BUCKET_CONFIGS } from '../sql/limiter.sql';
+import type {
+  AdmitResult,
+  LimitConfig,
+  Limiter,
+  LimiterEntry,
+  LimiterSlot,
+  ReconcileResult,
+} from './limiter.interface';
+import { reports } from './postgres.limiter';
+import { ADMIT_SCRIPT, RENEW_SCRIPT, type RedisScript, SEED_SCRIPT } from './redis.scripts';
+
+/** Commands defined from redis.scripts.ts, called as (numberOfKeys, ...keys, ...args). */
+type ScriptCommand = (numberOfKeys: number, ...keysAndArgs: (string | number)[]) => Promise<unknown>;
+
+const CONNECT_WAIT_MS = 2_000;
+const COMMAND_TIMEOUT_MS = 2_000;
+const WARN_EVERY_MS = 5_000;
+const UNSEEDED = -1;
+
+/** Reconnect backoff: 100 ms doubling to 2 s, forever (SPEC §26.9). */
+export function redisRetryDelay(times: number): number {
+  return Math.min(100 * 2 ** Math.min(Math.max(times - 1, 0), 5), 2_000);
+}
+
+/**
+ * The Redis limiter (SPEC §16.3, §26.9) on ioredis, single-node Redis. Policies come from this
+ * node's options (shards are ignored); the clock is Redis `TIME`.
+ * - Gate = sorted set `gd:conc:<key>`, member = row id, score = lease expiry; slot = {key, id}.
+ * - Rate = hash `gd:rate:<key>` `{t, s}` with a TTL.
+ * - Fails closed: with Redis down, hanging or erroring, admission denies (the rows go back to
+ *   runnable) and credit/renew are dropped (holders expire with their lease); it never throws
+ *   into a scheduler. ioredis reconnects with backoff; commands never queue while offline.
+ * - A seed marker lives beside the data. Redis restarted empty (or flushed) loses it, and the
+ *   next admit re-adds every gate holder Postgres knows (executing rows with a drawn shard)
+ *   before it admits anything (SPEC §26.9).
+ * `reconcile` has nothing to repair (holders expire) and answers zeros. K = 1 and
+ * `concurrency_shard` stay in Postgres. `syncConfig` also upserts the policies into
+ * gen_durable_bucket_configs, so every node and tool sees the same names.
+ */
+export class RedisLimiter implements Limiter {
+  private client: Redis | undefined;
+  private connecting: Promise<void> | undefined;
+  private seeding: Promise<void> | undefined;
+  private marker = 'gd:seed';
+  private readonly gates = new Map<string, number>();
+  private readonly rates = new Map<string, { rate: number; burst: number }>();
+  private readonly logger = new Logger('GenDurable');
+  private lastWarnAt = 0;
+  private closed = false;
+
+  constructor(
+    private readonly sql: SqlExecutor,
+    private readonly connection: RedisConnectionOptions,
+    private readonly leaseTtl: number,
+  ) {}
+
+  async syncConfig(configs: readonly LimitConfig[]): Promise<void> {
+    for (const c of configs) {
+      if (c.kind === 'conc') this.gates.set(c.name, c.capacity);
+      else this.rates.set(c.name, { rate: c.rate ?? 0, burst: c.capacity });
+    }
+    const database = (await this.sql.query<{ name: string }>(CURRENT_DATABASE))[0]?.name ?? '';
+    this.marker = `gd:seed:${database}/${this.sql.schema}`;
+    if (configs.length > 0) {
+      const sorted = [...configs].sort((a, b) => (a.kind + '\u0000' + a.name < b.kind + '\u0000' + b.name ? -1 : 1));
+      await this.sql.query(UPSERT_BUCKET_CONFIGS, [
+        sorted.map((c) => c.kind),
+        sorted.map((c) => c.name),
+        sorted.map((c) => c.rate),
+        sorted.map((c) => c.capacity),
+        sorted.map((c) => c.shards),
+      ]);
+    }
+    await this.connect();
+  }
+
+  async admit(entries: readonly LimiterEntry[], _queue: string): Promise<AdmitResult> {
+    if (entries.length === 0) return { admitted: [], denied: [], throttled: [] };
+    try {
+      const client = await this.ready();
+      let codes = await this.runAdmit(client, entries);
+      if (codes === undefined) {
+        await this.seed(client, new Set(entries.map((e) => e.id)));
+        codes = await this.runAdmit(client, entries);
+        if (codes === undefined) throw new Error('the seed marker vanished again right after seeding');
+      }
+      return this.verdicts(entries, codes);
+    } catch (err) {
+      this.warn(`Redis limiter unavailable, denying ${entries.length} row(s) (they stay runnable): ${String(err)}`);
+      return { admitted: [], denied: entries.map((e) => e.id), throttled: [] };
+    }
+  }
+
+  async credit(slots: readonly LimiterSlot[]): Promise<void> {
+    if (slots.length === 0) return;
+    try {
+      const client = await this.ready();
+      const pipeline = client.pipeline();
+      for (const s of slots) pipeline.zrem(gateKey(s.key), s.id);
+      const results = await pipeline.exec();
+      const failed = results?.find(([err]) => err);
+      if (failed) throw failed[0] as Error;
+    } catch (err) {
+      this.warn(`Redis credit of ${slots.length} slot(s) dropped; the holders expire with their lease: ${String(err)}`);
+    }
+  }
+
+  async renew(slots: readonly LimiterSlot[]): Promise<void> {
+    if (slots.length === 0) return;
+    try {
+      const client = await this.ready();
+      await this.command(client, RENEW_SCRIPT)(slots.length, ...slots.map((s) => gateKey(s.key)), this.leaseTtl, ...slots.map((s) => s.id));
+    } catch (err) {
+      this.warn(`Redis renew of ${slots.length} slot(s) failed: ${String(err)}`);
+    }
+  }
+
+  reconcile(): Promise<ReconcileResult> {
+    return Promise.resolve({ buckets: 0, gates: 0 });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.connecting?.catch(() => undefined);
+    this.client?.disconnect();
+    this.client = undefined;
+  }
+
+  private async connect(): Promise<void> {
+    if (this.client || this.closed) return;
+    const { Redis: RedisClass } = await import('ioredis');
+    const base: RedisOptions = {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      retryStrategy: redisRetryDelay,
+    };
+    const client =
+      typeof this.connection === 'string'
+        ? new RedisClass(this.connection, base)
+        : new RedisClass({ ...base, ...(this.connection as RedisOptions) });
+    client.on('error', (err: unknown) => this.warn(`Redis limiter connection: ${String(err)}`));
+    for (const s of [ADMIT_SCRIPT, RENEW_SCRIPT, SEED_SCRIPT]) client.defineCommand(s.name, { lua: s.lua });
+    this.client = client;
+    // Boot waits a little for the first connection; an unreachable Redis only means denials.
+    this.connecting = new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        client.off('ready', done);
+        resolve();
+      };
+      const timer = setTimeout(done, CONNECT_WAIT_MS);
+      client.once('ready', done);
+    });
+    await this.connecting;
+  }
+
+  private async ready(): Promise<Redis> {
+    if (!this.client) await this.connect();
+    const client = this.client;
+    if (!client || client.status !== 'ready') throw new Error(`Redis is not connected (${client?.status ?? 'closed'})`);
+    return client;
+  }
+
+  private command(client: Redis, s: RedisScript): ScriptCommand {
+    const fn = (client as unknown as Record<string, ScriptCommand | undefined>)[s.name];
+    if (!fn) throw new Error(`Redis script ${s.name} is not defined`);
+    return fn.bind(client);
+  }
+
+  /** One admit script run; undefined when Redis lost its data (no seed marker). */
+  private async runAdmit(client: Redis, entries: readonly LimiterEntry[]): Promise<number[] | undefined> {
+    const gateIndex = new Map<string, number>();
+    const rateIndex = new Map<string, number>();
+    for (const e of entries) {
+      if (e.gateKey !== null && !gateIndex.has(e.gateKey)) gateIndex.set(e.gateKey, gateIndex.size + 1);
+      if (e.rateKey !== null && !rateIndex.has(e.rateKey)) rateIndex.set(e.rateKey, rateIndex.size + 1);
+    }
+    const keys = [...[...gateIndex.keys()].map(gateKey), ...[...rateIndex.keys()].map((k) => `gd:rate:${k}`), this.marker];
+    const args: (string | number)[] = [gateIndex.size, rateIndex.size, this.leaseTtl];
+    for (const key of gateIndex.keys()) args.push(this.gates.get(limitName(key)) ?? 0);
+    for (const key of rateIndex.keys()) {
+      const policy = this.rates.get(limitName(key));
+      args.push(policy?.rate ?? 0, policy?.burst ?? 0);
+    }
+    args.push(entries.length);
+    for (const e of entries) {
+      args.push(e.id, e.gateKey === null ? 0 : (gateIndex.get(e.gateKey) ?? 0), e.rateKey === null ? 0 : (rateIndex.get(e.rateKey) ?? 0), e.weight);
+    }
+    const reply = (await this.command(client, ADMIT_SCRIPT)(keys.length, ...keys, ...args)) as number[];
+    if (reply[0] === UNSEEDED) return undefined;
+    return reply;
+  }
+
+  /**
+   * Re-adds the holders Postgres knows, then sets the marker (one script), once at a time.
+   * The rows of the batch being admitted are claimed but not admitted yet: never holders.
+   * NOTE: another node's rows caught between their claim and their admit look the same and
+   * are re-added; nobody renews them, so they expire with one lease (stricter, never looser).
+   */
+  private seed(client: Redis, admitting: ReadonlySet<string>): Promise<void> {
+    this.seeding ??= (async () => {
+      try {
+        const listed = await this.sql.query<{ id: string; key: string; remaining_ms: number }>(LIST_GATE_HOLDERS);
+        const holders = listed.filter((h) => !admitting.has(h.id));
+        const keys = [this.marker, ...holders.map((h) => gateKey(h.key))];
+        const args = holders.flatMap((h) => [h.id, Math.ceil(h.remaining_ms)]);
+        await this.command(client, SEED_SCRIPT)(keys.length, ...keys, ...args);
+        this.logger.log(`Redis limiter seeded with ${holders.length} gate holder(s) from Postgres`);
+      } finally {
+        this.seeding = undefined;
+      }
+    })();
+    return this.seeding;
+  }
+
+  private verdicts(entries: readonly LimiterEntry[], codes: readonly number[]): AdmitResult {
+    const admitted: { id: string; slot: LimiterSlot | null }[] = [];
+    const denied: string[] = [];
+    const gates = new Map<string, { wanted: number; granted: number }>();
+    const rates = new Map<string, { wanted: number; granted: number }>();
+    const tally = (map: Map<string, { wanted: number; granted: number }>, key: string, ok: boolean): void => {
+      const t = map.get(key) ?? { wanted: 0, granted: 0 };
+      t.wanted += 1;
+      if (ok) t.granted += 1;
+      map.set(key, t);
+    };
+    entries.forEach((e, i) => {
+      const code = codes[i];
+      if (e.gateKey !== null) tally(gates, e.gateKey, code !== 2);
+      if (e.rateKey !== null && code !== 2) tally(rates, e.rateKey, code === 1);
+      if (code === 1) admitted.push({ id: e.id, slot: e.gateKey === null ? null : { key: e.gateKey, shard: 0, id: e.id } });
+      else denied.push(e.id);
+    });
+    return { admitted, denied, throttled: reports(gates, rates) };
+  }
+
+  private warn(message: string): void {
+    const now = Date.now();
+    if (now - this.lastWarnAt < WARN_EVERY_MS) return;
+    this.lastWarnAt = now;
+    this.logger.warn(message);
+  }
+}
+
+function gateKey(key: string): string {
+  return `gd:conc:${key}`;
+}

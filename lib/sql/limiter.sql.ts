@@ -1,0 +1,356 @@
+import { sql } from './statement';
+
+// The PostgreSQL limiter (SPEC §14–§16.2, §18 steps 2–3). Counter rows live in
+// gen_durable_buckets, PK gen_durable_buckets_pkey (kind, key, shard), fenced by
+// gen_durable_buckets_check (0 ≤ available ≤ capacity); policies in gen_durable_bucket_configs,
+// PK (kind, name). Counter rows are locked FOR UPDATE SKIP LOCKED in (key, shard) order (R6):
+// an admit never waits on a counter another admit holds, it takes the other shards.
+
+/**
+ * Seeds this node's limit declarations at boot (SPEC §16.1): one upsert over parallel arrays
+ * `$1` kind, `$2` name, `$3` rate (tokens/s, NULL for gates), `$4` capacity (burst or limit),
+ * `$5` shards, written in (kind, name) order so two booting nodes never deadlock on the PK.
+ * Differing declarations last-write-win; unchanged rows are not rewritten. PK lookups.
+ */
+export const UPSERT_BUCKET_CONFIGS = sql(
+  'upsert_bucket_configs',
+  `INSERT INTO {schema}.gen_durable_bucket_configs AS c (kind, name, rate, capacity, shards)
+   SELECT t.kind, t.name, t.rate, t.capacity, t.shards
+     FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[], $5::int[]) AS t(kind, name, rate, capacity, shards)
+    ORDER BY t.kind, t.name
+   ON CONFLICT (kind, name) DO UPDATE
+      SET rate = excluded.rate, capacity = excluded.capacity, shards = excluded.shards, updated_at = now()
+    WHERE (c.rate, c.capacity, c.shards) IS DISTINCT FROM (excluded.rate, excluded.capacity, excluded.shards)`,
+);
+
+/**
+ * Admission (SPEC §16.2), ONE statement over the batch arrays in claim order (ordinality =
+ * order): `$1` ids, `$2` gate keys (NULL = not gated), `$3` rate keys (NULL = none), `$4`
+ * weights. Holds only bucket locks, for the statement.
+ * - Gates: gated entries ranked per key (n); the key's existing shards locked FOR UPDATE SKIP
+ *   LOCKED by (key, shard) via the PK, deduplicated per shard keeping the minimum available
+ *   (a locked scan may emit a concurrently updated tuple twice, §3.5); a key with NO rows is
+ *   cold and gets virtual full shards from its config (shard s holds floor(limit/shards), +1
+ *   for s < limit mod shards). Shards are laid out as cumulative ranges by availability; the
+ *   n-th entry takes the shard whose range holds n, else it is denied. A key whose rows exist
+ *   but are all locked by another admit gets nothing this pick.
+ * - Rate (only entries past their gate): per key, the cumulative weight in order against the
+ *   total of the grabbed shards, each refilled to min(shardCap, available + elapsed × shardRate)
+ *   (+ the virtual full shards of a cold key): the longest fitting prefix is granted.
+ * - Only entries admitted by gate AND rate are debited. Gate shards subtract in place; cold
+ *   gate shards are minted pre-debited, merging a racing mint through ON CONFLICT DO UPDATE
+ *   (an overdraft then trips the CHECK). Grabbed rate shards are scaled by 1 − consumed/total
+ *   in place, with last_refill and capacity refreshed; cold rate shards are minted pre-debited
+ *   WITHOUT ON CONFLICT (merging needs the burst, a config value), so a racing mint trips the
+ *   PK. Either violation aborts the statement; the caller retries (3 attempts).
+ * - The drawn shard is stamped onto each admitted gated row by id (unguarded, SPEC §7; the
+ *   claim wrote the provisional shard 0, so shard-0 draws write nothing).
+ * Unknown names (no config row) are never admitted. Returns one row per entry in order with
+ * the verdict, the drawn shard, and the gate and rate verdicts for telemetry.
+ */
+export const ADMIT = sql(
+  'admit',
+  `WITH e AS MATERIALIZED (
+     SELECT t.id, t.ckey, t.rkey, t.w, t.ord
+       FROM unnest($1::bigint[], $2::text[], $3::text[], $4::float8[]) WITH ORDINALITY AS t(id, ckey, rkey, w, ord)
+   ), ge AS MATERIALIZED (
+     SELECT e.ord, e.ckey, row_number() OVER (PARTITION BY e.ckey ORDER BY e.ord) AS n
+       FROM e WHERE e.ckey IS NOT NULL
+   ), gcfg AS MATERIALIZED (
+     SELECT k.key, c.capacity::int AS lim, LEAST(GREATEST(c.shards, 1), c.capacity::int) AS shards
+       FROM (SELECT DISTINCT ge.ckey AS key FROM ge) k
+       JOIN {schema}.gen_durable_bucket_configs c ON c.kind = 'conc' AND c.name = split_part(k.key, ':', 1)
+      WHERE c.capacity >= 1
+   ), glock AS MATERIALIZED (
+     SELECT b.key, b.shard, b.available
+       FROM {schema}.gen_durable_buckets b
+      WHERE b.kind = 'conc' AND b.key = ANY (ARRAY(SELECT gcfg.key FROM gcfg))
+      ORDER BY b.key, b.shard
+        FOR UPDATE SKIP LOCKED
+   ), gcold AS MATERIALIZED (
+     SELECT g.key, g.lim, g.shards
+       FROM gcfg g
+      WHERE NOT EXISTS (SELECT 1 FROM {schema}.gen_durable_buckets b WHERE b.kind = 'conc' AND b.key = g.key)
+   ), gvirt AS MATERIALIZED (
+     SELECT c.key, s.shard, c.lim / c.shards + CASE WHEN s.shard < c.lim % c.shards THEN 1 ELSE 0 END AS cap
+       FROM gcold c CROSS JOIN LATERAL generate_series(0, c.shards - 1) AS s(shard)
+   ), grange AS MATERIALIZED (
+     SELECT a.key, a.shard, a.cold, a.avail,
+            sum(a.avail) OVER (PARTITION BY a.key ORDER BY a.avail DESC, a.shard ROWS UNBOUNDED PRECEDING) AS hi
+       FROM (SELECT l.key, l.shard, floor(min(l.available))::int AS avail, false AS cold
+               FROM glock l GROUP BY l.key, l.shard
+             UNION ALL
+             SELECT v.key, v.shard, v.cap, true FROM gvirt v) a
+      WHERE a.avail > 0
+   ), gpick AS MATERIALIZED (
+     SELECT ge.ord, r.shard, r.cold
+       FROM ge JOIN grange r ON r.key = ge.ckey AND ge.n > r.hi - r.avail AND ge.n <= r.hi
+   ), re AS MATERIALIZED (
+     SELECT e.ord, e.rkey, e.w
+       FROM e
+      WHERE e.rkey IS NOT NULL AND (e.ckey IS NULL OR EXISTS (SELECT 1 FROM gpick p WHERE p.ord = e.ord))
+   ), rcfg AS MATERIALIZED (
+     SELECT k.key, GREATEST(c.shards, 1) AS shards, c.capacity / GREATEST(c.shards, 1) AS scap,
+            COALESCE(c.rate, 0) / GREATEST(c.shards, 1) AS srate
+       FROM (SELECT DISTINCT re.rkey AS key FROM re) k
+       JOIN {schema}.gen_durable_bucket_configs c ON c.kind = 'rate' AND c.name = split_part(k.key, ':', 1)
+   ), rlock AS MATERIALIZED (
+     SELECT b.key, b.shard, b.available, b.last_refill
+       FROM {schema}.gen_durable_buckets b
+      WHERE b.kind = 'rate' AND b.key = ANY (ARRAY(SELECT rcfg.key FROM rcfg))
+      ORDER BY b.key, b.shard
+        FOR UPDATE SKIP LOCKED
+   ), rshard AS MATERIALIZED (
+     SELECT l.key, l.shard,
+            min(LEAST(c.scap, l.available
+                              + GREATEST(0, extract(epoch FROM now() - COALESCE(l.last_refill, now()))) * c.srate)) AS tokens
+       FROM rlock l JOIN rcfg c ON c.key = l.key
+      GROUP BY l.key, l.shard
+   ), rcold AS MATERIALIZED (
+     SELECT c.key, c.shards, c.scap
+       FROM rcfg c
+      WHERE NOT EXISTS (SELECT 1 FROM {schema}.gen_durable_buckets b WHERE b.kind = 'rate' AND b.key = c.key)
+   ), rtotal AS MATERIALIZED (
+     SELECT x.key, sum(x.tokens) AS total
+       FROM (SELECT s.key, s.tokens FROM rshard s UNION ALL SELECT c.key, c.scap * c.shards FROM rcold c) x
+      GROUP BY x.key
+   ), rgrant AS MATERIALIZED (
+     SELECT x.ord
+       FROM (SELECT re.ord, re.rkey, sum(re.w) OVER (PARTITION BY re.rkey ORDER BY re.ord ROWS UNBOUNDED PRECEDING) AS cum
+               FROM re) x
+       JOIN rtotal t ON t.key = x.rkey
+      WHERE x.cum <= t.total + 1e-9
+   ), adm AS MATERIALIZED (
+     SELECT e.ord, e.id, e.ckey, p.shard, e.rkey, e.w
+       FROM e LEFT JOIN gpick p ON p.ord = e.ord
+      WHERE (e.ckey IS NULL OR p.ord IS NOT NULL)
+        AND (e.rkey IS NULL OR EXISTS (SELECT 1 FROM rgrant g WHERE g.ord = e.ord))
+   ), gdebit AS MATERIALIZED (
+     SELECT a.ckey AS key, a.shard, count(*)::int AS n FROM adm a WHERE a.ckey IS NOT NULL GROUP BY a.ckey, a.shard
+   ), gupd AS (
+     UPDATE {schema}.gen_durable_buckets b
+        SET available = b.available - d.n
+       FROM gdebit d
+      WHERE b.kind = 'conc' AND b.key = d.key AND b.shard = d.shard
+        AND NOT EXISTS (SELECT 1 FROM gcold c WHERE c.key = d.key)
+     RETURNING b.key
+   ), gmint AS (
+     INSERT INTO {schema}.gen_durable_buckets AS b (kind, key, shard, capacity, available)
+     SELECT 'conc', v.key, v.shard, v.cap, v.cap - COALESCE(d.n, 0)
+       FROM gvirt v LEFT JOIN gdebit d ON d.key = v.key AND d.shard = v.shard
+      WHERE EXISTS (SELECT 1 FROM gdebit x WHERE x.key = v.key)
+      ORDER BY v.key, v.shard
+     ON CONFLICT (kind, key, shard) DO UPDATE SET available = b.available - (excluded.capacity - excluded.available)
+     RETURNING b.key
+   ), rcons AS MATERIALIZED (
+     SELECT a.rkey AS key, sum(a.w) AS consumed FROM adm a WHERE a.rkey IS NOT NULL GROUP BY a.rkey
+   ), rupd AS (
+     UPDATE {schema}.gen_durable_buckets b
+        SET available = GREATEST(0, LEAST(c.scap, b.available
+                                          + GREATEST(0, extract(epoch FROM now() - COALESCE(b.last_refill, now()))) * c.srate)
+                                    * (1 - k.consumed / t.total)),
+            capacity = c.scap, last_refill = now()
+       FROM rcons k
+       JOIN rtotal t ON t.key = k.key
+       JOIN rcfg c ON c.key = k.key
+       JOIN rshard s ON s.key = k.key
+      WHERE b.kind = 'rate' AND b.key = s.key AND b.shard = s.shard
+     RETURNING b.key
+   ), rmint AS (
+     INSERT INTO {schema}.gen_durable_buckets (kind, key, shard, capacity, available, last_refill)
+     SELECT 'rate', c.key, s.shard, c.scap, GREATEST(0, c.scap * (1 - k.consumed / t.total)), now()
+       FROM rcold c
+       JOIN rcons k ON k.key = c.key
+       JOIN rtotal t ON t.key = c.key
+       CROSS JOIN LATERAL generate_series(0, c.shards - 1) AS s(shard)
+      ORDER BY c.key, s.shard
+     RETURNING key
+   ), stamp AS (
+     UPDATE {schema}.gen_durable g
+        SET concurrency_shard = a.shard
+       FROM adm a
+      WHERE g.id = a.id AND a.ckey IS NOT NULL AND g.concurrency_shard IS DISTINCT FROM a.shard
+     RETURNING g.id
+   )
+   SELECT e.id, (a.ord IS NOT NULL) AS admitted, a.shard,
+          (p.ord IS NOT NULL) AS gate_ok,
+          (r.ord IS NOT NULL) AS rate_checked,
+          EXISTS (SELECT 1 FROM rgrant g WHERE g.ord = e.ord) AS rate_ok
+     FROM e
+     LEFT JOIN adm a ON a.ord = e.ord
+     LEFT JOIN gpick p ON p.ord = e.ord
+     LEFT JOIN re r ON r.ord = e.ord
+    ORDER BY e.ord`,
+);
+
+/**
+ * Credit (SPEC §6.4, §16.2): returns `$3` slots to each gate shard (`$1` key, `$2` shard,
+ * pre-aggregated), capped at capacity: available = least(capacity, available + n). Locks the
+ * shards in (key, shard) order (waits: a credit must land) through the PK; a shard swept by
+ * GC meanwhile matches nothing (it was idle and full).
+ */
+export const CREDIT_GATES = sql(
+  'credit_gates',
+  `WITH c AS (
+     SELECT t.key, t.shard, t.n FROM unnest($1::text[], $2::int[], $3::int[]) AS t(key, shard, n)
+   ), l AS (
+     SELECT b.key, b.shard
+       FROM {schema}.gen_durable_buckets b JOIN c ON b.kind = 'conc' AND b.key = c.key AND b.shard = c.shard
+      ORDER BY b.key, b.shard
+        FOR UPDATE OF b
+   )
+   UPDATE {schema}.gen_durable_buckets b
+      SET available = LEAST(b.capacity, b.available + c.n)
+     FROM c JOIN l ON l.key = c.key AND l.shard = c.shard
+    WHERE b.kind = 'conc' AND b.key = c.key AND b.shard = c.shard
+   RETURNING b.key`,
+);
+
+/**
+ * Bucket GC (SPEC §18 step 2), one page of rate keys after `$1` (by key; `$2` keys per page):
+ * all shards of a key or none. A key goes when every one of its rows is lockable now (locked
+ * here, skip-locked) and either its config row is gone, or every configured shard is present
+ * and idle longer than capacity/rate seconds (refilled to full: re-minting loses nothing).
+ * Rate 0 never qualifies by idleness. Returns the deleted rows' keys and the page's last key
+ * (`last_key`, NULL when the page was empty). PK range scans.
+ */
+export const PRUNE_RATE_BUCKETS = sql(
+  'prune_rate_buckets',
+  `WITH page AS MATERIALIZED (
+     SELECT DISTINCT b.key FROM {schema}.gen_durable_buckets b
+      WHERE b.kind = 'rate' AND b.key > $1::text
+      ORDER BY b.key
+      LIMIT $2
+   ), l AS MATERIALIZED (
+     SELECT b.key, b.shard, b.last_refill, b.capacity
+       FROM {schema}.gen_durable_buckets b
+      WHERE b.kind = 'rate' AND b.key = ANY (ARRAY(SELECT page.key FROM page))
+      ORDER BY b.key, b.shard
+        FOR UPDATE SKIP LOCKED
+   ), present AS MATERIALIZED (
+     SELECT b.key, count(*) AS n FROM {schema}.gen_durable_buckets b
+      WHERE b.kind = 'rate' AND b.key = ANY (ARRAY(SELECT page.key FROM page))
+      GROUP BY b.key
+   ), gone AS MATERIALIZED (
+     SELECT k.key
+       FROM (SELECT l.key, count(DISTINCT l.shard) AS locked, max(l.last_refill) AS last_refill,
+                    max(l.capacity) AS capacity
+               FROM l GROUP BY l.key) k
+       JOIN present p ON p.key = k.key
+       LEFT JOIN {schema}.gen_durable_bucket_configs c ON c.kind = 'rate' AND c.name = split_part(k.key, ':', 1)
+      WHERE k.locked = p.n
+        AND (c.name IS NULL
+             OR (c.rate > 0 AND k.locked >= GREATEST(c.shards, 1)
+                 AND k.last_refill < now() - make_interval(secs => c.capacity / c.rate)))
+   ), del AS (
+     DELETE FROM {schema}.gen_durable_buckets b
+      USING gone
+      WHERE b.kind = 'rate' AND b.key = gone.key
+     RETURNING b.key
+   )
+   SELECT (SELECT count(*) FROM del)::int AS deleted, (SELECT max(page.key) FROM page) AS last_key`,
+);
+
+/**
+ * Gate reconcile, step 1 of its transaction (SPEC §18 step 3): lock every gate shard that is
+ * lockable now, skip-locked, in (key, shard) order (PK). The next statement reads the
+ * executing truth fresh, under these locks.
+ */
+export const LOCK_GATE_SHARDS = sql(
+  'lock_gate_shards',
+  `SELECT b.key, b.shard
+     FROM {schema}.gen_durable_buckets b
+    WHERE b.kind = 'conc'
+    ORDER BY b.key, b.shard
+      FOR UPDATE SKIP LOCKED`,
+);
+
+/**
+ * Gate reconcile, step 2 (SPEC §18 step 3), on the shards `$1` keys / `$2` shards locked by
+ * LOCK_GATE_SHARDS in this transaction. Holders = executing rows of key + shard, read fresh
+ * (a new snapshot after the locks; the executing rows are found through gen_durable_lease).
+ * Per locked shard:
+ * - config gone, or shard ≥ shards (orphan): deleted when it has no holders, else kept;
+ * - a key with no holders at all whose rows were all locked here: deleted whole (idle: the
+ *   next admit mints it cold, zero lag);
+ * - otherwise capacity := the shard's share of the configured limit and
+ *   available := max(0, capacity − holders), which repairs leaked slots.
+ * Missing in-range shards of a key that keeps rows are backfilled full (less holders), ON
+ * CONFLICT DO NOTHING, so "no rows ⇒ cold" stays all-or-nothing after a `shards` increase.
+ * Provisional shard-0 rows (claimed, not yet admitted) count as holders: drift toward strict.
+ * Returns the number of rows changed.
+ */
+export const RECONCILE_GATES = sql(
+  'reconcile_gates',
+  `WITH l AS MATERIALIZED (
+     SELECT t.key, t.shard FROM unnest($1::text[], $2::int[]) AS t(key, shard)
+   ), h AS MATERIALIZED (
+     SELECT g.concurrency_key AS key, g.concurrency_shard::int AS shard, count(*) AS n
+       FROM {schema}.gen_durable g
+      WHERE g.status = 'executing' AND g.concurrency_shard IS NOT NULL
+        AND g.concurrency_key = ANY (ARRAY(SELECT DISTINCT l.key FROM l))
+      GROUP BY g.concurrency_key, g.concurrency_shard
+   ), keys AS MATERIALIZED (
+     SELECT k.key, c.capacity::int AS lim, LEAST(GREATEST(c.shards, 1), c.capacity::int) AS shards,
+            (SELECT count(*) FROM l WHERE l.key = k.key) AS locked,
+            (SELECT count(*) FROM {schema}.gen_durable_buckets b WHERE b.kind = 'conc' AND b.key = k.key) AS present,
+            COALESCE((SELECT sum(h.n) FROM h WHERE h.key = k.key), 0) AS holders
+       FROM (SELECT DISTINCT l.key FROM l) k
+       LEFT JOIN {schema}.gen_durable_bucket_configs c ON c.kind = 'conc' AND c.name = split_part(k.key, ':', 1)
+                                                   AND c.capacity >= 1
+   ), d AS MATERIALIZED (
+     SELECT l.key, l.shard, COALESCE(h.n, 0) AS holders,
+            CASE WHEN k.lim IS NULL OR l.shard >= k.shards THEN
+                   CASE WHEN COALESCE(h.n, 0) = 0 THEN 'delete' ELSE 'keep' END
+                 WHEN k.holders = 0 AND k.locked = k.present THEN 'delete'
+                 ELSE 'fix' END AS action,
+            CASE WHEN k.lim IS NOT NULL
+                 THEN k.lim / k.shards + CASE WHEN l.shard < k.lim % k.shards THEN 1 ELSE 0 END END AS cap
+       FROM l JOIN keys k ON k.key = l.key LEFT JOIN h ON h.key = l.key AND h.shard = l.shard
+   ), fix AS (
+     UPDATE {schema}.gen_durable_buckets b
+        SET capacity = d.cap, available = GREATEST(0, d.cap - d.holders)
+       FROM d
+      WHERE d.action = 'fix' AND b.kind = 'conc' AND b.key = d.key AND b.shard = d.shard
+        AND (b.capacity, b.available) IS DISTINCT FROM (d.cap::float8, GREATEST(0, d.cap - d.holders)::float8)
+     RETURNING b.key
+   ), del AS (
+     DELETE FROM {schema}.gen_durable_buckets b
+      USING d
+      WHERE d.action = 'delete' AND b.kind = 'conc' AND b.key = d.key AND b.shard = d.shard
+     RETURNING b.key
+   ), fill AS (
+     INSERT INTO {schema}.gen_durable_buckets (kind, key, shard, capacity, available)
+     SELECT 'conc', k.key, s.shard, x.cap, GREATEST(0, x.cap - COALESCE(h.n, 0))
+       FROM keys k
+       CROSS JOIN LATERAL generate_series(0, k.shards - 1) AS s(shard)
+       CROSS JOIN LATERAL (SELECT k.lim / k.shards + CASE WHEN s.shard < k.lim % k.shards THEN 1 ELSE 0 END AS cap) x
+       LEFT JOIN h ON h.key = k.key AND h.shard = s.shard
+      WHERE k.lim IS NOT NULL
+        AND NOT (k.holders = 0 AND k.locked = k.present)
+        AND NOT EXISTS (SELECT 1 FROM {schema}.gen_durable_buckets b WHERE b.kind = 'conc' AND b.key = k.key AND b.shard = s.shard)
+      ORDER BY k.key, s.shard
+     ON CONFLICT (kind, key, shard) DO NOTHING
+     RETURNING key
+   )
+   SELECT ((SELECT count(*) FROM fix) + (SELECT count(*) FROM del) + (SELECT count(*) FROM fill))::int AS changed`,
+);
+
+/**
+ * Redis limiter recovery (SPEC §26.9): the gate holders Postgres knows, i.e. executing rows
+ * with a key and a drawn (or provisional) shard, with their remaining lease in ms, so an
+ * emptied Redis can be re-seeded before it admits again. Scans the executing set through
+ * gen_durable_lease.
+ */
+export const LIST_GATE_HOLDERS = sql(
+  'list_gate_holders',
+  `SELECT g.id, g.concurrency_key AS key,
+          GREATEST(0, extract(epoch FROM g.lease_expires_at - now()) * 1000)::float8 AS remaining_ms
+     FROM {schema}.gen_durable g
+    WHERE g.status = 'executing' AND g.lease_expires_at IS NOT NULL
+      AND g.concurrency_key IS NOT NULL AND g.concurrency_shard IS NOT NULL
+    ORDER BY g.id`,
+);
+
+/** The database name: part of the Redis limiter's seed marker, so two databases sharing one Redis each re-seed their own holders. */
+export const CURRENT_DATABASE = sql('current_database', `SELECT current_database() AS name`);
