@@ -80,19 +80,27 @@ export class Scheduler {
     this.schedulePoll(0);
   }
 
-  /** A poke: runnable work may exist. Busy schedulers ignore it (their refill finds it). */
+  /**
+   * A poke: runnable work may exist. Busy schedulers ignore it (their refill finds it) — but a
+   * pick in flight may have scanned before the poked row committed, so it is asked to go again
+   * (like a completion during a pick, §5.1) instead of losing the poke until the next poll.
+   */
   poke(): void {
     if (this.state !== 'running') return;
     if (this.pokeWindow) {
       this.pokeTrailing = true;
       return;
     }
-    if (this.busy()) return;
+    if (this.busy()) {
+      if (this.picking) this.refillWanted = true;
+      return;
+    }
     this.pokeWindow = setTimeout(() => {
       this.pokeWindow = undefined;
       if (this.pokeTrailing) {
         this.pokeTrailing = false;
-        if (!this.busy()) void this.pick(true);
+        if (this.picking) this.refillWanted = true;
+        else if (!this.busy()) void this.pick(true);
       }
     }, POKE_DEBOUNCE_MS);
     void this.pick(true);
@@ -187,7 +195,8 @@ export class Scheduler {
         fetched += rows.length;
         this.lastActivityAt = Date.now();
         this.telemetry.emit('pick:stop', { count: rows.length, demand }, { queue: this.queue, worker: this.workerId });
-        if (rows.length === 0) return;
+        // Empty, unless a poke or completion arrived meanwhile: then scan once more.
+        if (rows.length === 0) continue;
         if (fromPoke) this.interval = this.options.pollInterval;
         this.buffer.push(...rows);
         this.dispatch();

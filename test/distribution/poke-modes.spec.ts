@@ -1,0 +1,359 @@
+import Redis from 'ioredis';
+import { Client } from 'pg';
+
+import { DurableFsm, done, Step } from '../../lib';
+import { SqlExecutor } from '../../lib/db/sql-executor';
+import type { PokeListener, PokeTransport } from '../../lib/poke/poke-transport.interface';
+import { listenerConnectionOf, PostgresPokeTransport } from '../../lib/poke/postgres.poke-transport';
+import { RedisPokeTransport } from '../../lib/poke/redis.poke-transport';
+import type { Scheduler } from '../../lib/runtime/scheduler';
+import { bootEngine, type Harness } from '../support/engine-harness';
+import { eventually } from '../support/create-test-app';
+import { trackResource } from '../support/open-resources';
+import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
+
+@DurableFsm({ name: 'poked_job' })
+class PokedJob {
+  @Step() start() {
+    return done({ ok: true });
+  }
+}
+
+/** A poll this long never fires during a test: whatever runs was found by a poke. */
+const NO_POLL = { pollInterval: 60_000, maxPollInterval: 60_000 };
+
+function schedulerOf(h: Harness, queue = 'default'): Scheduler {
+  const scheduler = h.engine.runtime.schedulers.get(queue);
+  if (!scheduler) throw new Error(`no scheduler for ${queue}`);
+  return scheduler;
+}
+
+/** Waits for the first poll tick to finish, so the scheduler is idle and its poll far away. */
+async function idleAfterBoot(h: Harness): Promise<void> {
+  await h.waitFor('scheduler:saturation');
+}
+
+/** A listener that records what reaches it. */
+function recorder(): PokeListener & { queues: string[]; resyncs: number } {
+  const r = {
+    queues: [] as string[],
+    resyncs: 0,
+    poke(queue: string) {
+      r.queues.push(queue);
+    },
+    resync() {
+      r.resyncs += 1;
+    },
+  };
+  return r;
+}
+
+function tracked<T extends PokeTransport>(label: string, transport: T): T {
+  let open = true;
+  const close = transport.close.bind(transport);
+  transport.close = async () => {
+    await close();
+    open = false;
+  };
+  trackResource(label, () => open);
+  return transport;
+}
+
+// SPEC §16.4, §25.10: every poke mode — 'local', 'postgres', { redis }, 'none'.
+describe('poke modes', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  describe("'local'", () => {
+    let h: Harness;
+    beforeAll(async () => {
+      h = await bootEngine(db, [PokedJob], { name: 'PokeLocal', poke: 'local', ...NO_POLL });
+      await idleAfterBoot(h);
+    });
+    afterAll(async () => {
+      await h.close();
+    });
+
+    it('an insert wakes the idle local scheduler at once (its poll is a minute away)', async () => {
+      expect(h.engine.runtime.pokeTransport).toBeUndefined();
+      const pokes = jest.spyOn(schedulerOf(h), 'poke');
+      try {
+        const id = await h.engine.insert(PokedJob);
+        expect(await h.engine.await(id, { timeout: 20_000 })).toEqual({ kind: 'done', result: { ok: true } });
+        expect(pokes).toHaveBeenCalledTimes(1);
+      } finally {
+        pokes.mockRestore();
+      }
+    });
+
+    it('a poke that lands while an empty pick is in flight is not lost', async () => {
+      const picker = h.engine.runtime.picker;
+      const original = picker.pick.bind(picker);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let held!: () => void;
+      const reached = new Promise<void>((resolve) => (held = resolve));
+      const spy = jest.spyOn(picker, 'pick').mockImplementationOnce(async (...args) => {
+        const rows = await original(...args);
+        held();
+        await gate;
+        return rows;
+      });
+      try {
+        schedulerOf(h).poke(); // an idle poke: its pick finds nothing and is held after the claim
+        await reached;
+        await new Promise((r) => setTimeout(r, 30)); // past the 10 ms poke window
+        const id = await h.engine.insert(PokedJob); // its poke arrives during the held, empty pick
+        release();
+        expect(await h.engine.await(id, { timeout: 20_000 })).toMatchObject({ kind: 'done' });
+      } finally {
+        release();
+        spy.mockRestore();
+      }
+    });
+  });
+
+  describe("'none'", () => {
+    let h: Harness;
+    beforeAll(async () => {
+      h = await bootEngine(db, [PokedJob], { name: 'PokeNone', poke: 'none', pollInterval: 200, maxPollInterval: 400 });
+    });
+    afterAll(async () => {
+      await h.close();
+    });
+
+    it('pokes nothing, not even locally; the poll still finds the work', async () => {
+      expect(h.engine.runtime.pokeTransport).toBeUndefined();
+      const pokes = jest.spyOn(schedulerOf(h), 'poke');
+      try {
+        const id = await h.engine.insert(PokedJob);
+        expect(await h.engine.await(id, { timeout: 20_000 })).toMatchObject({ kind: 'done' });
+        expect(pokes).not.toHaveBeenCalled();
+      } finally {
+        pokes.mockRestore();
+      }
+    });
+  });
+
+  describe("'postgres'", () => {
+    let sql: SqlExecutor;
+    const channel = 'gen_durable:PgT:poke';
+    beforeAll(() => {
+      sql = new SqlExecutor(db.pool, { schema: 'public', preparedStatements: true, statementTimeoutMs: 5_000 });
+    });
+
+    function transport(name: string, connection = listenerConnectionOf(db.pool, `poke-test-${name}`)): PostgresPokeTransport {
+      return tracked(`pg poke transport ${name}`, new PostgresPokeTransport(sql, { channel, sender: `${name}-0001`, connection, pingIntervalMs: 200, statementTimeoutMs: 2_000 }));
+    }
+
+    it('delivers to the other nodes, ignores its own, as an autocommit NOTIFY of its own', async () => {
+      const a = transport('a');
+      const b = transport('b');
+      const heardA = recorder();
+      const heardB = recorder();
+      const seen: Array<{ name: string; inTransaction: boolean }> = [];
+      const off = sql.onStatement((e) => seen.push(e));
+      try {
+        await a.start(heardA);
+        await b.start(heardB);
+        expect(a.listening && b.listening).toBe(true);
+        a.publish('q1');
+        await eventually(async () => heardB.queues.length === 1);
+        b.publish('q2');
+        await eventually(async () => heardA.queues.length === 1);
+        // NOTIFYs reach every listener in commit order: A saw its own q1 before q2, and ignored it.
+        expect(heardA.queues).toEqual(['q2']);
+        expect(heardB.queues).toEqual(['q1']);
+        expect(seen).toEqual([
+          { name: 'notify_poke', inTransaction: false },
+          { name: 'notify_poke', inTransaction: false },
+        ]);
+      } finally {
+        off();
+        await a.close();
+        await b.close();
+      }
+    });
+
+    it('the listener reconnects after its backend is killed, resyncs, and hears again', async () => {
+      const a = transport('a2');
+      const b = transport('b2');
+      const heardB = recorder();
+      try {
+        await a.start(recorder());
+        await b.start(heardB);
+        const killed = await db.pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'poke-test-b2'`);
+        expect(killed.rowCount).toBe(1);
+        await eventually(async () => heardB.resyncs === 1 && b.listening, 15_000);
+        a.publish('after-reconnect');
+        await eventually(async () => heardB.queues.includes('after-reconnect'));
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+
+    it('a listener that cannot connect degrades to nothing: start resolves, nothing throws', async () => {
+      const dead = transport('dead', { host: '127.0.0.1', port: 1, user: 'nobody', database: 'none' });
+      try {
+        await dead.start(recorder());
+        expect(dead.listening).toBe(false);
+        expect(() => dead.publish('q')).not.toThrow();
+      } finally {
+        await dead.close();
+      }
+    });
+
+    describe('in an engine', () => {
+      let h: Harness;
+      let witness: Client;
+      beforeAll(async () => {
+        h = await bootEngine(db, [PokedJob], { name: 'PokePg', poke: 'postgres', ...NO_POLL });
+        await idleAfterBoot(h);
+        witness = new Client({ connectionString: db.url });
+        await witness.connect();
+        await witness.query('LISTEN "gen_durable:PokePg:poke"');
+      });
+      afterAll(async () => {
+        await witness.end();
+        await h.close();
+      });
+
+      it('announces after the insert committed and ignores its own announcement', async () => {
+        expect(h.engine.runtime.pokeTransport?.listening).toBe(true);
+        const heard: string[] = [];
+        witness.on('notification', (m) => heard.push(m.payload ?? ''));
+        const pokes = jest.spyOn(schedulerOf(h), 'poke');
+        try {
+          h.clear();
+          const id = await h.engine.insert(PokedJob);
+          await eventually(async () => heard.length === 1);
+          expect(heard[0]).toMatch(/\|default$/);
+          expect(h.statements.indexOf('notify_poke')).toBeGreaterThan(h.statements.indexOf('insert_instance'));
+          // Another node's announcement for this queue arrives after our own (commit order):
+          // once it is counted, our own copy was already heard — and ignored.
+          await db.pool.query(`SELECT pg_notify('gen_durable:PokePg:poke', 'other-node-0000|default')`);
+          await eventually(async () => pokes.mock.calls.length >= 2);
+          expect(pokes).toHaveBeenCalledTimes(2);
+          expect(await h.engine.await(id, { timeout: 20_000 })).toMatchObject({ kind: 'done' });
+        } finally {
+          pokes.mockRestore();
+        }
+      });
+    });
+  });
+
+  const url = redisUrl();
+  // Redis-backed tests need REDIS_URL (CI always has it; global-setup fails there without it).
+  if (url) {
+    describe('{ redis }', () => {
+      let admin: Redis;
+      const channel = 'gen_durable:RedisT:poke';
+      beforeAll(() => {
+        admin = new Redis(url);
+      });
+      afterAll(async () => {
+        await admin.quit();
+      });
+
+      function transport(name: string, redis: string = url as string): RedisPokeTransport {
+        return tracked(`redis poke transport ${name}`, new RedisPokeTransport({ channel, sender: `${name}-0001`, redis, clientName: `poke-test-${name}-${process.pid}`, commandTimeoutMs: 2_000 }));
+      }
+
+      it('delivers to the other nodes and ignores its own', async () => {
+        const a = transport('a');
+        const b = transport('b');
+        const heardA = recorder();
+        const heardB = recorder();
+        try {
+          await a.start(heardA);
+          await b.start(heardB);
+          await eventually(async () => a.listening && b.listening);
+          a.publish('q1');
+          await eventually(async () => heardB.queues.length === 1);
+          b.publish('q2');
+          await eventually(async () => heardA.queues.length === 1);
+          expect(heardA.queues).toEqual(['q2']);
+          expect(heardB.queues).toEqual(['q1']);
+        } finally {
+          await a.close();
+          await b.close();
+        }
+      });
+
+      it('the subscriber reconnects after its connection is killed, resyncs, and hears again', async () => {
+        const a = transport('a2');
+        const b = transport('b2');
+        const heardB = recorder();
+        try {
+          await a.start(recorder());
+          await b.start(heardB);
+          await eventually(async () => a.listening && b.listening);
+          const clients = String(await admin.call('CLIENT', 'LIST'));
+          const line = clients.split('\n').find((l) => l.includes(`name=poke-test-b2-${process.pid}-sub`));
+          const clientId = /\bid=(\d+)/.exec(line ?? '')?.[1];
+          expect(clientId).toBeDefined();
+          await admin.call('CLIENT', 'KILL', 'ID', clientId as string);
+          await eventually(async () => heardB.resyncs === 1 && b.listening, 15_000);
+          a.publish('after-reconnect');
+          await eventually(async () => heardB.queues.includes('after-reconnect'));
+        } finally {
+          await a.close();
+          await b.close();
+        }
+      });
+
+      it('an unreachable Redis degrades to nothing: start resolves, nothing throws', async () => {
+        const dead = transport('dead', 'redis://127.0.0.1:1');
+        try {
+          await dead.start(recorder());
+          expect(dead.listening).toBe(false);
+          expect(() => dead.publish('q')).not.toThrow();
+        } finally {
+          await dead.close();
+        }
+      });
+
+      describe('in an engine', () => {
+        let h: Harness;
+        let witness: Redis;
+        beforeAll(async () => {
+          h = await bootEngine(db, [PokedJob], { name: 'PokeRedis', poke: { redis: url }, ...NO_POLL });
+          await idleAfterBoot(h);
+          witness = new Redis(url);
+          await witness.subscribe('gen_durable:PokeRedis:poke');
+        });
+        afterAll(async () => {
+          witness.disconnect();
+          await h.close();
+        });
+
+        it('announces an insert on the channel and runs it locally at once', async () => {
+          await eventually(async () => h.engine.runtime.pokeTransport?.listening === true);
+          const heard: string[] = [];
+          witness.on('message', (_channel: string, message: string) => heard.push(message));
+          const id = await h.engine.insert(PokedJob);
+          expect(await h.engine.await(id, { timeout: 20_000 })).toMatchObject({ kind: 'done' });
+          await eventually(async () => heard.length >= 1);
+          expect(heard[0]).toMatch(/\|default$/);
+        });
+      });
+
+      it('an engine whose Redis is down boots, and its work still runs', async () => {
+        const h = await bootEngine(db, [PokedJob], { name: 'PokeRedisDown', poke: { redis: 'redis://127.0.0.1:1' }, pollInterval: 200, maxPollInterval: 400 });
+        try {
+          expect(h.engine.runtime.pokeTransport?.listening).toBe(false);
+          const id = await h.engine.insert(PokedJob);
+          expect(await h.engine.await(id, { timeout: 20_000 })).toMatchObject({ kind: 'done' });
+        } finally {
+          await h.close();
+        }
+      });
+    });
+  }
+});
