@@ -130,7 +130,7 @@ describe('topologies', () => {
         m1.engine.runtime.reaper!.sweep(),
         m2.engine.runtime.reaper!.sweep(),
       ]);
-      expect(r1!.reaped + r2!.reaped + r3!.reaped + r4!.reaped).toBe(2_000);
+      expect(r1.reaped + r2.reaped + r3.reaped + r4.reaped).toBe(2_000);
       const rows = (
         await db.pool.query<{ status: string; attempt: number; n: string }>(
           `SELECT status, attempt, count(*) AS n FROM gen_durable WHERE id = ANY($1::bigint[]) GROUP BY status, attempt`,
@@ -144,7 +144,7 @@ describe('topologies', () => {
       const ids = await m1.engine.insertAll(TopologyFlow, Array.from({ length: 2_000 }, (_, n) => ({ state: { n }, queue: 'gc-race' })));
       await db.pool.query(`UPDATE gen_durable SET status = 'done', result = '{}', updated_at = now() - interval '2 days' WHERE id = ANY($1::bigint[])`, [ids]);
       const counts = await Promise.all([m1.engine.runtime.gc!.sweep(), m2.engine.runtime.gc!.sweep()]);
-      expect(counts[0]! + counts[1]!).toBe(2_000);
+      expect(counts[0] + counts[1]).toBe(2_000);
       await eventually(async () => {
         const left = (await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM gen_durable WHERE id = ANY($1::bigint[])`, [ids])).rows;
         return left[0]?.n === '0';
