@@ -9,14 +9,14 @@ const COLUMNS = `id, fsm, fsm_version, step, status, state, result, last_error, 
 export const GET_INSTANCE_BY_ID = sql('get_instance_by_id', `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE id = $1`);
 
 /**
- * The live occupant of a correlation key (unique index gen_durable_correlation), SPEC §2.5,
- * §11: a finished row that still holds the key under a terminal-inclusive scope is not
- * returned, just as signals to it are refused.
+ * The current occupant of a correlation key (unique index gen_durable_correlation), SPEC §2.5,
+ * §11: the row whose status is in its key's scope. With the default (live) scope that is the
+ * live instance only; a terminal-inclusive scope keeps a finished holder findable until GC
+ * (signals to it are still refused, DELIVER_SIGNAL). A freed key finds nothing.
  */
 export const GET_INSTANCE_BY_KEY = sql(
   'get_instance_by_key',
-  `SELECT ${COLUMNS} FROM {schema}.gen_durable
-    WHERE correlation_guard = $1 AND status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`,
+  `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE correlation_guard = $1`,
 );
 
 /** Await probe (SPEC §9): status of many ids at once (PK lookups). */

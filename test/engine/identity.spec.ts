@@ -95,12 +95,14 @@ describe('identity: correlation keys (SPEC §11)', () => {
       // Other scopes of the same key family collide with the holder as well.
       await expect(t.engine.insert(SessionFsm, { correlationKey: key })).rejects.toBeInstanceOf(DuplicateError);
       await expect(t.engine.signal({ correlationKey: key }, 'finish')).rejects.toBeInstanceOf(NoTargetError);
-      expect(await t.engine.get({ correlationKey: key })).toBeNull();
+      // get by key answers the current occupant: the finished holder, until GC frees the key.
+      expect(await t.engine.get({ correlationKey: key })).toMatchObject({ id, status: held });
       const { rows } = await db.pool.query(`SELECT 1 FROM signals WHERE target_id = $1 AND consumed_at IS NULL`, [id]);
       expect(rows).toHaveLength(0);
 
       expect(await t.engine.runtime.gc!.sweep()).toBeGreaterThanOrEqual(1);
       expect(await t.engine.get({ id })).toBeNull();
+      expect(await t.engine.get({ correlationKey: key })).toBeNull();
       expect(await t.engine.await(id)).toEqual({ kind: 'not_found' });
       const again = await t.engine.insert(SessionFsm, { correlationKey: key, correlationScope: scope });
       expect(again).not.toBe(id);
