@@ -1,5 +1,5 @@
 import { awaitSignal, done, DurableFsm, next, Step, type StepContext } from '../../lib';
-import { bootEngine, execute, Gates, type Harness } from '../support/engine-harness';
+import { bootEngine, execute, Gates, type Harness, sleep } from '../support/engine-harness';
 import { eventually } from '../support/create-test-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { bucketsOf, sum } from './support/limiter-fixtures';
@@ -10,10 +10,24 @@ import { bucketsOf, sum } from './support/limiter-fixtures';
 // batch, and the pick's statement-count contract.
 const latches = new Gates();
 
+// Steps inside their body right now, per tag prefix: the physical holders of a gate.
+const inside = new Map<string, number>();
+const maxInside = new Map<string, number>();
+const insideTags = new Set<string>();
+
 @DurableFsm({ name: 'gated', queue: 'gq' })
 class GatedFsm {
   @Step() async start(ctx: StepContext<{ tag: string }>) {
-    await latches.wait(ctx.state.tag);
+    const group = ctx.state.tag.split('-')[0]!;
+    inside.set(group, (inside.get(group) ?? 0) + 1);
+    maxInside.set(group, Math.max(maxInside.get(group) ?? 0, inside.get(group)!));
+    insideTags.add(ctx.state.tag);
+    try {
+      await latches.wait(ctx.state.tag);
+    } finally {
+      insideTags.delete(ctx.state.tag);
+      inside.set(group, inside.get(group)! - 1);
+    }
     return done({});
   }
 }
@@ -35,7 +49,20 @@ class ParkerFsm {
     return awaitSignal('go', 'after', ctx.state);
   }
   @Step() async after(ctx: StepContext<{ tag: string }>) {
+    insideTags.add(ctx.state.tag);
     await latches.wait(ctx.state.tag);
+    insideTags.delete(ctx.state.tag);
+    return done({});
+  }
+}
+
+const insidePf = new Set<string>();
+@DurableFsm({ name: 'prefetched', queue: 'pf' })
+class PrefetchedFsm {
+  @Step() async start(ctx: StepContext<{ tag: string }>) {
+    insidePf.add(ctx.state.tag);
+    await latches.wait(ctx.state.tag);
+    insidePf.delete(ctx.state.tag);
     return done({});
   }
 }
@@ -47,7 +74,7 @@ class ManualFsm {
   }
 }
 
-const FSMS = [GatedFsm, SwitcherFsm, ParkerFsm, ManualFsm];
+const FSMS = [GatedFsm, SwitcherFsm, ParkerFsm, PrefetchedFsm, ManualFsm];
 
 async function executingTags(db: TestDatabase, key: string): Promise<number> {
   const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable WHERE status = 'executing' AND concurrency_key = $1`, [key]);
@@ -81,21 +108,27 @@ describe('gates through the engine', () => {
     expect(throttled.metadata).toEqual({ key: 'api:t1', queue: 'gq' });
     expect(throttled.measurements['admitted']).toBeLessThan(throttled.measurements['wanted']!);
     // The throttled rows went back to runnable (lock, lease and shard cleared, attempt kept).
-    const { rows: waiting } = await db.pool.query(
-      `SELECT status, locked_by, concurrency_shard, attempt FROM gen_durable WHERE id = ANY ($1::bigint[]) AND status <> 'executing'`,
-      [ids],
-    );
-    expect(waiting).toHaveLength(3);
-    expect(waiting.every((r) => r.status === 'runnable' && r.locked_by === null && r.concurrency_shard === null && r.attempt === 0)).toBe(true);
-
-    let maxSeen = 0;
-    for (let i = 1; i <= 5; i++) latches.open(`lim-${i}`);
+    // (Polls keep claiming and releasing them; look between two picks.)
     await eventually(async () => {
-      maxSeen = Math.max(maxSeen, await executingTags(db, 'api:t1'));
+      const { rows: waiting } = await db.pool.query(
+        `SELECT status, locked_by, concurrency_shard, attempt FROM gen_durable WHERE id = ANY ($1::bigint[]) AND status <> 'executing'`,
+        [ids],
+      );
+      return waiting.length === 3 && waiting.every((r) => r.status === 'runnable' && r.locked_by === null && r.concurrency_shard === null && r.attempt === 0);
+    }, 10_000, 5);
+
+    // Release the holders one at a time; each freed slot admits the next row.
+    for (let i = 1; i <= 5; i++) {
+      await eventually(async () => (inside.get('lim') ?? 0) === Math.min(2, 6 - i), 10_000);
+      latches.open([...insideTags].find((tag) => tag.startsWith('lim-'))!);
+      await sleep(50);
+    }
+    await eventually(async () => {
       const results = await Promise.all(ids.map((id) => h.engine.get({ id })));
       return results.every((r) => r?.status === 'done');
     }, 15_000);
-    expect(maxSeen).toBeLessThanOrEqual(2);
+    // Never more than `limit` steps of the key inside their body at once.
+    expect(maxInside.get('lim')).toBe(2);
     // Counters are exact after the drain: every debit was credited.
     await eventually(async () => (await bucketsOf(db, 'conc', 'api:t1'))[0]?.available === 2, 5_000);
   });
@@ -117,9 +150,11 @@ describe('gates through the engine', () => {
     const sibling = await h.engine.insert(GatedFsm, { state: { tag: 'park-b' }, concurrencyKey: 'solo:p' });
     await latches.reached('park-b');
     // The woken holder now waits for the sibling's slot.
+    h.clear();
     await h.engine.signal({ id: parked }, 'go');
-    await new Promise((r) => setTimeout(r, 300));
-    expect((await h.engine.get({ id: parked }))?.status).toBe('runnable');
+    await h.waitFor('concurrency:throttled', (e) => e.metadata['key'] === 'solo:p');
+    await sleep(200);
+    expect(insideTags.has('park-a')).toBe(false);
     latches.open('park-b');
     await h.engine.await(sibling, { timeout: 10_000 });
     await latches.reached('park-a');
@@ -135,7 +170,8 @@ describe('a gated pick, step by step', () => {
     db = await createTestDatabase();
     // No scheduler serves 'manual': the test drives the production picker and executor.
     h = await bootEngine(db, FSMS, {
-      queues: { gq: 1 },
+      queues: {},
+      reaper: false,
       concurrencyLimits: { wide: { limit: 3, shards: 3 }, pair: { limit: 2 } },
       gc: false,
     });
@@ -220,12 +256,32 @@ describe('a gated pick, step by step', () => {
     await db.pool.query(`DELETE FROM gen_durable WHERE concurrency_key = 'pair:f'`);
   });
 
-  it('shutdown releases prefetched rows and credits their slots', async () => {
-    // Covered through the picker's release: a held, admitted row handed back is credited.
-    await h.engine.insert(ManualFsm, { concurrencyKey: 'pair:h' });
-    const [row] = await h.engine.runtime.picker.pick('manual', 10, 'drain-worker');
-    expect(await bucketsOf(db, 'conc', 'pair:h')).toMatchObject([{ available: 1 }]);
-    expect(await h.engine.runtime.picker.release('drain-worker', [row!])).toEqual([row!.id]);
-    expect(await bucketsOf(db, 'conc', 'pair:h')).toMatchObject([{ available: 2 }]);
+  it('prefetched rows hold admitted slots; the shutdown drain releases them and credits the slots', async () => {
+    const p = await bootEngine(db, FSMS, {
+      name: 'Prefetching',
+      queues: { pf: 1 },
+      prefetch: 2,
+      concurrencyLimits: { pf3: { limit: 3 } },
+      reaper: false,
+      gc: false,
+      drainTimeout: 10_000,
+    });
+    let closed = false;
+    try {
+      const ids = await p.engine.insertAll(PrefetchedFsm, [1, 2, 3].map((i) => ({ state: { tag: `pf-${i}` }, concurrencyKey: 'pf3:k' })));
+      // One runs, two wait in the buffer, all three hold a slot.
+      await eventually(async () => insidePf.size === 1 && (await bucketsOf(db, 'conc', 'pf3:k'))[0]?.available === 0, 10_000);
+      p.clear();
+      const closing = p.close().then(() => (closed = true));
+      const drained = await p.waitFor('scheduler:drain');
+      expect(drained.measurements).toEqual({ released: 2, inFlight: 1 });
+      latches.open([...insidePf][0]!);
+      await closing;
+      const { rows } = await db.pool.query(`SELECT status FROM gen_durable WHERE id = ANY ($1::bigint[]) ORDER BY status`, [ids]);
+      expect(rows.map((r) => r.status)).toEqual(['runnable', 'runnable', 'done']);
+      await eventually(async () => (await bucketsOf(db, 'conc', 'pf3:k'))[0]?.available === 3, 5_000);
+    } finally {
+      if (!closed) await p.close();
+    }
   });
 });
