@@ -1,0 +1,443 @@
+import type { Pool } from 'pg';
+
+import { insertArrays } from '../../lib/engine/insert-row';
+import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
+import { INSERT_INSTANCES } from '../../lib/sql/insert.sql';
+import { HEARTBEAT, REAP_EXPIRED } from '../../lib/sql/lease.sql';
+import {
+  CONSUME_INBOXES,
+  FANOUT_LOCK_PARENTS,
+  FANOUT_PARK_PARENTS,
+  FLUSH_PARKS,
+  FLUSH_TRANSITIONS,
+  RECHECK_PARKS,
+} from '../../lib/sql/outcome.sql';
+import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { type RaceReport, type RaceSpec, type RaceStep, runRace } from './support/isolation-runner';
+import { claim, expireLease, freshQueue, inboxOf, insertRow, row, rowView, runOn } from './support/race-fixtures';
+
+// R0 races (RELIABILITY §3.4): every interleaving of the production statements of two or
+// more sessions, on real connections, with pg_isolation_test_session_is_blocked telling the
+// runner who waits. Each session replays exactly what the engine sends: the flusher's
+// transaction (SPEC §6.3, the same statements in the same order, with the flusher's own
+// "only owned parents spawn" rule), one-statement signal delivery (§8.1), the reaper (§17.2),
+// the claim (§5.3) and the heartbeat (§17.1). Covered: SPEC §8.4 (signal vs park), §10
+// (reaper vs parent mid-spawn), §26.1 (stale worker vs re-claim), §26.6 (signal vs terminal
+// outcome) and RELIABILITY S06 (heartbeat vs a foreign row lock).
+
+const W = 'race:default@node-a-0001';
+const W2 = 'race:default@node-b-0002';
+const MAX_REAPS = 5;
+
+const step = <V>(name: string, run: RaceStep<V>['run']): RaceStep<V> => ({ name, run });
+const begin = <V>(name: string) => step<V>(name, ({ session }) => session.exec('BEGIN'));
+const commit = <V>(name: string) => step<V>(name, ({ session }) => session.exec('COMMIT'));
+
+const rowsOf = (value: unknown): Record<string, unknown>[] => value as Record<string, unknown>[];
+const reports: RaceReport[] = [];
+
+describe('R0 races on real connections, all permutations', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    for (const r of reports) {
+      process.stdout.write(`[races] ${r.spec}: ${r.total} permutations, ${r.valid} valid, ${r.invalid} invalid, ${r.withBlocking} with a blocked step\n`);
+    }
+    await db.drop();
+  });
+
+  async function run<V>(spec: RaceSpec<V>, expected: { valid: number; blocking: boolean }): Promise<RaceReport> {
+    const report = await runRace(db, spec);
+    reports.push(report);
+    expect(report.valid).toBe(expected.valid);
+    // The interesting orders were actually exercised: some step really waited on a lock.
+    expect(report.withBlocking > 0).toBe(expected.blocking);
+    return report;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // SPEC §8.4: signal vs park. The flush parks and rechecks in one transaction; delivery
+  // locks the target first and flips it in a CASE. Whatever the order, the parked row wakes
+  // exactly once — by the recheck or by the delivery's flip — and the signal waits unconsumed.
+  // ---------------------------------------------------------------------------------------
+  interface ParkVars {
+    id: string;
+    seq: string;
+    presented: string[];
+    signalName: string;
+  }
+
+  async function parkFixture(pool: Pool, options: { presentOld?: boolean; signalName?: string } = {}): Promise<ParkVars> {
+    const queue = freshQueue();
+    const id = await insertRow(pool, row('parker', 'start', { seq: 0 }, queue));
+    const presented: string[] = [];
+    if (options.presentOld) {
+      // A pack: the parking step was shown signal #1 and re-awaits it.
+      const [old] = await runOn<{ id: string }>(pool, DELIVER_SIGNAL, [id, null, 'go', '{"n":1}', null]);
+      const inbox = await inboxOf(pool, old!.id);
+      presented.push(...inbox.map((s) => s.id));
+    }
+    const [claimed] = await claim(pool, queue, W);
+    return { id, seq: claimed!.claim_seq, presented, signalName: options.signalName ?? 'go' };
+  }
+
+  const parkSteps: RaceStep<ParkVars>[] = [
+    begin('p_begin'),
+    step('p_park', ({ session, vars }) => session.run(FLUSH_PARKS, [[W], [vars.id], [vars.seq], ['woken'], ['{"seq":1}'], ['["go"]'], [null]])),
+    step('p_recheck', ({ session, vars }) =>
+      session.run(RECHECK_PARKS, [[vars.id], vars.presented.map(() => vars.id), vars.presented]),
+    ),
+    commit('p_commit'),
+  ];
+  const deliver = (name: string) =>
+    step<ParkVars>(name, ({ session, vars }) => session.run(DELIVER_SIGNAL, [vars.id, null, vars.signalName, '{"n":2}', null]));
+
+  async function checkPark(result: { vars: ParkVars; steps: ReadonlyMap<string, { value?: unknown; error?: Error }> }, pool: Pool, deliverStep: string) {
+    const { vars, steps } = result;
+    for (const o of steps.values()) expect(o.error).toBeUndefined();
+    expect(rowsOf(steps.get('p_park')!.value)).toHaveLength(1);
+    const delivered = rowsOf(steps.get(deliverStep)!.value);
+    expect(delivered).toEqual([expect.objectContaining({ id: vars.id, inserted: true })]);
+    const wokenByRecheck = rowsOf(steps.get('p_recheck')!.value).length === 1;
+    const wokenByDelivery = delivered[0]!['status'] === 'runnable';
+    const final = await rowView(pool, vars.id);
+    const inbox = await inboxOf(pool, vars.id);
+    expect(inbox.filter((s) => s.consumed)).toEqual([]);
+    if (vars.signalName === 'go') {
+      // No lost wake-up, and no double wake.
+      expect(wokenByRecheck !== wokenByDelivery).toBe(true);
+      expect(final).toMatchObject({ status: 'runnable', step: 'woken', awaits: ['go'], state: { seq: 1 } });
+    } else {
+      // Control: a signal the row does not await wakes nothing (so the check above can fail).
+      expect(wokenByRecheck || wokenByDelivery).toBe(false);
+      expect(final).toMatchObject({ status: 'awaiting_signal', step: 'woken' });
+    }
+  }
+
+  it('§8.4 signal vs park: delivery in its own transaction, 35 interleavings', async () => {
+    await run<ParkVars>(
+      {
+        name: 'signal-vs-park (delivery in a transaction)',
+        sessions: { flush: parkSteps, signal: [begin('s_begin'), deliver('s_deliver'), commit('s_commit')] },
+        setup: (pool) => parkFixture(pool),
+        check: (r, pool) => checkPark(r, pool, 's_deliver'),
+      },
+      // Orders that ask a blocked session to step are invalid (as in the isolation tester).
+      { valid: 19, blocking: true },
+    );
+  });
+
+  it('§8.4 signal vs park: autocommit delivery (the engine path), 5 interleavings', async () => {
+    const report = await run<ParkVars>(
+      {
+        name: 'signal-vs-park (autocommit delivery)',
+        sessions: { flush: parkSteps, signal: [deliver('s_deliver')] },
+        setup: (pool) => parkFixture(pool),
+        check: (r, pool) => checkPark(r, pool, 's_deliver'),
+      },
+      { valid: 5, blocking: true },
+    );
+    // Park first, commit last: the delivery waited on the parked row and re-evaluated its CASE.
+    expect(report.lines).toContain('p_begin p_park p_recheck s_deliver* p_commit');
+  });
+
+  it('§8.4 re-await of a pack: the presented signal is excluded, a new one still wakes', async () => {
+    await run<ParkVars>(
+      {
+        name: 'signal-vs-re-park (presented signal excluded)',
+        sessions: { flush: parkSteps, signal: [deliver('s_deliver')] },
+        setup: (pool) => parkFixture(pool, { presentOld: true }),
+        check: (r, pool) => checkPark(r, pool, 's_deliver'),
+      },
+      { valid: 5, blocking: true },
+    );
+  });
+
+  it('§8.4 control: a signal name the park does not await wakes nothing in any order', async () => {
+    await run<ParkVars>(
+      {
+        name: 'signal-vs-park control (unawaited name)',
+        sessions: { flush: parkSteps, signal: [deliver('s_deliver')] },
+        setup: (pool) => parkFixture(pool, { signalName: 'other' }),
+        check: (r, pool) => checkPark(r, pool, 's_deliver'),
+      },
+      { valid: 5, blocking: true },
+    );
+  });
+
+  // ---------------------------------------------------------------------------------------
+  // SPEC §10: reaper vs parent mid-spawn. The parent's lease has run out while its fan-out
+  // flush runs. The flush locks its owned parents first, inserts children only for them and
+  // parks them on the landed count; the reaper claims skip-locked. Either the reaper wins
+  // (parent back to runnable, attempt + 1, no child exists) or the spawn wins (children exist,
+  // parent awaiting exactly them, never reaped) — never children of a reaped parent.
+  // ---------------------------------------------------------------------------------------
+  interface SpawnVars {
+    parent: string;
+    seq: string;
+    queue: string;
+    owned: string[];
+    landed: number;
+  }
+
+  it('§10 reaper vs parent mid-spawn: 6 interleavings', async () => {
+    const flush: RaceStep<SpawnVars>[] = [
+      begin('f_begin'),
+      step('f_lock', async ({ session, vars }) => {
+        const owned = await session.run<{ id: string }>(FANOUT_LOCK_PARENTS, [[W], [vars.parent], [vars.seq]]);
+        vars.owned = owned.map((r) => r.id);
+        return owned;
+      }),
+      step('f_children', async ({ session, vars }) => {
+        // The flusher spawns only for parents FANOUT_LOCK_PARENTS returned.
+        if (!vars.owned.includes(vars.parent)) return [];
+        const children = [1, 2, 3].map((n) => row('child', 'start', { n }, `${vars.queue}-children`));
+        const inserted = await session.run<{ id: string }>(INSERT_INSTANCES, insertArrays(children, children.map(() => vars.parent)));
+        vars.landed = inserted.length;
+        return inserted;
+      }),
+      step('f_park', async ({ session, vars }) => {
+        if (!vars.owned.includes(vars.parent)) return [];
+        return session.run(FANOUT_PARK_PARENTS, [[W], [vars.parent], [vars.seq], ['joined'], ['{"seq":1}'], [vars.landed]]);
+      }),
+      commit('f_commit'),
+    ];
+    await run<SpawnVars>(
+      {
+        name: 'reaper-vs-parent-mid-spawn',
+        sessions: { flush, reaper: [step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100]))] },
+        async setup(pool) {
+          await pool.query('TRUNCATE gen_durable CASCADE');
+          const queue = freshQueue();
+          const parent = await insertRow(pool, row('basket', 'start', { seq: 0 }, queue));
+          const [claimed] = await claim(pool, queue, W);
+          await expireLease(pool, parent);
+          return { parent, seq: claimed!.claim_seq, queue, owned: [], landed: 0 };
+        },
+        async check({ vars, steps }, pool) {
+          for (const o of steps.values()) expect(o.error).toBeUndefined();
+          const reaped = rowsOf(steps.get('r_reap')!.value).map((r) => r['id']);
+          const parent = await rowView(pool, vars.parent);
+          const { rows: children } = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM gen_durable WHERE parent_id = $1`, [vars.parent]);
+          const childCount = Number(children[0]!.n);
+          if (reaped.includes(vars.parent)) {
+            expect(childCount).toBe(0);
+            expect(parent).toMatchObject({ status: 'runnable', step: 'start', attempt: 1, reaps: 1, children_pending: 0 });
+          } else {
+            expect(childCount).toBe(3);
+            expect(parent).toMatchObject({ status: 'awaiting_children', step: 'joined', attempt: 0, reaps: 0, children_pending: 3 });
+          }
+        },
+      },
+      // SKIP LOCKED never waits: no interleaving blocks, the lock is what makes the reaper skip.
+      { valid: 6, blocking: false },
+    );
+  });
+
+  // ---------------------------------------------------------------------------------------
+  // SPEC §26.1: a stale worker vs the re-claim. T1 ran step `start` under claim_seq 1 and
+  // its lease ran out; the reaper returns the row; a worker (the same worker id, or another
+  // node) claims it again and T2 commits its outcome. T1's outcome commits iff no reap came
+  // before it; a reaped claim's outcome is stale whatever the worker id; state never rewinds.
+  // ---------------------------------------------------------------------------------------
+  interface FenceVars {
+    id: string;
+    queue: string;
+    seq1: string;
+    claimed: { seq: string; step: string; state: { seq: number } } | null;
+  }
+
+  const transition = (worker: string, id: string, seq: string, step: string, state: object) => [
+    [worker], [id], [seq], ['next'], [step], [JSON.stringify(state)], [null], [null], [0], [null], [1], [false], [null],
+  ];
+
+  for (const [label, second] of [
+    ['the same worker id', W],
+    ['another node', W2],
+  ] as const) {
+    it(`§26.1 stale worker vs re-claim by ${label}: 120 interleavings`, async () => {
+      const t1: RaceStep<FenceVars>[] = [
+        begin('t1_begin'),
+        step('t1_outcome', ({ session, vars }) => session.run(FLUSH_TRANSITIONS, transition(W, vars.id, vars.seq1, 'b', { seq: 1, by: 'T1' }))),
+        commit('t1_commit'),
+      ];
+      const reaper = [step<FenceVars>('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100]))];
+      const claimer = [
+        step<FenceVars>('c_claim', async ({ session, vars }) => {
+          const rows = await session.run<{ id: string; claim_seq: string; step: string; state: { seq: number } }>(CLAIM_RUNNABLE, [
+            vars.queue,
+            10,
+            second,
+            60_000,
+            [],
+          ]);
+          const r = rows[0];
+          vars.claimed = r ? { seq: r.claim_seq, step: r.step, state: r.state } : null;
+          return rows;
+        }),
+      ];
+      const t2 = [
+        step<FenceVars>('t2_outcome', async ({ session, vars }) => {
+          if (!vars.claimed) return 'nothing claimed';
+          // T2 ran whatever step the claim handed it, from the state it was handed.
+          const next = vars.claimed.step === 'start' ? 'b' : 'c';
+          return session.run(FLUSH_TRANSITIONS, transition(second, vars.id, vars.claimed.seq, next, { seq: vars.claimed.state.seq + 1, by: 'T2' }));
+        }),
+      ];
+      await run<FenceVars>(
+        {
+          name: `fencing (re-claim by ${label})`,
+          sessions: { t1, reaper, claimer, t2 },
+          async setup(pool) {
+            await pool.query('TRUNCATE gen_durable CASCADE');
+            const queue = freshQueue();
+            const id = await insertRow(pool, row('fenced', 'start', { seq: 0 }, queue));
+            const [claimed] = await claim(pool, queue, W);
+            await expireLease(pool, id);
+            return { id, queue, seq1: claimed!.claim_seq, claimed: null };
+          },
+          async check({ vars, steps }, pool) {
+            for (const o of steps.values()) expect(o.error).toBeUndefined();
+            const reaped = rowsOf(steps.get('r_reap')!.value).some((r) => r['id'] === vars.id);
+            const t1Committed = rowsOf(steps.get('t1_outcome')!.value).length === 1;
+            const t2Value = steps.get('t2_outcome')!.value;
+            const t2Committed = Array.isArray(t2Value) && t2Value.length === 1;
+            // The fence: a reaped claim's outcome never commits, whoever claims next.
+            if (reaped) expect(t1Committed).toBe(false);
+            else expect(t1Committed).toBe(true);
+            // A claim's own outcome always commits (nothing else touches the row here).
+            expect(t2Committed).toBe(vars.claimed !== null && t2Value !== 'nothing claimed');
+            const final = await rowView(pool, vars.id);
+            // No rewind, no double apply: the state's seq counts the committed outcomes.
+            expect(final.state['seq']).toBe(Number(t1Committed) + Number(t2Committed));
+            if (t2Committed && t1Committed) expect(vars.claimed).toMatchObject({ step: 'b', state: { seq: 1, by: 'T1' } });
+            expect(Number(final.claim_seq)).toBe(Number(vars.seq1) + (vars.claimed ? 1 : 0));
+          },
+        },
+        { valid: 120, blocking: false },
+      );
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // SPEC §26.6: signal vs terminal outcome. The terminal flush (done + consume inbox) races a
+  // delivery by id or by correlation key. Acknowledged ⇒ stored and consumed by the terminal
+  // flush; refused (no live target) ⇒ nothing stored. Never an unconsumed signal on a
+  // terminal row (an orphaned "delivered" signal).
+  // ---------------------------------------------------------------------------------------
+  interface TerminalVars {
+    id: string;
+    seq: string;
+    key: string;
+  }
+
+  const terminalFlush: RaceStep<TerminalVars>[] = [
+    begin('f_begin'),
+    step('f_done', ({ session, vars }) =>
+      session.run(FLUSH_TRANSITIONS, [[W], [vars.id], [vars.seq], ['done'], [null], [null], ['{"ok":true}'], [null], [0], [null], [1], [false], [null]]),
+    ),
+    step('f_consume', ({ session, vars }) => session.run(CONSUME_INBOXES, [[vars.id]])),
+    commit('f_commit'),
+  ];
+
+  for (const by of ['id', 'key'] as const) {
+    const deliverTo = (name: string) =>
+      step<TerminalVars>(name, ({ session, vars }) =>
+        session.run(DELIVER_SIGNAL, by === 'id' ? [vars.id, null, 'go', '{}', 'd-1'] : [null, vars.key, 'go', '{}', 'd-1']),
+      );
+    const setup = async (pool: Pool): Promise<TerminalVars> => {
+      const queue = freshQueue();
+      const key = `order:${queue}`;
+      const id = await insertRow(pool, row('checkout', 'start', {}, queue, { correlationKey: key }));
+      const [claimed] = await claim(pool, queue, W);
+      return { id, seq: claimed!.claim_seq, key };
+    };
+    const check = async ({ vars, steps }: { vars: TerminalVars; steps: ReadonlyMap<string, { value?: unknown; error?: Error }> }, pool: Pool, name: string) => {
+      for (const o of steps.values()) expect(o.error).toBeUndefined();
+      expect(rowsOf(steps.get('f_done')!.value)).toEqual([expect.objectContaining({ id: vars.id, status: 'done' })]);
+      const acknowledged = rowsOf(steps.get(name)!.value).length === 1;
+      const inbox = await inboxOf(pool, vars.id);
+      if (acknowledged) expect(inbox).toEqual([expect.objectContaining({ name: 'go', consumed: true })]);
+      else expect(inbox).toEqual([]);
+      expect((await rowView(pool, vars.id)).status).toBe('done');
+    };
+
+    it(`§26.6 signal by ${by} vs terminal outcome: delivery in its own transaction, 35 interleavings`, async () => {
+      await run<TerminalVars>(
+        {
+          name: `signal-by-${by}-vs-terminal (delivery in a transaction)`,
+          sessions: { flush: terminalFlush, signal: [begin('s_begin'), deliverTo('s_deliver'), commit('s_commit')] },
+          setup,
+          check: (r, pool) => check(r, pool, 's_deliver'),
+        },
+        { valid: 19, blocking: true },
+      );
+    });
+
+    it(`§26.6 signal by ${by} vs terminal outcome: autocommit delivery, 5 interleavings`, async () => {
+      const report = await run<TerminalVars>(
+        {
+          name: `signal-by-${by}-vs-terminal (autocommit delivery)`,
+          sessions: { flush: terminalFlush, signal: [deliverTo('s_deliver')] },
+          setup,
+          check: (r, pool) => check(r, pool, 's_deliver'),
+        },
+        { valid: 5, blocking: true },
+      );
+      // The delivery that waited on the terminal flush was refused, not orphaned.
+      expect(report.lines).toContain('f_begin f_done s_deliver* f_consume f_commit');
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // RELIABILITY S06: a foreign session holds the row lock (SELECT … FOR UPDATE) while the
+  // lease runs out. Heartbeat and reaper are skip-locked: neither waits. The lease is either
+  // renewed or the row reaped, never both, and a row left expired is reaped once released.
+  // ---------------------------------------------------------------------------------------
+  interface LockVars {
+    id: string;
+    seq: string;
+  }
+
+  it('S06 heartbeat and reaper vs a foreign row lock: 20 interleavings', async () => {
+    await run<LockVars>(
+      {
+        name: 'heartbeat-vs-reaper-vs-foreign-lock',
+        sessions: {
+          foreign: [
+            begin('x_begin'),
+            step('x_lock', ({ session, vars }) => session.exec('SELECT id FROM gen_durable WHERE id = $1 FOR UPDATE', [vars.id])),
+            commit('x_commit'),
+          ],
+          heartbeat: [step('h_beat', ({ session, vars }) => session.run(HEARTBEAT, [W, [vars.id], [vars.seq], 2000]))],
+          reaper: [step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100]))],
+        },
+        async setup(pool) {
+          await pool.query('TRUNCATE gen_durable CASCADE');
+          const queue = freshQueue();
+          const id = await insertRow(pool, row('locked', 'start', {}, queue));
+          const [claimed] = await claim(pool, queue, W);
+          await expireLease(pool, id);
+          return { id, seq: claimed!.claim_seq };
+        },
+        async check({ vars, steps }, pool) {
+          for (const o of steps.values()) expect(o.error).toBeUndefined();
+          const renewed = rowsOf(steps.get('h_beat')!.value).length === 1;
+          const reaped = rowsOf(steps.get('r_reap')!.value).length === 1;
+          expect(renewed && reaped).toBe(false);
+          const final = await rowView(pool, vars.id);
+          if (reaped) expect(final).toMatchObject({ status: 'runnable', attempt: 1 });
+          else expect(final).toMatchObject({ status: 'executing', attempt: 0, locked_by: W });
+          if (!renewed && !reaped) {
+            // Both were skipped under the foreign lock: the next sweep reaps the row.
+            expect(await runOn(pool, REAP_EXPIRED, [MAX_REAPS, 100])).toEqual([expect.objectContaining({ id: vars.id, status: 'runnable' })]);
+          }
+        },
+      },
+      { valid: 20, blocking: false },
+    );
+  });
+});
