@@ -33,6 +33,7 @@ export class Scheduler {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private pokeWindow: NodeJS.Timeout | undefined;
   private pokeTrailing = false;
+  private refillTimer: NodeJS.Immediate | undefined;
   private interval: number;
   private readonly logger = new Logger('GenDurable');
   /** Epoch ms of the last loop activity and successful heartbeat (health, §21). */
@@ -118,6 +119,8 @@ export class Scheduler {
     this.state = 'draining';
     this.clearTimer('poll');
     this.clearTimer('poke');
+    if (this.refillTimer) clearImmediate(this.refillTimer);
+    this.refillTimer = undefined;
     if (this.picking) await this.picking.catch(() => undefined);
     const buffered = this.buffer;
     this.buffer = [];
@@ -238,7 +241,20 @@ export class Scheduler {
     this.lastActivityAt = Date.now();
     if (this.state !== 'running') return;
     this.dispatch();
-    if (this.buffer.length === 0) void this.pick(false);
+    if (this.buffer.length === 0) this.scheduleRefill();
+  }
+
+  /**
+   * Completions of one group commit resolve together: refill once after they have all been
+   * counted (next macrotask), so the claim asks for all the freed slots at once instead of
+   * one row, then the rest.
+   */
+  private scheduleRefill(): void {
+    if (this.refillTimer) return;
+    this.refillTimer = setImmediate(() => {
+      this.refillTimer = undefined;
+      if (this.state === 'running' && this.buffer.length === 0) void this.pick(false);
+    });
   }
 
   private held(): ClaimedRow[] {
