@@ -1,9 +1,9 @@
-const JOB_RESULT = Symbol('gen-durable:job-result');
+const JOB_RESULTS = new WeakSet<object>();
 
 export type JobResult = { readonly kind: 'jobError' | 'cancel'; readonly reason: unknown };
 
 function brand(result: JobResult): JobResult {
-  Object.defineProperty(result, JOB_RESULT, { value: true, enumerable: false });
+  JOB_RESULTS.add(result);
   return Object.freeze(result);
 }
 
@@ -18,5 +18,5 @@ export function cancel(reason: unknown): JobResult {
 }
 
 export function isJobResult(value: unknown): value is JobResult {
-  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[JOB_RESULT] === true;
+  return typeof value === 'object' && value !== null && JOB_RESULTS.has(value);
 }

@@ -7,7 +7,8 @@ import { isArray } from '../util/is-array';
 import { InvalidOutcomeError } from '../errors/invalid-outcome.error';
 import type { InsertOptions } from '../engine/insert-options.interface';
 
-const OUTCOME = Symbol('gen-durable:outcome');
+/** Outcomes built by this module; a WeakSet keeps the objects plain (no hidden property). */
+const OUTCOMES = new WeakSet<object>();
 
 /** A concurrency or rate-limit key: a string, or `[name, partition]` stored as `"name:partition"`. */
 export type LimitKey = string | readonly [string, string | number];
@@ -48,13 +49,13 @@ export type Outcome =
 export type OutcomeKind = Outcome['kind'];
 
 function brand<T extends Outcome>(outcome: T): T {
-  Object.defineProperty(outcome, OUTCOME, { value: true, enumerable: false });
+  OUTCOMES.add(outcome);
   return Object.freeze(outcome);
 }
 
 /** True for outcomes built by the functions of this module. */
 export function isOutcome(value: unknown): value is Outcome {
-  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[OUTCOME] === true;
+  return typeof value === 'object' && value !== null && OUTCOMES.has(value);
 }
 
 function stepName(fn: string, step: unknown): string {

@@ -154,7 +154,8 @@ export class Executor {
     all: readonly Signal[],
     children: ClaimedRow['children'],
   ): StepContext<unknown> {
-    const state: unknown = definition.codec ? definition.codec.load(structuredClone(row.state)) : structuredClone(row.state);
+    // The row's state was parsed for this claim alone: no copy needed.
+    const state: unknown = definition.codec ? definition.codec.load(row.state) : row.state;
     return Object.freeze({ ...this.rawContext(row), state, awaited, all, children });
   }
 
