@@ -6,6 +6,7 @@ import { GenDurableModule } from '../lib';
 import { GenDurableHealthModule } from '../lib/health';
 
 import { AppController } from './app.controller';
+import { CheckoutModule } from './checkout/checkout.module';
 import { sampleDatabaseOptions } from './database';
 import { sampleEngineOptions } from './engine/engine-options';
 import { TransitionLogger } from './engine/transition-logger';
@@ -23,6 +24,7 @@ import { HealthController } from './health/health.controller';
       useFactory: (dataSource: DataSource) => sampleEngineOptions(dataSource),
     }),
     GenDurableHealthModule.forFeature(),
+    CheckoutModule,
   ],
   controllers: [AppController, HealthController],
   providers: [TransitionLogger],
