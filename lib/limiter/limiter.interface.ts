@@ -16,8 +16,9 @@ export interface LimiterEntry {
 }
 
 /**
- * A held gate slot: the gate key, the shard it was drawn from (PostgreSQL; 0 on Redis, which
- * ignores shards) and the holder's id (Redis sorted-set member).
+ * A held gate slot: the gate key, the shard it was drawn from (PostgreSQL; always 1 on Redis,
+ * which ignores shards and uses the stamp as its admitted mark) and the holder's id (Redis
+ * sorted-set member).
  */
 export interface LimiterSlot {
   readonly key: string;

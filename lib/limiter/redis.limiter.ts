@@ -4,7 +4,7 @@ import type { Redis, RedisOptions } from 'ioredis';
 import type { SqlExecutor } from '../db/sql-executor';
 import { limitName } from '../fsm/limit-key';
 import type { RedisConnectionOptions } from '../options/gen-durable-options.interface';
-import { CURRENT_DATABASE, LIST_GATE_HOLDERS, UPSERT_BUCKET_CONFIGS } from '../sql/limiter.sql';
+import { CURRENT_DATABASE, LIST_GATE_HOLDERS, MARK_REDIS_ADMITTED, UPSERT_BUCKET_CONFIGS } from '../sql/limiter.sql';
 import type {
   AdmitResult,
   LimitConfig,
@@ -33,6 +33,9 @@ export function redisRetryDelay(times: number): number {
  * The Redis limiter (SPEC §16.3, §26.9) on ioredis, single-node Redis. Policies come from this
  * node's options (shards are ignored); the clock is Redis `TIME`.
  * - Gate = sorted set `gd:conc:<key>`, member = row id, score = lease expiry; slot = {key, id}.
+ *   Admitted gated rows are marked in Postgres with shard 1 (claimed rows carry the
+ *   provisional 0): one statement per pick that admits gated rows, the Redis analogue of the
+ *   PG admit's stamp.
  * - Rate = hash `gd:rate:<key>` `{t, s}` with a TTL.
  * - Fails closed: with Redis down, hanging or erroring, admission denies (the rows go back to
  *   runnable) and credit/renew are dropped (holders expire with their lease); it never throws
@@ -87,11 +90,13 @@ export class RedisLimiter implements Limiter {
       const client = await this.ready();
       let codes = await this.runAdmit(client, entries);
       if (codes === undefined) {
-        await this.seed(client, new Set(entries.map((e) => e.id)));
+        await this.seed(client);
         codes = await this.runAdmit(client, entries);
         if (codes === undefined) throw new Error('the seed marker vanished again right after seeding');
       }
-      return this.verdicts(entries, codes);
+      const result = this.verdicts(entries, codes);
+      await this.mark(result);
+      return result;
     } catch (err) {
       this.warn(`Redis limiter unavailable, denying ${entries.length} row(s) (they stay runnable): ${String(err)}`);
       return { admitted: [], denied: entries.map((e) => e.id), throttled: [] };
@@ -200,16 +205,30 @@ export class RedisLimiter implements Limiter {
   }
 
   /**
-   * Re-adds the holders Postgres knows, then sets the marker (one script), once at a time.
-   * The rows of the batch being admitted are claimed but not admitted yet: never holders.
-   * NOTE: another node's rows caught between their claim and their admit look the same and
-   * are re-added; nobody renews them, so they expire with one lease (stricter, never looser).
+   * Marks the admitted gated rows in Postgres (shard 1) so a re-seed finds them. If that
+   * fails, the Redis holders just added are removed again and the error fails the admit closed.
    */
-  private seed(client: Redis, admitting: ReadonlySet<string>): Promise<void> {
+  private async mark(result: AdmitResult): Promise<void> {
+    const slots = result.admitted.flatMap((a) => (a.slot ? [a.slot] : []));
+    if (slots.length === 0) return;
+    try {
+      await this.sql.query(MARK_REDIS_ADMITTED, [slots.map((s) => s.id)]);
+    } catch (err) {
+      await this.credit(slots);
+      throw err;
+    }
+  }
+
+  /**
+   * Re-adds the holders Postgres knows (rows marked admitted, so merely claimed rows of any
+   * node are not mistaken for holders), then sets the marker, in one script; once at a time.
+   * NOTE: a holder admitted in the instant between its Redis admit and its mark is missed:
+   * one transient extra admission, the price of not blocking the gate on claimed rows.
+   */
+  private seed(client: Redis): Promise<void> {
     this.seeding ??= (async () => {
       try {
-        const listed = await this.sql.query<{ id: string; key: string; remaining_ms: number }>(LIST_GATE_HOLDERS);
-        const holders = listed.filter((h) => !admitting.has(h.id));
+        const holders = await this.sql.query<{ id: string; key: string; remaining_ms: number }>(LIST_GATE_HOLDERS);
         const keys = [this.marker, ...holders.map((h) => gateKey(h.key))];
         const args = holders.flatMap((h) => [h.id, Math.ceil(h.remaining_ms)]);
         await this.command(client, SEED_SCRIPT)(keys.length, ...keys, ...args);
@@ -236,7 +255,7 @@ export class RedisLimiter implements Limiter {
       const code = codes[i];
       if (e.gateKey !== null) tally(gates, e.gateKey, code !== 2);
       if (e.rateKey !== null && code !== 2) tally(rates, e.rateKey, code === 1);
-      if (code === 1) admitted.push({ id: e.id, slot: e.gateKey === null ? null : { key: e.gateKey, shard: 0, id: e.id } });
+      if (code === 1) admitted.push({ id: e.id, slot: e.gateKey === null ? null : { key: e.gateKey, shard: 1, id: e.id } });
       else denied.push(e.id);
     });
     return { admitted, denied, throttled: reports(gates, rates) };

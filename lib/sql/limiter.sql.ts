@@ -337,8 +337,22 @@ export const RECONCILE_GATES = sql(
 );
 
 /**
+ * Redis limiter (SPEC §16.3, §26.9): marks the gated rows `$1` that Redis just admitted with
+ * shard 1. Redis ignores shards; the mark tells an admitted holder apart from a row that is
+ * merely claimed (provisional shard 0), so a re-seed after Redis lost its data re-adds real
+ * holders only. Unguarded like the PG stamp (the caller holds the claims). PK lookups.
+ */
+export const MARK_REDIS_ADMITTED = sql(
+  'mark_redis_admitted',
+  `UPDATE {schema}.gen_durable
+      SET concurrency_shard = 1
+    WHERE id = ANY ($1::bigint[]) AND status = 'executing' AND concurrency_shard = 0
+   RETURNING id`,
+);
+
+/**
  * Redis limiter recovery (SPEC §26.9): the gate holders Postgres knows, i.e. executing rows
- * with a key and a drawn (or provisional) shard, with their remaining lease in ms, so an
+ * the Redis limiter admitted (MARK_REDIS_ADMITTED), with their remaining lease in ms, so an
  * emptied Redis can be re-seeded before it admits again. Scans the executing set through
  * gen_durable_lease.
  */
@@ -348,7 +362,7 @@ export const LIST_GATE_HOLDERS = sql(
           GREATEST(0, extract(epoch FROM g.lease_expires_at - now()) * 1000)::float8 AS remaining_ms
      FROM {schema}.gen_durable g
     WHERE g.status = 'executing' AND g.lease_expires_at IS NOT NULL
-      AND g.concurrency_key IS NOT NULL AND g.concurrency_shard IS NOT NULL
+      AND g.concurrency_key IS NOT NULL AND g.concurrency_shard = 1
     ORDER BY g.id`,
 );
 
