@@ -12,6 +12,12 @@ import { sql } from './statement';
  * - the inbox row is inserted only from that update's result; ON CONFLICT (target_id,
  *   dedup_key) DO NOTHING makes a redelivery a no-op.
  * Returns one row per live target: `inserted` false = duplicate.
+ * Indexes: the target by the PK or gen_durable_correlation (guard = key); the dedup probe and
+ * the conflict by signals_target_dedup (target_id, dedup_key).
+ * NOTE: the dedup probe reads the statement's snapshot, taken before the row lock. Two
+ * concurrent deliveries of one dedup key both see "new"; the second waits on the row lock,
+ * finds the row no longer parked (the first flipped it) and its insert conflicts, so it wakes
+ * nothing — unless the two carry different names and the row parks on the second's only.
  */
 export const DELIVER_SIGNAL = sql(
   'deliver_signal',
