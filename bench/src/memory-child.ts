@@ -1,7 +1,7 @@
 // Child process of the memory case: runs one engine's worker on an existing backlog and reports
 // its own RSS (baseline after setup, peak while draining) to the parent over IPC.
 import { performance } from 'node:perf_hooks';
-import { findAdapter } from './engines';
+import { findAdapter } from './engines/lookup';
 import type { CaseContext } from './engines/types';
 import { sleep } from './engines/types';
 import type { MemoryOutcome } from './scenarios';

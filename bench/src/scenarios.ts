@@ -1,6 +1,6 @@
 // The scenarios. Every case runs in a database created for it (and a Redis prefix of its own)
 // and dropped afterwards, with a fresh engine instance.
-import { fork } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Options } from './cli';
@@ -35,6 +35,10 @@ export interface Row {
 }
 
 export class TimeoutError extends Error {}
+
+/** Child processes of running cases: killed when their case ends, however it ends. */
+const children = new Set<ChildProcess>();
+process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -77,6 +81,8 @@ async function inCase<T>(
     if (opts.instance !== false) inst = await adapter.create(ctx);
     return await withTimeout(fn(ctx, inst!), rc.opts.caseTimeoutMs, adapter.id);
   } finally {
+    for (const c of children) c.kill('SIGKILL');
+    children.clear();
     if (inst) await withTimeout(inst.close(), 15_000, `${adapter.id} close`).catch((e) => rc.log(`  ${String(e)}`));
     if (adapter.backend === 'redis' && rc.infra.redisUrl) await clearRedisPrefix(rc.infra.redisUrl, ctx.redisPrefix).catch(() => undefined);
     await db.drop().catch((e) => rc.log(`  drop ${db.name}: ${String(e)}`));
@@ -263,6 +269,8 @@ export async function memoryCase(rc: RunCtx, adapter: Adapter, n: number, concur
 async function runMemoryChild(adapter: Adapter, ctx: CaseContext, n: number, concurrency: number): Promise<MemoryOutcome> {
   {
     const child = fork(path.join(__dirname, 'memory-child.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+    children.add(child);
+    child.on('exit', () => children.delete(child));
     try {
       return await new Promise<MemoryOutcome>((resolve, reject) => {
         child.on('message', (m: { ok: boolean; result?: MemoryOutcome; error?: string }) => {

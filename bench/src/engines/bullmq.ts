@@ -6,7 +6,6 @@
 // completes.
 import { Queue, Worker, createPostgresBackend, type Job, type JobProgress, type PostgresConnectionOptions, type PostgresQueueBackend } from 'bullmq';
 import Redis from 'ioredis';
-import { clearRedisPrefix } from '../infra';
 import type { Adapter, CaseContext, Hooks, Instance, Kind } from './types';
 import { version } from './types';
 
@@ -104,10 +103,9 @@ class BullInstance implements Instance {
   async close(): Promise<void> {
     for (const w of this.workers) await w.close().catch(() => undefined);
     for (const q of this.queues.values()) await q.close().catch(() => undefined);
-    if (this.redis) {
-      await clearRedisPrefix(this.ctx.redisUrl!, this.ctx.redisPrefix).catch(() => undefined);
-      this.redis.disconnect();
-    }
+    // The case's keys are deleted by the harness when the case ends (not here: the memory case
+    // pre-loads with one instance and drains with another).
+    this.redis?.disconnect();
   }
 }
 

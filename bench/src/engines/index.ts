@@ -42,9 +42,3 @@ export function loadAdapters(): Loaded {
   ];
   return { adapters, genDurableMissing };
 }
-
-export function findAdapter(id: string): Adapter {
-  const a = loadAdapters().adapters.find((x) => x.id === id);
-  if (!a) throw new Error(`no engine '${id}'`);
-  return a;
-}
