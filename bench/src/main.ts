@@ -85,6 +85,8 @@ async function run(
   t0: number,
 ): Promise<void> {
   const print = (l: string): void => console.log(l);
+  /** Progress lines carry the run's elapsed time. */
+  const progress = (l: string): void => console.log(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s]${l}`);
   const rc: RunCtx = { infra, opts, log: print, vlog: opts.verbose ? print : () => undefined };
   header(opts, infra, engines, genDurableMissing, print);
 
@@ -115,7 +117,7 @@ async function run(
   const failed = (r: Row, e: unknown, label: string): void => {
     const msg = (e as Error).message ?? String(e);
     (r.errors ??= []).push(msg);
-    print(`  ${label}: FAILED ${msg.split('\n')[0]}`);
+    progress(`  ${label}: FAILED ${msg.split('\n')[0]}`);
   };
 
   // drain and fsm3
@@ -137,7 +139,7 @@ async function run(
             (r.cpuPer1k ??= []).push((o.cpu.totalMs / units) * 1000);
             (r.cpu ??= []).push(o.cpu);
             (r.extra ??= []).push({ ms: o.ms, startupMs: o.startupMs });
-            print(
+            progress(
               `  ${label}: ${n} ${kind === 'fsm3' ? 'machines' : 'jobs'} in ${(o.ms / 1000).toFixed(2)} s → ${Math.round(o.rate).toLocaleString('en-US')} ${unit}; CPU ${((o.cpu.totalMs / units) * 1000).toFixed(1)} ms/1k (start-up ${o.startupMs.toFixed(0)} ms)`,
             );
           } catch (e) {
@@ -163,7 +165,7 @@ async function run(
           r.values.push(o.rate);
           (r.cpuPer1k ??= []).push((o.cpu.totalMs / n) * 1000);
           (r.cpu ??= []).push(o.cpu);
-          print(`  ${label}: ${n} in ${(o.ms / 1000).toFixed(2)} s → ${Math.round(o.rate).toLocaleString('en-US')} inserts/s`);
+          progress(`  ${label}: ${n} in ${(o.ms / 1000).toFixed(2)} s → ${Math.round(o.rate).toLocaleString('en-US')} inserts/s`);
         } catch (e) {
           failed(r, e, label);
         }
@@ -185,7 +187,7 @@ async function run(
         rs[1]!.values.push(o.p95);
         rs[2]!.values.push(o.p99);
         (rs[0]!.extra ??= []).push({ timeouts: o.timeouts, samples: o.samples.length });
-        print(`  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not started within 5 s` : ''}`);
+        progress(`  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not started within 5 s` : ''}`);
       } catch (e) {
         for (const r of rs) failed(r, e, label);
       }
@@ -206,9 +208,9 @@ async function run(
         (rb.extra ??= []).push(o.detail);
         const slowdown = o.better === 'lower' ? o.big / o.small : o.small / o.big;
         row({ scenario: 'scale', engine: a.id, metric: `slowdown ${big} vs 10,000 rows`, unit: '×', better: 'lower' }).values.push(slowdown);
-        print(`  ${label}: ${o.metric}: ${o.small.toFixed(2)} ${o.unit} @ 10k rows, ${o.big.toFixed(2)} ${o.unit} @ ${big} rows (slowdown ${slowdown.toFixed(2)}×)`);
+        progress(`  ${label}: ${o.metric}: ${o.small.toFixed(2)} ${o.unit} @ 10k rows, ${o.big.toFixed(2)} ${o.unit} @ ${big} rows (slowdown ${slowdown.toFixed(2)}×)`);
       } catch (e) {
-        print(`  ${label}: FAILED ${(e as Error).message.split('\n')[0]}`);
+        progress(`  ${label}: FAILED ${(e as Error).message.split('\n')[0]}`);
         (row({ scenario: 'scale', engine: a.id, metric: 'scale', unit: '', better: 'lower' }).errors ??= []).push((e as Error).message);
       }
     }
@@ -226,7 +228,7 @@ async function run(
         peak.values.push(o.peakRssMb);
         base.values.push(o.baselineRssMb);
         (peak.extra ??= []).push({ drainMs: o.ms });
-        print(`  ${label}: RSS ${o.baselineRssMb.toFixed(0)} MB before start, peak ${o.peakRssMb.toFixed(0)} MB draining ${opts.memoryN} jobs in ${(o.ms / 1000).toFixed(1)} s`);
+        progress(`  ${label}: RSS ${o.baselineRssMb.toFixed(0)} MB before start, peak ${o.peakRssMb.toFixed(0)} MB draining ${opts.memoryN} jobs in ${(o.ms / 1000).toFixed(1)} s`);
       } catch (e) {
         failed(peak, e, label);
       }
