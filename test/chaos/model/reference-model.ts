@@ -1,0 +1,302 @@
+/**
+ * The reference model of the status machine (RELIABILITY §6.1): what every instance row
+ * should look like after each engine operation, written from SPEC §2.4, §4, §5.3, §6.3, §8,
+ * §10, §17 and §18 without looking at the SQL. The model-based test drives the production
+ * statements and compares the database with this model after every command.
+ */
+
+export type Status = 'runnable' | 'executing' | 'awaiting_signal' | 'awaiting_children' | 'done' | 'failed';
+export const LIVE: readonly Status[] = ['runnable', 'executing', 'awaiting_signal', 'awaiting_children'];
+
+export interface MSignal {
+  readonly id: string;
+  readonly name: string;
+  readonly dedup: string | null;
+  consumed: boolean;
+}
+
+export interface MRow {
+  readonly id: string;
+  status: Status;
+  step: string;
+  /** state.seq: bumped by every committed state write, so a rewind or double apply shows. */
+  seq: number;
+  attempt: number;
+  claimSeq: number;
+  worker: string | null;
+  leaseExpired: boolean;
+  awaits: string[] | null;
+  deadline: 'none' | 'future' | 'past';
+  /** eligible_at ≤ now (meaningful for runnable rows). */
+  eligible: boolean;
+  inbox: MSignal[];
+  parent: string | null;
+  childrenPending: number;
+  readonly key: string | null;
+  readonly corrKey: string | null;
+  reaps: number;
+  aged: boolean;
+  /** Signal ids presented to the step that parked (excluded from the lost-wakeup recheck). */
+  presented: string[];
+}
+
+/** One claim a worker believes it holds: the token is (worker, id, claimSeq). */
+export interface MClaim {
+  readonly id: string;
+  readonly worker: string;
+  readonly claimSeq: number;
+}
+
+export type OutcomeKind = 'next' | 'retry' | 'retryLater' | 'await' | 'awaitTimeout' | 'spawn0' | 'spawn2' | 'done' | 'stop';
+
+export const MAX_REAPS = 3;
+
+export class ReferenceModel {
+  readonly rows = new Map<string, MRow>();
+
+  isLive(id: string | null): boolean {
+    if (id === null) return false;
+    const r = this.rows.get(id);
+    return r !== undefined && LIVE.includes(r.status);
+  }
+
+  liveByCorrKey(key: string): MRow | undefined {
+    return [...this.rows.values()].find((r) => r.corrKey === key && LIVE.includes(r.status));
+  }
+
+  executingKeys(): Set<string> {
+    return new Set([...this.rows.values()].filter((r) => r.status === 'executing' && r.key !== null).map((r) => r.key as string));
+  }
+
+  insert(id: string, options: { key: string | null; corrKey: string | null; eligible: boolean; parent?: string | null }): void {
+    this.rows.set(id, {
+      id,
+      status: 'runnable',
+      step: 'start',
+      seq: 0,
+      attempt: 0,
+      claimSeq: 0,
+      worker: null,
+      leaseExpired: false,
+      awaits: null,
+      deadline: 'none',
+      eligible: options.eligible,
+      inbox: [],
+      parent: options.parent ?? null,
+      childrenPending: 0,
+      key: options.key,
+      corrKey: options.corrKey,
+      reaps: 0,
+      aged: false,
+      presented: [],
+    });
+  }
+
+  /** Rows a claim may take now (SPEC §5.3): runnable, due, key not executing. */
+  claimable(): MRow[] {
+    const busy = this.executingKeys();
+    return [...this.rows.values()].filter((r) => r.status === 'runnable' && r.eligible && (r.key === null || !busy.has(r.key)));
+  }
+
+  adoptClaim(id: string, worker: string, claimSeq: number): void {
+    const r = this.must(id);
+    r.status = 'executing';
+    r.worker = worker;
+    r.claimSeq = claimSeq;
+    r.leaseExpired = false;
+  }
+
+  /** The ownership guard plus the fencing token (SPEC §6.1, §26.1). */
+  owns(claim: MClaim): boolean {
+    const r = this.rows.get(claim.id);
+    return r !== undefined && r.status === 'executing' && r.worker === claim.worker && r.claimSeq === claim.claimSeq;
+  }
+
+  /**
+   * Applies a committed outcome (SPEC §2.4 table, §6.3). `presented` = the awaited signal ids
+   * of the claim; `children` = ids of the children that landed (spawn).
+   */
+  applyOutcome(claim: MClaim, kind: OutcomeKind, presented: readonly string[], children: readonly string[]): void {
+    const r = this.must(claim.id);
+    const clearClaim = (): void => {
+      r.worker = null;
+      r.leaseExpired = false;
+      r.reaps = 0;
+      r.deadline = 'none';
+    };
+    switch (kind) {
+      case 'next':
+        r.status = 'runnable';
+        r.step = nextStepOf(r.step);
+        r.attempt = 0;
+        r.seq += 1;
+        r.awaits = null;
+        r.eligible = true;
+        this.consume(r, presented);
+        clearClaim();
+        return;
+      case 'retry':
+      case 'retryLater':
+        r.status = 'runnable';
+        r.attempt += 1;
+        r.seq += 1;
+        r.eligible = kind === 'retry';
+        clearClaim();
+        return;
+      case 'await':
+      case 'awaitTimeout': {
+        r.status = 'awaiting_signal';
+        r.step = 'b';
+        r.attempt = 0;
+        r.seq += 1;
+        r.awaits = kind === 'await' ? ['x'] : ['x', 'y'];
+        r.eligible = true;
+        clearClaim();
+        r.deadline = kind === 'awaitTimeout' ? 'future' : 'none';
+        r.presented = [...presented];
+        // The lost-wakeup recheck (§8.4): an unconsumed, unpresented signal it awaits wakes it.
+        const awaits = r.awaits;
+        if (r.inbox.some((s) => !s.consumed && awaits.includes(s.name) && !presented.includes(s.id))) {
+          r.status = 'runnable';
+          r.deadline = 'none';
+        }
+        return;
+      }
+      case 'spawn0':
+      case 'spawn2':
+        r.status = children.length > 0 ? 'awaiting_children' : 'runnable';
+        r.step = 'c';
+        r.attempt = 0;
+        r.seq += 1;
+        r.awaits = null;
+        r.childrenPending = children.length;
+        r.eligible = true;
+        this.consume(r, presented);
+        clearClaim();
+        for (const child of children) this.insert(child, { key: null, corrKey: null, eligible: true, parent: r.id });
+        return;
+      case 'done':
+      case 'stop':
+        r.status = kind === 'done' ? 'done' : 'failed';
+        r.awaits = null;
+        clearClaim();
+        this.terminate(r);
+        return;
+    }
+  }
+
+  /** Terminal: whole inbox consumed, parent joined (SPEC §6.3 steps 4–5). */
+  private terminate(r: MRow): void {
+    for (const s of r.inbox) s.consumed = true;
+    if (r.parent !== null) {
+      const p = this.rows.get(r.parent);
+      if (p) {
+        p.childrenPending -= 1;
+        if (p.status === 'awaiting_children' && p.childrenPending <= 0) {
+          p.status = 'runnable';
+          p.eligible = true;
+        }
+      }
+    }
+  }
+
+  private consume(r: MRow, presented: readonly string[]): void {
+    for (const s of r.inbox) if (presented.includes(s.id)) s.consumed = true;
+  }
+
+  /** Heartbeat: the claims still owned are renewed. */
+  heartbeat(claims: readonly MClaim[]): string[] {
+    const renewed = claims.filter((c) => this.owns(c)).map((c) => c.id);
+    for (const id of renewed) this.must(id).leaseExpired = false;
+    return renewed;
+  }
+
+  /** Reaper sweep (SPEC §17.2, §26.5, §8.5). */
+  reap(): { reaped: string[]; poisoned: string[]; timeouts: string[] } {
+    const reaped: string[] = [];
+    const poisoned: string[] = [];
+    for (const r of [...this.rows.values()].sort(byId)) {
+      if (r.status !== 'executing' || !r.leaseExpired) continue;
+      r.worker = null;
+      r.leaseExpired = false;
+      r.reaps += 1;
+      if (r.reaps >= MAX_REAPS) {
+        r.status = 'failed';
+        poisoned.push(r.id);
+      } else {
+        r.status = 'runnable';
+        r.attempt += 1;
+        reaped.push(r.id);
+      }
+    }
+    for (const id of poisoned) this.terminate(this.must(id));
+    const timeouts: string[] = [];
+    for (const r of this.rows.values()) {
+      if (r.status === 'awaiting_signal' && r.deadline === 'past') {
+        r.status = 'runnable';
+        r.eligible = true;
+        r.deadline = 'none';
+        timeouts.push(r.id);
+      }
+    }
+    return { reaped, poisoned, timeouts };
+  }
+
+  /** Startup reclaim (SPEC §17.3) with margin 0: expired claims under the prefix, no bump. */
+  reclaim(prefix: string): string[] {
+    const out: string[] = [];
+    for (const r of this.rows.values()) {
+      if (r.status === 'executing' && r.leaseExpired && r.worker !== null && r.worker.startsWith(prefix)) {
+        r.status = 'runnable';
+        r.worker = null;
+        r.leaseExpired = false;
+        out.push(r.id);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Delivery (SPEC §8.1, §8.2, §26.6, §26.7): refused unless live; a dedup key stored for
+   * the instance's life (consumed or not) is a duplicate that wakes nothing.
+   */
+  deliver(target: string | null, name: string, dedup: string | null): 'no_target' | 'duplicate' | 'stored' {
+    if (target === null || !this.isLive(target)) return 'no_target';
+    const r = this.must(target);
+    if (dedup !== null && r.inbox.some((s) => s.dedup === dedup)) return 'duplicate';
+    if (r.status === 'awaiting_signal' && r.awaits?.includes(name)) {
+      r.status = 'runnable';
+      r.eligible = true;
+      r.deadline = 'none';
+    }
+    return 'stored';
+  }
+
+  addSignal(target: string, signal: MSignal): void {
+    this.must(target).inbox.push(signal);
+  }
+
+  /** GC (SPEC §18.1): aged terminal rows, sparing children of live parents. */
+  gc(): string[] {
+    const gone = [...this.rows.values()]
+      .filter((r) => (r.status === 'done' || r.status === 'failed') && r.aged && !this.isLive(r.parent))
+      .map((r) => r.id);
+    for (const id of gone) this.rows.delete(id);
+    for (const r of this.rows.values()) if (r.parent !== null && gone.includes(r.parent)) r.parent = null;
+    return gone;
+  }
+
+  must(id: string): MRow {
+    const r = this.rows.get(id);
+    if (!r) throw new Error(`model has no row ${id}`);
+    return r;
+  }
+}
+
+export function nextStepOf(step: string): string {
+  return step === 'b' ? 'c' : 'b';
+}
+
+export function byId(a: { id: string }, b: { id: string }): number {
+  return a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
