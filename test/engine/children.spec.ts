@@ -8,11 +8,11 @@ import {
   type StepContext,
   stop,
 } from '../../lib';
-import { buildInsertRow, insertArrays } from '../../lib/engine/insert-row';
-import { INSERT_INSTANCES } from '../../lib/sql/insert.sql';
-import { FANOUT_LOCK_PARENTS, FANOUT_PARK_PARENTS } from '../../lib/sql/outcome.sql';
+import { buildInsertRow, insertParams } from '../../lib/engine/insert-row';
+import { INSERT_INSTANCE } from '../../lib/sql/insert.sql';
 import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
-import { claimRows, openRawSession } from '../support/raw-session';
+import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
+import { claimRows, openRawSession, waitUntilBlockedBy } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // Child fan-out and join (SPEC §10, §6.3 steps 3 and 5, §18, §25 item 8).
@@ -228,17 +228,34 @@ describe('child fan-out and join (SPEC §10)', () => {
 
   it('the reaper skips a parent locked mid-spawn; the spawn then completes intact', async () => {
     const session = await openRawSession(db);
+    const blocker = await openRawSession(db);
     try {
       const worker = 'spawn-worker';
       const parent = await t.engine.insert(BasketFsm, { queue: 'spawn', state: { rounds: [] } });
       const control = await t.engine.insert(BasketFsm, { queue: 'spawn', state: { rounds: [] } });
       const claimed = await claimRows(session, 'spawn', worker, { leaseMs: 1500 });
-      const seqOf = new Map(claimed.map((c) => [c.id, c.claim_seq]));
-      expect([...seqOf.keys()].sort()).toEqual([parent, control].sort());
+      expect(claimed.map((c) => c.id).sort()).toEqual([parent, control].sort());
+      const parentRow = claimedRow(claimed.find((c) => c.id === parent)!, worker);
 
-      // The flush has locked the spawning parent (step 3a) when both leases run out.
-      await session.exec('BEGIN');
-      expect(await session.run(FANOUT_LOCK_PARENTS, [[worker], [parent], [seqOf.get(parent)]])).toEqual([{ id: parent }]);
+      // Another transaction holds an uncommitted insert of the key one child will use, so the
+      // flush stops inside its child insert: after locking the parent, before parking it.
+      const definition = t.engine.runtime.registry.resolve(ItemFsm);
+      await blocker.exec('BEGIN');
+      await blocker.run(INSERT_INSTANCE, insertParams(buildInsertRow(definition, { correlationKey: 'spawn:contended', state: { sku: 'other' } }, t.engine.runtime.options)));
+      t.resetStatements();
+      const reply = submitTogether(t.engine, [
+        flushEntry(
+          t.engine,
+          parentRow,
+          scheduleChildren('joined', [{ fsm: ItemFsm, state: { sku: 'p1' } }, { fsm: ItemFsm, state: { sku: 'p2' }, correlationKey: 'spawn:contended' }], {
+            rounds: [],
+          }),
+        ),
+      ]);
+      await waitUntilBlockedBy(db, blocker.pid);
+      expect(t.statements).toEqual(expect.arrayContaining(['fanout_lock_parents', 'insert_instances']));
+
+      // Both leases run out while the flush holds the parent's row lock.
       await eventually(async () => {
         const { rows } = await db.pool.query(`SELECT 1 FROM gen_durable WHERE id = ANY ($1::bigint[]) AND lease_expires_at < now()`, [[parent, control]]);
         return rows.length === 2;
@@ -247,21 +264,17 @@ describe('child fan-out and join (SPEC §10)', () => {
       expect(await view(control)).toMatchObject({ status: 'runnable', attempt: 1, reaps: 1 });
       expect(await view(parent)).toMatchObject({ status: 'executing', attempt: 0, reaps: 0, lockedBy: worker });
 
-      // Steps 3b and 3c of the same flush: children land, the parent parks on them.
-      const definition = t.engine.runtime.registry.resolve(ItemFsm);
-      const rows = ['p1', 'p2'].map((sku) => buildInsertRow(definition, { state: { sku } }, t.engine.runtime.options));
-      const inserted = await session.run<{ id: string }>(INSERT_INSTANCES, insertArrays(rows, [parent, parent]));
-      expect(inserted).toHaveLength(2);
-      expect(
-        await session.run(FANOUT_PARK_PARENTS, [[worker], [parent], [seqOf.get(parent)], ['joined'], ['{"rounds":[]}'], [2]]),
-      ).toEqual([expect.objectContaining({ id: parent, status: 'awaiting_children' })]);
-      await session.exec('COMMIT');
+      // The other insert gives way: both children land and the parent parks on them.
+      await blocker.exec('ROLLBACK');
+      expect(await reply).toEqual(['committed']);
+      expect((await childrenOf(parent)).length).toBe(2);
 
       // The children run on the default queue and release the (never reaped) parent.
       await eventually(async () => (await view(parent))?.status === 'runnable');
       expect(await view(parent)).toMatchObject({ attempt: 0, reaps: 0, childrenPending: 0, step: 'joined' });
       expect((await childrenOf(parent)).map((c) => c.status)).toEqual(['done', 'done']);
     } finally {
+      await blocker.close();
       await session.close();
     }
   });

@@ -1,15 +1,18 @@
-import { awaitSignal, done, DurableFsm, NoTargetError, Step, type StepContext } from '../../lib';
+import { awaitSignal, done, DurableFsm, NoTargetError, scheduleChildren, Step, type StepContext } from '../../lib';
+import type { ClaimedRow } from '../../lib/runtime/claimed-row';
 import { LOAD_INBOXES } from '../../lib/sql/claim.sql';
-import { FLUSH_PARKS, FLUSH_TRANSITIONS, CONSUME_INBOXES, RECHECK_PARKS } from '../../lib/sql/outcome.sql';
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
 import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
-import { claimRows, isBlockedBy, openRawSession, type RawSession, waitUntilBlockedBy } from '../support/raw-session';
+import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
+import { claimRows, holdRowLock, isBlockedBy, openRawSession, type RawSession, waitUntilBlockedBy } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// Deterministic races on two (or three) real connections (SPEC §8.4, §26.6). One side holds
-// its transaction open at the exact point of interest; pg_blocking_pids /
-// pg_isolation_test_session_is_blocked tell the test that the other side is waiting on it.
-// Flush and delivery statements are the production lib/sql constants.
+// Deterministic races on real connections (SPEC §8.4, §26.6). One side holds its transaction
+// open at the exact point of interest; pg_blocking_pids / pg_isolation_test_session_is_blocked
+// tell the test that the other side is waiting on it. Flushes are the engine's own flusher:
+// to hold a flush transaction open after it wrote the row under test, the same flush carries
+// a fan-out entry for a second row whose lock a test session holds (fan-outs run after the
+// transitions and parks, SPEC §6.3), so the flush stops there with the first row written.
 
 const gates = new Map<string, { opened: Promise<void>; open(): void; entered: boolean }>();
 function gate(id: string): { opened: Promise<void>; open(): void; entered: boolean } {
@@ -57,7 +60,7 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
     await db.drop();
   });
 
-  const row = async (id: string) =>
+  const status = async (id: string) =>
     (
       await db.pool.query<{ status: string; awaits: string[] | null; await_deadline: Date | null; due: boolean }>(
         `SELECT status, awaits, await_deadline, eligible_at <= now() AS due FROM gen_durable WHERE id = $1`,
@@ -74,64 +77,76 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
 
   /** A row of a queue no scheduler runs, claimed by WORKER through the production claim. */
   let queues = 0;
-  async function claimedManualRow(options: { correlationKey?: string } = {}): Promise<{ id: string; seq: string; queue: string }> {
+  /** Rows of a fresh queue no scheduler runs, claimed by WORKER through the production claim. */
+  async function claimedManualRows(n: number, options: { correlationKey?: string } = {}): Promise<ClaimedRow[]> {
     const queue = `race-${++queues}`;
-    const id = await t.engine.insert(RacerFsm, { queue, ...options });
-    const claimed = await claimRows(a, queue, WORKER, { batch: 1 });
-    expect(claimed.map((c) => c.id)).toEqual([id]);
-    return { id, seq: claimed[0]!.claim_seq, queue };
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) ids.push(await t.engine.insert(RacerFsm, { queue, ...(i === 0 ? options : {}) }));
+    const claimed = await claimRows(a, queue, WORKER, { batch: n });
+    expect(claimed.map((c) => c.id).sort()).toEqual([...ids].sort());
+    return ids.map((id) => claimedRow(claimed.find((c) => c.id === id)!, WORKER));
   }
 
-  const parkParams = (id: string, seq: string, timeoutMs: number | null = 60_000) => [
-    [WORKER], [id], [seq], ['woken'], ['{}'], ['["go"]'], [timeoutMs],
-  ];
-  const doneParams = (id: string, seq: string) => [
-    [WORKER], [id], [seq], ['done'], [null], [null], ['{"ok":true}'], [null], [0], [null], [1], [false], [null],
-  ];
+  /**
+   * Submits `entry` for `row` to the engine's flusher together with a fan-out of `blocker`,
+   * whose row lock session `b` holds: resolves once the flush transaction has written `row`
+   * and waits on `b`, with the flusher's backend pid and the flush's replies.
+   */
+  async function flushHeldOpen(row: ClaimedRow, entryOutcome: Parameters<typeof flushEntry>[2], blocker: ClaimedRow) {
+    await holdRowLock(b, blocker.id);
+    const replies = submitTogether(t.engine, [
+      flushEntry(t.engine, row, entryOutcome),
+      flushEntry(t.engine, blocker, scheduleChildren('woken', [], {})),
+    ]);
+    const [flusherPid] = await waitUntilBlockedBy(db, b.pid);
+    return { flusherPid: flusherPid!, replies };
+  }
 
   describe('signal vs park', () => {
     it('park first: delivery waits on the parked, uncommitted row and flips it once the park commits', async () => {
-      const { id, seq, queue } = await claimedManualRow();
-      await a.exec('BEGIN');
-      expect(await a.run(FLUSH_PARKS, parkParams(id, seq))).toHaveLength(1);
-      // The recheck in the same transaction finds nothing: the signal does not exist yet.
-      expect(await a.run(RECHECK_PARKS, [[id], [], []])).toEqual([]);
+      const [row, blocker] = await claimedManualRows(2);
+      t.resetStatements();
+      const { flusherPid, replies } = await flushHeldOpen(row!, awaitSignal('go', 'woken', {}, { timeout: 60_000 }), blocker!);
+      // The park and its recheck ran in the open transaction; the recheck found nothing.
+      expect(t.statements).toEqual(expect.arrayContaining(['flush_parks', 'recheck_parks', 'fanout_lock_parents']));
 
-      const delivery = t.engine.signal({ id }, 'go', { n: 1 });
-      const [waiter] = await waitUntilBlockedBy(db, a.pid);
-      expect(await isBlockedBy(db, waiter!, a.pid)).toBe(true);
+      const delivery = t.engine.signal({ id: row!.id }, 'go', { n: 1 });
+      const [waiter] = await waitUntilBlockedBy(db, flusherPid);
+      expect(await isBlockedBy(db, waiter!, flusherPid)).toBe(true);
       // While it waits, nothing is stored and the committed row is still executing.
-      expect(await inbox(id)).toEqual([]);
-      expect((await row(id))!.status).toBe('executing');
+      expect(await inbox(row!.id)).toEqual([]);
+      expect((await status(row!.id))!.status).toBe('executing');
 
-      await a.exec('COMMIT');
+      await b.exec('COMMIT');
+      expect(await replies).toEqual(['committed', 'committed']);
       await delivery;
       // The delivery's CASE was re-evaluated on the parked row after the lock: no lost wake-up.
-      expect(await row(id)).toEqual({ status: 'runnable', awaits: ['go'], await_deadline: null, due: true });
-      expect(await inbox(id)).toEqual([{ name: 'go', consumed: false }]);
+      expect(await status(row!.id)).toEqual({ status: 'runnable', awaits: ['go'], await_deadline: null, due: true });
+      expect(await inbox(row!.id)).toEqual([{ name: 'go', consumed: false }]);
       // And the next claim presents it.
-      const [again] = await claimRows(a, queue, WORKER, { batch: 1 });
-      expect(again!.id).toBe(id);
-      expect(await a.run<{ name: string }>(LOAD_INBOXES, [[id]])).toEqual([expect.objectContaining({ name: 'go' })]);
+      const again = await claimRows(a, row!.queue, WORKER, { batch: 2 });
+      expect(again.map((c) => c.id)).toContain(row!.id);
+      expect(await a.run<{ name: string }>(LOAD_INBOXES, [[row!.id]])).toEqual([expect.objectContaining({ name: 'go' })]);
     });
 
-    it('delivery first: the park waits on the delivery, then its recheck sees the signal (manual flush)', async () => {
-      const { id, seq } = await claimedManualRow();
+    it('delivery first: the park waits on the delivery, then its recheck sees the signal', async () => {
+      const [row] = await claimedManualRows(1);
       await b.exec('BEGIN');
       // Delivery locks the executing row and stores the signal; no flip (not parked yet).
-      expect(await b.run(DELIVER_SIGNAL, [id, null, 'go', '{"n":2}', null])).toEqual([
-        expect.objectContaining({ id, status: 'executing', inserted: true }),
+      expect(await b.run(DELIVER_SIGNAL, [row!.id, null, 'go', '{"n":2}', null])).toEqual([
+        expect.objectContaining({ id: row!.id, status: 'executing', inserted: true }),
       ]);
-
-      await a.exec('BEGIN');
-      const park = a.run(FLUSH_PARKS, parkParams(id, seq));
-      await eventually(() => isBlockedBy(db, a.pid, b.pid), 10_000, 5);
+      t.resetStatements();
+      const replies = submitTogether(t.engine, [flushEntry(t.engine, row!, awaitSignal('go', 'woken', {}))]);
+      const [flusherPid] = await waitUntilBlockedBy(db, b.pid);
+      expect(await isBlockedBy(db, flusherPid!, b.pid)).toBe(true);
+      expect(t.statements).toContain('flush_parks');
+      expect(t.statements).not.toContain('recheck_parks');
       await b.exec('COMMIT');
-      expect(await park).toHaveLength(1);
-      // The recheck is a new statement: its snapshot sees the committed, unpresented signal.
-      expect(await a.run<{ id: string }>(RECHECK_PARKS, [[id], [], []])).toEqual([expect.objectContaining({ id })]);
-      await a.exec('COMMIT');
-      expect(await row(id)).toEqual({ status: 'runnable', awaits: ['go'], await_deadline: null, due: true });
+      expect(await replies).toEqual(['committed']);
+      // The recheck is a new statement: its snapshot saw the committed, unpresented signal.
+      expect(t.statements).toContain('recheck_parks');
+      expect(await status(row!.id)).toEqual({ status: 'runnable', awaits: ['go'], await_deadline: null, due: true });
     });
 
     it('delivery first: the production flush parks behind the delivery and wakes at once', async () => {
@@ -152,17 +167,15 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
     });
 
     it('a presented signal is excluded by the recheck: re-parking on it does not wake', async () => {
-      const { id, seq } = await claimedManualRow();
-      await b.run(DELIVER_SIGNAL, [id, null, 'go', '{"n":4}', null]);
-      const [presented] = await a.run<{ id: string }>(LOAD_INBOXES, [[id]]);
-      await a.exec('BEGIN');
-      await a.run(FLUSH_PARKS, parkParams(id, seq));
-      expect(await a.run(RECHECK_PARKS, [[id], [id], [presented!.id]])).toEqual([]);
-      await a.exec('COMMIT');
-      expect((await row(id))!.status).toBe('awaiting_signal');
+      const [row] = await claimedManualRows(1);
+      await b.run(DELIVER_SIGNAL, [row!.id, null, 'go', '{"n":4}', null]);
+      const [presented] = await a.run<{ id: string }>(LOAD_INBOXES, [[row!.id]]);
+      const replies = submitTogether(t.engine, [flushEntry(t.engine, row!, awaitSignal('go', 'woken', {}), [presented!.id])]);
+      expect(await replies).toEqual(['committed']);
+      expect((await status(row!.id))!.status).toBe('awaiting_signal');
       // A new arrival wakes it.
-      await t.engine.signal({ id }, 'go', { n: 5 });
-      expect((await row(id))!.status).toBe('runnable');
+      await t.engine.signal({ id: row!.id }, 'go', { n: 5 });
+      expect((await status(row!.id))!.status).toBe('runnable');
     });
   });
 
@@ -170,23 +183,22 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
     for (const by of ['id', 'correlationKey'] as const) {
       it(`terminal first: delivery by ${by} waits, then answers NoTargetError and stores nothing`, async () => {
         const key = `race:terminal:${by}`;
-        const { id, seq } = await claimedManualRow({ correlationKey: key });
-        await a.exec('BEGIN');
-        expect(await a.run(FLUSH_TRANSITIONS, doneParams(id, seq))).toEqual([expect.objectContaining({ id, status: 'done' })]);
-        await a.run(CONSUME_INBOXES, [[id]]);
+        const [row, blocker] = await claimedManualRows(2, { correlationKey: key });
+        const { flusherPid, replies } = await flushHeldOpen(row!, done({ ok: true }), blocker!);
 
-        const delivery = t.engine.signal(by === 'id' ? { id } : { correlationKey: key }, 'go', { late: true }, { dedupKey: `d-${by}` });
+        const delivery = t.engine.signal(by === 'id' ? { id: row!.id } : { correlationKey: key }, 'go', { late: true }, { dedupKey: `d-${by}` });
         const settled = delivery.then(
           () => 'delivered',
           (err: unknown) => err,
         );
-        const [waiter] = await waitUntilBlockedBy(db, a.pid);
-        expect(await isBlockedBy(db, waiter!, a.pid)).toBe(true);
-        await a.exec('COMMIT');
+        const [waiter] = await waitUntilBlockedBy(db, flusherPid);
+        expect(await isBlockedBy(db, waiter!, flusherPid)).toBe(true);
+        await b.exec('COMMIT');
+        expect(await replies).toEqual(['committed', 'committed']);
         expect(await settled).toBeInstanceOf(NoTargetError);
         // No orphaned "delivered" signal on the finished instance.
-        expect(await inbox(id)).toEqual([]);
-        expect((await row(id))!.status).toBe('done');
+        expect(await inbox(row!.id)).toEqual([]);
+        expect((await status(row!.id))!.status).toBe('done');
       });
     }
 

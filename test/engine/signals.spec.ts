@@ -11,9 +11,8 @@ import {
   stop,
   type StepContext,
 } from '../../lib';
-import { FIRE_AWAIT_DEADLINES } from '../../lib/sql/lease.sql';
-import { FLUSH_PARKS } from '../../lib/sql/outcome.sql';
 import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
+import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
 import { claimRows, openRawSession } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -337,16 +336,22 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
   });
 
   it('the deadline sweep keeps awaits and attempt, clears the deadline and makes the row due now', async () => {
-    // A row of a queue no scheduler runs, claimed and parked through the production SQL.
+    // A row of a queue no scheduler runs, claimed and parked through the production claim and flusher.
     const session = await openRawSession(db);
     try {
       const id = await t.engine.insert(PackFsm, { queue: 'manual', state: { seenCount: 0 } });
       const [claim] = await claimRows(session, 'manual', 'test-worker');
       expect(claim!.id).toBe(id);
-      await session.run(FLUSH_PARKS, [['test-worker'], [id], [claim!.claim_seq], ['collect'], ['{}'], ['["a","b"]'], [1]]);
+      const row = claimedRow(claim!, 'test-worker');
+      expect(await submitTogether(t.engine, [flushEntry(t.engine, row, awaitSignal(['a', 'b'], 'collect', {}, { timeout: 1 }))])).toEqual([
+        'committed',
+      ]);
       // Stand-in for earlier reaps: the sweep must neither reset nor bump the attempt.
       await db.pool.query(`UPDATE gen_durable SET attempt = 3 WHERE id = $1`, [id]);
-      await eventually(async () => (await session.run<{ id: string }>(FIRE_AWAIT_DEADLINES, [1000])).some((r) => r.id === id) || (await status(id)) === 'runnable');
+      await eventually(async () => {
+        await t.engine.runtime.reaper!.sweep();
+        return (await status(id)) === 'runnable';
+      });
       const view = await t.engine.get({ id });
       expect(view).toMatchObject({ status: 'runnable', step: 'collect', attempt: 3, awaits: ['a', 'b'], awaitDeadline: null });
       expect(view!.eligibleAt.getTime()).toBeLessThanOrEqual(Date.now() + 1000);

@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 
+import type { ClaimRecord } from '../../lib/runtime/claimed-row';
 import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
 import { renderStatement, type Statement } from '../../lib/sql/statement';
 import { trackResource } from './open-resources';
@@ -79,6 +80,12 @@ export async function claimRows(
   queue: string,
   worker: string,
   options: { batch?: number; leaseMs?: number } = {},
-): Promise<{ id: string; claim_seq: string }[]> {
-  return session.run<{ id: string; claim_seq: string }>(CLAIM_RUNNABLE, [queue, options.batch ?? 100, worker, options.leaseMs ?? 60_000, []]);
+): Promise<ClaimRecord[]> {
+  return session.run<ClaimRecord & Record<string, unknown>>(CLAIM_RUNNABLE, [queue, options.batch ?? 100, worker, options.leaseMs ?? 60_000, []]);
+}
+
+/** Opens a transaction on `session` that holds the row lock of `id` (FOR NO KEY UPDATE). */
+export async function holdRowLock(session: RawSession, id: string): Promise<void> {
+  await session.exec('BEGIN');
+  await session.exec('SELECT 1 FROM gen_durable WHERE id = $1 FOR NO KEY UPDATE', [id]);
 }
