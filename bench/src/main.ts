@@ -45,7 +45,12 @@ function select(opts: Options, adapters: Adapter[], genDurableMissing: string | 
 function header(opts: Options, infra: Infra, engines: Adapter[], genDurableMissing: string | undefined, print: (l: string) => void): void {
   const cpus = os.cpus();
   print(`gen-durable bench — ${opts.quick ? 'quick' : 'full'} run, ${opts.repeats} repeat(s), concurrency ${opts.concurrency.join(',')}`);
-  print(`machine: ${cpus.length} × ${cpus[0]?.model ?? '?'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`);
+  print(
+    `machine: ${cpus.length} × ${cpus[0]?.model ?? '?'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   print(`PostgreSQL: ${infra.pgLabel} — ${infra.pgVersion.split(' on ')[0]} (fsync=${infra.pgSettings.fsync}, synchronous_commit=${infra.pgSettings.synchronous_commit})`);
   print(`Redis: ${infra.redisLabel}${infra.redisVersion ? ` — ${infra.redisVersion}` : ''}`);
   for (const a of engines) print(`  ${a.id.padEnd(24)} ${a.peer} — ${a.settings}`);
@@ -85,6 +90,7 @@ async function run(
   t0: number,
 ): Promise<void> {
   const print = (l: string): void => console.log(l);
+  const loadAtStart = os.loadavg();
   /** Progress lines carry the run's elapsed time. */
   const progress = (l: string): void => console.log(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s]${l}`);
   const rc: RunCtx = { infra, opts, log: print, vlog: opts.verbose ? print : () => undefined };
@@ -264,6 +270,8 @@ async function run(
       memGiB: os.totalmem() / 2 ** 30,
       node: process.version,
       platform: `${os.platform()} ${os.release()}`,
+      loadAvgAtStart: loadAtStart,
+      loadAvgAtEnd: os.loadavg(),
     },
     postgres: { label: infra.pgLabel, version: infra.pgVersion, settings: infra.pgSettings },
     redis: { label: infra.redisLabel, version: infra.redisVersion },
