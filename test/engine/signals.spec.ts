@@ -313,6 +313,29 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
     expect(await t.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { payloads: [{ n: 'kept' }] } });
   });
 
+  it('a delivery that wakes a row pokes its queue: no poll needed', async () => {
+    // A second engine whose only poll after boot is a minute away: only pokes can start work.
+    const slow = await createTestApp(db, [WaitOnceFsm], {
+      name: 'Poked',
+      queues: { poked: 2 },
+      pollInterval: 60_000,
+      maxPollInterval: 60_000,
+      reaper: false,
+      gc: false,
+    });
+    try {
+      const id = await slow.engine.insert(WaitOnceFsm, { queue: 'poked' });
+      await eventually(async () => (await slow.engine.get({ id }))?.status === 'awaiting_signal');
+      await slow.engine.signal({ id }, 'go', { poked: true });
+      expect(await slow.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
+        kind: 'done',
+        result: { payloads: [{ poked: true }] },
+      });
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('a timeout wakes a fresh await with an empty awaited at attempt 0 and emits await:timeout', async () => {
     const timeoutEvent = firstValueFrom(t.engine.events$.pipe(filter((e) => e.event === 'await:timeout')));
     const id = await t.engine.insert(WaitOnceFsm, { state: { timeout: 300 } });
