@@ -6,18 +6,30 @@ import { PostgresLimiter } from './postgres.limiter';
 import { RedisLimiter } from './redis.limiter';
 
 /** The backend `limiter` selects (SPEC §16): `'postgres'` (default) or `{ redis }`. */
-export function createLimiter(options: ResolvedOptions, sql: SqlExecutor, telemetry: Telemetry): Limiter {
+export function createLimiter(
+  options: ResolvedOptions,
+  sql: SqlExecutor,
+  telemetry: Telemetry,
+): Limiter {
   if (options.limiter === 'postgres') return new PostgresLimiter(sql, telemetry);
   return new RedisLimiter(sql, options.limiter.redis, options.leaseTtl);
 }
 
 /** This node's own declarations, as seeded at boot (SPEC §16.1): gates and rate limits. */
 export function limitConfigs(options: ResolvedOptions): LimitConfig[] {
-  const gates = Object.values(options.concurrencyLimits).map(
-    (g): LimitConfig => ({ kind: 'conc', name: g.name, rate: null, capacity: g.limit, shards: g.shards }),
-  );
-  const rates = Object.values(options.rateLimits).map(
-    (r): LimitConfig => ({ kind: 'rate', name: r.name, rate: r.rate, capacity: r.burst, shards: r.shards }),
-  );
+  const gates = Object.values(options.concurrencyLimits).map((g): LimitConfig => ({
+    kind: 'conc',
+    name: g.name,
+    rate: null,
+    capacity: g.limit,
+    shards: g.shards,
+  }));
+  const rates = Object.values(options.rateLimits).map((r): LimitConfig => ({
+    kind: 'rate',
+    name: r.name,
+    rate: r.rate,
+    capacity: r.burst,
+    shards: r.shards,
+  }));
   return [...gates, ...rates];
 }

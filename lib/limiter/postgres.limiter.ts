@@ -55,7 +55,12 @@ export class PostgresLimiter implements Limiter {
 
   async admit(entries: readonly LimiterEntry[], queue: string): Promise<AdmitResult> {
     if (entries.length === 0) return { admitted: [], denied: [], throttled: [] };
-    const params = [entries.map((e) => e.id), entries.map((e) => e.gateKey), entries.map((e) => e.rateKey), entries.map((e) => e.weight)];
+    const params = [
+      entries.map((e) => e.id),
+      entries.map((e) => e.gateKey),
+      entries.map((e) => e.rateKey),
+      entries.map((e) => e.weight),
+    ];
     for (let attempt = 1; ; attempt++) {
       try {
         const records = await this.sql.query<AdmitRecord>(ADMIT, params);
@@ -92,7 +97,9 @@ export class PostgresLimiter implements Limiter {
       } catch (err) {
         if (attempt >= ATTEMPTS || !isTransient(err)) {
           // A lost credit is a leaked slot: stricter until the GC reconcile repairs it (§18).
-          this.logger.warn(`credit of ${slots.length} gate slot(s) failed; the GC reconcile will repair them: ${String(err)}`);
+          this.logger.warn(
+            `credit of ${slots.length} gate slot(s) failed; the GC reconcile will repair them: ${String(err)}`,
+          );
           return;
         }
       }
@@ -105,7 +112,17 @@ export class PostgresLimiter implements Limiter {
 
   async syncConfig(configs: readonly LimitConfig[]): Promise<void> {
     if (configs.length === 0) return;
-    const sorted = [...configs].sort((a, b) => (a.kind === b.kind ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.kind < b.kind ? -1 : 1));
+    const sorted = [...configs].sort((a, b) =>
+      a.kind === b.kind
+        ? a.name < b.name
+          ? -1
+          : a.name > b.name
+            ? 1
+            : 0
+        : a.kind < b.kind
+          ? -1
+          : 1,
+    );
     await this.sql.query(UPSERT_BUCKET_CONFIGS, [
       sorted.map((c) => c.kind),
       sorted.map((c) => c.name),
@@ -119,7 +136,12 @@ export class PostgresLimiter implements Limiter {
     let buckets = 0;
     let after = '';
     for (;;) {
-      const page = (await this.sql.query<{ deleted: number; last_key: string | null }>(PRUNE_RATE_BUCKETS, [after, PRUNE_PAGE]))[0];
+      const page = (
+        await this.sql.query<{ deleted: number; last_key: string | null }>(PRUNE_RATE_BUCKETS, [
+          after,
+          PRUNE_PAGE,
+        ])
+      )[0];
       buckets += page?.deleted ?? 0;
       if (!page?.last_key) break;
       after = page.last_key;
@@ -149,7 +171,11 @@ function verdicts(entries: readonly LimiterEntry[], records: readonly AdmitRecor
   const denied: string[] = [];
   const gates = new Map<string, { wanted: number; granted: number }>();
   const rates = new Map<string, { wanted: number; granted: number }>();
-  const tally = (map: Map<string, { wanted: number; granted: number }>, key: string, ok: boolean): void => {
+  const tally = (
+    map: Map<string, { wanted: number; granted: number }>,
+    key: string,
+    ok: boolean,
+  ): void => {
     const t = map.get(key) ?? { wanted: 0, granted: 0 };
     t.wanted += 1;
     if (ok) t.granted += 1;
@@ -160,7 +186,13 @@ function verdicts(entries: readonly LimiterEntry[], records: readonly AdmitRecor
     if (entry.gateKey !== null) tally(gates, entry.gateKey, r?.gate_ok === true);
     if (entry.rateKey !== null && r?.rate_checked) tally(rates, entry.rateKey, r.rate_ok);
     if (r?.admitted) {
-      admitted.push({ id: entry.id, slot: entry.gateKey !== null && r.shard !== null ? { key: entry.gateKey, shard: r.shard, id: entry.id } : null });
+      admitted.push({
+        id: entry.id,
+        slot:
+          entry.gateKey !== null && r.shard !== null
+            ? { key: entry.gateKey, shard: r.shard, id: entry.id }
+            : null,
+      });
     } else {
       denied.push(entry.id);
     }

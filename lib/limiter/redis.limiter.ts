@@ -4,7 +4,12 @@ import type { Redis, RedisOptions } from 'ioredis';
 import type { SqlExecutor } from '../db/sql-executor';
 import { limitName } from '../fsm/limit-key';
 import type { RedisConnectionOptions } from '../options/gen-durable-options.interface';
-import { CURRENT_DATABASE, LIST_GATE_HOLDERS, MARK_REDIS_ADMITTED, UPSERT_BUCKET_CONFIGS } from '../sql/limiter.sql';
+import {
+  CURRENT_DATABASE,
+  LIST_GATE_HOLDERS,
+  MARK_REDIS_ADMITTED,
+  UPSERT_BUCKET_CONFIGS,
+} from '../sql/limiter.sql';
 import type {
   AdmitResult,
   LimitConfig,
@@ -17,7 +22,10 @@ import { reports } from './postgres.limiter';
 import { ADMIT_SCRIPT, RENEW_SCRIPT, type RedisScript, SEED_SCRIPT } from './redis.scripts';
 
 /** Commands defined from redis.scripts.ts, called as (numberOfKeys, ...keys, ...args). */
-type ScriptCommand = (numberOfKeys: number, ...keysAndArgs: (string | number)[]) => Promise<unknown>;
+type ScriptCommand = (
+  numberOfKeys: number,
+  ...keysAndArgs: (string | number)[]
+) => Promise<unknown>;
 
 const CONNECT_WAIT_MS = 2_000;
 const COMMAND_TIMEOUT_MS = 2_000;
@@ -72,7 +80,9 @@ export class RedisLimiter implements Limiter {
     const database = (await this.sql.query<{ name: string }>(CURRENT_DATABASE))[0]?.name ?? '';
     this.marker = `gd:seed:${database}/${this.sql.schema}`;
     if (configs.length > 0) {
-      const sorted = [...configs].sort((a, b) => (a.kind + '\u0000' + a.name < b.kind + '\u0000' + b.name ? -1 : 1));
+      const sorted = [...configs].sort((a, b) =>
+        a.kind + '\u0000' + a.name < b.kind + '\u0000' + b.name ? -1 : 1,
+      );
       await this.sql.query(UPSERT_BUCKET_CONFIGS, [
         sorted.map((c) => c.kind),
         sorted.map((c) => c.name),
@@ -92,13 +102,16 @@ export class RedisLimiter implements Limiter {
       if (codes === undefined) {
         await this.seed(client);
         codes = await this.runAdmit(client, entries);
-        if (codes === undefined) throw new Error('the seed marker vanished again right after seeding');
+        if (codes === undefined)
+          {throw new Error('the seed marker vanished again right after seeding');}
       }
       const result = this.verdicts(entries, codes);
       await this.mark(result);
       return result;
     } catch (err) {
-      this.warn(`Redis limiter unavailable, denying ${entries.length} row(s) (they stay runnable): ${String(err)}`);
+      this.warn(
+        `Redis limiter unavailable, denying ${entries.length} row(s) (they stay runnable): ${String(err)}`,
+      );
       return { admitted: [], denied: entries.map((e) => e.id), throttled: [] };
     }
   }
@@ -113,7 +126,9 @@ export class RedisLimiter implements Limiter {
       const failed = results?.find(([err]) => err);
       if (failed) throw failed[0] as Error;
     } catch (err) {
-      this.warn(`Redis credit of ${slots.length} slot(s) dropped; the holders expire with their lease: ${String(err)}`);
+      this.warn(
+        `Redis credit of ${slots.length} slot(s) dropped; the holders expire with their lease: ${String(err)}`,
+      );
     }
   }
 
@@ -121,7 +136,12 @@ export class RedisLimiter implements Limiter {
     if (slots.length === 0) return;
     try {
       const client = await this.ready();
-      await this.command(client, RENEW_SCRIPT)(slots.length, ...slots.map((s) => gateKey(s.key)), this.leaseTtl, ...slots.map((s) => s.id));
+      await this.command(client, RENEW_SCRIPT)(
+        slots.length,
+        ...slots.map((s) => gateKey(s.key)),
+        this.leaseTtl,
+        ...slots.map((s) => s.id),
+      );
     } catch (err) {
       this.warn(`Redis renew of ${slots.length} slot(s) failed: ${String(err)}`);
     }
@@ -152,7 +172,8 @@ export class RedisLimiter implements Limiter {
         ? new RedisClass(this.connection, base)
         : new RedisClass({ ...base, ...(this.connection as RedisOptions) });
     client.on('error', (err: unknown) => this.warn(`Redis limiter connection: ${String(err)}`));
-    for (const s of [ADMIT_SCRIPT, RENEW_SCRIPT, SEED_SCRIPT]) client.defineCommand(s.name, { lua: s.lua });
+    for (const s of [ADMIT_SCRIPT, RENEW_SCRIPT, SEED_SCRIPT])
+      {client.defineCommand(s.name, { lua: s.lua });}
     this.client = client;
     // Boot waits a little for the first connection; an unreachable Redis only means denials.
     this.connecting = new Promise<void>((resolve) => {
@@ -170,7 +191,8 @@ export class RedisLimiter implements Limiter {
   private async ready(): Promise<Redis> {
     if (!this.client) await this.connect();
     const client = this.client;
-    if (!client || client.status !== 'ready') throw new Error(`Redis is not connected (${client?.status ?? 'closed'})`);
+    if (!client || client.status !== 'ready')
+      {throw new Error(`Redis is not connected (${client?.status ?? 'closed'})`);}
     return client;
   }
 
@@ -181,14 +203,23 @@ export class RedisLimiter implements Limiter {
   }
 
   /** One admit script run; undefined when Redis lost its data (no seed marker). */
-  private async runAdmit(client: Redis, entries: readonly LimiterEntry[]): Promise<number[] | undefined> {
+  private async runAdmit(
+    client: Redis,
+    entries: readonly LimiterEntry[],
+  ): Promise<number[] | undefined> {
     const gateIndex = new Map<string, number>();
     const rateIndex = new Map<string, number>();
     for (const e of entries) {
-      if (e.gateKey !== null && !gateIndex.has(e.gateKey)) gateIndex.set(e.gateKey, gateIndex.size + 1);
-      if (e.rateKey !== null && !rateIndex.has(e.rateKey)) rateIndex.set(e.rateKey, rateIndex.size + 1);
+      if (e.gateKey !== null && !gateIndex.has(e.gateKey))
+        {gateIndex.set(e.gateKey, gateIndex.size + 1);}
+      if (e.rateKey !== null && !rateIndex.has(e.rateKey))
+        {rateIndex.set(e.rateKey, rateIndex.size + 1);}
     }
-    const keys = [...[...gateIndex.keys()].map(gateKey), ...[...rateIndex.keys()].map((k) => `gd:rate:${k}`), this.marker];
+    const keys = [
+      ...[...gateIndex.keys()].map(gateKey),
+      ...[...rateIndex.keys()].map((k) => `gd:rate:${k}`),
+      this.marker,
+    ];
     const args: (string | number)[] = [gateIndex.size, rateIndex.size, this.leaseTtl];
     for (const key of gateIndex.keys()) args.push(this.gates.get(limitName(key)) ?? 0);
     for (const key of rateIndex.keys()) {
@@ -197,9 +228,18 @@ export class RedisLimiter implements Limiter {
     }
     args.push(entries.length);
     for (const e of entries) {
-      args.push(e.id, e.gateKey === null ? 0 : (gateIndex.get(e.gateKey) ?? 0), e.rateKey === null ? 0 : (rateIndex.get(e.rateKey) ?? 0), e.weight);
+      args.push(
+        e.id,
+        e.gateKey === null ? 0 : (gateIndex.get(e.gateKey) ?? 0),
+        e.rateKey === null ? 0 : (rateIndex.get(e.rateKey) ?? 0),
+        e.weight,
+      );
     }
-    const reply = (await this.command(client, ADMIT_SCRIPT)(keys.length, ...keys, ...args)) as number[];
+    const reply = (await this.command(client, ADMIT_SCRIPT)(
+      keys.length,
+      ...keys,
+      ...args,
+    )) as number[];
     if (reply[0] === UNSEEDED) return undefined;
     return reply;
   }
@@ -228,7 +268,9 @@ export class RedisLimiter implements Limiter {
   private seed(client: Redis): Promise<void> {
     this.seeding ??= (async () => {
       try {
-        const holders = await this.sql.query<{ id: string; key: string; remaining_ms: number }>(LIST_GATE_HOLDERS);
+        const holders = await this.sql.query<{ id: string; key: string; remaining_ms: number }>(
+          LIST_GATE_HOLDERS,
+        );
         const keys = [this.marker, ...holders.map((h) => gateKey(h.key))];
         const args = holders.flatMap((h) => [h.id, Math.ceil(h.remaining_ms)]);
         await this.command(client, SEED_SCRIPT)(keys.length, ...keys, ...args);
@@ -245,7 +287,11 @@ export class RedisLimiter implements Limiter {
     const denied: string[] = [];
     const gates = new Map<string, { wanted: number; granted: number }>();
     const rates = new Map<string, { wanted: number; granted: number }>();
-    const tally = (map: Map<string, { wanted: number; granted: number }>, key: string, ok: boolean): void => {
+    const tally = (
+      map: Map<string, { wanted: number; granted: number }>,
+      key: string,
+      ok: boolean,
+    ): void => {
       const t = map.get(key) ?? { wanted: 0, granted: 0 };
       t.wanted += 1;
       if (ok) t.granted += 1;
@@ -255,7 +301,11 @@ export class RedisLimiter implements Limiter {
       const code = codes[i];
       if (e.gateKey !== null) tally(gates, e.gateKey, code !== 2);
       if (e.rateKey !== null && code !== 2) tally(rates, e.rateKey, code === 1);
-      if (code === 1) admitted.push({ id: e.id, slot: e.gateKey === null ? null : { key: e.gateKey, shard: 1, id: e.id } });
+      if (code === 1)
+        {admitted.push({
+          id: e.id,
+          slot: e.gateKey === null ? null : { key: e.gateKey, shard: 1, id: e.id },
+        });}
       else denied.push(e.id);
     });
     return { admitted, denied, throttled: reports(gates, rates) };

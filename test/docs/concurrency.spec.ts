@@ -11,11 +11,16 @@ describe('docs/concurrency.md example', () => {
   let t: TestApp;
   const { module } = loadDocExample<{
     AccountSyncFsm: Type<unknown>;
-    example(engine: EngineService): Promise<{ sameAccount: number | undefined; partner: number | undefined }>;
+    example(
+      engine: EngineService,
+    ): Promise<{ sameAccount: number | undefined; partner: number | undefined }>;
   }>('concurrency.md');
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [module.AccountSyncFsm], { queues: { sync: 10 }, concurrencyLimits: { partner: { limit: 2 } } });
+    t = await createTestApp(db, [module.AccountSyncFsm], {
+      queues: { sync: 10 },
+      concurrencyLimits: { partner: { limit: 2 } },
+    });
   });
   afterAll(async () => {
     await t.close();

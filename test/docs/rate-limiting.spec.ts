@@ -12,7 +12,9 @@ describe('docs/rate-limiting.md example', () => {
   const { module } = loadDocExample<{
     EnrichContactFsm: Type<unknown>;
     looked: string[];
-    example(engine: EngineService): Promise<{ looked: string[]; waiting: string[]; refused: string }>;
+    example(
+      engine: EngineService,
+    ): Promise<{ looked: string[]; waiting: string[]; refused: string }>;
   }>('rate-limiting.md');
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -35,7 +37,9 @@ describe('docs/rate-limiting.md example', () => {
     // A few polls later the heavy head still waits for its tokens, and so does the row behind it.
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(module.looked).toEqual(['ada@example.com', 'bob@example.com']);
-    const { rows } = await db.pool.query(`SELECT state->>'email' AS email, attempt FROM gen_durable WHERE status <> 'done' ORDER BY priority`);
+    const { rows } = await db.pool.query(
+      `SELECT state->>'email' AS email, attempt FROM gen_durable WHERE status <> 'done' ORDER BY priority`,
+    );
     expect(rows).toEqual([
       { email: 'team@example.com', attempt: 0 },
       { email: 'cy@example.com', attempt: 0 },

@@ -51,7 +51,10 @@ const seenKeys = new Map<string, (string | null)[]>();
 @DurableFsm({ name: 'keyed', queue: 'kf' })
 class KeyedFsm {
   private async record(ctx: StepContext<unknown>): Promise<void> {
-    const { rows } = await pool!.query<{ concurrency_key: string | null }>('SELECT concurrency_key FROM gen_durable WHERE id = $1', [ctx.id]);
+    const { rows } = await pool!.query<{ concurrency_key: string | null }>(
+      'SELECT concurrency_key FROM gen_durable WHERE id = $1',
+      [ctx.id],
+    );
     seenKeys.set(ctx.id, [...(seenKeys.get(ctx.id) ?? []), rows[0]!.concurrency_key]);
   }
   @Step() async start(ctx: StepContext<Record<string, never>>) {
@@ -75,7 +78,10 @@ class KeyedFsm {
 const FSMS = [PlainFsm, OverlapFsm, CounterFsm, KeyedFsm];
 
 async function statusOf(db: TestDatabase, ids: readonly string[]): Promise<Record<string, string>> {
-  const { rows } = await db.pool.query(`SELECT id, status FROM gen_durable WHERE id = ANY ($1::bigint[])`, [ids]);
+  const { rows } = await db.pool.query(
+    `SELECT id, status FROM gen_durable WHERE id = ANY ($1::bigint[])`,
+    [ids],
+  );
   return Object.fromEntries(rows.map((r) => [r.id as string, r.status as string]));
 }
 
@@ -100,8 +106,14 @@ describe('K = 1 concurrency keys', () => {
   });
 
   it('claims one row per key per batch; NULL keys are never deduplicated; losers stay runnable', async () => {
-    const a = await h.engine.insertAll(PlainFsm, [1, 2, 3].map(() => ({ concurrencyKey: 'k:a' })));
-    const b = await h.engine.insertAll(PlainFsm, [1, 2].map(() => ({ concurrencyKey: ['k', 'b'] as const })));
+    const a = await h.engine.insertAll(
+      PlainFsm,
+      [1, 2, 3].map(() => ({ concurrencyKey: 'k:a' })),
+    );
+    const b = await h.engine.insertAll(
+      PlainFsm,
+      [1, 2].map(() => ({ concurrencyKey: ['k', 'b'] as const })),
+    );
     const free = await h.engine.insertAll(PlainFsm, [{}, {}, {}]);
     const rows = await h.engine.runtime.picker.pick('kq', 20, 'k1-worker');
     const keys = rows.map((r) => r.concurrencyKey);
@@ -116,30 +128,52 @@ describe('K = 1 concurrency keys', () => {
     const more = await h.engine.insertAll(PlainFsm, [{}, {}]);
     const next2 = await h.engine.runtime.picker.pick('kq', 2, 'k1-worker');
     expect(next2.map((r) => r.id).sort()).toEqual([...more].sort());
-    await db.pool.query(`UPDATE gen_durable SET status = 'done', locked_by = NULL WHERE queue = 'kq'`);
+    await db.pool.query(
+      `UPDATE gen_durable SET status = 'done', locked_by = NULL WHERE queue = 'kq'`,
+    );
   });
 
   it('a rate-limit name prefix stays K = 1 (not a gate)', async () => {
-    const ids = await h.engine.insertAll(PlainFsm, [1, 2].map(() => ({ concurrencyKey: 'stripe:cus_1' })));
+    const ids = await h.engine.insertAll(
+      PlainFsm,
+      [1, 2].map(() => ({ concurrencyKey: 'stripe:cus_1' })),
+    );
     const rows = await h.engine.runtime.picker.pick('kq', 10, 'k1-worker');
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ concurrencyKey: 'stripe:cus_1', concurrencyShard: null, gated: false });
+    expect(rows[0]).toMatchObject({
+      concurrencyKey: 'stripe:cus_1',
+      concurrencyShard: null,
+      gated: false,
+    });
     expect(await h.engine.runtime.picker.pick('kq', 10, 'k1-worker')).toEqual([]);
     // Two executing NULL-shard rows of one key are uncommittable.
     const other = ids.find((id) => id !== rows[0]!.id)!;
-    await expect(db.pool.query(`UPDATE gen_durable SET status = 'executing' WHERE id = $1`, [other])).rejects.toMatchObject({
+    await expect(
+      db.pool.query(`UPDATE gen_durable SET status = 'executing' WHERE id = $1`, [other]),
+    ).rejects.toMatchObject({
       constraint: 'gen_durable_concurrency_active',
     });
-    await db.pool.query(`UPDATE gen_durable SET status = 'done', locked_by = NULL WHERE queue = 'kq'`);
+    await db.pool.query(
+      `UPDATE gen_durable SET status = 'done', locked_by = NULL WHERE queue = 'kq'`,
+    );
   });
 
   it('a cross-node race on one key aborts the losing claim at the arbiter; it is retried (concurrency:contended)', async () => {
-    const ids = await h.engine.insertAll(PlainFsm, [1, 2].map(() => ({ concurrencyKey: 'k:race' })));
+    const ids = await h.engine.insertAll(
+      PlainFsm,
+      [1, 2].map(() => ({ concurrencyKey: 'k:race' })),
+    );
     const other = await openRawSession(db);
     try {
       await other.exec('BEGIN');
       // Node A claims the head row and has not committed yet.
-      const claimedByA = await other.run<{ id: string }>(CLAIM_RUNNABLE, ['kq', 1, 'node-a', 60_000, []]);
+      const claimedByA = await other.run<{ id: string }>(CLAIM_RUNNABLE, [
+        'kq',
+        1,
+        'node-a',
+        60_000,
+        [],
+      ]);
       expect(claimedByA).toHaveLength(1);
       h.clear();
       // Node B skips A's locked row, sees no committed holder and claims the sibling: its
@@ -152,10 +186,14 @@ describe('K = 1 concurrency keys', () => {
     } finally {
       await other.close();
     }
-    expect(h.eventsOf('concurrency:contended')).toEqual([expect.objectContaining({ measurements: { count: 1 }, metadata: { queue: 'kq' } })]);
+    expect(h.eventsOf('concurrency:contended')).toEqual([
+      expect.objectContaining({ measurements: { count: 1 }, metadata: { queue: 'kq' } }),
+    ]);
     const status = await statusOf(db, ids);
     expect(Object.values(status).sort()).toEqual(['executing', 'runnable']);
-    await db.pool.query(`UPDATE gen_durable SET status = 'done', locked_by = NULL WHERE queue = 'kq'`);
+    await db.pool.query(
+      `UPDATE gen_durable SET status = 'done', locked_by = NULL WHERE queue = 'kq'`,
+    );
   });
 
   it('distinct keys run in parallel', async () => {
@@ -166,7 +204,9 @@ describe('K = 1 concurrency keys', () => {
     await Promise.all([latches.reached('ov-a'), latches.reached('ov-b')]);
     // ...while the second row of ov:a waits for its key.
     await sleep(200);
-    const { rows } = await db.pool.query(`SELECT status FROM gen_durable WHERE state->>'tag' = 'ov-a2'`);
+    const { rows } = await db.pool.query(
+      `SELECT status FROM gen_durable WHERE state->>'tag' = 'ov-a2'`,
+    );
     expect(rows[0].status).toBe('runnable');
     latches.open('ov-a');
     await latches.reached('ov-a2');
@@ -181,11 +221,27 @@ describe('K = 1 concurrency keys', () => {
   });
 
   it('no overlap and no lost update with two engines racing one key', async () => {
-    const second = await bootEngine(db, FSMS, { name: 'Second', queues: { lu: 5 }, gc: false, reaper: false });
-    const first = await bootEngine(db, FSMS, { name: 'Third', queues: { lu: 5 }, gc: false, reaper: false });
+    const second = await bootEngine(db, FSMS, {
+      name: 'Second',
+      queues: { lu: 5 },
+      gc: false,
+      reaper: false,
+    });
+    const first = await bootEngine(db, FSMS, {
+      name: 'Third',
+      queues: { lu: 5 },
+      gc: false,
+      reaper: false,
+    });
     try {
-      const ids = await h.engine.insertAll(CounterFsm, Array.from({ length: 20 }, () => ({ concurrencyKey: 'lu:counter' })));
-      await eventually(async () => Object.values(await statusOf(db, ids)).every((s) => s === 'done'), 30_000);
+      const ids = await h.engine.insertAll(
+        CounterFsm,
+        Array.from({ length: 20 }, () => ({ concurrencyKey: 'lu:counter' })),
+      );
+      await eventually(
+        async () => Object.values(await statusOf(db, ids)).every((s) => s === 'done'),
+        30_000,
+      );
     } finally {
       await second.close();
       await first.close();

@@ -77,7 +77,10 @@ class ManualFsm {
 const FSMS = [GatedFsm, SwitcherFsm, ParkerFsm, PrefetchedFsm, ManualFsm];
 
 async function executingTags(db: TestDatabase, key: string): Promise<number> {
-  const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable WHERE status = 'executing' AND concurrency_key = $1`, [key]);
+  const { rows } = await db.pool.query(
+    `SELECT count(*)::int AS n FROM gen_durable WHERE status = 'executing' AND concurrency_key = $1`,
+    [key],
+  );
   return rows[0].n as number;
 }
 
@@ -101,21 +104,44 @@ describe('gates through the engine', () => {
   it('never runs more than `limit` holders of a key; denied rows are released and reported', async () => {
     h.clear();
     const ids = await Promise.all(
-      [1, 2, 3, 4, 5].map((i) => h.engine.insert(GatedFsm, { state: { tag: `lim-${i}` }, concurrencyKey: ['api', 't1'] })),
+      [1, 2, 3, 4, 5].map((i) =>
+        h.engine.insert(GatedFsm, { state: { tag: `lim-${i}` }, concurrencyKey: ['api', 't1'] }),
+      ),
     );
-    await eventually(async () => (await executingTags(db, 'api:t1')) === 2 && (await bucketsOf(db, 'conc', 'api:t1'))[0]?.available === 0, 10_000);
-    const throttled = await h.waitFor('concurrency:throttled', (e) => e.metadata['key'] === 'api:t1');
+    await eventually(
+      async () =>
+        (await executingTags(db, 'api:t1')) === 2 &&
+        (await bucketsOf(db, 'conc', 'api:t1'))[0]?.available === 0,
+      10_000,
+    );
+    const throttled = await h.waitFor(
+      'concurrency:throttled',
+      (e) => e.metadata['key'] === 'api:t1',
+    );
     expect(throttled.metadata).toEqual({ key: 'api:t1', queue: 'gq' });
     expect(throttled.measurements['admitted']).toBeLessThan(throttled.measurements['wanted']!);
     // The throttled rows went back to runnable (lock, lease and shard cleared, attempt kept).
     // (Polls keep claiming and releasing them; look between two picks.)
-    await eventually(async () => {
-      const { rows: waiting } = await db.pool.query(
-        `SELECT status, locked_by, concurrency_shard, attempt FROM gen_durable WHERE id = ANY ($1::bigint[]) AND status <> 'executing'`,
-        [ids],
-      );
-      return waiting.length === 3 && waiting.every((r) => r.status === 'runnable' && r.locked_by === null && r.concurrency_shard === null && r.attempt === 0);
-    }, 10_000, 5);
+    await eventually(
+      async () => {
+        const { rows: waiting } = await db.pool.query(
+          `SELECT status, locked_by, concurrency_shard, attempt FROM gen_durable WHERE id = ANY ($1::bigint[]) AND status <> 'executing'`,
+          [ids],
+        );
+        return (
+          waiting.length === 3 &&
+          waiting.every(
+            (r) =>
+              r.status === 'runnable' &&
+              r.locked_by === null &&
+              r.concurrency_shard === null &&
+              r.attempt === 0,
+          )
+        );
+      },
+      10_000,
+      5,
+    );
 
     // Release the holders one at a time; each freed slot admits the next row.
     for (let i = 1; i <= 5; i++) {
@@ -130,24 +156,45 @@ describe('gates through the engine', () => {
     // Never more than `limit` steps of the key inside their body at once.
     expect(maxInside.get('lim')).toBe(2);
     // Counters are exact after the drain: every debit was credited.
-    await eventually(async () => (await bucketsOf(db, 'conc', 'api:t1'))[0]?.available === 2, 5_000);
+    await eventually(
+      async () => (await bucketsOf(db, 'conc', 'api:t1'))[0]?.available === 2,
+      5_000,
+    );
   });
 
   it('admits a switched-to key at the very next pick and credits the slot after the outcome', async () => {
     const id = await h.engine.insert(SwitcherFsm, { state: { tag: 'sw-1', key: 'solo:x' } });
     await latches.reached('sw-1');
     expect(await bucketsOf(db, 'conc', 'solo:x')).toMatchObject([{ capacity: 1, available: 0 }]);
-    expect(await h.engine.get({ id })).toMatchObject({ concurrencyKey: 'solo:x', concurrencyShard: 0, step: 'keyed' });
+    expect(await h.engine.get({ id })).toMatchObject({
+      concurrencyKey: 'solo:x',
+      concurrencyShard: 0,
+      step: 'keyed',
+    });
     latches.open('sw-1');
     await h.engine.await(id, { timeout: 10_000 });
-    await eventually(async () => (await bucketsOf(db, 'conc', 'solo:x'))[0]?.available === 1, 5_000);
+    await eventually(
+      async () => (await bucketsOf(db, 'conc', 'solo:x'))[0]?.available === 1,
+      5_000,
+    );
   });
 
   it('parking releases the slot; a sibling runs while the holder waits', async () => {
-    const parked = await h.engine.insert(ParkerFsm, { state: { tag: 'park-a' }, concurrencyKey: 'solo:p' });
-    await eventually(async () => (await h.engine.get({ id: parked }))?.status === 'awaiting_signal');
-    await eventually(async () => (await bucketsOf(db, 'conc', 'solo:p'))[0]?.available === 1, 5_000);
-    const sibling = await h.engine.insert(GatedFsm, { state: { tag: 'park-b' }, concurrencyKey: 'solo:p' });
+    const parked = await h.engine.insert(ParkerFsm, {
+      state: { tag: 'park-a' },
+      concurrencyKey: 'solo:p',
+    });
+    await eventually(
+      async () => (await h.engine.get({ id: parked }))?.status === 'awaiting_signal',
+    );
+    await eventually(
+      async () => (await bucketsOf(db, 'conc', 'solo:p'))[0]?.available === 1,
+      5_000,
+    );
+    const sibling = await h.engine.insert(GatedFsm, {
+      state: { tag: 'park-b' },
+      concurrencyKey: 'solo:p',
+    });
     await latches.reached('park-b');
     // The woken holder now waits for the sibling's slot.
     h.clear();
@@ -182,13 +229,25 @@ describe('a gated pick, step by step', () => {
   });
 
   it('claim + admit (+ release when denied) + 2 enrichment: the statement-count contract', async () => {
-    await h.engine.insertAll(ManualFsm, [1, 2, 3].map(() => ({ concurrencyKey: 'pair:c' })));
+    await h.engine.insertAll(
+      ManualFsm,
+      [1, 2, 3].map(() => ({ concurrencyKey: 'pair:c' })),
+    );
     h.clear();
     const rows = await h.engine.runtime.picker.pick('manual', 10, 'counts-worker');
     expect(rows).toHaveLength(2);
-    expect(h.statements).toEqual(['claim_runnable', 'admit', 'release_claims', 'load_inboxes', 'load_children']);
+    expect(h.statements).toEqual([
+      'claim_runnable',
+      'admit',
+      'release_claims',
+      'load_inboxes',
+      'load_children',
+    ]);
     for (const row of rows) await execute(h.engine, row);
-    await eventually(async () => (await bucketsOf(db, 'conc', 'pair:c'))[0]?.available === 2, 5_000);
+    await eventually(
+      async () => (await bucketsOf(db, 'conc', 'pair:c'))[0]?.available === 2,
+      5_000,
+    );
 
     h.clear();
     const last = await h.engine.runtime.picker.pick('manual', 10, 'counts-worker');
@@ -204,8 +263,13 @@ describe('a gated pick, step by step', () => {
     await execute(h.engine, plain[0]!);
 
     // Everything denied: claim + admit + release, no enrichment.
-    await h.engine.insertAll(ManualFsm, [1, 2, 3].map(() => ({ concurrencyKey: 'pair:d' })));
-    await db.pool.query(`INSERT INTO gen_durable_buckets (kind, key, shard, capacity, available) VALUES ('conc', 'pair:d', 0, 2, 0)`);
+    await h.engine.insertAll(
+      ManualFsm,
+      [1, 2, 3].map(() => ({ concurrencyKey: 'pair:d' })),
+    );
+    await db.pool.query(
+      `INSERT INTO gen_durable_buckets (kind, key, shard, capacity, available) VALUES ('conc', 'pair:d', 0, 2, 0)`,
+    );
     h.clear();
     expect(await h.engine.runtime.picker.pick('manual', 10, 'counts-worker')).toEqual([]);
     expect(h.statements).toEqual(['claim_runnable', 'admit', 'release_claims']);
@@ -213,29 +277,48 @@ describe('a gated pick, step by step', () => {
   });
 
   it('credits the drawn shard after the outcome commits', async () => {
-    await h.engine.insertAll(ManualFsm, [1, 2, 3].map(() => ({ concurrencyKey: 'wide:s' })));
+    await h.engine.insertAll(
+      ManualFsm,
+      [1, 2, 3].map(() => ({ concurrencyKey: 'wide:s' })),
+    );
     const rows = await h.engine.runtime.picker.pick('manual', 10, 'shard-worker');
     expect(rows.map((r) => r.slot?.shard).sort()).toEqual([0, 1, 2]);
-    const { rows: stamped } = await db.pool.query(`SELECT id, concurrency_shard FROM gen_durable WHERE concurrency_key = 'wide:s' ORDER BY id`);
+    const { rows: stamped } = await db.pool.query(
+      `SELECT id, concurrency_shard FROM gen_durable WHERE concurrency_key = 'wide:s' ORDER BY id`,
+    );
     expect(stamped.map((r) => r.concurrency_shard).sort()).toEqual([0, 1, 2]);
     const onShard1 = rows.find((r) => r.slot?.shard === 1)!;
     expect(await execute(h.engine, onShard1)).toBe('committed');
-    await eventually(async () => (await bucketsOf(db, 'conc', 'wide:s')).map((b) => b.available).join() === '0,1,0', 5_000);
+    await eventually(
+      async () =>
+        (await bucketsOf(db, 'conc', 'wide:s')).map((b) => b.available).join() === '0,1,0',
+      5_000,
+    );
     for (const row of rows.filter((r) => r !== onShard1)) await execute(h.engine, row);
-    await eventually(async () => sum((await bucketsOf(db, 'conc', 'wide:s')).map((b) => b.available)) === 3, 5_000);
+    await eventually(
+      async () => sum((await bucketsOf(db, 'conc', 'wide:s')).map((b) => b.available)) === 3,
+      5_000,
+    );
   });
 
   it('a failure after the claim releases the whole batch and credits admitted slots', async () => {
-    await h.engine.insertAll(ManualFsm, [1, 2].map(() => ({ concurrencyKey: 'pair:f' })));
+    await h.engine.insertAll(
+      ManualFsm,
+      [1, 2].map(() => ({ concurrencyKey: 'pair:f' })),
+    );
     const picker = h.engine.runtime.picker;
     const enrich = picker.enrich.bind(picker);
     picker.enrich = () => Promise.reject(new Error('enrichment failed'));
     try {
-      await expect(picker.pick('manual', 10, 'failing-worker')).rejects.toThrow('enrichment failed');
+      await expect(picker.pick('manual', 10, 'failing-worker')).rejects.toThrow(
+        'enrichment failed',
+      );
     } finally {
       picker.enrich = enrich;
     }
-    const { rows } = await db.pool.query(`SELECT status, locked_by, concurrency_shard FROM gen_durable WHERE concurrency_key = 'pair:f'`);
+    const { rows } = await db.pool.query(
+      `SELECT status, locked_by, concurrency_shard FROM gen_durable WHERE concurrency_key = 'pair:f'`,
+    );
     expect(rows).toEqual([
       { status: 'runnable', locked_by: null, concurrency_shard: null },
       { status: 'runnable', locked_by: null, concurrency_shard: null },
@@ -251,7 +334,9 @@ describe('a gated pick, step by step', () => {
     } finally {
       limiter.admit = admit;
     }
-    const { rows: again } = await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable WHERE concurrency_key = 'pair:f' AND status = 'runnable'`);
+    const { rows: again } = await db.pool.query(
+      `SELECT count(*)::int AS n FROM gen_durable WHERE concurrency_key = 'pair:f' AND status = 'runnable'`,
+    );
     expect(again[0].n).toBe(2);
     await db.pool.query(`DELETE FROM gen_durable WHERE concurrency_key = 'pair:f'`);
   });
@@ -268,18 +353,31 @@ describe('a gated pick, step by step', () => {
     });
     let closed = false;
     try {
-      const ids = await p.engine.insertAll(PrefetchedFsm, [1, 2, 3].map((i) => ({ state: { tag: `pf-${i}` }, concurrencyKey: 'pf3:k' })));
+      const ids = await p.engine.insertAll(
+        PrefetchedFsm,
+        [1, 2, 3].map((i) => ({ state: { tag: `pf-${i}` }, concurrencyKey: 'pf3:k' })),
+      );
       // One runs, two wait in the buffer, all three hold a slot.
-      await eventually(async () => insidePf.size === 1 && (await bucketsOf(db, 'conc', 'pf3:k'))[0]?.available === 0, 10_000);
+      await eventually(
+        async () =>
+          insidePf.size === 1 && (await bucketsOf(db, 'conc', 'pf3:k'))[0]?.available === 0,
+        10_000,
+      );
       p.clear();
       const closing = p.close().then(() => (closed = true));
       const drained = await p.waitFor('scheduler:drain');
       expect(drained.measurements).toEqual({ released: 2, inFlight: 1 });
       latches.open([...insidePf][0]!);
       await closing;
-      const { rows } = await db.pool.query(`SELECT status FROM gen_durable WHERE id = ANY ($1::bigint[]) ORDER BY status`, [ids]);
+      const { rows } = await db.pool.query(
+        `SELECT status FROM gen_durable WHERE id = ANY ($1::bigint[]) ORDER BY status`,
+        [ids],
+      );
       expect(rows.map((r) => r.status)).toEqual(['runnable', 'runnable', 'done']);
-      await eventually(async () => (await bucketsOf(db, 'conc', 'pf3:k'))[0]?.available === 3, 5_000);
+      await eventually(
+        async () => (await bucketsOf(db, 'conc', 'pf3:k'))[0]?.available === 3,
+        5_000,
+      );
     } finally {
       if (!closed) await p.close();
     }

@@ -53,7 +53,9 @@ describe('PostgresLimiter', () => {
     expect(result.denied).toEqual(ids.slice(5));
     expect(result.admitted.every((a) => a.slot?.key === 'g5:a' && a.slot.shard === 0)).toBe(true);
     expect(result.throttled).toEqual([{ kind: 'conc', key: 'g5:a', wanted: 7, granted: 5 }]);
-    expect(await bucketsOf(db, 'conc', 'g5:a')).toMatchObject([{ shard: 0, capacity: 5, available: 0, last_refill: null }]);
+    expect(await bucketsOf(db, 'conc', 'g5:a')).toMatchObject([
+      { shard: 0, capacity: 5, available: 0, last_refill: null },
+    ]);
     // Nothing left: the next admit of this key denies everything.
     const again = await limiter.admit(entriesOf(ids.slice(5), { gateKey: 'g5:a' }), 'limits');
     expect(again.admitted).toEqual([]);
@@ -69,7 +71,10 @@ describe('PostgresLimiter', () => {
       { shard: 0, capacity: 3, available: 0 },
       { shard: 1, capacity: 2, available: 0 },
     ]);
-    const { rows } = await db.pool.query(`SELECT id, concurrency_shard FROM gen_durable WHERE id = ANY ($1::bigint[]) ORDER BY id`, [ids]);
+    const { rows } = await db.pool.query(
+      `SELECT id, concurrency_shard FROM gen_durable WHERE id = ANY ($1::bigint[]) ORDER BY id`,
+      [ids],
+    );
     expect(rows.map((r) => r.concurrency_shard)).toEqual([0, 0, 0, 1, 1, 0]);
   });
 
@@ -91,7 +96,10 @@ describe('PostgresLimiter', () => {
 
   it('grants the longest prefix whose cumulative weight fits; a heavy head blocks its key', async () => {
     const ids = await insertExecuting(db, 4, { rateKey: 'r3:a' });
-    const r1 = await limiter.admit(entriesOf(ids, { rateKey: 'r3:a', weight: [1, 1, 1, 1] }), 'limits');
+    const r1 = await limiter.admit(
+      entriesOf(ids, { rateKey: 'r3:a', weight: [1, 1, 1, 1] }),
+      'limits',
+    );
     expect(r1.admitted.map((a) => a.id)).toEqual(ids.slice(0, 3));
     expect(r1.admitted.every((a) => a.slot === null)).toBe(true);
     expect(r1.throttled).toEqual([{ kind: 'rate', key: 'r3:a', wanted: 4, granted: 3 }]);
@@ -118,18 +126,25 @@ describe('PostgresLimiter', () => {
     const first = await limiter.admit(entriesOf(ids.slice(0, 3), { rateKey: 'fast:a' }), 'limits');
     expect(first.admitted).toHaveLength(2); // burst 2
     // 10 tokens/s: pretend the last refill was 5 s ago; the bucket caps at its burst of 2.
-    await db.pool.query(`UPDATE gen_durable_buckets SET last_refill = last_refill - interval '5 seconds' WHERE key = 'fast:a'`);
+    await db.pool.query(
+      `UPDATE gen_durable_buckets SET last_refill = last_refill - interval '5 seconds' WHERE key = 'fast:a'`,
+    );
     const second = await limiter.admit(entriesOf(ids.slice(3), { rateKey: 'fast:a' }), 'limits');
     expect(second.admitted).toHaveLength(2);
     // Half a token's worth of time later: 0.5 token (+ the few ms elapsed) does not fit a weight of 1.
-    await db.pool.query(`UPDATE gen_durable_buckets SET available = 0, last_refill = now() - interval '50 milliseconds' WHERE key = 'fast:a'`);
+    await db.pool.query(
+      `UPDATE gen_durable_buckets SET available = 0, last_refill = now() - interval '50 milliseconds' WHERE key = 'fast:a'`,
+    );
     const third = await limiter.admit(entriesOf(ids.slice(5), { rateKey: 'fast:a' }), 'limits');
     expect(third.admitted).toHaveLength(0);
   });
 
   it('a gated and rated row debits the gate only when the rate passes too', async () => {
     const ids = await insertExecuting(db, 4, { gateKey: 'g5:both', rateKey: 'r2:both' });
-    const result = await limiter.admit(entriesOf(ids, { gateKey: 'g5:both', rateKey: 'r2:both' }), 'limits');
+    const result = await limiter.admit(
+      entriesOf(ids, { gateKey: 'g5:both', rateKey: 'r2:both' }),
+      'limits',
+    );
     expect(result.admitted.map((a) => a.id)).toEqual(ids.slice(0, 2));
     expect(result.throttled).toEqual([{ kind: 'rate', key: 'r2:both', wanted: 4, granted: 2 }]);
     expect(await bucketsOf(db, 'conc', 'g5:both')).toMatchObject([{ capacity: 5, available: 3 }]);
@@ -143,7 +158,9 @@ describe('PostgresLimiter', () => {
 
   it('never admits unknown names', async () => {
     const ids = await insertExecuting(db, 2, { gateKey: 'nogate:a' });
-    expect((await limiter.admit(entriesOf(ids, { gateKey: 'nogate:a' }), 'limits')).denied).toEqual(ids);
+    expect((await limiter.admit(entriesOf(ids, { gateKey: 'nogate:a' }), 'limits')).denied).toEqual(
+      ids,
+    );
     const r = await insertExecuting(db, 2, { rateKey: 'norate:a' });
     const res = await limiter.admit(entriesOf(r, { rateKey: 'norate:a' }), 'limits');
     expect(res.denied).toEqual(r);
@@ -166,7 +183,11 @@ describe('PostgresLimiter', () => {
     try {
       await client.query('BEGIN');
       // Transaction A mints the cold key holding 2 of 3 and does not commit yet.
-      const first = await sqlx.sql.query<{ admitted: boolean }>(ADMIT, [a, ['g3:race', 'g3:race'], [null, null], [1, 1]], client);
+      const first = await sqlx.sql.query<{ admitted: boolean }>(
+        ADMIT,
+        [a, ['g3:race', 'g3:race'], [null, null], [1, 1]],
+        client,
+      );
       expect(first.map((r) => r.admitted)).toEqual([true, true]);
       // B saw the key cold too: its mint waits on A's uncommitted row...
       const racing = limiter.admit(entriesOf(b, { gateKey: 'g3:race' }), 'limits');
@@ -223,14 +244,17 @@ describe('PostgresLimiter', () => {
           return await limiter.admit(entries, 'limits');
         } catch (err) {
           // Three lost races in a row: the pick fails and its rows stay unadmitted.
-          if ((err as { constraint?: string }).constraint === 'gen_durable_buckets_pkey') return { admitted: [], denied: [], throttled: [] };
+          if ((err as { constraint?: string }).constraint === 'gen_durable_buckets_pkey')
+            {return { admitted: [], denied: [], throttled: [] };}
           throw err;
         }
       }),
     );
     const granted = new Map<string, number>();
     const keyOf = new Map(batches.flat().map((e) => [e.id, e.rateKey!]));
-    for (const r of results) for (const a of r.admitted) granted.set(keyOf.get(a.id)!, (granted.get(keyOf.get(a.id)!) ?? 0) + 1);
+    for (const r of results)
+      {for (const a of r.admitted)
+        {granted.set(keyOf.get(a.id)!, (granted.get(keyOf.get(a.id)!) ?? 0) + 1);}}
     // burst 5 at 5/hour: the few ms of the test refill nothing that fits a weight of 1.
     expect(Object.fromEntries(granted)).toEqual({ 'cold:k1': 5, 'cold:k2': 5, 'cold:k3': 5 });
   });

@@ -13,7 +13,13 @@ import { freePort, PrivateRedis } from './support/private-redis';
 // token buckets on the Redis clock, fail-closed outages, and re-seeding after an empty restart.
 const url = redisUrl();
 
-const CONFIGS: LimitConfig[] = [gate('g2', 2), gate('g3', 3), rate('r2', 2, 3600), rate('fast', 20, 1, 2), rate('r3', 3, 3600)];
+const CONFIGS: LimitConfig[] = [
+  gate('g2', 2),
+  gate('g3', 3),
+  rate('r2', 2, 3600),
+  rate('fast', 20, 1, 2),
+  rate('r3', 3, 3600),
+];
 
 function optionsFor(target: string, prefix: string): Record<string, unknown> {
   const u = new URL(target);
@@ -23,7 +29,9 @@ function optionsFor(target: string, prefix: string): Record<string, unknown> {
 if (!url) {
   describe('RedisLimiter', () => {
     it('needs Redis: GEN_DURABLE_TEST_REDIS_URL is unset, so these tests are skipped outside CI', () => {
-      process.stdout.write('[limits] Redis not reachable: Redis limiter tests skipped (CI always runs them)\n');
+      process.stdout.write(
+        '[limits] Redis not reachable: Redis limiter tests skipped (CI always runs them)\n',
+      );
       expect(process.env['CI']).toBeFalsy();
     });
   });
@@ -68,7 +76,10 @@ if (!url) {
       expect(result.denied).toEqual([ids[2]]);
       expect(result.throttled).toEqual([{ kind: 'conc', key: 'g2:a', wanted: 3, granted: 2 }]);
       // Admitted rows are marked in Postgres (shard 1); the denied one keeps the claim's 0.
-      const { rows } = await db.pool.query(`SELECT concurrency_shard FROM gen_durable WHERE id = ANY ($1::bigint[]) ORDER BY id`, [ids]);
+      const { rows } = await db.pool.query(
+        `SELECT concurrency_shard FROM gen_durable WHERE id = ANY ($1::bigint[]) ORDER BY id`,
+        [ids],
+      );
       expect(rows.map((r) => r.concurrency_shard)).toEqual([1, 1, 0]);
       const members = await raw.zrange('gd:conc:g2:a', 0, -1, 'WITHSCORES');
       expect(members.filter((_, i) => i % 2 === 0).sort()).toEqual([ids[0], ids[1]].sort());
@@ -86,7 +97,11 @@ if (!url) {
       expect(await raw.zscore('gd:conc:g2:b', ids[0]!)).toBeNull();
       expect(Number(await raw.zscore('gd:conc:g2:b', ids[1]!))).toBeGreaterThan(before);
       const more = await insertExecuting(db, 2, { gateKey: 'g2:b' });
-      expect((await limiter.admit(entriesOf(more, { gateKey: 'g2:b' }), 'limits')).admitted.map((a) => a.id)).toEqual([more[0]]);
+      expect(
+        (await limiter.admit(entriesOf(more, { gateKey: 'g2:b' }), 'limits')).admitted.map(
+          (a) => a.id,
+        ),
+      ).toEqual([more[0]]);
     });
 
     it('holders whose lease score passed expire (a crashed holder frees its slot)', async () => {
@@ -94,10 +109,16 @@ if (!url) {
       try {
         await short.syncConfig(CONFIGS);
         const ids = await insertExecuting(db, 3, { gateKey: 'g2:c' });
-        expect((await short.admit(entriesOf(ids.slice(0, 2), { gateKey: 'g2:c' }), 'limits')).admitted).toHaveLength(2);
-        expect((await short.admit(entriesOf(ids.slice(2), { gateKey: 'g2:c' }), 'limits')).admitted).toHaveLength(0);
+        expect(
+          (await short.admit(entriesOf(ids.slice(0, 2), { gateKey: 'g2:c' }), 'limits')).admitted,
+        ).toHaveLength(2);
+        expect(
+          (await short.admit(entriesOf(ids.slice(2), { gateKey: 'g2:c' }), 'limits')).admitted,
+        ).toHaveLength(0);
         await new Promise((r) => setTimeout(r, 250));
-        expect((await short.admit(entriesOf(ids.slice(2), { gateKey: 'g2:c' }), 'limits')).admitted).toHaveLength(1);
+        expect(
+          (await short.admit(entriesOf(ids.slice(2), { gateKey: 'g2:c' }), 'limits')).admitted,
+        ).toHaveLength(1);
       } finally {
         await short.close();
       }
@@ -105,7 +126,10 @@ if (!url) {
 
     it('token buckets: cold = burst, a denial shuts the key for the rest, refill on the Redis clock', async () => {
       const ids = await insertExecuting(db, 4, { rateKey: 'r3:a' });
-      const r1 = await limiter.admit(entriesOf(ids, { rateKey: 'r3:a', weight: [1, 2, 1, 1] }), 'limits');
+      const r1 = await limiter.admit(
+        entriesOf(ids, { rateKey: 'r3:a', weight: [1, 2, 1, 1] }),
+        'limits',
+      );
       // 1 + 2 = 3 fits; the third (cumulative 4) does not, and the key stays shut for the fourth.
       expect(r1.admitted.map((a) => a.id)).toEqual(ids.slice(0, 2));
       expect(r1.throttled).toEqual([{ kind: 'rate', key: 'r3:a', wanted: 4, granted: 2 }]);
@@ -114,24 +138,35 @@ if (!url) {
       expect(await raw.pttl('gd:rate:r3:a')).toBeGreaterThan(3_600_000);
 
       const f = await insertExecuting(db, 5, { rateKey: 'fast:a' });
-      expect((await limiter.admit(entriesOf(f.slice(0, 3), { rateKey: 'fast:a' }), 'limits')).admitted).toHaveLength(2);
+      expect(
+        (await limiter.admit(entriesOf(f.slice(0, 3), { rateKey: 'fast:a' }), 'limits')).admitted,
+      ).toHaveLength(2);
       // 20 tokens/s: after 200 ms the bucket is full again (burst 2), never more.
       await new Promise((r) => setTimeout(r, 200));
-      expect((await limiter.admit(entriesOf(f.slice(2), { rateKey: 'fast:a' }), 'limits')).admitted).toHaveLength(2);
+      expect(
+        (await limiter.admit(entriesOf(f.slice(2), { rateKey: 'fast:a' }), 'limits')).admitted,
+      ).toHaveLength(2);
     });
 
     it('a gated entry keeps its rank when its bucket denies, and is added only when admitted', async () => {
       const ids = await insertExecuting(db, 3, { gateKey: 'g3:x', rateKey: 'r2:x' });
-      const result = await limiter.admit(entriesOf(ids, { gateKey: 'g3:x', rateKey: 'r2:x' }), 'limits');
+      const result = await limiter.admit(
+        entriesOf(ids, { gateKey: 'g3:x', rateKey: 'r2:x' }),
+        'limits',
+      );
       expect(result.admitted.map((a) => a.id)).toEqual(ids.slice(0, 2));
       expect(await raw.zcard('gd:conc:g3:x')).toBe(2);
     });
 
     it('never admits unknown names', async () => {
       const ids = await insertExecuting(db, 2, { gateKey: 'nogate:a' });
-      expect((await limiter.admit(entriesOf(ids, { gateKey: 'nogate:a' }), 'limits')).denied).toEqual(ids);
+      expect(
+        (await limiter.admit(entriesOf(ids, { gateKey: 'nogate:a' }), 'limits')).denied,
+      ).toEqual(ids);
       const r = await insertExecuting(db, 1, { rateKey: 'norate:a' });
-      expect((await limiter.admit(entriesOf(r, { rateKey: 'norate:a' }), 'limits')).denied).toEqual(r);
+      expect((await limiter.admit(entriesOf(r, { rateKey: 'norate:a' }), 'limits')).denied).toEqual(
+        r,
+      );
     });
 
     it('fails closed while Redis is unreachable: admission denies, credit and renew never throw', async () => {
@@ -141,8 +176,12 @@ if (!url) {
         const ids = await insertExecuting(db, 2, { gateKey: 'g2:dead' });
         const result = await dead.admit(entriesOf(ids, { gateKey: 'g2:dead' }), 'limits');
         expect(result).toEqual({ admitted: [], denied: ids, throttled: [] });
-        await expect(dead.credit([{ key: 'g2:dead', shard: 0, id: ids[0]! }])).resolves.toBeUndefined();
-        await expect(dead.renew([{ key: 'g2:dead', shard: 0, id: ids[0]! }])).resolves.toBeUndefined();
+        await expect(
+          dead.credit([{ key: 'g2:dead', shard: 0, id: ids[0]! }]),
+        ).resolves.toBeUndefined();
+        await expect(
+          dead.renew([{ key: 'g2:dead', shard: 0, id: ids[0]! }]),
+        ).resolves.toBeUndefined();
       } finally {
         await dead.close();
       }
@@ -154,14 +193,21 @@ if (!url) {
       try {
         await l.syncConfig(CONFIGS);
         const holders = await insertExecuting(db, 2, { gateKey: 'g2:restart' });
-        expect((await l.admit(entriesOf(holders, { gateKey: 'g2:restart' }), 'limits')).admitted).toHaveLength(2);
+        expect(
+          (await l.admit(entriesOf(holders, { gateKey: 'g2:restart' }), 'limits')).admitted,
+        ).toHaveLength(2);
 
         // Another node's row caught between its claim and its admit (provisional shard 0).
-        const claimedElsewhere = await insertExecuting(db, 1, { gateKey: 'g2:restart', worker: 'elsewhere' });
+        const claimedElsewhere = await insertExecuting(db, 1, {
+          gateKey: 'g2:restart',
+          worker: 'elsewhere',
+        });
         await server.kill();
         const waiting = await insertExecuting(db, 1, { gateKey: 'g2:restart' });
         // Down: denies instead of throwing.
-        expect((await l.admit(entriesOf(waiting, { gateKey: 'g2:restart' }), 'limits')).denied).toEqual(waiting);
+        expect(
+          (await l.admit(entriesOf(waiting, { gateKey: 'g2:restart' }), 'limits')).denied,
+        ).toEqual(waiting);
 
         await server.restart();
         const deadline = Date.now() + 15_000;
@@ -170,7 +216,11 @@ if (!url) {
         while (Date.now() < deadline) {
           const r = await l.admit(entriesOf(waiting, { gateKey: 'g2:restart' }), 'limits');
           // Denials while reconnecting are fail-closed; once connected, the seeded holders deny it.
-          const probe = new Redis(server.url, { keyPrefix: prefix, lazyConnect: true, enableOfflineQueue: false });
+          const probe = new Redis(server.url, {
+            keyPrefix: prefix,
+            lazyConnect: true,
+            enableOfflineQueue: false,
+          });
           await probe.connect();
           const seeded = await probe.exists(`gd:seed:${db.name}/public`);
           const members = await probe.zrange('gd:conc:g2:restart', 0, -1);
@@ -190,9 +240,14 @@ if (!url) {
         expect(denied).toEqual(waiting);
 
         // A holder finishing in Postgres and crediting frees exactly one slot.
-        await db.pool.query(`UPDATE gen_durable SET status = 'done', concurrency_shard = NULL WHERE id = $1`, [holders[0]]);
+        await db.pool.query(
+          `UPDATE gen_durable SET status = 'done', concurrency_shard = NULL WHERE id = $1`,
+          [holders[0]],
+        );
         await l.credit([{ key: 'g2:restart', shard: 1, id: holders[0]! }]);
-        expect((await l.admit(entriesOf(waiting, { gateKey: 'g2:restart' }), 'limits')).admitted).toHaveLength(1);
+        expect(
+          (await l.admit(entriesOf(waiting, { gateKey: 'g2:restart' }), 'limits')).admitted,
+        ).toHaveLength(1);
       } finally {
         await l.close();
         await server.kill();

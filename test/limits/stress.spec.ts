@@ -35,19 +35,33 @@ class StressFsm {
   }
 }
 
-function forkNode(db: TestDatabase, node: string, limiter: GenDurableOptions['limiter']): Promise<ChildProcess> {
+function forkNode(
+  db: TestDatabase,
+  node: string,
+  limiter: GenDurableOptions['limiter'],
+): Promise<ChildProcess> {
   const child = fork(WORKER, [], {
     execArgv: ['-r', REGISTER],
-    env: { ...process.env, STRESS_DATABASE_URL: db.url, STRESS_NODE: node, STRESS_LIMITER: JSON.stringify(limiter) },
+    env: {
+      ...process.env,
+      STRESS_DATABASE_URL: db.url,
+      STRESS_NODE: node,
+      STRESS_LIMITER: JSON.stringify(limiter),
+    },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   let alive = true;
   child.once('exit', () => (alive = false));
   trackResource(`stress node ${node}`, () => alive);
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`stress node ${node} did not boot within 60 s`)), 60_000);
+    const timer = setTimeout(
+      () => reject(new Error(`stress node ${node} did not boot within 60 s`)),
+      60_000,
+    );
     child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`stress node ${node} exited with ${code} before it was ready`)));
+    child.once('exit', (code) =>
+      reject(new Error(`stress node ${node} exited with ${code} before it was ready`)),
+    );
     child.once('message', () => {
       clearTimeout(timer);
       resolve(child);
@@ -107,26 +121,58 @@ async function startSampler(db: TestDatabase): Promise<{ stop(): Promise<Sampled
   };
 }
 
-async function runStress(db: TestDatabase, limiter: NonNullable<GenDurableOptions['limiter']>): Promise<void> {
+async function runStress(
+  db: TestDatabase,
+  limiter: NonNullable<GenDurableOptions['limiter']>,
+): Promise<void> {
   await db.pool.query(
     `CREATE TABLE stress_log (id bigserial PRIMARY KEY, row_id bigint NOT NULL, step text NOT NULL, key text, node text NOT NULL,
                               started_at timestamptz NOT NULL, ended_at timestamptz)`,
   );
-  const web = await bootEngine(db, [StressFsm], { name: 'StressWeb', queues: {}, reaper: false, gc: false, concurrencyLimits: { g: { limit: 5, shards: 2 } } });
+  const web = await bootEngine(db, [StressFsm], {
+    name: 'StressWeb',
+    queues: {},
+    reaper: false,
+    gc: false,
+    concurrencyLimits: { g: { limit: 5, shards: 2 } },
+  });
   const nodes: ChildProcess[] = [];
   let sampler: { stop(): Promise<Sampled> } | undefined;
   try {
-    nodes.push(...(await Promise.all(Array.from({ length: NODES }, (_, i) => forkNode(db, `stress-node-${i}`, limiter)))));
+    nodes.push(
+      ...(await Promise.all(
+        Array.from({ length: NODES }, (_, i) => forkNode(db, `stress-node-${i}`, limiter)),
+      )),
+    );
     sampler = await startSampler(db);
     const ids = [
-      ...(await web.engine.insertAll(StressFsm, Array.from({ length: GATED }, () => ({ state: { key: 'g:shared' }, concurrencyKey: 'g:shared' })))),
-      ...(await web.engine.insertAll(StressFsm, Array.from({ length: SOLO }, () => ({ state: { key: 'solo' }, concurrencyKey: 'solo' })))),
-      ...(await web.engine.insertAll(StressFsm, Array.from({ length: FREE }, () => ({ state: { key: null } })))),
+      ...(await web.engine.insertAll(
+        StressFsm,
+        Array.from({ length: GATED }, () => ({
+          state: { key: 'g:shared' },
+          concurrencyKey: 'g:shared',
+        })),
+      )),
+      ...(await web.engine.insertAll(
+        StressFsm,
+        Array.from({ length: SOLO }, () => ({ state: { key: 'solo' }, concurrencyKey: 'solo' })),
+      )),
+      ...(await web.engine.insertAll(
+        StressFsm,
+        Array.from({ length: FREE }, () => ({ state: { key: null } })),
+      )),
     ];
-    await eventually(async () => {
-      const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable WHERE id = ANY ($1::bigint[]) AND status = 'done'`, [ids]);
-      return rows[0].n === ids.length;
-    }, 150_000, 200);
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query(
+          `SELECT count(*)::int AS n FROM gen_durable WHERE id = ANY ($1::bigint[]) AND status = 'done'`,
+          [ids],
+        );
+        return rows[0].n === ids.length;
+      },
+      150_000,
+      200,
+    );
     const max = await sampler.stop();
     sampler = undefined;
 
@@ -165,8 +211,13 @@ async function runStress(db: TestDatabase, limiter: NonNullable<GenDurableOption
         r.disconnect();
       }
     } else {
-      await eventually(async () => sum((await bucketsOf(db, 'conc', 'g:shared')).map((b) => b.available)) === 5, 10_000);
-      expect((await bucketsOf(db, 'conc', 'g:shared')).map((b) => [b.shard, b.capacity, b.available])).toEqual([
+      await eventually(
+        async () => sum((await bucketsOf(db, 'conc', 'g:shared')).map((b) => b.available)) === 5,
+        10_000,
+      );
+      expect(
+        (await bucketsOf(db, 'conc', 'g:shared')).map((b) => [b.shard, b.capacity, b.available]),
+      ).toEqual([
         [0, 3, 3],
         [1, 2, 2],
       ]);
@@ -193,12 +244,20 @@ describe('stress: 4 scheduler processes racing one gate (limit 5) and one K = 1 
   const url = redisUrl();
   it(`Redis limiter: ≤ 5 and ≤ 1 holders at every sample and every instant${url ? '' : ' (Redis unavailable: needs CI unset)'}`, async () => {
     if (!url) {
-      process.stdout.write('[limits] Redis not reachable: the Redis stress run is skipped (CI always runs it)\n');
+      process.stdout.write(
+        '[limits] Redis not reachable: the Redis stress run is skipped (CI always runs it)\n',
+      );
       expect(process.env['CI']).toBeFalsy();
       return;
     }
     db = await createTestDatabase();
     const u = new URL(url);
-    await runStress(db, { redis: { host: u.hostname, port: Number(u.port || 6379), keyPrefix: `gd-stress-${randomBytes(3).toString('hex')}:` } });
+    await runStress(db, {
+      redis: {
+        host: u.hostname,
+        port: Number(u.port || 6379),
+        keyPrefix: `gd-stress-${randomBytes(3).toString('hex')}:`,
+      },
+    });
   }, 240_000);
 });

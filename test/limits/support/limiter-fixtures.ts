@@ -6,14 +6,23 @@ import type { TestDatabase } from '../../support/test-database';
 
 /** A SqlExecutor over the test database's pool (schema public), recording statement names. */
 export function executorOf(db: TestDatabase): { sql: SqlExecutor; statements: string[] } {
-  const sql = new SqlExecutor(db.pool, { schema: 'public', preparedStatements: true, statementTimeoutMs: 30_000 });
+  const sql = new SqlExecutor(db.pool, {
+    schema: 'public',
+    preparedStatements: true,
+    statementTimeoutMs: 30_000,
+  });
   const statements: string[] = [];
   sql.onStatement((e) => statements.push(e.name));
   return { sql, statements };
 }
 
 /** A Telemetry whose events are recorded. */
-export function recordedTelemetry(): { telemetry: Telemetry; events: GenDurableEvent[]; of(name: GenDurableEventName): GenDurableEvent[]; close(): void } {
+export function recordedTelemetry(): {
+  telemetry: Telemetry;
+  events: GenDurableEvent[];
+  of(name: GenDurableEventName): GenDurableEvent[];
+  close(): void;
+} {
   const telemetry = new Telemetry('limits-test');
   const events: GenDurableEvent[] = [];
   const sub = telemetry.events$.subscribe((e) => events.push(e));
@@ -37,7 +46,13 @@ export const gate = (name: string, limit: number, shards = 1): LimitConfig => ({
 });
 
 /** `allowed` per `periodSeconds`, capacity `burst` (default allowed). */
-export const rate = (name: string, allowed: number, periodSeconds: number, burst = allowed, shards = 1): LimitConfig => ({
+export const rate = (
+  name: string,
+  allowed: number,
+  periodSeconds: number,
+  burst = allowed,
+  shards = 1,
+): LimitConfig => ({
   kind: 'rate',
   name,
   rate: allowed / periodSeconds,
@@ -65,12 +80,17 @@ export async function insertExecuting(
   return rows.map((r) => r.id);
 }
 
-export function entriesOf(ids: readonly string[], o: { gateKey?: string | null; rateKey?: string | null; weight?: number | readonly number[] }): LimiterEntry[] {
+export function entriesOf(
+  ids: readonly string[],
+  o: { gateKey?: string | null; rateKey?: string | null; weight?: number | readonly number[] },
+): LimiterEntry[] {
   return ids.map((id, i) => ({
     id,
     gateKey: o.gateKey ?? null,
     rateKey: o.rateKey ?? null,
-    weight: Array.isArray(o.weight) ? (o.weight[i] as number) : ((o.weight as number | undefined) ?? 1),
+    weight: Array.isArray(o.weight)
+      ? (o.weight[i] as number)
+      : ((o.weight as number | undefined) ?? 1),
   }));
 }
 
@@ -83,7 +103,11 @@ export interface BucketRow {
   last_refill: Date | null;
 }
 
-export async function bucketsOf(db: TestDatabase, kind: 'conc' | 'rate', key?: string): Promise<BucketRow[]> {
+export async function bucketsOf(
+  db: TestDatabase,
+  kind: 'conc' | 'rate',
+  key?: string,
+): Promise<BucketRow[]> {
   const { rows } = await db.pool.query<BucketRow>(
     `SELECT kind, key, shard, capacity, available, last_refill FROM gen_durable_buckets
       WHERE kind = $1 AND ($2::text IS NULL OR key = $2) ORDER BY key, shard`,

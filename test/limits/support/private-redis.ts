@@ -51,9 +51,13 @@ export class PrivateRedis {
   /** Starts (again) on the same port, empty. */
   async restart(): Promise<void> {
     if (this.child) throw new Error('redis-server is running');
-    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-      stdio: 'ignore',
-    });
+    const child = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      {
+        stdio: 'ignore',
+      },
+    );
     this.child = child;
     child.once('exit', () => {
       if (this.child === child) this.child = undefined;

@@ -11,11 +11,21 @@ import { NestFactory } from '@nestjs/core';
 import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 
-import { done, DurableFsm, GenDurableModule, type GenDurableOptions, next, Step, type StepContext } from '../../../lib';
+import {
+  done,
+  DurableFsm,
+  GenDurableModule,
+  type GenDurableOptions,
+  next,
+  Step,
+  type StepContext,
+} from '../../../lib';
 
 const url = process.env['STRESS_DATABASE_URL'];
 const node = process.env['STRESS_NODE'] ?? `stress-${process.pid}`;
-const limiter = process.env['STRESS_LIMITER'] ? (JSON.parse(process.env['STRESS_LIMITER']) as GenDurableOptions['limiter']) : 'postgres';
+const limiter = process.env['STRESS_LIMITER']
+  ? (JSON.parse(process.env['STRESS_LIMITER']) as GenDurableOptions['limiter'])
+  : 'postgres';
 if (!url) throw new Error('STRESS_DATABASE_URL is not set');
 const pool = new Pool({ connectionString: url, max: 4 });
 
@@ -29,7 +39,9 @@ async function hold(ctx: StepContext<StressState>): Promise<void> {
     [ctx.id, ctx.step, ctx.state.key, node],
   );
   await new Promise((resolve) => setTimeout(resolve, 5 + Math.floor(Math.random() * 20)));
-  await pool.query(`UPDATE stress_log SET ended_at = clock_timestamp() WHERE id = $1`, [rows[0]!.id]);
+  await pool.query(`UPDATE stress_log SET ended_at = clock_timestamp() WHERE id = $1`, [
+    rows[0]!.id,
+  ]);
 }
 
 @DurableFsm({ name: 'stress', queue: 'stress' })
@@ -72,7 +84,9 @@ function stressModule(dataSource: DataSource): DynamicModule {
 async function main(): Promise<void> {
   const dataSource = new DataSource({ type: 'postgres', url, poolSize: 8 });
   await dataSource.initialize();
-  const app = await NestFactory.createApplicationContext(stressModule(dataSource), { logger: ['error'] });
+  const app = await NestFactory.createApplicationContext(stressModule(dataSource), {
+    logger: ['error'],
+  });
   await app.init();
   process.on('message', (m: { type?: string }) => {
     if (m.type !== 'stop') return;
