@@ -1,4 +1,5 @@
 // Entry point of `npm run bench` (scripts/run-bench.cjs compiles and runs it).
+import { execFileSync } from 'node:child_process';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -277,12 +278,25 @@ async function run(
     redis: { label: infra.redisLabel, version: infra.redisVersion },
     engines: engines.map((a) => ({ id: a.id, peer: a.peer, settings: a.settings, backend: a.backend })),
     genDurable: genDurableMissing ?? 'measured',
+    git: gitState(),
     rows: all.map((r) => ({ ...r, ...summary(r.values) })),
     ratios: genDurableMissing ? [] : ratios(all),
     skipped,
   });
   print('');
   print(`JSON: ${path.relative(process.cwd(), file)} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
+}
+
+/** Commit of the checkout and whether lib/ has uncommitted changes (the gen-durable measured). */
+function gitState(): { commit?: string; libDirty?: boolean } {
+  try {
+    const cwd = repoRoot();
+    const commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd }).toString().trim();
+    const libDirty = execFileSync('git', ['status', '--porcelain', '--', 'lib'], { cwd }).toString().trim().length > 0;
+    return { commit, libDirty };
+  } catch {
+    return {};
+  }
 }
 
 // Connections an engine left open are terminated by DROP DATABASE … WITH (FORCE) at the end of a
