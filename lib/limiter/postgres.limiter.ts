@@ -6,6 +6,7 @@ import {
   CREDIT_GATES,
   LOCK_GATE_SHARDS,
   PRUNE_RATE_BUCKETS,
+  READ_GATE_DEFICITS,
   RECONCILE_GATES,
   UPSERT_BUCKET_CONFIGS,
 } from '../sql/limiter.sql';
@@ -27,6 +28,8 @@ const PK_CONSTRAINT = 'gen_durable_buckets_pkey';
 const DEADLOCK = '40P01';
 /** Rate keys per bucket-GC page. */
 const PRUNE_PAGE = 1000;
+/** Default settle window of the gate reconcile, ms (see READ_GATE_DEFICITS). */
+const RECONCILE_SETTLE_MS = 1000;
 
 interface AdmitRecord {
   id: string;
@@ -48,9 +51,14 @@ interface AdmitRecord {
 export class PostgresLimiter implements Limiter {
   private readonly logger = new Logger('GenDurable');
 
+  /**
+   * `settleMs`: how long the gate reconcile lets in-flight credits land between seeing a
+   * deficit and repairing it (default 1 000 ms; only paid when some counter looks leaked).
+   */
   constructor(
     private readonly sql: SqlExecutor,
     private readonly telemetry: Telemetry,
+    private readonly settleMs = RECONCILE_SETTLE_MS,
   ) {}
 
   async admit(entries: readonly LimiterEntry[], queue: string): Promise<AdmitResult> {
@@ -146,12 +154,23 @@ export class PostgresLimiter implements Limiter {
       if (!page?.last_key) break;
       after = page.last_key;
     }
+    // A counter is raised only by a deficit that outlived the settle window: a credit still in
+    // flight (outcome committed, credit not yet applied) looks like a leak for an instant.
+    const deficits = await this.sql.query<{ key: string; shard: number; deficit: number }>(
+      READ_GATE_DEFICITS,
+    );
+    const raise = new Map(deficits.map((d) => [`${d.shard}\u0000${d.key}`, d.deficit]));
+    if (deficits.length > 0) await new Promise((resolve) => setTimeout(resolve, this.settleMs));
     const gates = await this.sql.transaction(async (tx) => {
       const locked = await this.sql.query<{ key: string; shard: number }>(LOCK_GATE_SHARDS, [], tx);
       if (locked.length === 0) return 0;
       const changed = await this.sql.query<{ changed: number }>(
         RECONCILE_GATES,
-        [locked.map((l) => l.key), locked.map((l) => l.shard)],
+        [
+          locked.map((l) => l.key),
+          locked.map((l) => l.shard),
+          locked.map((l) => raise.get(`${l.shard}\u0000${l.key}`) ?? 0),
+        ],
         tx,
       );
       return changed[0]?.changed ?? 0;

@@ -252,6 +252,34 @@ export const PRUNE_RATE_BUCKETS = sql(
 );
 
 /**
+ * Gate reconcile, before its transaction (SPEC §18 step 3): each gate shard whose counter is
+ * below the executing truth, max(0, shardCap − holders) − available, without locking
+ * anything. The reconcile raises a counter by at most the deficit it saw here a moment
+ * earlier: an outcome that committed but whose credit has not landed yet looks like a leak
+ * for an instant, and repairing it as well would double-credit the slot once its credit
+ * lands. Executing rows through gen_durable_lease; counter rows by the PK.
+ */
+export const READ_GATE_DEFICITS = sql(
+  'read_gate_deficits',
+  `WITH h AS MATERIALIZED (
+     SELECT g.concurrency_key AS key, g.concurrency_shard::int AS shard, count(*) AS n
+       FROM {schema}.gen_durable g
+      WHERE g.status = 'executing' AND g.concurrency_shard IS NOT NULL AND g.concurrency_key IS NOT NULL
+      GROUP BY g.concurrency_key, g.concurrency_shard
+   )
+   SELECT b.key, b.shard, x.target - b.available AS deficit
+     FROM {schema}.gen_durable_buckets b
+     JOIN {schema}.gen_durable_bucket_configs c ON c.kind = 'conc' AND c.name = split_part(b.key, ':', 1) AND c.capacity >= 1
+     CROSS JOIN LATERAL (SELECT c.capacity::int AS lim, LEAST(GREATEST(c.shards, 1), c.capacity::int) AS shards) k
+     LEFT JOIN h ON h.key = b.key AND h.shard = b.shard
+     CROSS JOIN LATERAL (
+       SELECT GREATEST(0, k.lim / k.shards + CASE WHEN b.shard < k.lim % k.shards THEN 1 ELSE 0 END - COALESCE(h.n, 0)) AS target
+     ) x
+    WHERE b.kind = 'conc' AND b.shard < k.shards AND x.target > b.available
+    ORDER BY b.key, b.shard`,
+);
+
+/**
  * Gate reconcile, step 1 of its transaction (SPEC §18 step 3): lock every gate shard that is
  * lockable now, skip-locked, in (key, shard) order (PK). The next statement reads the
  * executing truth fresh, under these locks.
@@ -267,14 +295,16 @@ export const LOCK_GATE_SHARDS = sql(
 
 /**
  * Gate reconcile, step 2 (SPEC §18 step 3), on the shards `$1` keys / `$2` shards locked by
- * LOCK_GATE_SHARDS in this transaction. Holders = executing rows of key + shard, read fresh
- * (a new snapshot after the locks; the executing rows are found through gen_durable_lease).
+ * LOCK_GATE_SHARDS in this transaction; `$3` = per shard the most its counter may be raised
+ * (the deficit READ_GATE_DEFICITS saw before, 0 if none). Holders = executing rows of key +
+ * shard, read fresh (a new snapshot after the locks; found through gen_durable_lease).
  * Per locked shard:
  * - config gone, or shard ≥ shards (orphan): deleted when it has no holders, else kept;
  * - a key with no holders at all whose rows were all locked here: deleted whole (idle: the
  *   next admit mints it cold, zero lag);
- * - otherwise capacity := the shard's share of the configured limit and
- *   available := max(0, capacity − holders), which repairs leaked slots.
+ * - otherwise capacity := the shard's share of the configured limit, and available moves to
+ *   target = max(0, capacity − holders): lowered at once (stricter is safe), raised by at most
+ *   `$3`, which repairs leaked slots without double-crediting a credit still in flight.
  * Missing in-range shards of a key that keeps rows are backfilled full (less holders), ON
  * CONFLICT DO NOTHING, so "no rows ⇒ cold" stays all-or-nothing after a `shards` increase.
  * Provisional shard-0 rows (claimed, not yet admitted) count as holders: drift toward strict.
@@ -283,7 +313,7 @@ export const LOCK_GATE_SHARDS = sql(
 export const RECONCILE_GATES = sql(
   'reconcile_gates',
   `WITH l AS MATERIALIZED (
-     SELECT t.key, t.shard FROM unnest($1::text[], $2::int[]) AS t(key, shard)
+     SELECT t.key, t.shard, t.raise FROM unnest($1::text[], $2::int[], $3::float8[]) AS t(key, shard, raise)
    ), h AS MATERIALIZED (
      SELECT g.concurrency_key AS key, g.concurrency_shard::int AS shard, count(*) AS n
        FROM {schema}.gen_durable g
@@ -299,20 +329,25 @@ export const RECONCILE_GATES = sql(
        LEFT JOIN {schema}.gen_durable_bucket_configs c ON c.kind = 'conc' AND c.name = split_part(k.key, ':', 1)
                                                    AND c.capacity >= 1
    ), d AS MATERIALIZED (
-     SELECT l.key, l.shard, COALESCE(h.n, 0) AS holders,
+     SELECT l.key, l.shard, l.raise, COALESCE(h.n, 0) AS holders,
             CASE WHEN k.lim IS NULL OR l.shard >= k.shards THEN
                    CASE WHEN COALESCE(h.n, 0) = 0 THEN 'delete' ELSE 'keep' END
                  WHEN k.holders = 0 AND k.locked = k.present THEN 'delete'
                  ELSE 'fix' END AS action,
-            CASE WHEN k.lim IS NOT NULL
-                 THEN k.lim / k.shards + CASE WHEN l.shard < k.lim % k.shards THEN 1 ELSE 0 END END AS cap
+            c.cap, GREATEST(0, c.cap - COALESCE(h.n, 0))::float8 AS target
        FROM l JOIN keys k ON k.key = l.key LEFT JOIN h ON h.key = l.key AND h.shard = l.shard
+       CROSS JOIN LATERAL (
+         SELECT CASE WHEN k.lim IS NOT NULL
+                     THEN k.lim / k.shards + CASE WHEN l.shard < k.lim % k.shards THEN 1 ELSE 0 END END AS cap
+       ) c
    ), fix AS (
      UPDATE {schema}.gen_durable_buckets b
-        SET capacity = d.cap, available = GREATEST(0, d.cap - d.holders)
+        SET capacity = d.cap,
+            available = CASE WHEN d.target <= b.available THEN d.target ELSE LEAST(d.target, b.available + d.raise) END
        FROM d
       WHERE d.action = 'fix' AND b.kind = 'conc' AND b.key = d.key AND b.shard = d.shard
-        AND (b.capacity, b.available) IS DISTINCT FROM (d.cap::float8, GREATEST(0, d.cap - d.holders)::float8)
+        AND (b.capacity, b.available) IS DISTINCT FROM
+            (d.cap::float8, CASE WHEN d.target <= b.available THEN d.target ELSE LEAST(d.target, b.available + d.raise) END)
      RETURNING b.key
    ), del AS (
      DELETE FROM {schema}.gen_durable_buckets b

@@ -23,7 +23,8 @@ describe('GC: bucket pruning and gate reconcile', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    limiter = new PostgresLimiter(executorOf(db).sql, t.telemetry);
+    // A short settle window keeps the file fast; the race test below uses a longer one.
+    limiter = new PostgresLimiter(executorOf(db).sql, t.telemetry, 50);
     await limiter.syncConfig([
       gate('leak', 3),
       gate('gone', 2),
@@ -67,6 +68,26 @@ describe('GC: bucket pruning and gate reconcile', () => {
     // Idempotent: nothing more to change for this key.
     await limiter.reconcile();
     expect(await bucketsOf(db, 'conc', 'leak:a')).toMatchObject([{ capacity: 3, available: 2 }]);
+  });
+
+  it('never double-credits: a credit still in flight during the reconcile is not repaired as a leak', async () => {
+    const slow = new PostgresLimiter(executorOf(db).sql, t.telemetry, 400);
+    const [leaked, finishing, running] = await hold('leak:race', 3);
+    await crash(leaked!); // a real leak: no holder, never credited
+    const reconciling = slow.reconcile();
+    await new Promise((r) => setTimeout(r, 150)); // the reconcile has seen its deficits
+    // Another holder's outcome commits (shard cleared); its credit is still on its way.
+    await db.pool.query(
+      `UPDATE gen_durable SET status = 'done', locked_by = NULL, concurrency_shard = NULL WHERE id = $1`,
+      [finishing],
+    );
+    await reconciling;
+    // Only the leak was repaired...
+    expect(await bucketsOf(db, 'conc', 'leak:race')).toMatchObject([{ available: 1 }]);
+    // ...so when the credit lands the counter matches the truth: one holder left of 3.
+    await slow.credit([{ key: 'leak:race', shard: 0, id: finishing! }]);
+    expect(await bucketsOf(db, 'conc', 'leak:race')).toMatchObject([{ capacity: 3, available: 2 }]);
+    expect(running).toBeDefined();
   });
 
   it('drops whole idle keys (no holders, every shard lockable): the next admit mints them cold', async () => {
