@@ -176,6 +176,42 @@ describe('PostgresLimiter', () => {
     expect(sum(rows.map((b) => b.available))).toBeLessThan(0.01);
   });
 
+  it('concurrent admits take disjoint shards: a shard locked elsewhere is skipped, never waited on', async () => {
+    const first = await insertExecuting(db, 1, { gateKey: 'gs:lock' });
+    await limiter.admit(entriesOf(first, { gateKey: 'gs:lock' }), 'limits'); // mints shards 0 (3) and 1 (2)
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      // Another admit holds shard 0 for the length of its statement (here: a transaction).
+      await client.query(
+        `SELECT 1 FROM gen_durable_buckets WHERE kind = 'conc' AND key = 'gs:lock' AND shard = 0 FOR UPDATE`,
+      );
+      const ids = await insertExecuting(db, 3, { gateKey: 'gs:lock' });
+      const result = await limiter.admit(entriesOf(ids, { gateKey: 'gs:lock' }), 'limits');
+      expect(result.admitted.map((a) => a.slot?.shard)).toEqual([1, 1]);
+      expect(result.denied).toEqual([ids[2]]);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    // With every shard locked elsewhere the key is not cold: nothing is admitted or minted.
+    const other = await db.pool.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(
+        `SELECT 1 FROM gen_durable_buckets WHERE kind = 'conc' AND key = 'gs:lock' FOR UPDATE`,
+      );
+      const ids = await insertExecuting(db, 1, { gateKey: 'gs:lock' });
+      expect(
+        (await limiter.admit(entriesOf(ids, { gateKey: 'gs:lock' }), 'limits')).denied,
+      ).toEqual(ids);
+      await other.query('COMMIT');
+    } finally {
+      other.release();
+    }
+    expect((await bucketsOf(db, 'conc', 'gs:lock')).map((b) => b.available)).toEqual([2, 0]);
+  });
+
   it('a racing cold gate mint merges through ON CONFLICT and an overdraft trips the CHECK, retried (concurrency:contended)', async () => {
     const a = await insertExecuting(db, 2, { gateKey: 'g3:race' });
     const b = await insertExecuting(db, 2, { gateKey: 'g3:race' });
@@ -244,17 +280,20 @@ describe('PostgresLimiter', () => {
           return await limiter.admit(entries, 'limits');
         } catch (err) {
           // Three lost races in a row: the pick fails and its rows stay unadmitted.
-          if ((err as { constraint?: string }).constraint === 'gen_durable_buckets_pkey')
-            {return { admitted: [], denied: [], throttled: [] };}
+          if ((err as { constraint?: string }).constraint === 'gen_durable_buckets_pkey') {
+            return { admitted: [], denied: [], throttled: [] };
+          }
           throw err;
         }
       }),
     );
     const granted = new Map<string, number>();
     const keyOf = new Map(batches.flat().map((e) => [e.id, e.rateKey!]));
-    for (const r of results)
-      {for (const a of r.admitted)
-        {granted.set(keyOf.get(a.id)!, (granted.get(keyOf.get(a.id)!) ?? 0) + 1);}}
+    for (const r of results) {
+      for (const a of r.admitted) {
+        granted.set(keyOf.get(a.id)!, (granted.get(keyOf.get(a.id)!) ?? 0) + 1);
+      }
+    }
     // burst 5 at 5/hour: the few ms of the test refill nothing that fits a weight of 1.
     expect(Object.fromEntries(granted)).toEqual({ 'cold:k1': 5, 'cold:k2': 5, 'cold:k3': 5 });
   });

@@ -99,6 +99,23 @@ if (!url) {
       await db.pool.query(`DELETE FROM gen_durable WHERE id = ANY ($1::bigint[])`, [rated]);
     });
 
+    it('heartbeats renew the holder score: a step longer than leaseTtl keeps its slot', async () => {
+      // FAST timings: lease 2 s, heartbeat 0.5 s. Without renewal the holder's score would
+      // pass after 2 s and the gate (limit 2) would admit a third row beside the two holders.
+      const ids = await h.engine.insertAll(
+        RedisGatedFsm,
+        [1, 2, 3].map((i) => ({ state: { tag: `long-${i}` }, concurrencyKey: 'api:long' })),
+      );
+      await eventually(
+        async () => [...inside].filter((t) => t.startsWith('long-')).length === 2,
+        10_000,
+      );
+      await sleep(3_000);
+      expect([...inside].filter((t) => t.startsWith('long-'))).toHaveLength(2);
+      for (const i of [1, 2, 3]) latches.open(`long-${i}`);
+      await eventually(async () => (await statuses(db, ids)).every((st) => st === 'done'), 10_000);
+    });
+
     it('fails closed while Redis is down, re-adds holders after an empty restart, and never over-admits', async () => {
       // One holder of api:x runs; Redis dies and comes back empty while it still runs.
       const holder = await h.engine.insert(RedisGatedFsm, {
