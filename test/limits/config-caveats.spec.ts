@@ -123,4 +123,30 @@ describe('config changes while rows execute (SPEC §14 caveats)', () => {
     await latches.reached('same-2');
     latches.open('same-2');
   });
+  it('each node seeds only its own declarations at boot; differing declarations last-write-win; nothing is deleted', async () => {
+    const configs = async () =>
+      (
+        await db.pool.query(
+          `SELECT kind, name, rate, capacity, shards FROM gen_durable_bucket_configs ORDER BY kind, name`,
+        )
+      ).rows;
+    // The unconfigured node declared nothing; the configured one declared its gate.
+    expect(await configs()).toEqual([
+      { kind: 'conc', name: 'acct', rate: null, capacity: 1, shards: 1 },
+    ]);
+    const third = await bootEngine(db, [CaveatFsm], {
+      name: 'Redeclaring',
+      queues: {},
+      concurrencyLimits: { acct: { limit: 4, shards: 2 }, zeta: { limit: 2 } },
+      rateLimits: { api: { allowed: 60, period: [1, 'minute'], burst: 10 } },
+      gc: false,
+      reaper: false,
+    });
+    await third.close();
+    expect(await configs()).toEqual([
+      { kind: 'conc', name: 'acct', rate: null, capacity: 4, shards: 2 },
+      { kind: 'conc', name: 'zeta', rate: null, capacity: 2, shards: 1 },
+      { kind: 'rate', name: 'api', rate: 1, capacity: 10, shards: 1 },
+    ]);
+  });
 });
