@@ -81,7 +81,14 @@ for (const g of groups) {
   console.log('');
 }
 if (d.skipped && d.skipped.length) {
-  console.log('Not run: ' + d.skipped.map((s) => `${s.scenario} ${s.engine} (${s.reason})`).join('; ') + '.');
+  const byReason = new Map();
+  for (const s of d.skipped) {
+    const k = `${s.scenario}: ${s.reason}`;
+    byReason.set(k, [...(byReason.get(k) || []), s.engine]);
+  }
+  console.log('Not run:');
+  console.log('');
+  for (const [why, engines] of byReason) console.log(`- ${why} — ${engines.join(', ')}`);
   console.log('');
 }
 if (d.ratios && d.ratios.length) {

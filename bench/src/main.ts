@@ -249,7 +249,9 @@ async function run(
   if (skipped.length > 0) {
     print('');
     print('Not run:');
-    for (const s of skipped) print(`  ${s.scenario} ${s.engine}: ${s.reason}`);
+    const byReason = new Map<string, string[]>();
+    for (const s of skipped) byReason.set(`${s.scenario}: ${s.reason}`, [...(byReason.get(`${s.scenario}: ${s.reason}`) ?? []), s.engine]);
+    for (const [why, engines] of byReason) print(`  ${why} — ${engines.join(', ')}`);
   }
   print('');
   print('== gen-durable median / peer median');

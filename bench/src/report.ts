@@ -75,15 +75,17 @@ export function ratios(rows: Row[]): Array<{ key: string; better: string; peers:
     const peers = others.filter((o) => Number.isFinite(o.v) && o.v !== 0).map((o) => ({ engine: o.engine, ratio: gd / o.v }));
     if (peers.length > 0 && Number.isFinite(gd)) out.push({ key, better, peers });
   };
-  for (const g of rows.filter((r) => r.engine === 'gen-durable' && r.values.length > 0)) {
+  const isGd = (e: string): boolean => e === 'gen-durable' || e.startsWith('gen-durable:');
+  for (const g of rows.filter((r) => isGd(r.engine) && r.values.length > 0)) {
     const same = rows.filter(
-      (r) => r.engine !== 'gen-durable' && r.scenario === g.scenario && r.concurrency === g.concurrency && r.metric === g.metric && r.values.length > 0,
+      (r) => !isGd(r.engine) && r.scenario === g.scenario && r.concurrency === g.concurrency && r.metric === g.metric && r.values.length > 0,
     );
     const c = g.concurrency !== undefined ? ` c=${g.concurrency}` : '';
-    add(`${g.scenario}${c} ${g.metric} (${g.unit})`, g.better === 'higher' ? 'higher is better' : 'lower is better', median(g.values), same.map((r) => ({ engine: r.engine, v: median(r.values) })));
+    const who = g.engine === 'gen-durable' ? '' : ` [${g.engine}]`;
+    add(`${g.scenario}${c}${who} ${g.metric} (${g.unit})`, g.better === 'higher' ? 'higher is better' : 'lower is better', median(g.values), same.map((r) => ({ engine: r.engine, v: median(r.values) })));
     if (g.cpuPer1k && g.cpuPer1k.length > 0) {
       add(
-        `${g.scenario}${c} CPU (${cpuUnit(g)})`,
+        `${g.scenario}${c}${who} CPU (${cpuUnit(g)})`,
         'lower is better',
         median(g.cpuPer1k),
         same.filter((r) => r.cpuPer1k && r.cpuPer1k.length > 0).map((r) => ({ engine: r.engine, v: median(r.cpuPer1k!) })),

@@ -70,7 +70,11 @@ class GenDurableInstance implements Instance {
   private app: INestApplicationContext | undefined;
   private engine: EngineService | undefined;
 
-  constructor(private readonly ctx: CaseContext) {}
+  constructor(
+    private readonly ctx: CaseContext,
+    /** `insertBatcher: { durable: true }`: awaited inserts share group-commit statements. */
+    private readonly groupInserts = false,
+  ) {}
 
   async setup(): Promise<void> {
     this.ds = new DataSource({ type: 'postgres', url: this.ctx.pgUrl, extra: { max: 10 } });
@@ -90,7 +94,14 @@ class GenDurableInstance implements Instance {
     const dataSource = this.ds!;
     @Module({
       imports: [
-        GenDurableModule.forRoot({ dataSource, queues, poke: 'local', reaper: false, gc: false }),
+        GenDurableModule.forRoot({
+          dataSource,
+          queues,
+          poke: 'local',
+          reaper: false,
+          gc: false,
+          ...(this.groupInserts ? { insertBatcher: { durable: true } } : {}),
+        }),
       ],
       providers: [Bench1Fsm, Bench3Fsm],
     })
@@ -193,9 +204,26 @@ export const genDurableAdapter: Adapter = {
   id: 'gen-durable',
   family: 'gen-durable',
   peer: 'gen-durable (this repo, lib/)',
-  settings: "queues { default: C }, poke 'local', reaper/gc off, flusher defaults, DataSource pool 10",
+  settings: "queues { default: C }, poke 'local', reaper/gc off, flusher defaults, plain insert(), DataSource pool 10",
   backend: 'postgres',
   unsupported: {},
   create: async (ctx: CaseContext) => new GenDurableInstance(ctx),
   scale: genDurableScale,
+};
+
+/** The same engine with group-commit awaited inserts (SPEC §26.11); only the insert cases differ. */
+export const genDurableGroupInsert: Adapter = {
+  id: 'gen-durable:group-insert',
+  family: 'gen-durable',
+  peer: 'gen-durable (this repo, lib/)',
+  settings: "as gen-durable, plus insertBatcher { durable: true } (awaited insert() calls share group-commit statements)",
+  backend: 'postgres',
+  unsupported: {
+    drain: 'same engine as gen-durable: only inserts differ',
+    fsm3: 'same engine as gen-durable: only inserts differ',
+    'enqueue-bulk': 'insertAll is one statement either way',
+    scale: 'same engine as gen-durable: only inserts differ',
+    memory: 'same engine as gen-durable: only inserts differ',
+  },
+  create: async (ctx: CaseContext) => new GenDurableInstance(ctx, true),
 };

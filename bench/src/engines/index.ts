@@ -16,7 +16,7 @@ export interface Loaded {
 }
 
 export function loadAdapters(): Loaded {
-  let genDurable: Adapter | undefined;
+  let genDurable: Adapter[] = [];
   let genDurableMissing: string | undefined;
   const file = path.join(__dirname, 'gen-durable.js');
   if (!fs.existsSync(file)) {
@@ -24,13 +24,14 @@ export function loadAdapters(): Loaded {
   } else {
     try {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      genDurable = (require(file) as { genDurableAdapter: Adapter }).genDurableAdapter;
+      const m = require(file) as { genDurableAdapter: Adapter; genDurableGroupInsert: Adapter };
+      genDurable = [m.genDurableAdapter, m.genDurableGroupInsert];
     } catch (e) {
       genDurableMissing = `gen-durable: not built yet (loading the adapter failed: ${(e as Error).message.split('\n')[0]})`;
     }
   }
   const adapters = [
-    ...(genDurable ? [genDurable] : []),
+    ...genDurable,
     rawAdapter,
     graphileDefault,
     graphileBatched,
