@@ -78,12 +78,21 @@ export class SqlExecutor {
     if (on) return on.query<R>(config);
     const client = await this.pool.connect();
     let failed: Error | undefined;
+    const onError = (err: Error): void => {
+      failed ??= err;
+    };
+    // NOTE: a checked-out client emits 'error' when its connection dies outside a query (a
+    // terminated backend's FATAL arriving with the previous ReadyForQuery); the pool listens
+    // only on idle clients, so without this listener that is an uncaught exception that
+    // kills the process (docs/reliability.md, finding F-R1).
+    client.on('error', onError);
     try {
       return await client.query<R>(config);
     } catch (err) {
       if (isConnectionLevel(err)) failed = err as Error;
       throw err;
     } finally {
+      client.off('error', onError);
       client.release(failed);
     }
   }
@@ -98,6 +107,11 @@ export class SqlExecutor {
   ): Promise<T> {
     const client: PoolClient = await this.pool.connect();
     let broken: Error | undefined;
+    // See queryResult: the connection may die between two statements of the transaction.
+    const onError = (err: Error): void => {
+      broken ??= err;
+    };
+    client.on('error', onError);
     try {
       if (options.idleInTransactionMs === undefined) {
         await this.control(client, BEGIN);
@@ -120,6 +134,7 @@ export class SqlExecutor {
       }
       throw err;
     } finally {
+      client.off('error', onError);
       client.release(broken);
     }
   }

@@ -1,0 +1,40 @@
+// Child process of test/chaos/connection-faults.spec.ts: a flush-like transaction through the
+// engine's SqlExecutor whose backend is terminated between two statements (what a
+// pg_terminate_backend sweep or a Postgres restart does to an engine process). Prints one
+// JSON line with what the transaction answered; an unhandled 'error' event would instead
+// kill this process with an uncaught exception.
+import { Client, Pool } from 'pg';
+
+import { SqlExecutor } from '../../../lib/db/sql-executor';
+import { sql } from '../../../lib/sql/statement';
+
+const PID = sql('chaos_probe_pid', 'SELECT pg_backend_pid() AS pid');
+const url = process.env['GD_TERMINATE_URL'] ?? '';
+
+async function main(): Promise<void> {
+  const pool = new Pool({ connectionString: url, max: 2 });
+  pool.on('error', () => undefined);
+  const executor = new SqlExecutor(pool, { schema: 'public', preparedStatements: true, statementTimeoutMs: 5_000 });
+  const killer = new Client({ connectionString: url });
+  await killer.connect();
+  let answer: string;
+  try {
+    await executor.transaction(async (tx) => {
+      const [row] = await executor.query<{ pid: number }>(PID, [], tx);
+      await killer.query('SELECT pg_terminate_backend($1)', [row!.pid]);
+      // The FATAL message arrives while the client is checked out but runs no query.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await executor.query(PID, [], tx);
+    });
+    answer = 'committed';
+  } catch (err) {
+    answer = `rejected: ${(err as Error).message}`;
+  }
+  // The pool still works afterwards (the broken client was destroyed, not reused).
+  const [after] = await executor.query<{ pid: number }>(PID);
+  process.stdout.write(`${JSON.stringify({ answer, poolWorks: typeof after?.pid === 'number' })}\n`);
+  await killer.end();
+  await pool.end();
+}
+
+void main();
