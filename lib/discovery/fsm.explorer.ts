@@ -69,9 +69,8 @@ export class FsmExplorer {
     if (meta.nameDefaulted) {
       this.logger.warn(`@DurableFsm() on ${metatype.name} has no name: the class name is stored in rows, and minifiers rename classes. Give it { name }.`);
     }
-    if (meta.inlineExecution) {
-      // Removed when inline execution (SPEC §7) lands.
-      throw new ConfigurationError(`${where}.inlineExecution`, 'is not available in this build of gen-durable yet');
+    if (meta.inlineExecution !== undefined && typeof meta.inlineExecution !== 'boolean') {
+      throw new ConfigurationError(`${where}.inlineExecution`, `must be a boolean, got ${String(meta.inlineExecution)}`);
     }
     const version = meta.version ?? 1;
     if (!Number.isInteger(version) || version < 1) throw new ConfigurationError(`${where}.version`, 'must be an integer ≥ 1');

@@ -21,6 +21,7 @@ import type { PokeTransport } from '../poke/poke-transport.interface';
 import { InsertBatcher } from '../runtime/insert-batcher';
 import { PokeEmitter } from '../runtime/poke-emitter';
 import { Reaper } from '../runtime/reaper';
+import { RunAhead } from '../runtime/run-ahead';
 import { Scheduler } from '../runtime/scheduler';
 import { StallDetector } from '../runtime/stall-detector';
 
@@ -77,6 +78,7 @@ export class EngineRuntime {
     this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
     this.limiter = createLimiter(options, this.sql, telemetry);
     this.picker = new Picker(this.sql, options, telemetry, this.limiter);
+    this.executor.runAhead = new RunAhead(options, telemetry, this.limiter, (rows) => this.picker.enrich(rows), (entry) => this.executor.commit(entry));
     this.stall = new StallDetector(options.heartbeatInterval, telemetry);
   }
 

@@ -16,6 +16,7 @@ import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { FlushEntry, FlushReply } from './flush-entry';
 import type { Flusher } from './flusher';
 import { outcomeToEntry } from './outcome-entry';
+import type { RunAhead } from './run-ahead';
 
 const MAX_BACKOFF_MS = 300_000;
 const FLUSH_ANSWER_TIMEOUT_MS = 30_000;
@@ -23,7 +24,16 @@ const FLUSH_ANSWER_TIMEOUT_MS = 30_000;
 /** What happened to one claimed row: the flusher's reply (or the crash path) and the outcome kind. */
 export interface ExecutionResult {
   readonly reply: FlushReply | 'crash';
-  readonly kind: FlushEntry['kind'] | null;
+  /** The kind of the last outcome (of the last step of an inline chain). */
+  readonly kind: Exclude<FlushEntry['kind'], 'continue'> | null;
+}
+
+export interface ExecuteOptions {
+  /**
+   * Asked before each inline hand-off (SPEC §7): true lets an inline `next` run its next step
+   * on the held claim. Absent (the testing drain) = never chain.
+   */
+  readonly chain?: () => boolean;
 }
 
 /**
@@ -41,7 +51,24 @@ export class Executor {
     private readonly flusherFor: (queue: string) => Flusher,
   ) {}
 
-  async execute(row: ClaimedRow): Promise<ExecutionResult> {
+  /** Inline execution (SPEC §7); set by the runtime once the limiter exists. */
+  runAhead: RunAhead | undefined;
+
+  /**
+   * Runs `row`'s step and commits its outcome; with `options.chain`, an inline `next` runs the
+   * following steps on the same claim until one is not inlined (SPEC §7).
+   */
+  async execute(row: ClaimedRow, options: ExecuteOptions = {}): Promise<ExecutionResult> {
+    let current = row;
+    for (;;) {
+      const step = await this.executeOne(row, current, options);
+      if ('next' in step) current = step.next;
+      else return step;
+    }
+  }
+
+  /** One step of `row` (`held` is the scheduler's object for the claim); `next` = chain on. */
+  private async executeOne(held: ClaimedRow, row: ClaimedRow, options: ExecuteOptions): Promise<ExecutionResult | { next: ClaimedRow }> {
     const definition = this.registry.find(row.fsm, row.fsmVersion);
     if (!definition) {
       // A rolling deploy: another node may run it. Never stop it; the reaper retries (§2.7).
@@ -65,16 +92,23 @@ export class Executor {
       { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind },
     );
     if (FAULTS_ENABLED) await faultPoint('step.beforeOutcome', { ids: [row.id], worker: row.worker });
+    if (entry.kind === 'next' && entry.inline === true && this.runAhead && options.chain?.() === true) {
+      const step = await this.runAhead.advance(held, row, entry);
+      if (step.kind === 'continue') return { next: step.row };
+      if (step.kind === 'ended') return { reply: step.reply, kind: 'next' };
+      if (step.kind === 'crash') return this.crash(row, step.error);
+    }
     const reply = await this.commit(entry);
     if (reply === 'stale') {
       this.telemetry.emit('outcome:stale', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind });
     } else if (reply === 'error') {
       this.telemetry.emit('executor:crash', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, error: 'flush failed' });
     }
-    return { reply, kind: entry.kind };
+    return { reply, kind: entry.kind === 'continue' ? 'next' : entry.kind };
   }
 
-  private commit(entry: FlushEntry): Promise<FlushReply> {
+  /** Hands an entry to its queue's flusher and waits for the answer (30 s at most, then error). */
+  commit(entry: FlushEntry): Promise<FlushReply> {
     return new Promise<FlushReply>((resolve) => {
       const timer = setTimeout(() => resolve('error'), FLUSH_ANSWER_TIMEOUT_MS);
       this.flusherFor(entry.queue)

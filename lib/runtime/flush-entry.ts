@@ -22,7 +22,8 @@ interface EntryBase {
 }
 
 export interface TransitionEntry extends EntryBase {
-  readonly kind: 'next' | 'retry' | 'done' | 'stop';
+  /** `continue` = the inline hand-off of a `next` that keeps the claim (SPEC §7). */
+  readonly kind: 'next' | 'retry' | 'done' | 'stop' | 'continue';
   readonly nextStep: string | null;
   readonly stateText: string | null;
   readonly resultText: string | null;
@@ -32,6 +33,10 @@ export interface TransitionEntry extends EntryBase {
   readonly weight: number;
   readonly setKey: boolean;
   readonly concurrencyKey: string | null;
+  /** `next` only: run the next step inline on the held claim (FSM default or the outcome's override). */
+  readonly inline?: boolean;
+  /** `continue` only: the renewed lease, ms. */
+  readonly leaseMs?: number;
 }
 
 export interface ParkEntry extends EntryBase {

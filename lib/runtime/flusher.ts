@@ -161,6 +161,7 @@ export class Flusher {
           transitions.map((e) => e.weight),
           transitions.map((e) => e.setKey),
           transitions.map((e) => e.concurrencyKey),
+          transitions.map((e) => (e.kind === 'continue' ? (e.leaseMs ?? null) : null)),
         ],
         tx,
       );
@@ -251,7 +252,7 @@ export class Flusher {
 
     // 4. consume: exact awaited pairs of committed progressing entries; whole inbox of terminals
     const pairs = entries
-      .filter((e) => committedIds.has(e.id) && (e.kind === 'next' || e.kind === 'scheduleChildren'))
+      .filter((e) => committedIds.has(e.id) && (e.kind === 'next' || e.kind === 'continue' || e.kind === 'scheduleChildren'))
       .flatMap((e) => e.awaitedIds.map((s) => [e.id, s] as const));
     if (pairs.length > 0) {
       await this.sql.query(CONSUME_SIGNALS, [pairs.map((p) => p[0]), pairs.map((p) => p[1])], tx);

@@ -55,6 +55,10 @@ export function outcomeToEntry(
       const weight = outcome.options.weight ?? 1;
       checkWeight(options, rateLimit, weight, 'next.weight');
       const ck = outcome.options.concurrencyKey;
+      const inline = outcome.options.inlineExecution;
+      if (inline !== undefined && typeof inline !== 'boolean') {
+        throw new InvalidOutcomeError(`next(): inlineExecution must be a boolean, got ${String(inline)}`);
+      }
       return {
         ...base,
         kind: 'next',
@@ -67,6 +71,7 @@ export function outcomeToEntry(
         weight,
         setKey: ck !== undefined,
         concurrencyKey: ck === undefined || ck === null ? null : limitKeyText(ck, 'next.concurrencyKey'),
+        inline: inline ?? definition.inlineExecution,
       };
     }
     case 'retry':

@@ -228,7 +228,8 @@ export class Scheduler {
       if (index < 0) return;
       const [row] = this.buffer.splice(index, 1);
       if (!row) return;
-      const done = this.executor.execute(row).then(
+      // Inline chains (SPEC §7) run while the queue runs; draining ends them at the next step.
+      const done = this.executor.execute(row, { chain: () => this.state === 'running' }).then(
         () => this.completed(row.id),
         () => this.completed(row.id),
       );

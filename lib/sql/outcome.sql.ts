@@ -9,28 +9,39 @@ import { sql } from './statement';
  * arrays (PK lookups). Per-row kind drives each column as in SPEC §2.4's table. Every outcome
  * clears the claim and the drawn shard and resets `reaps` (a committed outcome proves the step
  * does not kill its worker, §26.5). RETURNING defines what committed.
+ * `continue` is the inline hand-off (SPEC §7): a `next` that keeps the claim — the row stays
+ * executing under the same worker and fencing token, its lease renewed to now + `lease_ms`;
+ * the shard is kept with the key, cleared with it, or provisionally 0 for a new gated key
+ * (admission, after this commit, stamps the drawn one).
  */
 export const FLUSH_TRANSITIONS = sql(
   'flush_transitions',
   `UPDATE {schema}.gen_durable g
-      SET status = (CASE t.kind WHEN 'done' THEN 'done' WHEN 'stop' THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
-          step = CASE WHEN t.kind = 'next' THEN t.step ELSE g.step END,
-          attempt = CASE t.kind WHEN 'next' THEN 0 WHEN 'retry' THEN g.attempt + 1 ELSE g.attempt END,
-          state = CASE WHEN t.kind IN ('next', 'retry') THEN t.state::jsonb ELSE g.state END,
+      SET status = (CASE t.kind WHEN 'done' THEN 'done' WHEN 'stop' THEN 'failed' WHEN 'continue' THEN 'executing'
+                                ELSE 'runnable' END)::{schema}.durable_status,
+          step = CASE WHEN t.kind IN ('next', 'continue') THEN t.step ELSE g.step END,
+          attempt = CASE t.kind WHEN 'next' THEN 0 WHEN 'continue' THEN 0 WHEN 'retry' THEN g.attempt + 1 ELSE g.attempt END,
+          state = CASE WHEN t.kind IN ('next', 'retry', 'continue') THEN t.state::jsonb ELSE g.state END,
           result = CASE WHEN t.kind = 'done' THEN t.result::jsonb ELSE g.result END,
           last_error = CASE WHEN t.kind = 'stop' THEN t.error ELSE g.last_error END,
           awaits = CASE WHEN t.kind = 'retry' THEN g.awaits END,
           await_deadline = NULL,
-          rate_limit = CASE WHEN t.kind = 'next' THEN t.rate_limit ELSE g.rate_limit END,
-          weight = CASE WHEN t.kind = 'next' THEN t.weight ELSE g.weight END,
-          concurrency_key = CASE WHEN t.kind = 'next' AND t.set_key THEN t.conc_key ELSE g.concurrency_key END,
-          eligible_at = CASE t.kind WHEN 'next' THEN now()
+          rate_limit = CASE WHEN t.kind IN ('next', 'continue') THEN t.rate_limit ELSE g.rate_limit END,
+          weight = CASE WHEN t.kind IN ('next', 'continue') THEN t.weight ELSE g.weight END,
+          concurrency_key = CASE WHEN t.kind IN ('next', 'continue') AND t.set_key THEN t.conc_key ELSE g.concurrency_key END,
+          eligible_at = CASE t.kind WHEN 'next' THEN now() WHEN 'continue' THEN now()
                                     WHEN 'retry' THEN now() + make_interval(secs => t.delay_ms / 1000)
                                     ELSE g.eligible_at END,
-          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, updated_at = now()
+          locked_by = CASE WHEN t.kind = 'continue' THEN g.locked_by END,
+          lease_expires_at = CASE WHEN t.kind = 'continue' THEN now() + make_interval(secs => t.lease_ms / 1000) END,
+          concurrency_shard = CASE WHEN t.kind <> 'continue' THEN NULL
+                                   WHEN NOT t.set_key THEN g.concurrency_shard
+                                   WHEN t.conc_key IS NULL THEN NULL
+                                   ELSE 0 END,
+          reaps = 0, updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-                 $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[])
-          AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key)
+                 $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[], $14::float8[])
+          AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key, lease_ms)
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
     RETURNING g.id, g.parent_id, g.status, g.queue`,
 );
