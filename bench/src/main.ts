@@ -8,7 +8,7 @@ import { loadAdapters } from './engines';
 import type { Adapter, CaseName } from './engines/types';
 import { repoRoot, startInfra, type Infra } from './infra';
 import { printRatios, printTable, ratios, writeJson, type Skipped } from './report';
-import { drainCase, enqueueCase, latencyCase, memoryCase, scaleCase, type RunCtx, type Row } from './scenarios';
+import { drainCase, enqueueCase, latencyCase, latencyXCase, memoryCase, scaleCase, type RunCtx, type Row } from './scenarios';
 import { summary } from './stats';
 
 const CASE_OF_SCENARIO: Record<string, CaseName[]> = {
@@ -17,7 +17,8 @@ const CASE_OF_SCENARIO: Record<string, CaseName[]> = {
   enqueue: ['enqueue-single', 'enqueue-bulk'],
   'enqueue-single': ['enqueue-single'],
   'enqueue-bulk': ['enqueue-bulk'],
-  latency: ['latency'],
+  latency: ['latency', 'latency-xproc'],
+  'latency-xproc': ['latency-xproc'],
   scale: ['scale'],
   memory: ['memory'],
 };
@@ -190,6 +191,27 @@ async function run(
       );
       try {
         const o = await latencyCase(rc, a, opts.latencyN);
+        rs[0]!.values.push(o.p50);
+        rs[1]!.values.push(o.p95);
+        rs[2]!.values.push(o.p99);
+        (rs[0]!.extra ??= []).push({ timeouts: o.timeouts, samples: o.samples.length });
+        progress(`  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not started within 5 s` : ''}`);
+      } catch (e) {
+        for (const r of rs) failed(r, e, label);
+      }
+    }
+  }
+
+  // latency across processes
+  for (let rep = 0; rep < opts.repeats; rep++) {
+    for (const a of engines) {
+      if (!runnable(a, 'latency-xproc')) continue;
+      const label = `latency-xproc #${rep + 1} ${a.id}`;
+      const rs = (['p50', 'p95', 'p99'] as const).map((p) =>
+        row({ scenario: 'latency-xproc', engine: a.id, n: opts.latencyXN, metric: `insert→start ${p}, 2nd process`, unit: 'ms', better: 'lower' }),
+      );
+      try {
+        const o = await latencyXCase(rc, a, opts.latencyXN);
         rs[0]!.values.push(o.p50);
         rs[1]!.values.push(o.p95);
         rs[2]!.values.push(o.p99);

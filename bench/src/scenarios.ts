@@ -9,6 +9,9 @@ import type { Adapter, CaseContext, CaseName, Hooks, Instance, Kind } from './en
 import { sleep } from './engines/types';
 import { casePrefix, clearRedisPrefix, createCaseDb, type Infra } from './infra';
 import { percentile } from './stats';
+import type { ChildMessage, ChildRequest, MemoryOutcome } from './worker-child';
+
+export type { MemoryOutcome } from './worker-child';
 
 export interface RunCtx {
   infra: Infra;
@@ -238,12 +241,6 @@ export async function scaleCase(rc: RunCtx, adapter: Adapter, bigRows: number): 
   };
 }
 
-export interface MemoryOutcome {
-  baselineRssMb: number;
-  peakRssMb: number;
-  ms: number;
-}
-
 /**
  * A worker in a child process of its own drains an n-row backlog (pre-inserted by this process
  * through the bulk API) at concurrency 100; the child samples its RSS every 20 ms.
@@ -260,28 +257,89 @@ export async function memoryCase(rc: RunCtx, adapter: Adapter, n: number, concur
       } finally {
         await inst.close();
       }
-      return runMemoryChild(adapter, ctx, n, concurrency);
+      const child = spawnChild({ mode: 'memory', adapter: adapter.id, ctx: plain(ctx), n, concurrency });
+      return new Promise<MemoryOutcome>((resolve, reject) => {
+        child.on('message', (m: ChildMessage) => {
+          if ('ok' in m) {
+            if (m.ok) resolve(m.result);
+            else reject(new Error(m.error));
+          }
+        });
+        child.on('exit', (code) => reject(new Error(`worker child exited with ${code}`)));
+      });
     },
     { instance: false },
   );
 }
 
-async function runMemoryChild(adapter: Adapter, ctx: CaseContext, n: number, concurrency: number): Promise<MemoryOutcome> {
-  {
-    const child = fork(path.join(__dirname, 'memory-child.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
-    children.add(child);
-    child.on('exit', () => children.delete(child));
-    try {
-      return await new Promise<MemoryOutcome>((resolve, reject) => {
-        child.on('message', (m: { ok: boolean; result?: MemoryOutcome; error?: string }) => {
-          if (m.ok) resolve(m.result!);
-          else reject(new Error(m.error));
+function plain(ctx: CaseContext): Omit<CaseContext, 'log'> {
+  const { log, ...rest } = ctx;
+  void log;
+  return rest;
+}
+
+/** Forks bench/src/worker-child with `req`; killed when its case ends. */
+function spawnChild(req: ChildRequest): ChildProcess {
+  const child = fork(path.join(__dirname, 'worker-child.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: ['--no-deprecation'] });
+  children.add(child);
+  child.on('exit', () => children.delete(child));
+  child.send(req);
+  return child;
+}
+
+/**
+ * Cross-process latency: idle workers in a child process (concurrency 10), `count` sequential
+ * inserts from this process; insert call → step start on the wall clock (both processes read
+ * performance.timeOrigin + now(), sub-millisecond, same machine). Engines wake the other process
+ * their own way: gen-durable with `poke: 'postgres'` on both nodes, graphile-worker and BullMQ
+ * natively, DBOS by its queue poll.
+ */
+export async function latencyXCase(rc: RunCtx, adapter: Adapter, count: number, concurrency = 10): Promise<LatencyOutcome> {
+  return inCase(
+    rc,
+    adapter,
+    async (ctx0) => {
+      const ctx: CaseContext = { ...ctx0, crossProcess: true };
+      const inst = await adapter.create(ctx);
+      try {
+        await inst.setup();
+        const child = spawnChild({ mode: 'latency', adapter: adapter.id, ctx: plain(ctx), n: count, concurrency });
+        const started = new Map<number, (t: number) => void>();
+        await new Promise<void>((resolve, reject) => {
+          child.on('message', (m: ChildMessage) => {
+            if ('ready' in m) resolve();
+            else if ('start' in m) {
+              if (m.start !== undefined) started.get(m.start)?.(m.t);
+            } else if ('ok' in m && !m.ok) reject(new Error(m.error));
+          });
+          child.on('exit', (code) => reject(new Error(`worker child exited with ${code}`)));
         });
-        child.on('exit', (code) => reject(new Error(`memory child exited with ${code}`)));
-        child.send({ adapter: adapter.id, ctx: { ...ctx, log: undefined }, n, concurrency });
-      });
-    } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
-    }
-  }
+        await sleep(500);
+        const samples: number[] = [];
+        let timeouts = 0;
+        for (let i = 0; i < count; i++) {
+          const seen = new Promise<number | undefined>((resolve) => {
+            started.set(i, resolve);
+            setTimeout(() => resolve(undefined), 5000).unref();
+          });
+          const t0 = performance.timeOrigin + performance.now();
+          await inst.insertOne('job', i);
+          const t = await seen;
+          started.delete(i);
+          if (t === undefined) timeouts++;
+          else samples.push(t - t0);
+        }
+        child.send({ stop: true });
+        await new Promise<void>((resolve) => {
+          if (child.exitCode !== null) resolve();
+          child.on('exit', () => resolve());
+          setTimeout(resolve, 10_000).unref();
+        });
+        return { samples, timeouts, p50: percentile(samples, 50), p95: percentile(samples, 95), p99: percentile(samples, 99) };
+      } finally {
+        await inst.close();
+      }
+    },
+    { instance: false },
+  );
 }

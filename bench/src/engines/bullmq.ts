@@ -129,6 +129,6 @@ export const bullPostgres: Adapter = {
   backend: 'postgres',
   unsupported: {},
   maxN: { fsm3: [2000, 500] },
-  notInQuick: { memory: 'slow: full run only' },
+  notInQuick: { memory: 'slow: full run only', 'latency-xproc': 'full run only' },
   create: async (ctx: CaseContext) => new BullInstance(ctx, 'postgres'),
 };

@@ -116,5 +116,6 @@ export const dbosAdapter: Adapter = {
     memory: 'no bulk enqueue API: pre-loading 100 000 workflows one by one dominates the run',
   },
   maxN: { job: [3000, 1000], fsm3: [2000, 500] },
+  notInQuick: { 'latency-xproc': 'full run only' },
   create: async (ctx: CaseContext) => new DbosInstance(ctx),
 };

@@ -97,7 +97,7 @@ class GenDurableInstance implements Instance {
         GenDurableModule.forRoot({
           dataSource,
           queues,
-          poke: 'local',
+          poke: this.ctx.crossProcess ? 'postgres' : 'local',
           reaper: false,
           gc: false,
           ...(this.groupInserts ? { insertBatcher: { durable: true } } : {}),
@@ -224,6 +224,7 @@ export const genDurableGroupInsert: Adapter = {
     'enqueue-bulk': 'insertAll is one statement either way',
     scale: 'same engine as gen-durable: only inserts differ',
     memory: 'same engine as gen-durable: only inserts differ',
+    'latency-xproc': 'same engine as gen-durable: measured there',
   },
   create: async (ctx: CaseContext) => new GenDurableInstance(ctx, true),
 };

@@ -125,5 +125,6 @@ export const graphileBatched: Adapter = {
   backend: 'postgres',
   unsupported: {},
   maxN: { fsm3: [3000, 500] },
+  notInQuick: { 'latency-xproc': 'full run only' },
   create: async (ctx: CaseContext) => new GraphileInstance(ctx, true),
 };

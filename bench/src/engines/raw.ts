@@ -243,7 +243,7 @@ export const rawAdapter: Adapter = {
   peer: `raw SQL (pg ${version('pg')})`,
   settings: 'claim 50 with FOR UPDATE SKIP LOCKED, one batched UPDATE per flush, pool 10',
   backend: 'postgres',
-  unsupported: {},
+  unsupported: { 'latency-xproc': 'the baseline wakes in-process only' },
   create: async (ctx) => new RawInstance(ctx),
   scale: rawScale,
 };

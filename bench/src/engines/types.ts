@@ -8,7 +8,7 @@ import { repoRoot } from '../infra';
 /** `job`: trivial one-step job. `fsm3`: three steps (next, next, done) per instance. */
 export type Kind = 'job' | 'fsm3';
 
-export type CaseName = 'drain' | 'fsm3' | 'enqueue-single' | 'enqueue-bulk' | 'latency' | 'scale' | 'memory';
+export type CaseName = 'drain' | 'fsm3' | 'enqueue-single' | 'enqueue-bulk' | 'latency' | 'latency-xproc' | 'scale' | 'memory';
 
 export interface CaseContext {
   /** URL of the case's own, freshly created database. */
@@ -18,6 +18,11 @@ export interface CaseContext {
   /** Redis key prefix of the case (BullMQ on Redis). */
   redisPrefix: string;
   log: (m: string) => void;
+  /**
+   * Inserts come from another process than the workers (cross-process latency): engines whose
+   * cross-process wake-up is a setting turn it on (gen-durable: `poke: 'postgres'`).
+   */
+  crossProcess?: boolean;
 }
 
 export interface Hooks {
