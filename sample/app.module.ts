@@ -7,6 +7,8 @@ import { GenDurableHealthModule } from '../lib/health';
 
 import { AppController } from './app.controller';
 import { CheckoutModule } from './checkout/checkout.module';
+import { DemoSeeder } from './demo/demo-seeder';
+import { NotificationsModule } from './notifications/notifications.module';
 import { sampleDatabaseOptions } from './database';
 import { sampleEngineOptions } from './engine/engine-options';
 import { TransitionLogger } from './engine/transition-logger';
@@ -25,9 +27,10 @@ import { HealthController } from './health/health.controller';
     }),
     GenDurableHealthModule.forFeature(),
     CheckoutModule,
+    NotificationsModule,
   ],
   controllers: [AppController, HealthController],
-  providers: [TransitionLogger],
+  providers: [TransitionLogger, DemoSeeder],
 })
 export class AppModule implements OnApplicationShutdown {
   private readonly logger = new Logger('Sample');

@@ -61,7 +61,9 @@ async function main() {
       return 0;
     }
 
-    app = spawnApp(path.join(OUT_DIR, 'sample', 'main.js'), { env: { DATABASE_URL: databaseUrl } });
+    app = spawnApp(path.join(OUT_DIR, 'sample', 'main.js'), {
+      env: { DATABASE_URL: databaseUrl, SAMPLE_SEED: process.env.SAMPLE_SEED ?? '1' },
+    });
     const result = await app.exited;
     if (stopSignal) {
       if (stoppedCleanly(result, stopSignal)) {
