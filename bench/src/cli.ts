@@ -1,6 +1,6 @@
 // Command-line flags of `npm run bench -- …`.
 
-export const SCENARIOS = ['drain', 'fsm3', 'enqueue', 'latency', 'latency-xproc', 'scale', 'memory'] as const;
+export const SCENARIOS = ['drain', 'fsm3', 'enqueue', 'latency', 'latency-xproc', 'signal', 'scale', 'memory'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface Options {
@@ -18,6 +18,8 @@ export interface Options {
   /** Jobs inserted in one bulk call in the enqueue case. */
   enqueueBulkN: number;
   latencyN: number;
+  /** Parked instances signalled one by one in the signal case. */
+  signalN: number;
   /** Sequential inserts in the cross-process latency case. */
   latencyXN: number;
   /** Total rows of the big table in the scale case (the small one has 10 000). */
@@ -75,6 +77,7 @@ export function parseArgs(argv: string[]): Options {
     enqueueBulkN: quick ? 5000 : 20000,
     latencyN: 300,
     latencyXN: quick ? 100 : 300,
+    signalN: quick ? 100 : 300,
     scaleRows: quick ? 200_000 : 1_000_000,
     memoryN: quick ? 20_000 : 100_000,
     caseTimeoutMs: (quick ? 60 : 240) * 1000,

@@ -8,7 +8,7 @@ import { loadAdapters } from './engines';
 import type { Adapter, CaseName } from './engines/types';
 import { repoRoot, startInfra, type Infra } from './infra';
 import { printRatios, printTable, ratios, writeJson, type Skipped } from './report';
-import { drainCase, enqueueCase, latencyCase, latencyXCase, memoryCase, scaleCase, type RunCtx, type Row } from './scenarios';
+import { drainCase, enqueueCase, latencyCase, latencyXCase, memoryCase, scaleCase, signalCase, type RunCtx, type Row } from './scenarios';
 import { summary } from './stats';
 
 const CASE_OF_SCENARIO: Record<string, CaseName[]> = {
@@ -19,6 +19,7 @@ const CASE_OF_SCENARIO: Record<string, CaseName[]> = {
   'enqueue-bulk': ['enqueue-bulk'],
   latency: ['latency', 'latency-xproc'],
   'latency-xproc': ['latency-xproc'],
+  signal: ['signal'],
   scale: ['scale'],
   memory: ['memory'],
 };
@@ -111,7 +112,8 @@ async function run(
     const why =
       a.unsupported[c] ??
       (opts.quick ? a.notInQuick?.[c] : undefined) ??
-      (c === 'scale' && !a.scale ? 'scale compares claim cost: raw baseline and gen-durable only' : undefined);
+      (c === 'scale' && !a.scale ? 'scale compares claim cost: raw baseline and gen-durable only' : undefined) ??
+      (c === 'signal' && !a.signals ? 'no signal primitive (an instance parked until a message wakes it)' : undefined);
     if (why) {
       if (!skipped.some((s) => s.scenario === c && s.engine === a.id)) skipped.push({ scenario: c, engine: a.id, reason: why });
       return false;
@@ -217,6 +219,27 @@ async function run(
         rs[2]!.values.push(o.p99);
         (rs[0]!.extra ??= []).push({ timeouts: o.timeouts, samples: o.samples.length });
         progress(`  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not started within 5 s` : ''}`);
+      } catch (e) {
+        for (const r of rs) failed(r, e, label);
+      }
+    }
+  }
+
+  // signal round trip
+  for (let rep = 0; rep < opts.repeats; rep++) {
+    for (const a of engines) {
+      if (!runnable(a, 'signal')) continue;
+      const label = `signal #${rep + 1} ${a.id}`;
+      const rs = (['p50', 'p95', 'p99'] as const).map((p) =>
+        row({ scenario: 'signal', engine: a.id, n: opts.signalN, metric: `signal→woken step ${p}`, unit: 'ms', better: 'lower' }),
+      );
+      try {
+        const o = await signalCase(rc, a, opts.signalN);
+        rs[0]!.values.push(o.p50);
+        rs[1]!.values.push(o.p95);
+        rs[2]!.values.push(o.p99);
+        (rs[0]!.extra ??= []).push({ timeouts: o.timeouts, samples: o.samples.length });
+        progress(`  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not woken within 5 s` : ''}`);
       } catch (e) {
         for (const r of rs) failed(r, e, label);
       }

@@ -218,6 +218,39 @@ export async function latencyCase(rc: RunCtx, adapter: Adapter, count: number, c
   });
 }
 
+/**
+ * Signal round trip: `count` instances parked on a signal (workers idle at concurrency 10);
+ * for each in turn, the signal call → the woken step's start, same process.
+ */
+export async function signalCase(rc: RunCtx, adapter: Adapter, count: number, concurrency = 10): Promise<LatencyOutcome> {
+  return inCase(rc, adapter, async (_ctx, inst) => {
+    await inst.setup();
+    const started = new Map<number, (t: number) => void>();
+    await inst.parkForSignals!(count, concurrency, {
+      onStart: (m) => {
+        const t = performance.now();
+        if (m !== undefined) started.get(m)?.(t);
+      },
+    });
+    await sleep(300);
+    const samples: number[] = [];
+    let timeouts = 0;
+    for (let i = 0; i < count; i++) {
+      const seen = new Promise<number | undefined>((resolve) => {
+        started.set(i, resolve);
+        setTimeout(() => resolve(undefined), 5000).unref();
+      });
+      const t0 = performance.now();
+      await inst.signal!(i);
+      const t = await seen;
+      started.delete(i);
+      if (t === undefined) timeouts++;
+      else samples.push(t - t0);
+    }
+    return { samples, timeouts, p50: percentile(samples, 50), p95: percentile(samples, 95), p99: percentile(samples, 99) };
+  });
+}
+
 export interface ScaleOutcome {
   small: number;
   big: number;

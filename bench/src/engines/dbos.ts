@@ -10,7 +10,7 @@
 import { DBOS, DBOSClient } from '@dbos-inc/dbos-sdk';
 import { Pool } from 'pg';
 import type { Adapter, CaseContext, Hooks, Instance, Kind } from './types';
-import { version } from './types';
+import { sleep, version } from './types';
 
 const QUEUE = 'bench';
 const APP = 'bench';
@@ -25,6 +25,8 @@ class DbosInstance implements Instance {
   private readonly pool: Pool;
   private launched = false;
   private wf: Partial<Record<Kind, (m?: number) => Promise<void>>> = {};
+  private sigFn: ((m: number) => Promise<void>) | undefined;
+  private onRecv: () => void = () => undefined;
 
   constructor(private readonly ctx: CaseContext) {
     this.pool = new Pool({ connectionString: ctx.pgUrl, max: 2 });
@@ -84,9 +86,39 @@ class DbosInstance implements Instance {
       },
       { name: 'bench3' },
     );
+    this.sigFn = DBOS.registerWorkflow(
+      async (m: number) => {
+        await DBOS.runStep(async () => this.onRecv(), { name: 'parked' });
+        await DBOS.recv('go', 120);
+        await step(() => hooks.onStart?.(m));
+      },
+      { name: 'benchsig' },
+    );
     await DBOS.launch();
     this.launched = true;
     await DBOS.registerQueue(QUEUE, { workerConcurrency: concurrency, minPollingIntervalMs: 10, onConflict: 'always_update' });
+  }
+
+  private sigWorkflows: string[] = [];
+
+  /** Workflows started directly (no queue: every one must be able to wait at once) in DBOS.recv. */
+  async parkForSignals(count: number, concurrency: number, hooks: Hooks): Promise<void> {
+    let waiting = 0;
+    const parkedAll = new Promise<void>((resolve) => {
+      this.onRecv = () => {
+        if (++waiting >= count) resolve();
+      };
+    });
+    await this.start('job', concurrency, hooks);
+    const fn = this.sigFn!;
+    this.sigWorkflows = [];
+    for (let i = 0; i < count; i++) this.sigWorkflows.push((await DBOS.startWorkflow(fn)(i)).workflowID);
+    await parkedAll;
+    await sleep(200); // recv registers its wait right after the step before it
+  }
+
+  async signal(i: number): Promise<void> {
+    await DBOS.send(this.sigWorkflows[i]!, {}, 'go');
   }
 
   async remaining(kind: Kind): Promise<number> {
@@ -117,5 +149,6 @@ export const dbosAdapter: Adapter = {
   },
   maxN: { job: [3000, 1000], fsm3: [2000, 500] },
   notInQuick: { 'latency-xproc': 'full run only' },
+  signals: true,
   create: async (ctx: CaseContext) => new DbosInstance(ctx),
 };

@@ -15,6 +15,7 @@ import { NestFactory } from '@nestjs/core';
 import { performance } from 'node:perf_hooks';
 import { DataSource } from 'typeorm';
 import {
+  awaitSignal,
   DurableFsm,
   EngineService,
   GenDurableMigration,
@@ -54,6 +55,18 @@ class Bench3Fsm {
   }
   @Step('c') c(_ctx: StepContext<BenchState>) {
     current.onFinal?.();
+    return done({});
+  }
+}
+
+/** Parks on signal `go`; the woken step is the one timed. */
+@DurableFsm({ name: 'benchsig' })
+class BenchSigFsm {
+  @Step() start(ctx: StepContext<BenchState>) {
+    return awaitSignal('go', 'woken', ctx.state);
+  }
+  @Step('woken') woken(ctx: StepContext<BenchState>) {
+    current.onStart?.(ctx.state.m);
     return done({});
   }
 }
@@ -103,7 +116,7 @@ class GenDurableInstance implements Instance {
           ...(this.groupInserts ? { insertBatcher: { durable: true } } : {}),
         }),
       ],
-      providers: [Bench1Fsm, Bench3Fsm],
+      providers: [Bench1Fsm, Bench3Fsm, BenchSigFsm],
     })
     class BenchModule {}
     this.app = await NestFactory.createApplicationContext(BenchModule, { logger: ['error'] });
@@ -132,6 +145,24 @@ class GenDurableInstance implements Instance {
       [fsmName(kind)],
     )) as Array<{ n: string }>;
     return Number(r[0]!.n);
+  }
+
+  private parked: string[] = [];
+
+  async parkForSignals(count: number, concurrency: number, hooks: Hooks): Promise<void> {
+    await this.start('job', concurrency, hooks);
+    this.parked = [];
+    for (let i = 0; i < count; i++) this.parked.push(await this.engine!.insert(BenchSigFsm, { state: { m: i } }));
+    for (let k = 0; k < 600; k++) {
+      const r = (await this.ds!.query(`SELECT count(*) AS n FROM gen_durable WHERE fsm = 'benchsig' AND status = 'awaiting_signal'`)) as Array<{ n: string }>;
+      if (Number(r[0]!.n) >= count) return;
+      await sleep(50);
+    }
+    throw new Error('gen-durable: instances did not park within 30 s');
+  }
+
+  async signal(i: number): Promise<void> {
+    await this.engine!.signal({ id: this.parked[i]! }, 'go');
   }
 
   async close(): Promise<void> {
@@ -209,6 +240,7 @@ export const genDurableAdapter: Adapter = {
   unsupported: {},
   create: async (ctx: CaseContext) => new GenDurableInstance(ctx),
   scale: genDurableScale,
+  signals: true,
 };
 
 /** The same engine with group-commit awaited inserts (SPEC §26.11); only the insert cases differ. */
@@ -225,6 +257,8 @@ export const genDurableGroupInsert: Adapter = {
     scale: 'same engine as gen-durable: only inserts differ',
     memory: 'same engine as gen-durable: only inserts differ',
     'latency-xproc': 'same engine as gen-durable: measured there',
+    signal: 'same engine as gen-durable: measured there',
   },
+  signals: true,
   create: async (ctx: CaseContext) => new GenDurableInstance(ctx, true),
 };

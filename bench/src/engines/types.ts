@@ -8,7 +8,7 @@ import { repoRoot } from '../infra';
 /** `job`: trivial one-step job. `fsm3`: three steps (next, next, done) per instance. */
 export type Kind = 'job' | 'fsm3';
 
-export type CaseName = 'drain' | 'fsm3' | 'enqueue-single' | 'enqueue-bulk' | 'latency' | 'latency-xproc' | 'scale' | 'memory';
+export type CaseName = 'drain' | 'fsm3' | 'enqueue-single' | 'enqueue-bulk' | 'latency' | 'latency-xproc' | 'signal' | 'scale' | 'memory';
 
 export interface CaseContext {
   /** URL of the case's own, freshly created database. */
@@ -44,6 +44,13 @@ export interface Instance {
   /** Instances of `kind` not durably finished yet, as the engine itself records it. */
   remaining(kind: Kind): Promise<number>;
   close(): Promise<void>;
+  /**
+   * Signal round trip (engines with a signal primitive): start workers, create `count` instances
+   * parked on a signal (instance i carries marker i), resolve once all are parked.
+   */
+  parkForSignals?(count: number, concurrency: number, hooks: Hooks): Promise<void>;
+  /** Wakes parked instance `i`; its woken step calls hooks.onStart(i). */
+  signal?(i: number): Promise<void>;
 }
 
 export interface Adapter {
@@ -70,6 +77,8 @@ export interface Adapter {
    * rest in flight), measure what the adapter documents (claim time, or drain rate).
    */
   scale?(ctx: CaseContext, total: number, repeats: number): Promise<ScaleResult>;
+  /** Has a signal primitive (an instance parked until a message wakes it): runs the signal case. */
+  signals?: boolean;
 }
 
 export interface ScaleResult {
