@@ -102,8 +102,9 @@ export class RedisLimiter implements Limiter {
       if (codes === undefined) {
         await this.seed(client);
         codes = await this.runAdmit(client, entries);
-        if (codes === undefined)
-          {throw new Error('the seed marker vanished again right after seeding');}
+        if (codes === undefined) {
+          throw new Error('the seed marker vanished again right after seeding');
+        }
       }
       const result = this.verdicts(entries, codes);
       await this.mark(result);
@@ -172,8 +173,9 @@ export class RedisLimiter implements Limiter {
         ? new RedisClass(this.connection, base)
         : new RedisClass({ ...base, ...(this.connection as RedisOptions) });
     client.on('error', (err: unknown) => this.warn(`Redis limiter connection: ${String(err)}`));
-    for (const s of [ADMIT_SCRIPT, RENEW_SCRIPT, SEED_SCRIPT])
-      {client.defineCommand(s.name, { lua: s.lua });}
+    for (const s of [ADMIT_SCRIPT, RENEW_SCRIPT, SEED_SCRIPT]) {
+      client.defineCommand(s.name, { lua: s.lua });
+    }
     this.client = client;
     // Boot waits a little for the first connection; an unreachable Redis only means denials.
     this.connecting = new Promise<void>((resolve) => {
@@ -191,8 +193,9 @@ export class RedisLimiter implements Limiter {
   private async ready(): Promise<Redis> {
     if (!this.client) await this.connect();
     const client = this.client;
-    if (!client || client.status !== 'ready')
-      {throw new Error(`Redis is not connected (${client?.status ?? 'closed'})`);}
+    if (!client || client.status !== 'ready') {
+      throw new Error(`Redis is not connected (${client?.status ?? 'closed'})`);
+    }
     return client;
   }
 
@@ -210,10 +213,12 @@ export class RedisLimiter implements Limiter {
     const gateIndex = new Map<string, number>();
     const rateIndex = new Map<string, number>();
     for (const e of entries) {
-      if (e.gateKey !== null && !gateIndex.has(e.gateKey))
-        {gateIndex.set(e.gateKey, gateIndex.size + 1);}
-      if (e.rateKey !== null && !rateIndex.has(e.rateKey))
-        {rateIndex.set(e.rateKey, rateIndex.size + 1);}
+      if (e.gateKey !== null && !gateIndex.has(e.gateKey)) {
+        gateIndex.set(e.gateKey, gateIndex.size + 1);
+      }
+      if (e.rateKey !== null && !rateIndex.has(e.rateKey)) {
+        rateIndex.set(e.rateKey, rateIndex.size + 1);
+      }
     }
     const keys = [
       ...[...gateIndex.keys()].map(gateKey),
@@ -301,12 +306,14 @@ export class RedisLimiter implements Limiter {
       const code = codes[i];
       if (e.gateKey !== null) tally(gates, e.gateKey, code !== 2);
       if (e.rateKey !== null && code !== 2) tally(rates, e.rateKey, code === 1);
-      if (code === 1)
-        {admitted.push({
+      if (code === 1) {
+        admitted.push({
           id: e.id,
           slot: e.gateKey === null ? null : { key: e.gateKey, shard: 1, id: e.id },
-        });}
-      else denied.push(e.id);
+        });
+      } else {
+        denied.push(e.id);
+      }
     });
     return { admitted, denied, throttled: reports(gates, rates) };
   }
