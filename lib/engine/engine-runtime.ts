@@ -132,6 +132,7 @@ export class EngineRuntime {
         this.telemetry,
         (queues) => this.pokes.poke(queues),
         (ids) => this.watcher.nudge(ids),
+        this.options.leaseTtl,
       );
       this.reaper.start();
     }

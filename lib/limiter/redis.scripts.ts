@@ -116,7 +116,9 @@ return #KEYS
  * Re-seeding after Redis lost its data (SPEC §26.9). KEYS = the seed marker, then one gate
  * sorted set per holder; ARGV = per holder its id and remaining lease in ms (from Postgres).
  * Adds each holder that is not there yet (ZADD NX; a live score is never lowered), then sets
- * the marker, in one atomic step: no admit runs between the re-add and the marker.
+ * the marker, in one atomic step: no admit runs between the re-add and the marker. The marker
+ * lives a day, so a database that is gone leaves nothing behind; the daily re-seed it causes
+ * is idempotent.
  */
 export const SEED_SCRIPT = script(
   'gdSeed',
@@ -126,7 +128,7 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 for i = 2, #KEYS do
   redis.call('ZADD', KEYS[i], 'NX', now + tonumber(ARGV[(i - 2) * 2 + 2]), ARGV[(i - 2) * 2 + 1])
 end
-redis.call('SET', KEYS[1], tostring(now))
+redis.call('SET', KEYS[1], tostring(now), 'PX', 86400000)
 return #KEYS - 1
 `,
 );

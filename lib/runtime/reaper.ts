@@ -26,6 +26,8 @@ export class Reaper {
     private readonly telemetry: Telemetry,
     private readonly poke: (queues: Iterable<string>) => void,
     private readonly settled: (ids: readonly string[]) => void,
+    /** Rows reaped again spread over reaps × this many ms (the lease TTL; see REAP_EXPIRED). */
+    private readonly spreadMs = 0,
   ) {}
 
   start(): void {
@@ -50,7 +52,7 @@ export class Reaper {
       const queues = new Set<string>();
       const rows = await this.sql.query<{ id: string; status: string; parent_id: string | null; queue: string; fsm: string; step: string; reaps: number }>(
         REAP_EXPIRED,
-        [this.maxReaps, BATCH],
+        [this.maxReaps, BATCH, this.spreadMs],
       );
       if (FAULTS_ENABLED) await faultPoint('reaper.afterSelect', { ids: rows.map((r) => r.id) });
       const failed = rows.filter((r) => r.status === 'failed');

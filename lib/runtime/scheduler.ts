@@ -14,6 +14,8 @@ import type { Picker } from './picker';
 export type SchedulerState = 'created' | 'running' | 'draining' | 'stopped';
 
 const POKE_DEBOUNCE_MS = 10;
+/** The poison-pill cap a node without a reaper assumes for its startup reclaim (SPEC §26.5 default). */
+const DEFAULT_MAX_REAPS = 5;
 
 /**
  * One queue's loop on this node (SPEC §5): claim → buffer → at most `concurrency` steps in
@@ -284,7 +286,8 @@ export class Scheduler {
 
   private async reclaim(): Promise<void> {
     const margin = Math.max(this.options.leaseTtl - 2 * this.options.heartbeatInterval, 0);
-    const rows = await this.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, [this.queue, this.reclaimPrefix, margin]);
+    const maxReaps = this.options.reaper ? this.options.reaper.maxReaps : DEFAULT_MAX_REAPS;
+    const rows = await this.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, [this.queue, this.reclaimPrefix, margin, maxReaps, this.options.leaseTtl]);
     if (rows.length > 0) this.telemetry.emit('scheduler:reclaimed', { count: rows.length }, { queue: this.queue });
   }
 }

@@ -38,6 +38,11 @@ export const RELEASE_CLAIMS = sql(
  * Reaper (SPEC §17.2, §26.5): expired leases (index gen_durable_lease) back to runnable with
  * attempt + 1, claimed in id order, skip-locked (a parent locked mid-spawn is skipped). A row
  * reaped `$1` times fails as a poison pill, naming its step and count. `$2` = batch.
+ * A row reaped *again* (reaps ≥ 1 before this reap) becomes eligible at a random point within
+ * reaps × `$3` ms (the lease TTL) instead of keeping its place: rows that died together with a
+ * poison pill were otherwise re-claimed with it, batch after batch, and failed as pills
+ * themselves (docs/reliability.md, finding F-R2). A first reap keeps eligible_at (recovery
+ * from an ordinary crash stays within lease + reaper interval + poll).
  */
 export const REAP_EXPIRED = sql(
   'reap_expired',
@@ -54,6 +59,9 @@ export const REAP_EXPIRED = sql(
           last_error = CASE WHEN g.reaps + 1 >= $1
                             THEN format('poison pill: step %s lost its worker %s times (reaper.maxReaps)', g.step, g.reaps + 1)
                             ELSE g.last_error END,
+          eligible_at = CASE WHEN g.reaps + 1 < $1 AND g.reaps > 0
+                             THEN now() + make_interval(secs => random() * g.reaps * $3::float8 / 1000)
+                             ELSE g.eligible_at END,
           reaps = g.reaps + 1,
           locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, updated_at = now()
      FROM expired
@@ -63,8 +71,12 @@ export const REAP_EXPIRED = sql(
 
 /**
  * Startup reclaim (SPEC §17.3): this queue's executing rows claimed under this scheduler's
- * prefix (prefix-length compare, not LIKE) whose remaining lease is below `$4` ms: a dead
+ * prefix (prefix-length compare, not LIKE) whose remaining lease is below `$3` ms: a dead
  * predecessor that missed ≥ 2 beats. Back to runnable, no attempt bump. Index gen_durable_lease.
+ * The predecessor died holding them, so a reclaim counts toward the poison-pill cap like a reap
+ * (`reaps` + 1, spread as in REAP_EXPIRED by `$5` ms) and a row that would reach the cap `$4`
+ * is left for the reaper, which fails it: a pill whose node restarts quickly must not loop
+ * forever (docs/reliability.md, finding F-R3).
  */
 export const RECLAIM_PREDECESSOR = sql(
   'reclaim_predecessor',
@@ -73,12 +85,16 @@ export const RECLAIM_PREDECESSOR = sql(
       WHERE status = 'executing' AND queue = $1
         AND left(locked_by, length($2::text)) = $2::text
         AND lease_expires_at < now() + make_interval(secs => $3::float8 / 1000)
+        AND reaps + 1 < $4
       ORDER BY id
       FOR NO KEY UPDATE SKIP LOCKED
    )
    UPDATE {schema}.gen_durable g
       SET status = 'runnable', locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL,
-          updated_at = now()
+          eligible_at = CASE WHEN g.reaps > 0
+                             THEN now() + make_interval(secs => random() * g.reaps * $5::float8 / 1000)
+                             ELSE g.eligible_at END,
+          reaps = g.reaps + 1, updated_at = now()
      FROM r WHERE g.id = r.id
    RETURNING g.id`,
 );
