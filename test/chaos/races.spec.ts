@@ -15,7 +15,7 @@ import {
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { type RaceReport, type RaceSpec, type RaceStep, runRace } from './support/isolation-runner';
-import { claim, expireLease, freshQueue, inboxOf, insertRow, row, rowView, runOn } from './support/race-fixtures';
+import { claim, expireLease, freshQueue, inboxOf, insertRow, row, rowView, runOn, unnestParams } from './support/race-fixtures';
 
 // R0 races (RELIABILITY §3.4): every interleaving of the production statements of two or
 // more sessions, on real connections, with pg_isolation_test_session_is_blocked telling the
@@ -86,7 +86,9 @@ describe('R0 races on real connections, all permutations', () => {
 
   const parkSteps: RaceStep<ParkVars>[] = [
     begin('p_begin'),
-    step('p_park', ({ session, vars }) => session.run(FLUSH_PARKS, [[W], [vars.id], [vars.seq], ['woken'], ['{"seq":1}'], ['["go"]'], [null]])),
+    step('p_park', ({ session, vars }) =>
+      session.run(FLUSH_PARKS, unnestParams(FLUSH_PARKS, { worker: W, id: vars.id, seq: vars.seq, step: 'woken', state: '{"seq":1}', names: '["go"]' })),
+    ),
     step('p_recheck', ({ session, vars }) =>
       session.run(RECHECK_PARKS, [[vars.id], vars.presented.map(() => vars.id), vars.presented]),
     ),
@@ -201,14 +203,17 @@ describe('R0 races on real connections, all permutations', () => {
       }),
       step('f_park', async ({ session, vars }) => {
         if (!vars.owned.includes(vars.parent)) return [];
-        return session.run(FANOUT_PARK_PARENTS, [[W], [vars.parent], [vars.seq], ['joined'], ['{"seq":1}'], [vars.landed]]);
+        return session.run(
+          FANOUT_PARK_PARENTS,
+          unnestParams(FANOUT_PARK_PARENTS, { worker: W, id: vars.parent, seq: vars.seq, step: 'joined', state: '{"seq":1}', landed: vars.landed }),
+        );
       }),
       commit('f_commit'),
     ];
     await run<SpawnVars>(
       {
         name: 'reaper-vs-parent-mid-spawn',
-        sessions: { flush, reaper: [step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100]))] },
+        sessions: { flush, reaper: [step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000]))] },
         async setup(pool) {
           await pool.query('TRUNCATE gen_durable CASCADE');
           const queue = freshQueue();
@@ -250,9 +255,8 @@ describe('R0 races on real connections, all permutations', () => {
     claimed: { seq: string; step: string; state: { seq: number } } | null;
   }
 
-  const transition = (worker: string, id: string, seq: string, step: string, state: object) => [
-    [worker], [id], [seq], ['next'], [step], [JSON.stringify(state)], [null], [null], [0], [null], [1], [false], [null],
-  ];
+  const transition = (worker: string, id: string, seq: string, step: string, state: object) =>
+    unnestParams(FLUSH_TRANSITIONS, { worker, id, seq, kind: 'next', step, state: JSON.stringify(state), delay_ms: 0, weight: 1, set_key: false });
 
   for (const [label, second] of [
     ['the same worker id', W],
@@ -264,7 +268,7 @@ describe('R0 races on real connections, all permutations', () => {
         step('t1_outcome', ({ session, vars }) => session.run(FLUSH_TRANSITIONS, transition(W, vars.id, vars.seq1, 'b', { seq: 1, by: 'T1' }))),
         commit('t1_commit'),
       ];
-      const reaper = [step<FenceVars>('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100]))];
+      const reaper = [step<FenceVars>('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000]))];
       const claimer = [
         step<FenceVars>('c_claim', async ({ session, vars }) => {
           const rows = await session.run<{ id: string; claim_seq: string; step: string; state: { seq: number } }>(CLAIM_RUNNABLE, [
@@ -337,7 +341,10 @@ describe('R0 races on real connections, all permutations', () => {
   const terminalFlush: RaceStep<TerminalVars>[] = [
     begin('f_begin'),
     step('f_done', ({ session, vars }) =>
-      session.run(FLUSH_TRANSITIONS, [[W], [vars.id], [vars.seq], ['done'], [null], [null], ['{"ok":true}'], [null], [0], [null], [1], [false], [null]]),
+      session.run(
+        FLUSH_TRANSITIONS,
+        unnestParams(FLUSH_TRANSITIONS, { worker: W, id: vars.id, seq: vars.seq, kind: 'done', result: '{"ok":true}', delay_ms: 0, weight: 1, set_key: false }),
+      ),
     ),
     step('f_consume', ({ session, vars }) => session.run(CONSUME_INBOXES, [[vars.id]])),
     commit('f_commit'),
@@ -413,7 +420,7 @@ describe('R0 races on real connections, all permutations', () => {
             commit('x_commit'),
           ],
           heartbeat: [step('h_beat', ({ session, vars }) => session.run(HEARTBEAT, [W, [vars.id], [vars.seq], 2000]))],
-          reaper: [step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100]))],
+          reaper: [step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000]))],
         },
         async setup(pool) {
           await pool.query('TRUNCATE gen_durable CASCADE');
@@ -433,7 +440,7 @@ describe('R0 races on real connections, all permutations', () => {
           else expect(final).toMatchObject({ status: 'executing', attempt: 0, locked_by: W });
           if (!renewed && !reaped) {
             // Both were skipped under the foreign lock: the next sweep reaps the row.
-            expect(await runOn(pool, REAP_EXPIRED, [MAX_REAPS, 100])).toEqual([expect.objectContaining({ id: vars.id, status: 'runnable' })]);
+            expect(await runOn(pool, REAP_EXPIRED, [MAX_REAPS, 100, 2000])).toEqual([expect.objectContaining({ id: vars.id, status: 'runnable' })]);
           }
         },
       },

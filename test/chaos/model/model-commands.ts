@@ -9,7 +9,7 @@ import { outcomeToEntry } from '../../../lib/runtime/outcome-entry';
 import type { Reaper } from '../../../lib/runtime/reaper';
 import { HEARTBEAT, RECLAIM_PREDECESSOR } from '../../../lib/sql/lease.sql';
 import type { TestDatabase } from '../../support/test-database';
-import { byId, LIVE, type MClaim, type MRow, type OutcomeKind, ReferenceModel, type Status } from './reference-model';
+import { byId, LIVE, MAX_REAPS, type MClaim, type MRow, type OutcomeKind, ReferenceModel, type Status } from './reference-model';
 
 /** The FSM the model's rows belong to; its steps never run (outcomes are built directly). */
 @DurableFsm({ name: 'm', queue: 'm' })
@@ -230,7 +230,7 @@ export class ReclaimCmd implements Cmd {
   check = (): boolean => true;
   async run({ model }: World, real: Real): Promise<void> {
     const prefix = PREFIXES[this.prefix]!;
-    const rows = await real.engine.runtime.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, ['m', prefix, 0]);
+    const rows = await real.engine.runtime.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, ['m', prefix, 0, MAX_REAPS, 0]);
     expect(rows.map((r) => r.id).sort()).toEqual(model.reclaim(prefix).sort());
   }
   toString = (): string => `StartupReclaim(${PREFIXES[this.prefix]})`;

@@ -242,14 +242,19 @@ export class ReferenceModel {
     return { reaped, poisoned, timeouts };
   }
 
-  /** Startup reclaim (SPEC §17.3) with margin 0: expired claims under the prefix, no bump. */
+  /**
+   * Startup reclaim (SPEC §17.3) with margin 0: expired claims under the prefix, no attempt
+   * bump; counts toward the poison-pill cap, and a row that would reach it is left for the
+   * reaper (finding F-R3).
+   */
   reclaim(prefix: string): string[] {
     const out: string[] = [];
     for (const r of this.rows.values()) {
-      if (r.status === 'executing' && r.leaseExpired && r.worker !== null && r.worker.startsWith(prefix)) {
+      if (r.status === 'executing' && r.leaseExpired && r.worker !== null && r.worker.startsWith(prefix) && r.reaps + 1 < MAX_REAPS) {
         r.status = 'runnable';
         r.worker = null;
         r.leaseExpired = false;
+        r.reaps += 1;
         out.push(r.id);
       }
     }

@@ -89,3 +89,18 @@ export async function inboxOf(pool: Pool, id: string): Promise<{ id: string; nam
   );
   return rows;
 }
+
+/**
+ * Parameters of a batched flush statement for one row, by column name: the statement's own
+ * `unnest(...) AS t(col, ...)` list gives the order, so the race specs follow the production
+ * text as it evolves (a column they do not name is NULL).
+ */
+export function unnestParams(statement: Statement, values: Record<string, unknown>): unknown[][] {
+  const match = /AS t\(([^)]*)\)/.exec(statement.text);
+  if (!match) throw new Error(`${statement.name} has no unnest column list`);
+  const columns = match[1]!.split(',').map((c) => c.trim());
+  for (const key of Object.keys(values)) {
+    if (!columns.includes(key)) throw new Error(`${statement.name} has no column ${key} (columns: ${columns.join(', ')})`);
+  }
+  return columns.map((c) => [values[c] ?? null]);
+}

@@ -1,0 +1,106 @@
+import { done, DurableFsm, Step } from '../../lib';
+import { Reaper } from '../../lib/runtime/reaper';
+import { RECLAIM_PREDECESSOR } from '../../lib/sql/lease.sql';
+import { bootEngine, claimRows, execute, type Harness, rowOf, sleep } from '../support/engine-harness';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+
+// RELIABILITY S09 (SPEC §26.5): a step that kills its worker ends as a poison pill after
+// reaper.maxReaps reaps, and every other instance completes. Rows claimed in the same batch
+// as the pill die with it; before finding F-R2 the reaper gave them back their place at the
+// head of the queue, so the next worker claimed them together with the pill again, and they
+// were failed as pills too. The claims and the "worker deaths" are explicit here: a batch that
+// holds the pill is never executed, its leases run out and the reaper sweeps.
+
+const MAX_REAPS = 5;
+const SPREAD_MS = 400;
+
+@DurableFsm({ name: 'collateral', queue: 'pill-q' })
+class CollateralFsm {
+  @Step() start() {
+    return done({ ok: true });
+  }
+}
+
+describe('poison pill and its batch mates (S09, §26.5)', () => {
+  let db: TestDatabase;
+  let h: Harness;
+  let reaper: Reaper;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    h = await bootEngine(db, [CollateralFsm], { queues: {}, reaper: false, gc: false, poke: 'none' });
+    const runtime = h.engine.runtime;
+    reaper = new Reaper(runtime.sql, 60_000, MAX_REAPS, runtime.telemetry, () => undefined, () => undefined, SPREAD_MS);
+  });
+  afterAll(async () => {
+    await h.close();
+    await db.drop();
+  });
+
+  it('rows that die with a pill are spread apart on their second reap and complete; only the pill fails', async () => {
+    const pill = await h.engine.insert(CollateralFsm, { state: { pill: true } });
+    const innocents = [
+      await h.engine.insert(CollateralFsm, { state: {} }),
+      await h.engine.insert(CollateralFsm, { state: {} }),
+      await h.engine.insert(CollateralFsm, { state: {} }),
+    ];
+    let deaths = 0;
+    for (let round = 0; round < 400 && (await rowOf(db, pill))['status'] !== 'failed'; round++) {
+      const batch = await claimRows(h.engine, 'pill-q', 4, `pill-worker-${round}`);
+      if (batch.some((r) => r.id === pill)) {
+        // The pill runs: the worker dies with everything it holds.
+        deaths++;
+        await db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = ANY ($1::bigint[])`, [batch.map((r) => r.id)]);
+        await reaper.sweep();
+      } else {
+        for (const row of batch) expect(await execute(h.engine, row)).toBe('committed');
+      }
+      await sleep(25);
+    }
+    expect(await rowOf(db, pill)).toMatchObject({ status: 'failed', reaps: MAX_REAPS });
+    expect(deaths).toBe(MAX_REAPS);
+    for (const id of innocents) expect(await rowOf(db, id)).toMatchObject({ status: 'done', reaps: 0 });
+  });
+
+  it('a first reap keeps the row in place; a second one moves it within reaps × the spread', async () => {
+    const id = await h.engine.insert(CollateralFsm, { queue: 'spread-q' });
+    const before = (await rowOf(db, id))['eligible_at'] as Date;
+    for (const reap of [1, 2]) {
+      await claimRows(h.engine, 'spread-q', 1, `spread-worker-${reap}`);
+      await db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+      const swept = Date.now();
+      await reaper.sweep();
+      const row = await rowOf(db, id);
+      expect(row).toMatchObject({ status: 'runnable', reaps: reap });
+      const at = (row['eligible_at'] as Date).getTime();
+      if (reap === 1) expect(at).toBe(before.getTime());
+      else {
+        expect(at).toBeGreaterThanOrEqual(swept - 1_000);
+        expect(at).toBeLessThanOrEqual(swept + SPREAD_MS + 1_000);
+        await db.pool.query(`UPDATE gen_durable SET eligible_at = now() WHERE id = $1`, [id]);
+      }
+    }
+  });
+
+  it('a startup reclaim counts toward the cap; the row that reaches it is left to the reaper, which fails it', async () => {
+    // A pill whose node comes back within the reclaim margin every time (finding F-R3).
+    const id = await h.engine.insert(CollateralFsm, { queue: 'reclaim-q' });
+    const prefix = 'chaos:reclaim-q@pill-node-';
+    for (let life = 1; life <= MAX_REAPS; life++) {
+      const [claimed] = await claimRows(h.engine, 'reclaim-q', 1, `${prefix}${life}`);
+      expect(claimed?.id).toBe(id);
+      await db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+      // The restarted node reclaims its dead predecessor's row (margin 0: expired ones).
+      const reclaimed = await h.engine.runtime.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, ['reclaim-q', prefix, 0, MAX_REAPS, SPREAD_MS]);
+      if (life < MAX_REAPS) {
+        expect(reclaimed.map((r) => r.id)).toEqual([id]);
+        expect(await rowOf(db, id)).toMatchObject({ status: 'runnable', reaps: life, attempt: 0 });
+        await db.pool.query(`UPDATE gen_durable SET eligible_at = now() WHERE id = $1`, [id]);
+      } else {
+        expect(reclaimed).toEqual([]);
+        expect(await rowOf(db, id)).toMatchObject({ status: 'executing', reaps: MAX_REAPS - 1 });
+      }
+    }
+    await reaper.sweep();
+    expect(await rowOf(db, id)).toMatchObject({ status: 'failed', reaps: MAX_REAPS, last_error: `poison pill: step start lost its worker ${MAX_REAPS} times (reaper.maxReaps)` });
+  });
+});
