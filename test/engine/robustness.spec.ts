@@ -3,6 +3,7 @@ import {
   done,
   DurableFsm,
   InvalidInputError,
+  type InsertOptions,
   next,
   PayloadTooLargeError,
   scheduleChildren,
@@ -65,10 +66,13 @@ class UnrulyFsm {
       case 'next-bigint':
         return next('other', { big: 2n });
       case 'throw-string':
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- the point: a non-Error throw
         throw 'a plain string';
       case 'throw-undefined':
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- the point: a non-Error throw
         throw undefined;
       case 'reject-null':
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the point: a non-Error rejection
         return Promise.reject(null);
       case 'plain-object':
         return { kind: 'next', step: 'other', state: {} };
@@ -97,10 +101,13 @@ class DefaultOnErrorFsm {
   @Step() async start(ctx: StepContext<{ case: 'string' | 'undefined' | 'null' | 'error' }>): Promise<unknown> {
     switch (ctx.state.case) {
       case 'string':
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- the point: a non-Error throw
         throw 'just a string';
       case 'undefined':
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- the point: a non-Error throw
         throw undefined;
       case 'null':
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the point: a non-Error rejection
         return Promise.reject(null);
       case 'error':
         throw new TypeError('a real error');
@@ -269,10 +276,10 @@ describe('robustness (SPEC §25.9, §26.8)', () => {
       ['bigint in state', { state: { big: 1n } }, InvalidInputError, 'insert.state.big'],
       ['oversize state', { state: { s: 'x'.repeat(MAX_STATE_BYTES) } }, PayloadTooLargeError, 'insert.state'],
       ['empty correlation key', { correlationKey: '' }, InvalidInputError, 'insert.correlationKey'],
-      ['unknown option', { bogus: 1 } as Record<string, unknown>, InvalidInputError, 'insert.bogus'],
+      ['unknown option', { bogus: 1 }, InvalidInputError, 'insert.bogus'],
     ])('%s', async (_label, options, errorClass, path) => {
       const before = await rowCount();
-      const err = await h.engine.insert(HealthyFsm, options).catch((e: unknown) => e);
+      const err = await h.engine.insert(HealthyFsm, options as InsertOptions).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(errorClass);
       expect((err as { path: string }).path).toBe(path);
       expect(await rowCount()).toBe(before);

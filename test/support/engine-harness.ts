@@ -53,7 +53,6 @@ export async function bootEngine(
   });
   let open = true;
   trackResource(`engine app on ${db.name}`, () => open);
-  let off: (() => void) | undefined;
   try {
     // The runtime (and its SqlExecutor) exists after onModuleInit; record from bootstrap on.
     await moduleRef.init();
@@ -64,7 +63,7 @@ export async function bootEngine(
     throw err;
   }
   const stmts: string[] = [];
-  off = engine.runtime.sql.onStatement((e) => stmts.push(e.name));
+  const off = engine.runtime.sql.onStatement((e) => stmts.push(e.name));
   const harness: Harness = {
     app: moduleRef,
     engine,
@@ -97,7 +96,7 @@ export async function bootEngine(
     },
     async close() {
       if (!open) return;
-      off?.();
+      off();
       try {
         await moduleRef.close();
       } finally {
