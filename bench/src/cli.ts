@@ -39,7 +39,7 @@ const HELP = `Usage: npm run bench -- [flags]
   --repeats N             repeats per case (default 3; --quick 1)
   --concurrency 10,50     worker concurrencies for drain and fsm3 (default 10,50; --quick 50)
   --n N                   jobs per drain case (default 20000; --quick 3000)
-  --fsm3-n N              3-step machines per fsm3 case (default 10000; --quick 1000)
+  --fsm3-n N              3-step machines per fsm3 case (default 5000; --quick 1000)
                           (slow engines are capped lower: see each adapter's maxN)
   --scale-rows N          rows of the big table in the scale case (default 1000000; --quick 200000)
   --memory-n N            backlog drained in the memory case (default 100000; --quick 20000)
@@ -72,7 +72,7 @@ export function parseArgs(argv: string[]): Options {
     repeats: quick ? 1 : 3,
     concurrency: quick ? [50] : [10, 50],
     n: quick ? 3000 : 20000,
-    fsm3N: quick ? 1000 : 10000,
+    fsm3N: quick ? 1000 : 5000,
     enqueueSingleN: quick ? 1000 : 5000,
     enqueueBulkN: quick ? 5000 : 20000,
     latencyN: 300,

@@ -8,7 +8,7 @@ import { loadAdapters } from './engines';
 import type { Adapter, CaseName } from './engines/types';
 import { repoRoot, startInfra, type Infra } from './infra';
 import { printRatios, printTable, ratios, writeJson, type Skipped } from './report';
-import { drainCase, enqueueCase, latencyCase, latencyXCase, memoryCase, scaleCase, signalCase, type RunCtx, type Row } from './scenarios';
+import { activeDbs, drainCase, enqueueCase, latencyCase, latencyXCase, memoryCase, scaleCase, signalCase, type RunCtx, type Row } from './scenarios';
 import { summary } from './stats';
 
 const CASE_OF_SCENARIO: Record<string, CaseName[]> = {
@@ -70,8 +70,10 @@ async function main(): Promise<void> {
   const { engines, cases } = select(opts, adapters, genDurableMissing);
   const infra = await startInfra(print);
   const onSignal = (): void => {
-    print('interrupted: stopping the servers the bench started');
-    void infra.stop().finally(() => process.exit(130));
+    print('interrupted: dropping the running case database, stopping the servers the bench started');
+    void Promise.allSettled([...activeDbs].map((d) => d.drop()))
+      .then(() => infra.stop())
+      .finally(() => process.exit(130));
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);

@@ -7,7 +7,7 @@ import type { Options } from './cli';
 import { CpuProbe, type CpuDelta, type CpuSample } from './cpu';
 import type { Adapter, CaseContext, CaseName, Hooks, Instance, Kind } from './engines/types';
 import { sleep } from './engines/types';
-import { casePrefix, clearRedisPrefix, createCaseDb, type Infra } from './infra';
+import { casePrefix, clearRedisPrefix, createCaseDb, type CaseDb, type Infra } from './infra';
 import { percentile } from './stats';
 import type { ChildMessage, ChildRequest, MemoryOutcome } from './worker-child';
 
@@ -38,6 +38,9 @@ export interface Row {
 }
 
 export class TimeoutError extends Error {}
+
+/** Databases of running cases: dropped when the run is interrupted. */
+export const activeDbs = new Set<CaseDb>();
 
 /** Child processes of running cases: killed when their case ends, however it ends. */
 const children = new Set<ChildProcess>();
@@ -72,6 +75,7 @@ async function inCase<T>(
   opts: { instance?: boolean } = {},
 ): Promise<T> {
   const db = await createCaseDb(rc.infra);
+  activeDbs.add(db);
   const ctx: CaseContext = {
     pgUrl: db.url,
     dbName: db.name,
@@ -89,6 +93,7 @@ async function inCase<T>(
     if (inst) await withTimeout(inst.close(), 15_000, `${adapter.id} close`).catch((e) => rc.log(`  ${String(e)}`));
     if (adapter.backend === 'redis' && rc.infra.redisUrl) await clearRedisPrefix(rc.infra.redisUrl, ctx.redisPrefix).catch(() => undefined);
     await db.drop().catch((e) => rc.log(`  drop ${db.name}: ${String(e)}`));
+    activeDbs.delete(db);
   }
 }
 

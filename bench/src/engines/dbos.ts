@@ -147,7 +147,7 @@ export const dbosAdapter: Adapter = {
     'enqueue-bulk': 'no bulk enqueue API',
     memory: 'no bulk enqueue API: pre-loading 100 000 workflows one by one dominates the run',
   },
-  maxN: { job: [3000, 1000], fsm3: [2000, 500] },
+  maxN: { job: [2000, 1000], fsm3: [1000, 500] },
   notInQuick: { 'latency-xproc': 'full run only' },
   signals: true,
   create: async (ctx: CaseContext) => new DbosInstance(ctx),

@@ -111,7 +111,7 @@ export const pgBoss1: Adapter = {
   settings: 'batchSize 1, C work() registrations, pollingIntervalSeconds 0.5 + notifyWorker, pool 10',
   backend: 'postgres',
   unsupported: { memory: 'one job per fetch: a 100 000 backlog takes minutes (see drain for its rate)', 'latency-xproc': XPROC },
-  maxN: { job: [3000, 1000], fsm3: [1000, 300] },
+  maxN: { job: [2000, 1000], fsm3: [500, 300] },
   create: async (ctx: CaseContext) => new PgBossInstance(ctx, 1),
 };
 
@@ -122,6 +122,7 @@ export const pgBoss50: Adapter = {
   settings: 'batchSize min(50, C), ceil(C/50) work() registrations, pollingIntervalSeconds 0.5 + notifyWorker, pool 10',
   backend: 'postgres',
   unsupported: { 'latency-xproc': XPROC },
+  maxN: { job: [3000, 3000], fsm3: [1000, 1000] },
   notInQuick: { memory: 'slow: full run only' },
   create: async (ctx: CaseContext) => new PgBossInstance(ctx, 50),
 };
