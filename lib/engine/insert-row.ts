@@ -100,6 +100,15 @@ export function buildInsertRow(
   if (!isArray(scope) || !scope.every((s: unknown) => (ALL_STATUSES as readonly unknown[]).includes(s))) {
     throw new InvalidInputError(`${path}.correlationScope`, `must be an array of ${ALL_STATUSES.join(', ')}`);
   }
+  // NOTE: ON CONFLICT settles the guard only at insert. A row that entered its scope later (at
+  // a claim, an outcome) would raise a unique violation there instead, aborting every pick of
+  // its queue or a whole flush. Empty, or every live status (terminals optional), never re-enters.
+  if (scope.length > 0 && !LIVE_STATUSES.every((s) => scope.includes(s))) {
+    throw new InvalidInputError(
+      `${path}.correlationScope`,
+      `must be empty or hold every live status (${LIVE_STATUSES.join(', ')}), optionally with done and/or failed; got [${scope.join(', ')}]`,
+    );
+  }
   const concurrencyKey = o.concurrencyKey === undefined ? null : limitKeyText(o.concurrencyKey, `${path}.concurrencyKey`);
   const rateLimit = o.rateLimit === undefined ? null : limitKeyText(o.rateLimit, `${path}.rateLimit`);
   const weight = o.weight ?? 1;

@@ -50,7 +50,9 @@ function filesOnDisk(dir: string): string[] {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) out.push(...filesOnDisk(path));
-    else if (entry.isFile() && entry.name.endsWith('.ts')) out.push(relative(ROOT, path).split(sep).join('/'));
+    else if (entry.isFile() && entry.name.endsWith('.ts')) {
+      out.push(relative(ROOT, path).split(sep).join('/'));
+    }
   }
   return out;
 }
@@ -58,7 +60,11 @@ function filesOnDisk(dir: string): string[] {
 /** lib/**\/*.ts in git's index (tracked, including ones deleted on disk but not yet `git rm`ed). */
 function filesInGit(): string[] {
   try {
-    const out = execFileSync('git', ['ls-files', '-z', '--', 'lib'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    const out = execFileSync('git', ['ls-files', '-z', '--', 'lib'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     return out.split('\0').filter((p) => p.endsWith('.ts'));
   } catch {
     // Not a git checkout (a packed source tree): the disk is the whole truth.
@@ -111,7 +117,9 @@ describe('ARCHITECTURE.md module table (STYLE §4.13)', () => {
   });
 
   it('names no file that no longer exists', () => {
-    const stale = rows.filter((r) => !present.has(r.path)).map((r) => `ARCHITECTURE.md:${r.line}: ${r.path}`);
+    const stale = rows
+      .filter((r) => !present.has(r.path))
+      .map((r) => `ARCHITECTURE.md:${r.line}: ${r.path}`);
     // Remove or rename the row in the same commit that removed or renamed the file.
     expect(stale).toEqual([]);
   });
@@ -122,7 +130,9 @@ describe('ARCHITECTURE.md module table (STYLE §4.13)', () => {
     for (const r of rows) {
       if (seen.has(r.path)) problems.push(`ARCHITECTURE.md:${r.line}: ${r.path} listed again`);
       seen.add(r.path);
-      if (r.responsibility.replace(/[|\s]/g, '').length === 0) problems.push(`ARCHITECTURE.md:${r.line}: ${r.path} has no responsibility`);
+      if (r.responsibility.replace(/[|\s]/g, '').length === 0) {
+        problems.push(`ARCHITECTURE.md:${r.line}: ${r.path} has no responsibility`);
+      }
     }
     expect(problems).toEqual([]);
   });
