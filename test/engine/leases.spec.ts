@@ -137,6 +137,44 @@ describe('leases (SPEC §17, §25.7)', () => {
       });
     });
 
+    it('a poison pill commits with its parent join or not at all', async () => {
+      // The join of the poisoned child fails once (PostgreSQL refuses the parent's decrement):
+      // the child must not be left failed with its parent still waiting for it.
+      await db.pool.query(`CREATE TABLE refuse_join (active boolean NOT NULL)`);
+      await db.pool.query(`INSERT INTO refuse_join VALUES (true)`);
+      await db.pool.query(`
+        CREATE FUNCTION refuse_join() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.children_pending < OLD.children_pending AND (SELECT active FROM refuse_join) THEN
+            RAISE EXCEPTION 'join refused';
+          END IF;
+          RETURN NEW;
+        END $$`);
+      await db.pool.query(`CREATE TRIGGER refuse_join BEFORE UPDATE ON gen_durable FOR EACH ROW EXECUTE FUNCTION refuse_join()`);
+      try {
+        const parentId = await h.engine.insert(PillParentFsm);
+        const childId = await eventually(async () => {
+          const { rows } = await db.pool.query<{ id: string }>(`SELECT id FROM gen_durable WHERE parent_id = $1`, [parentId]);
+          return rows[0]?.id;
+        });
+        await eventually(async () => (await h.engine.get({ id: parentId }))?.status === 'awaiting_children');
+        await db.pool.query(`UPDATE gen_durable SET reaps = 1 WHERE id = $1`, [childId]); // one reap from the cap
+        await claimRows(h.engine, 'pill-nowhere', 1, 'killed-again');
+        await expireLease(db, childId);
+        // Sweeps fail while the join is refused: the child stays as it was, expired.
+        const swept = await h.engine.runtime.reaper!.sweep();
+        expect(swept).toEqual({ reaped: 0, poisoned: 0, timeouts: 0 });
+        expect(await rowOf(db, childId)).toMatchObject({ status: 'executing', reaps: 1, last_error: null });
+        expect(await rowOf(db, parentId)).toMatchObject({ status: 'awaiting_children', children_pending: 1 });
+        // Once the join goes through, the pill fails and the parent runs on.
+        await db.pool.query(`UPDATE refuse_join SET active = false`);
+        await eventually(async () => (await rowOf(db, childId))['status'] === 'failed');
+        expect((await h.engine.await(parentId, { until: 'terminal', timeout: 10_000 })).kind).toBe('done');
+      } finally {
+        await db.pool.query(`DROP TRIGGER refuse_join ON gen_durable`);
+      }
+    });
+
     it('a committed outcome resets the reap count', async () => {
       const id = await h.engine.insert(PillFsm);
       await claimRows(h.engine, 'pill-nowhere', 1, 'killed-once');
