@@ -191,15 +191,16 @@ describe('inline execution', () => {
     const ids: string[] = [];
     for (let i = 0; i < 7; i++) ids.push(await lim.engine.insert(InlineChain, { state: { tag: 'scarce', bRate: 'scarce' }, queue: 'scarce' }));
     await eventually(async () => (await doneCount('scarce')) === 5, 20_000);
-    // The bucket holds 5 tokens an hour: exactly 5 b steps ran, however they were reached.
-    const yields = lim.eventsOf('run_ahead:yield').filter((e) => ids.includes(String(e.metadata['id'])));
-    expect(yields.length).toBeGreaterThanOrEqual(2);
-    expect(yields.every((e) => e.metadata['reason'] === 'throttled' && e.metadata['to'] === 'b')).toBe(true);
     await eventually(async () => {
       const states = await Promise.all(ids.map((id) => statusOf(id)));
       const waiting = states.filter((s) => s.status === 'runnable');
       return waiting.length === 2 && waiting.every((s) => s.step === 'b' && s.locked_by === null && s.attempt === 0);
-    });
+    }, 20_000);
+    // The two left over reached b inline, were denied, and yielded.
+    const yields = lim.eventsOf('run_ahead:yield').filter((e) => ids.includes(String(e.metadata['id'])));
+    expect(yields.length).toBeGreaterThanOrEqual(2);
+    expect(yields.every((e) => e.metadata['reason'] === 'throttled' && e.metadata['to'] === 'b')).toBe(true);
+    // The bucket holds 5 tokens an hour: exactly 5 b steps ran, however they were reached.
     expect(probe.steps.filter((s) => s.tag === 'scarce' && s.step === 'b')).toHaveLength(5);
   });
 
@@ -247,7 +248,7 @@ describe('inline execution', () => {
   it('chains adopting a gated key never exceed the gate; the denied ones yield and finish later', async () => {
     // One statement, one poke: one pick claims four, so four chains reach the gate together.
     // One statement, one poke: one pick claims four, so four chains reach the gate together.
-    await lim.engine.insertAll(InlineChain, Array.from({ length: 6 }, () => ({ state: { tag: 'two', bKey: 'two:x', sleepMs: 150 }, queue: 'limits' })));
+    await lim.engine.insertAll(InlineChain, Array.from({ length: 6 }, () => ({ state: { tag: 'two', bKey: 'two:x', sleepMs: 300 }, queue: 'limits' })));
     await eventually(async () => (await doneCount('two')) === 6, 30_000);
     expect(probe.maxRunning.get('two')).toBeLessThanOrEqual(2);
     expect(lim.eventsOf('run_ahead:yield').some((e) => e.metadata['reason'] === 'throttled')).toBe(true);
