@@ -1,0 +1,210 @@
+import { randomUUID } from 'node:crypto';
+
+import { Inject } from '@nestjs/common';
+
+import { awaitSignal, done, DurableFsm, next, type Outcome, retry, scheduleChildren, Step, type StepContext } from '../../../lib';
+import type { LedgerWriter } from './ledger';
+
+/**
+ * The chaos workload (RELIABILITY S01 and friends): every step writes its execution to the
+ * ledger (start with the claim token, end) and bumps `state.seq`, carrying its execution id
+ * in `state.exec` (or `result.exec`), so the history trigger ties each committed transition
+ * to the execution that produced it.
+ */
+export const LEDGER = 'CHAOS_LEDGER';
+export const LEASE_MS = 2_000;
+
+interface Base {
+  seq: number;
+  exec?: string;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function recorded<S extends Base>(
+  ledger: LedgerWriter,
+  ctx: StepContext<S>,
+  key: string | null,
+  body: (exec: string, seq: number) => Promise<Outcome> | Outcome,
+): Promise<Outcome> {
+  const exec = randomUUID();
+  const seq = ctx.state.seq + 1;
+  await ledger.begin(exec, ctx.id, ctx.fsm, ctx.step, seq, ctx.attempt, key);
+  const outcome = await body(exec, seq);
+  await ledger.end(exec);
+  return outcome;
+}
+
+interface LinearState extends Base {
+  key?: string;
+  pauseMs?: number;
+}
+
+/** Five steps; keyed instances (K = 1) do a racy read-modify-write of their key's counter. */
+@DurableFsm({ name: 'chaos_linear', queue: 'default', initial: 's1' })
+export class ChaosLinear {
+  constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
+  private step(ctx: StepContext<LinearState>, to: string | null): Promise<Outcome> {
+    return recorded(this.ledger, ctx, ctx.state.key ?? null, async (exec, seq) => {
+      if (ctx.state.key) await this.ledger.racyIncrement(ctx.state.key);
+      if (ctx.state.pauseMs) await sleep(ctx.state.pauseMs);
+      const state = { ...ctx.state, seq, exec };
+      return to === null ? done({ seq, exec }) : next(to, state);
+    });
+  }
+  @Step() s1(ctx: StepContext<LinearState>) {
+    return this.step(ctx, 's2');
+  }
+  @Step() s2(ctx: StepContext<LinearState>) {
+    return this.step(ctx, 's3');
+  }
+  @Step() s3(ctx: StepContext<LinearState>) {
+    return this.step(ctx, 's4');
+  }
+  @Step() s4(ctx: StepContext<LinearState>) {
+    return this.step(ctx, 's5');
+  }
+  @Step() s5(ctx: StepContext<LinearState>) {
+    return this.step(ctx, null);
+  }
+}
+
+/** Retries twice (30 ms backoff), then finishes: 3 + 1 executions. */
+@DurableFsm({ name: 'chaos_retrier', queue: 'default' })
+export class ChaosRetrier {
+  constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
+  @Step() start(ctx: StepContext<Base & { tries?: number }>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) => {
+      const tries = (ctx.state.tries ?? 0) + 1;
+      return tries < 3 ? retry({ seq, exec, tries }, 30) : next('fin', { seq, exec, tries });
+    });
+  }
+  @Step() fin(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) => done({ seq, exec }));
+  }
+}
+
+/** Parks on `go` (RELIABILITY S21/S22); the woken step records every signal it was handed. */
+@DurableFsm({ name: 'chaos_parker', queue: 'default' })
+export class ChaosParker {
+  constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
+  @Step() start(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) => awaitSignal('go', 'woken', { seq, exec }));
+  }
+  @Step() async woken(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, async (exec, seq) => {
+      for (const s of ctx.awaited) {
+        const dedup = (s.payload as { dedup?: string } | null)?.dedup ?? null;
+        await this.ledger.observe(ctx.id, exec, s.id, s.name, dedup);
+      }
+      return done({ seq, exec, got: ctx.awaited.length });
+    });
+  }
+}
+
+/** Spawns 10 children in queue `children`, then checks the join (RELIABILITY S26). */
+@DurableFsm({ name: 'chaos_fanout', queue: 'default' })
+export class ChaosFanout {
+  constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
+  @Step() start(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) =>
+      scheduleChildren(
+        'join',
+        Array.from({ length: 10 }, (_, i) => ({ fsm: 'chaos_child', queue: 'children', state: { seq: 0, n: i } })),
+        { seq, exec },
+      ),
+    );
+  }
+  @Step() join(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) =>
+      done({
+        seq,
+        exec,
+        children: ctx.children.length,
+        terminal: ctx.children.filter((c) => c.status === 'done' || c.status === 'failed').length,
+      }),
+    );
+  }
+}
+
+/** A fan-out child: two steps. */
+@DurableFsm({ name: 'chaos_child', queue: 'children' })
+export class ChaosChild {
+  constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
+  @Step() start(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) => next('fin', { ...ctx.state, seq, exec }));
+  }
+  @Step() fin(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) => done({ seq, exec }));
+  }
+}
+
+/** A 3-level tree (RELIABILITY S28): level 0 → 5 × level 1 → 5 × level 2, in two queues. */
+@DurableFsm({ name: 'chaos_tree', queue: 'default' })
+export class ChaosTree {
+  constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
+  @Step() start(ctx: StepContext<Base & { level: number }>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) => {
+      const level = ctx.state.level;
+      if (level >= 2) return done({ seq, exec, level });
+      const queue = level === 0 ? 'children' : 'default';
+      return scheduleChildren(
+        'join',
+        Array.from({ length: 5 }, () => ({ fsm: 'chaos_tree', queue, state: { seq: 0, level: level + 1 } })),
+        { seq, exec, level },
+      );
+    });
+  }
+  @Step() join(ctx: StepContext<Base & { level: number }>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) =>
+      done({
+        seq,
+        exec,
+        level: ctx.state.level,
+        children: ctx.children.length,
+        terminal: ctx.children.filter((c) => c.status === 'done' || c.status === 'failed').length,
+      }),
+    );
+  }
+}
+
+/**
+ * RELIABILITY S05: on its first attempt the step spins synchronously for 3 × the lease, so the
+ * worker's event loop (heartbeats, flushes) stalls; its rows are reaped and re-run elsewhere.
+ */
+@DurableFsm({ name: 'chaos_spinner', queue: 'default' })
+export class ChaosSpinner {
+  constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
+  @Step() async start(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, async (exec, seq) => {
+      if (ctx.attempt === 0) {
+        await this.ledger.fault('spin', { id: ctx.id, ms: 3 * LEASE_MS });
+        const until = Date.now() + 3 * LEASE_MS;
+        let spins = 0;
+        while (Date.now() < until) spins++;
+        await this.ledger.healFault('spin');
+        return next('fin', { seq, exec, spins: spins > 0 });
+      }
+      return next('fin', { seq, exec });
+    });
+  }
+  @Step() fin(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) => done({ seq, exec }));
+  }
+}
+
+/** RELIABILITY S09: every execution kills its worker; the reaper ends it as a poison pill. */
+@DurableFsm({ name: 'chaos_pill', queue: 'default' })
+export class ChaosPill {
+  constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
+  @Step() start(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, async () => {
+      await this.ledger.fault('pill', { id: ctx.id, attempt: ctx.attempt });
+      process.kill(process.pid, 'SIGKILL');
+      await new Promise(() => undefined);
+      return done({});
+    });
+  }
+}
+
+export const CHAOS_FSMS = [ChaosLinear, ChaosRetrier, ChaosParker, ChaosFanout, ChaosChild, ChaosTree, ChaosSpinner, ChaosPill];

@@ -1,0 +1,190 @@
+import type { Pool } from 'pg';
+
+/**
+ * The post-drain audit (RELIABILITY §5): SQL over the ledgers, the history trigger's log and
+ * the engine's table. Returns the hard invariants (each must be 0) and the reported figures.
+ */
+
+export interface Audit {
+  readonly hard: Record<string, number>;
+  readonly figures: Record<string, number | string | null>;
+  readonly examples: Record<string, unknown[]>;
+}
+
+/** Steps each FSM path commits (= its final seq); the pill never commits one. */
+const EXPECTED_SEQ = `CASE f.fsm
+  WHEN 'chaos_linear' THEN 5 WHEN 'chaos_retrier' THEN 4 WHEN 'chaos_parker' THEN 2
+  WHEN 'chaos_fanout' THEN 2 WHEN 'chaos_child' THEN 2 WHEN 'chaos_spinner' THEN 2
+  WHEN 'chaos_tree' THEN CASE WHEN (f.result->>'level')::int >= 2 THEN 1 ELSE 2 END
+  WHEN 'chaos_pill' THEN 0 END`;
+
+const FINAL = `
+  final AS (
+    SELECT g.id, g.fsm, g.status::text AS status, g.result, g.parent_id,
+           COALESCE((g.result->>'seq')::int, (g.state->>'seq')::int) AS seq, g.last_error, g.reaps
+      FROM gen_durable g
+    UNION ALL
+    SELECT d.id, d.fsm, d.status, d.result, d.parent_id,
+           COALESCE((d.result->>'seq')::int, (SELECT h.new_seq FROM chaos.history h WHERE h.id = d.id ORDER BY h.hid DESC LIMIT 1), 0),
+           d.last_error, d.reaps
+      FROM chaos.deleted d
+  )`;
+
+/** Committed outcomes: the history rows whose seq moved (every workload step bumps it). */
+const COMMITTED = `committed AS (
+    SELECT h.* FROM chaos.history h WHERE h.old_seq IS DISTINCT FROM h.new_seq AND h.new_seq IS NOT NULL AND h.old_seq IS NOT NULL
+  )`;
+
+async function one(pool: Pool, text: string, params: unknown[] = []): Promise<number> {
+  const { rows } = await pool.query<{ n: string | number | null }>(text, params);
+  return Number(rows[0]?.n ?? 0);
+}
+
+async function list(pool: Pool, text: string, params: unknown[] = []): Promise<unknown[]> {
+  return (await pool.query(text, params)).rows.slice(0, 10);
+}
+
+export async function audit(pool: Pool, options: { since?: Date; monitor: Record<string, number>; crashes: number; deadlocks: number }): Promise<Audit> {
+  const hard: Record<string, number> = {};
+  const figures: Record<string, number | string | null> = {};
+  const examples: Record<string, unknown[]> = {};
+  const check = async (name: string, countSql: string, exampleSql: string, params: unknown[] = []): Promise<void> => {
+    hard[name] = await one(pool, countSql, params);
+    if (hard[name] > 0) examples[name] = await list(pool, exampleSql, params);
+  };
+
+  // I-LOST: acknowledged inserts whose instance is not terminal (GC'd rows were terminal: I-GC).
+  const lost = `WITH ${FINAL}, acked AS (SELECT DISTINCT instance_id AS id FROM chaos.client_ops WHERE op = 'insert' AND result = 'ok')
+    SELECT %s FROM acked a LEFT JOIN final f ON f.id = a.id WHERE f.id IS NULL OR f.status NOT IN ('done', 'failed')`;
+  await check('I-LOST', lost.replace('%s', 'count(*) AS n'), lost.replace('%s', 'a.id, f.status'));
+  // Every row, children included, drained to a terminal state.
+  await check(
+    'I-LOST-ANY',
+    `SELECT count(*) AS n FROM gen_durable WHERE status NOT IN ('done', 'failed')`,
+    `SELECT id, fsm, status, step, attempt, locked_by FROM gen_durable WHERE status NOT IN ('done', 'failed')`,
+  );
+  // Terminal in the wrong way: failed although it is not the pill.
+  await check(
+    'I-UNEXPECTED-FAIL',
+    `WITH ${FINAL} SELECT count(*) AS n FROM final f WHERE f.status = 'failed' AND f.fsm <> 'chaos_pill'`,
+    `WITH ${FINAL} SELECT f.id, f.fsm, f.reaps, f.last_error FROM final f WHERE f.status = 'failed' AND f.fsm <> 'chaos_pill'`,
+  );
+  // I-REWIND: a committed transition that did not move seq by exactly +1, or a final seq that
+  // is not its path's length.
+  await check(
+    'I-REWIND',
+    `WITH ${FINAL}, ${COMMITTED}
+     SELECT (SELECT count(*) FROM committed WHERE new_seq <> old_seq + 1)
+          + (SELECT count(*) FROM final f WHERE f.fsm IS NOT NULL AND f.seq IS DISTINCT FROM ${EXPECTED_SEQ}) AS n`,
+    `WITH ${FINAL}, ${COMMITTED}
+     SELECT 'transition' AS what, id, old_seq, new_seq FROM committed WHERE new_seq <> old_seq + 1
+     UNION ALL SELECT 'final', f.id, f.seq, ${EXPECTED_SEQ} FROM final f WHERE f.fsm IS NOT NULL AND f.seq IS DISTINCT FROM ${EXPECTED_SEQ}`,
+  );
+  // I-DUPCOMMIT: a seq committed twice, or an outcome committed under a claim that was not the
+  // one its execution ran under (the fencing token of SPEC §26.1).
+  await check(
+    'I-DUPCOMMIT',
+    `WITH ${COMMITTED}
+     SELECT (SELECT count(*) FROM (SELECT id, new_seq FROM committed GROUP BY 1, 2 HAVING count(*) > 1) d)
+          + (SELECT count(*) FROM committed c LEFT JOIN chaos.executions e ON e.exec_id::text = c.exec
+              WHERE e.exec_id IS NULL OR e.instance_id <> c.id OR e.step_seq <> c.new_seq OR e.claim_seq IS DISTINCT FROM c.claim_seq) AS n`,
+    `WITH ${COMMITTED}
+     SELECT c.id, c.new_seq, c.claim_seq, c.exec, e.claim_seq AS exec_claim, e.worker FROM committed c
+       LEFT JOIN chaos.executions e ON e.exec_id::text = c.exec
+      WHERE e.exec_id IS NULL OR e.instance_id <> c.id OR e.step_seq <> c.new_seq OR e.claim_seq IS DISTINCT FROM c.claim_seq`,
+  );
+  // I-REEXEC-EXPLAINED: every execution that did not commit overlaps a fault on its worker
+  // (or a cluster-wide one), ±2 s.
+  const unexplained = `WITH ${COMMITTED}, lost AS (
+      SELECT e.*, COALESCE(e.ended_at,
+               (SELECT min(n.started_at) FROM chaos.executions n WHERE n.instance_id = e.instance_id AND n.started_at > e.started_at),
+               clock_timestamp()) AS until
+        FROM chaos.executions e
+       WHERE e.started_at >= $1 AND NOT EXISTS (SELECT 1 FROM committed c WHERE c.exec = e.exec_id::text))
+    SELECT %s FROM lost l
+     WHERE NOT EXISTS (SELECT 1 FROM chaos.faults f
+                        WHERE (f.target = l.worker OR f.target IN ('postgres', 'all'))
+                          AND f.injected_at <= l.until + interval '2 seconds'
+                          AND COALESCE(f.healed_at, 'infinity') >= l.started_at - interval '2 seconds')`;
+  const since = options.since ?? new Date(0);
+  await check('I-REEXEC-EXPLAINED', unexplained.replace('%s', 'count(*) AS n'), unexplained.replace('%s', 'l.instance_id, l.fsm, l.step, l.worker, l.started_at, l.ended_at'), [since]);
+  // I-SIG-LOST: an acknowledged `go` never handed to a committed execution of its parker.
+  const sigLost = `WITH ${COMMITTED}, acked AS (
+      SELECT DISTINCT instance_id, dedup_key FROM chaos.client_ops WHERE op = 'signal' AND name = 'go' AND result = 'ok')
+    SELECT %s FROM acked a
+     WHERE NOT EXISTS (SELECT 1 FROM chaos.observed o JOIN committed c ON c.exec = o.exec_id::text
+                        WHERE o.instance_id = a.instance_id AND o.dedup_key = a.dedup_key)`;
+  await check('I-SIG-LOST', sigLost.replace('%s', 'count(*) AS n'), sigLost.replace('%s', 'a.instance_id, a.dedup_key'));
+  // I-DEDUP: one dedup key handed twice to committed executions, or stored twice.
+  await check(
+    'I-DEDUP',
+    `WITH ${COMMITTED}
+     SELECT (SELECT count(*) FROM (SELECT o.instance_id, o.dedup_key FROM chaos.observed o JOIN committed c ON c.exec = o.exec_id::text
+                                    GROUP BY 1, 2 HAVING count(*) > 1) d)
+          + (SELECT count(*) FROM (SELECT target_id, dedup_key FROM signals WHERE dedup_key IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1) s) AS n`,
+    `WITH ${COMMITTED}
+     SELECT o.instance_id, o.dedup_key, count(*) FROM chaos.observed o JOIN committed c ON c.exec = o.exec_id::text GROUP BY 1, 2 HAVING count(*) > 1`,
+  );
+  // S25: no unconsumed ("delivered") signal on a terminal row.
+  await check(
+    'I-ORPHAN-SIGNAL',
+    `SELECT count(*) AS n FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ('done', 'failed') AND s.consumed_at IS NULL`,
+    `SELECT s.id, s.target_id, s.name FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ('done', 'failed') AND s.consumed_at IS NULL`,
+  );
+  // I-K1-PHYS: two committed executions of one key overlapping in time (an execution killed
+  // mid-step has no end: it counts as the instant it started).
+  const overlap = `WITH ${COMMITTED}, k AS (
+      SELECT e.*, EXISTS (SELECT 1 FROM committed c WHERE c.exec = e.exec_id::text) AS ok FROM chaos.executions e WHERE e.ckey IS NOT NULL)
+    SELECT %s FROM k a JOIN k b ON a.ckey = b.ckey AND a.exec_id < b.exec_id
+       AND a.started_at < COALESCE(b.ended_at, b.started_at) AND b.started_at < COALESCE(a.ended_at, a.started_at)`;
+  await check('I-K1-PHYS', overlap.replace('%s', 'count(*) FILTER (WHERE a.ok AND b.ok) AS n'), overlap.replace('%s', 'a.ckey, a.instance_id, b.instance_id, a.started_at, b.started_at') + ' WHERE a.ok AND b.ok');
+  figures['K1 overlaps explained by a lost claim'] = await one(pool, overlap.replace('%s', 'count(*) FILTER (WHERE NOT (a.ok AND b.ok)) AS n'));
+  // I-JOIN: a parent joined with a wrong child count, woken more than once per round, or a
+  // negative counter in the committed history.
+  await check(
+    'I-JOIN',
+    `WITH ${FINAL}
+     SELECT (SELECT count(*) FROM final WHERE fsm = 'chaos_fanout' AND status = 'done'
+               AND ((result->>'children')::int <> 10 OR (result->>'terminal')::int <> 10))
+          + (SELECT count(*) FROM final WHERE fsm = 'chaos_tree' AND status = 'done' AND (result->>'level')::int < 2
+               AND ((result->>'children')::int <> 5 OR (result->>'terminal')::int <> 5))
+          + (SELECT count(*) FROM (SELECT id FROM chaos.history WHERE old_status = 'awaiting_children' AND new_status = 'runnable'
+                                    GROUP BY id HAVING count(*) > 1) w)
+          + (SELECT count(*) FROM chaos.history WHERE new_pending < 0) AS n`,
+    `WITH ${FINAL} SELECT id, fsm, result FROM final WHERE fsm IN ('chaos_fanout', 'chaos_tree') AND status = 'done'
+        AND (result->>'children')::int IS DISTINCT FROM (result->>'terminal')::int`,
+  );
+  // I-GC: a deleted row that was live, or whose parent was live.
+  await check(
+    'I-GC',
+    `SELECT count(*) AS n FROM chaos.deleted WHERE status NOT IN ('done', 'failed') OR parent_status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`,
+    `SELECT * FROM chaos.deleted WHERE status NOT IN ('done', 'failed') OR parent_status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`,
+  );
+  for (const [name, n] of Object.entries(options.monitor)) hard[name] = (hard[name] ?? 0) + n;
+  hard['F-CRASH'] = options.crashes + (await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'fatal'`));
+  hard['F-DEADLOCK'] = options.deadlocks;
+
+  // Reported figures.
+  figures['instances'] = await one(pool, `SELECT count(DISTINCT instance_id) AS n FROM chaos.client_ops WHERE op = 'insert' AND result = 'ok'`);
+  figures['instances incl. children'] = await one(pool, `SELECT (SELECT count(*) FROM gen_durable) + (SELECT count(*) FROM chaos.deleted) AS n`);
+  figures['step executions'] = await one(pool, `SELECT count(*) AS n FROM chaos.executions`);
+  figures['committed steps'] = await one(pool, `WITH ${COMMITTED} SELECT count(*) AS n FROM committed`);
+  figures['re-executions'] = Number(figures['step executions']) - Number(figures['committed steps']);
+  figures['signals acknowledged'] = await one(pool, `SELECT count(*) AS n FROM chaos.client_ops WHERE op = 'signal' AND result = 'ok'`);
+  figures['signals refused (no_target)'] = await one(pool, `SELECT count(*) AS n FROM chaos.client_ops WHERE op = 'signal' AND result = 'no_target'`);
+  figures['client calls ambiguous (unknown)'] = await one(pool, `SELECT count(*) AS n FROM chaos.client_ops WHERE result = 'unknown'`);
+  figures['fan-outs'] = await one(pool, `SELECT count(DISTINCT instance_id) AS n FROM chaos.client_ops WHERE op = 'insert' AND result = 'ok' AND fsm = 'chaos_fanout'`);
+  figures['stale outcomes rejected'] = await one(pool, `SELECT COALESCE(sum(count), 0) AS n FROM chaos.events WHERE event = 'outcome:stale'`);
+  figures['rows reaped'] = await one(pool, `SELECT COALESCE(sum(count), 0) AS n FROM chaos.events WHERE event = 'reaper:reaped'`);
+  figures['rows reclaimed at startup'] = await one(pool, `SELECT COALESCE(sum(count), 0) AS n FROM chaos.events WHERE event = 'scheduler:reclaimed'`);
+  figures['poison pills failed'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'reaper:poisoned'`);
+  figures['flush errors'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'flush:error'`);
+  figures['executor crash paths'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'executor:crash'`);
+  figures['event-loop stalls'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'scheduler:stall'`);
+  figures['GC deleted'] = await one(pool, `SELECT count(*) AS n FROM chaos.deleted`);
+  const counters = await pool.query<{ key: string; n: number; runs: string }>(
+    `SELECT c.key, c.n, (SELECT count(*) FROM chaos.executions e WHERE e.ckey = c.key AND e.ended_at IS NOT NULL) AS runs FROM chaos.counters c`,
+  );
+  figures['K1 racy counter lost updates'] = counters.rows.reduce((acc, r) => acc + Math.max(0, Number(r.runs) - r.n), 0);
+  return { hard, figures, examples };
+}

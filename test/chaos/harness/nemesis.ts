@@ -1,0 +1,44 @@
+import { uniform } from './random';
+
+/** The fault kinds the nemesis injects (RELIABILITY §3.3). */
+export type FaultKind = 'sigkill' | 'sigstop' | 'backend-kill' | 'pg-immediate' | 'pg-fast' | 'blackhole' | 'redis-kill';
+
+export interface PlannedFault {
+  /** ms after the fault phase starts. */
+  readonly at: number;
+  readonly kind: FaultKind;
+  /** Pause/outage length, or restart delay for a SIGKILL, in ms. */
+  readonly holdMs: number;
+}
+
+export interface FaultBudget {
+  readonly sigkill: number;
+  readonly sigstop: number;
+  readonly backendKill: number;
+  readonly pgImmediate: number;
+  readonly pgFast: number;
+  readonly blackhole: number;
+  readonly redisKill: number;
+}
+
+/**
+ * A seeded schedule: each kind's faults spread uniformly over `[startMs, endMs)`, one fault
+ * per kind-slot so they never bunch up entirely; Postgres restarts away from the edges.
+ * Victims are chosen when the fault fires (among the workers that are up), from the same PRNG.
+ */
+export function planFaults(random: () => number, budget: FaultBudget, startMs: number, endMs: number, leaseMs: number): PlannedFault[] {
+  const out: PlannedFault[] = [];
+  const spread = (n: number, kind: FaultKind, hold: () => number, lo = startMs, hi = endMs): void => {
+    const slot = (hi - lo) / Math.max(n, 1);
+    for (let i = 0; i < n; i++) out.push({ at: Math.floor(lo + slot * i + random() * slot), kind, holdMs: Math.floor(hold()) });
+  };
+  spread(budget.sigkill, 'sigkill', () => uniform(random, 0, 3_000));
+  spread(budget.sigstop, 'sigstop', () => leaseMs * uniform(random, 1.5, 3));
+  spread(budget.backendKill, 'backend-kill', () => 0);
+  const middle = [startMs + (endMs - startMs) * 0.3, startMs + (endMs - startMs) * 0.8] as const;
+  spread(budget.pgImmediate, 'pg-immediate', () => 0, ...middle);
+  spread(budget.pgFast, 'pg-fast', () => 0, ...middle);
+  spread(budget.blackhole, 'blackhole', () => uniform(random, 4_000, 6_000));
+  spread(budget.redisKill, 'redis-kill', () => uniform(random, 5_000, 10_000));
+  return out.sort((a, b) => a.at - b.at);
+}

@@ -1,0 +1,48 @@
+/** Configuration of a forked chaos worker (worker-main.ts). */
+export interface WorkerConfig {
+  /** w1, w2, …: node id, application_name prefix and ledger identity. */
+  readonly name: string;
+  /** Through this worker's fault proxy. */
+  readonly databaseUrl: string;
+  /** Straight to the server (ledgers must not share the engine's faults). */
+  readonly ledgerUrl: string;
+  readonly redisUrl: string | null;
+  readonly concurrency: number;
+  readonly childConcurrency: number;
+  readonly reaper: boolean;
+  readonly gc: boolean;
+  readonly gcRetentionMs: number;
+  readonly statementTimeoutMs: number;
+  /** pg pool connectionTimeoutMillis (0 = the pg default: none). */
+  readonly connectTimeoutMs: number;
+}
+
+/** What the sender inserts over its feed window (RELIABILITY §3.5 workload). */
+export interface Workload {
+  readonly linear: number;
+  readonly keyed: number;
+  readonly hotKeys: number;
+  readonly retrier: number;
+  readonly parker: number;
+  readonly fanout: number;
+  readonly tree: number;
+  readonly spinner: number;
+  readonly pill: number;
+  /** Share of parker signals sent twice with the same dedup key (S22). */
+  readonly duplicateShare: number;
+  /** Signals of a name nobody awaits, sent to finished parkers (S25: must be refused). */
+  readonly lateSignals: number;
+}
+
+export interface SenderConfig {
+  readonly databaseUrl: string;
+  readonly redisUrl: string | null;
+  readonly seed: number;
+  readonly feedMs: number;
+  readonly workload: Workload;
+}
+
+export type ChildMessage =
+  | { type: 'ready'; pid: number; workers?: string[] }
+  | { type: 'fatal'; error: string }
+  | { type: 'fed'; inserts: number; signals: number };

@@ -1,0 +1,458 @@
+// The chaos orchestrator (RELIABILITY §3): `npm run test:chaos` (R1, CI) and
+// `npm run chaos:soak -- --seed N` (R2, by hand). Starts a private PostgreSQL cluster (and a
+// private Redis), a fault proxy per worker, the worker processes (real Nest apps), the sender
+// and the monitor; runs a fault-free control phase, then the seeded nemesis during the feed;
+// heals everything, drains, audits the ledgers and prints the headline of RELIABILITY §5.3.
+// Writes test/chaos/report.json; exits 1 when any hard invariant of §5.1 is not 0.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+import { Client, Pool } from 'pg';
+
+import { migrateUp } from '../../../lib/schema/migrator';
+import { freePort, PrivateRedis } from '../../limits/support/private-redis';
+import { audit, type Audit } from './checker';
+import { FaultProxy } from './fault-proxy';
+import { createLedger } from './ledger';
+import { Monitor } from './monitor';
+import { type FaultKind, type PlannedFault, planFaults } from './nemesis';
+import { PrivateCluster } from './pg-cluster';
+import { ChaosProcess } from './processes';
+import { type Profile, PROFILES } from './profiles';
+import type { SenderConfig, WorkerConfig, Workload } from './protocol';
+import { mulberry32, percentile } from './random';
+import { LEASE_MS } from './chaos-fsms';
+
+const ROOT = resolve(__dirname, '../../..');
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const log = (line: string): void => void process.stdout.write(`[chaos ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
+
+function args(): { profile: Profile; seed: number; report: string; keep: boolean } {
+  const argv = process.argv.slice(2);
+  const value = (flag: string): string | undefined => {
+    const i = argv.indexOf(flag);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const name = value('--profile') ?? 'R1';
+  const profile = PROFILES[name];
+  if (!profile) throw new Error(`unknown profile ${name} (known: ${Object.keys(PROFILES).join(', ')})`);
+  const seed = Number(value('--seed') ?? Math.floor(Math.random() * 2 ** 31));
+  if (!Number.isInteger(seed)) throw new Error('--seed must be an integer');
+  return { profile, seed, report: resolve(value('--report') ?? join(ROOT, 'test/chaos/report.json')), keep: argv.includes('--keep') };
+}
+
+/** Run on a failed run (exit 2): nothing of ours may outlive the orchestrator. */
+const cleanups: (() => Promise<unknown>)[] = [];
+
+interface Worker {
+  readonly name: string;
+  readonly proc: ChaosProcess;
+  readonly proxy: FaultProxy;
+  down: boolean;
+  paused: boolean;
+}
+
+interface FaultLog {
+  kind: FaultKind;
+  target: string;
+  at: number;
+  healed?: number;
+}
+
+async function main(): Promise<void> {
+  const { profile, seed, report, keep } = args();
+  const random = mulberry32(seed);
+  const artifacts = join(ROOT, '.tmp', 'chaos', `${profile.name}-${seed}-${Date.now()}`);
+  mkdirSync(artifacts, { recursive: true });
+  log(`${profile.title}, seed ${seed} (replay: --seed ${seed}); artifacts in ${artifacts}`);
+  const began = Date.now();
+
+  const cluster = await PrivateCluster.create(await freePort());
+  cleanups.push(() => cluster.destroy(true));
+  await cluster.start();
+  const admin = new Client({ connectionString: cluster.url('postgres') });
+  await admin.connect();
+  await admin.query('CREATE DATABASE chaos');
+  await admin.end();
+  const dbUrl = cluster.url('chaos');
+  const pool = new Pool({ connectionString: dbUrl, max: 4, application_name: 'gd-orchestrator' });
+  pool.on('error', () => undefined);
+  {
+    const c = await pool.connect();
+    try {
+      await migrateUp({ query: (text, params) => c.query(text, params), inTransaction: false }, { schema: 'public' });
+    } finally {
+      c.release();
+    }
+  }
+  await createLedger(pool);
+  const redis = profile.redis ? await PrivateRedis.start() : undefined;
+  if (redis) cleanups.push(() => redis.kill());
+  log(`PostgreSQL on ${cluster.port} (${cluster.baseDir})${redis ? `, Redis on ${redis.port}` : ''}`);
+
+  const faults: FaultLog[] = [];
+  const recordFault = async (f: FaultLog): Promise<void> => {
+    faults.push(f);
+  };
+  const flushFaults = async (): Promise<void> => {
+    for (const f of faults.splice(0)) {
+      await pool.query(
+        `INSERT INTO chaos.faults (kind, target, injected_at, healed_at) VALUES ($1, $2, to_timestamp($3::float8 / 1000), to_timestamp($4::float8 / 1000))`,
+        [f.kind, f.target, f.at, f.healed ?? f.at],
+      );
+    }
+  };
+
+  // Workers, each behind its own proxy; worker 1 of N runs the GC, every worker a reaper.
+  const workers: Worker[] = [];
+  for (let i = 1; i <= profile.workers; i++) {
+    const name = `w${i}`;
+    const proxy = await FaultProxy.start(cluster.port, random);
+    const config: WorkerConfig = {
+      name,
+      databaseUrl: `postgres://postgres@127.0.0.1:${proxy.port}/chaos`,
+      ledgerUrl: dbUrl,
+      redisUrl: redis?.url ?? null,
+      concurrency: profile.concurrency,
+      childConcurrency: profile.childConcurrency,
+      reaper: true,
+      gc: i === profile.workers,
+      gcRetentionMs: profile.gcRetentionMs,
+      statementTimeoutMs: profile.statementTimeoutMs,
+      connectTimeoutMs: 0,
+    };
+    const proc = new ChaosProcess(name, 'worker-main.ts', { GD_CHAOS_WORKER: JSON.stringify(config) }, artifacts);
+    cleanups.unshift(() => proc.kill());
+    workers.push({ name, proc, proxy, down: true, paused: false });
+  }
+  let crashes = 0;
+  let pillDeaths = 0;
+  let healing = false;
+  const supervise = (w: Worker): void => {
+    w.proc.onExit = (exit) => {
+      w.down = true;
+      w.paused = false;
+      if (exit.expected) return;
+      // Not ours: the poison pill (it records a 'pill' fault just before it kills), or a crash.
+      void (async () => {
+        const pill = await pool
+          .query(`SELECT 1 FROM chaos.faults WHERE kind = 'pill' AND target = $1 AND injected_at > now() - interval '10 seconds'`, [w.name])
+          .then((r) => r.rows.length > 0)
+          .catch(() => false);
+        if (pill) pillDeaths++;
+        else {
+          crashes++;
+          log(`worker ${w.name} exited unexpectedly (code ${String(exit.code)}, signal ${String(exit.signal)})`);
+        }
+        await sleep(500);
+        if (!healing || !w.proc.running) await startWorker(w);
+      })();
+    };
+  };
+  const startWorker = async (w: Worker): Promise<void> => {
+    if (w.proc.running) return;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await w.proc.start();
+        w.down = false;
+        return;
+      } catch (err) {
+        if (attempt >= 5) throw err;
+        await sleep(1_000);
+      }
+    }
+  };
+  for (const w of workers) supervise(w);
+  await Promise.all(workers.map((w) => startWorker(w)));
+  log(`${workers.length} workers up`);
+
+  const monitor = new Monitor(dbUrl, 15);
+  monitor.start();
+
+  const startSender = async (workload: Workload, feedMs: number, tag: string): Promise<{ proc: ChaosProcess; fed: Promise<void> }> => {
+    const config: SenderConfig = { databaseUrl: dbUrl, redisUrl: redis?.url ?? null, seed: seed + tag.length, feedMs, workload };
+    const proc = new ChaosProcess(`sender-${tag}`, 'sender-main.ts', { GD_CHAOS_SENDER: JSON.stringify(config) }, artifacts);
+    cleanups.unshift(() => proc.kill());
+    let fedResolve!: () => void;
+    let fedReject!: (e: Error) => void;
+    const fed = new Promise<void>((res, rej) => {
+      fedResolve = res;
+      fedReject = rej;
+    });
+    proc.onMessage = (m) => {
+      if (m.type === 'fed') fedResolve();
+      if (m.type === 'fatal') fedReject(new Error(`sender failed: ${m.error}`));
+    };
+    proc.onExit = (exit) => {
+      if (!exit.expected) fedReject(new Error(`sender exited (${String(exit.code ?? exit.signal)})`));
+    };
+    await proc.start();
+    return { proc, fed };
+  };
+  const live = async (): Promise<number> => {
+    const { rows } = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM gen_durable WHERE status NOT IN ('done', 'failed')`);
+    return Number(rows[0]?.n ?? 0);
+  };
+  const drain = async (deadlineMs: number): Promise<boolean> => {
+    const deadline = Date.now() + deadlineMs;
+    while (Date.now() < deadline) {
+      const n = await live().catch(() => -1);
+      if (n === 0) return true;
+      await sleep(250);
+    }
+    return false;
+  };
+
+  // Phase 1: fault-free control.
+  const control = await startSender(profile.control, 5_000, 'control');
+  await control.fed;
+  const controlDrained = await drain(60_000);
+  await control.proc.shutdown();
+  const { rows: controlRows } = await pool.query<{ executions: string; committed: string }>(
+    `SELECT (SELECT count(*) FROM chaos.executions) AS executions,
+            (SELECT count(*) FROM chaos.history WHERE old_seq IS DISTINCT FROM new_seq AND old_seq IS NOT NULL AND new_seq IS NOT NULL) AS committed`,
+  );
+  const controlReexec = Number(controlRows[0]!.executions) - Number(controlRows[0]!.committed);
+  log(`control phase: ${controlRows[0]!.executions} executions, ${controlReexec} re-executions, drained ${controlDrained}`);
+  const chaosSince = new Date();
+
+  // Phase 2: the workload under the nemesis.
+  const plan = planFaults(random, profile.budget, profile.faultStartMs, profile.faultEndMs, LEASE_MS);
+  writeFileSync(join(artifacts, 'nemesis-plan.json'), JSON.stringify(plan, null, 2));
+  const sender = await startSender(profile.workload, profile.feedMs, 'chaos');
+  const phaseStart = Date.now();
+  const counts = new Map<FaultKind, number>();
+  const pgRecoveries: number[] = [];
+  const inFlight = new Set<Promise<void>>();
+  const pick = <T>(list: readonly T[]): T | undefined => (list.length === 0 ? undefined : list[Math.floor(random() * list.length)]);
+  const available = (): Worker[] => workers.filter((w) => !w.down && !w.paused && w.proc.running);
+  const disrupted = (): number => workers.filter((w) => w.down || w.paused).length;
+
+  const heldBy = async (w: Worker): Promise<{ id: string; claim_seq: string }[]> =>
+    (
+      await pool.query<{ id: string; claim_seq: string }>(
+        `SELECT id, claim_seq FROM gen_durable WHERE status = 'executing' AND left(locked_by, length($1)) = $1 AND locked_by LIKE $2`,
+        ['chaos:', `%@${w.name}-%`],
+      )
+    ).rows;
+
+  /** Injects one fault; false when it cannot be injected now (no eligible victim). */
+  const inject = async (f: PlannedFault): Promise<boolean> => {
+    const count = (target = ''): void => {
+      counts.set(f.kind, (counts.get(f.kind) ?? 0) + 1);
+      log(`fault ${f.kind} ${target} (+${((Date.now() - phaseStart) / 1000).toFixed(1)} s${f.holdMs ? `, hold ${f.holdMs} ms` : ''})`);
+    };
+    switch (f.kind) {
+      case 'sigkill': {
+        // Keep at least one worker working: never disrupt the last one.
+        if (disrupted() >= workers.length - 1) return false;
+        const w = pick(available());
+        if (!w) return false;
+        const at = Date.now();
+        await w.proc.kill();
+        count(w.name);
+        const held = await heldBy(w).catch(() => []);
+        monitor.trackRecovery('sigkill', w.name, at, held);
+        await sleep(f.holdMs);
+        await startWorker(w);
+        await recordFault({ kind: f.kind, target: w.name, at, healed: Date.now() });
+        return true;
+      }
+      case 'sigstop': {
+        if (disrupted() >= workers.length - 1) return false;
+        const w = pick(available());
+        if (!w) return false;
+        const at = Date.now();
+        w.paused = true;
+        w.proc.pause();
+        count(w.name);
+        await sleep(f.holdMs);
+        if (w.proc.running) w.proc.resume();
+        w.paused = false;
+        await recordFault({ kind: f.kind, target: w.name, at, healed: Date.now() });
+        return true;
+      }
+      case 'backend-kill': {
+        const w = pick(available());
+        if (!w) return false;
+        const { rows } = await pool
+          .query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 ORDER BY pid`, [`gd-${w.name}-engine`])
+          .catch(() => ({ rows: [] as { pid: number }[] }));
+        const victim = pick(rows);
+        if (!victim) return false;
+        const at = Date.now();
+        await pool.query('SELECT pg_terminate_backend($1)', [victim.pid]).catch(() => undefined);
+        count(w.name);
+        await recordFault({ kind: f.kind, target: w.name, at, healed: Date.now() });
+        return true;
+      }
+      case 'pg-immediate':
+      case 'pg-fast': {
+        const at = Date.now();
+        await cluster.restart(f.kind === 'pg-immediate' ? 'immediate' : 'fast');
+        const ready = Date.now();
+        count();
+        await recordFault({ kind: f.kind, target: 'postgres', at, healed: ready });
+        // F-PGREC: Postgres accepting connections → first committed outcome.
+        const deadline = ready + 60_000;
+        while (Date.now() < deadline) {
+          const rows = await monitor
+            .query<{ at: Date }>(
+              `SELECT min(at) AS at FROM chaos.history WHERE at > to_timestamp($1::float8 / 1000) AND old_seq IS DISTINCT FROM new_seq AND old_seq IS NOT NULL`,
+              [ready],
+            )
+            .catch(() => []);
+          const first = rows[0]?.at;
+          if (first) {
+            pgRecoveries.push(first.getTime() - ready);
+            break;
+          }
+          await sleep(50);
+        }
+        return true;
+      }
+      case 'blackhole': {
+        const w = pick(available());
+        if (!w) return false;
+        const at = Date.now();
+        w.proxy.setMode({ kind: 'blackhole' });
+        count(w.name);
+        await sleep(f.holdMs);
+        // A partition that heals leaves its half-open connections useless: reset them.
+        w.proxy.reset();
+        w.proxy.setMode({ kind: 'pass' });
+        await recordFault({ kind: f.kind, target: w.name, at, healed: Date.now() });
+        return true;
+      }
+      case 'redis-kill': {
+        if (!redis) return true;
+        const at = Date.now();
+        await redis.kill();
+        count();
+        await sleep(f.holdMs);
+        await redis.restart();
+        await recordFault({ kind: f.kind, target: 'redis', at, healed: Date.now() });
+        return true;
+      }
+    }
+  };
+
+  // A fault that finds no victim (workers down after a pill, say) is retried a second later,
+  // until 40 s past the fault window.
+  const queue = [...plan];
+  while (queue.length > 0) {
+    queue.sort((a, b) => a.at - b.at);
+    const f = queue.shift()!;
+    const wait = phaseStart + f.at - Date.now();
+    if (wait > 0) await sleep(wait);
+    const p = inject(f).then(
+      (done) => {
+        if (!done && f.at < profile.faultEndMs + 40_000) queue.push({ ...f, at: Date.now() - phaseStart + 1_000 });
+      },
+      (err: unknown) => log(`fault ${f.kind} failed: ${String(err)}`),
+    );
+    inFlight.add(p);
+    void p.finally(() => inFlight.delete(p));
+    // Let an immediate refusal requeue before the loop looks at the queue again.
+    await Promise.race([p, sleep(10)]);
+    while (queue.length === 0 && inFlight.size > 0) await Promise.race([...inFlight, sleep(100)]);
+  }
+  while (inFlight.size > 0) await Promise.all([...inFlight]);
+  await sender.fed;
+  log(`feed done after ${((Date.now() - phaseStart) / 1000).toFixed(1)} s; faults: ${[...counts].map(([k, n]) => `${k} ${n}`).join(', ')}`);
+
+  // Heal and drain.
+  healing = true;
+  for (const w of workers) {
+    if (w.paused) w.proc.resume();
+    w.paused = false;
+    w.proxy.setMode({ kind: 'pass' });
+  }
+  await Promise.all(workers.map((w) => startWorker(w)));
+  const drainStart = Date.now();
+  const drained = await drain(profile.drainMs);
+  log(`drain ${drained ? 'complete' : 'TIMED OUT'} after ${((Date.now() - drainStart) / 1000).toFixed(1)} s (${await live().catch(() => -1)} live rows)`);
+  await sender.proc.shutdown();
+  await Promise.all(workers.map((w) => w.proc.shutdown()));
+  await flushFaults();
+  await monitor.stop();
+
+  const monitorHard: Record<string, number> = { 'I-K1-DB': 0, 'I-STALL': 0, 'I-DEDUP': 0, 'I-JOIN': 0 };
+  for (const [k, v] of monitor.violations) monitorHard[k] = v.count;
+  const result: Audit = await audit(pool, { since: chaosSince, monitor: monitorHard, crashes, deadlocks: monitor.deadlocks });
+  result.hard['I-REEXEC-CONTROL'] = controlReexec;
+  result.hard['DRAIN'] = drained && controlDrained ? 0 : 1;
+
+  const recoveries = monitor.recoveries.filter((r) => r.kind === 'sigkill');
+  const rec = recoveries.filter((r) => r.done !== undefined).map((r) => (r.done! - r.from) / 1000);
+  const halfOpen = await pool.query<{ ms: number | null }>(
+    `SELECT extract(epoch FROM (SELECT min(e.at) FROM chaos.events e WHERE e.worker = f.target AND e.at > f.injected_at
+                                 AND e.event IN ('log:warn', 'log:error', 'flush:error', 'executor:crash')) - f.injected_at) * 1000 AS ms
+       FROM chaos.faults f WHERE f.kind = 'blackhole'`,
+  );
+  const figures: Record<string, number | string | null> = {
+    ...result.figures,
+    'SIGKILL recoveries measured': rec.length,
+    'SIGKILLs with no held rows': recoveries.length === 0 ? counts.get('sigkill') ?? 0 : (counts.get('sigkill') ?? 0) - recoveries.length,
+    'SIGKILLs not recovered': recoveries.length - rec.length,
+    'recovery p50 s': percentile(rec, 50),
+    'recovery p99 s': percentile(rec, 99),
+    'recovery max s': rec.length ? Math.max(...rec) : Number.NaN,
+    'Postgres back → first commit s': pgRecoveries.length ? Math.max(...pgRecoveries) / 1000 : Number.NaN,
+    'blackhole → worker noticed s': halfOpen.rows.length ? Math.max(...halfOpen.rows.map((r) => Number(r.ms ?? Number.NaN))) / 1000 : Number.NaN,
+    'poison-pill worker deaths': pillDeaths,
+    'monitor samples': monitor.samples,
+    'wall time s': Math.round((Date.now() - began) / 1000),
+  };
+  if (result.hard['SIGKILL-NOT-RECOVERED'] === undefined) result.hard['SIGKILL-NOT-RECOVERED'] = recoveries.length - rec.length;
+
+  const c = (k: FaultKind): number => counts.get(k) ?? 0;
+  const f2 = (n: number | string | null | undefined): string => (typeof n === 'number' && Number.isFinite(n) ? n.toFixed(2) : String(n));
+  const zero = (name: string): string => `${result.hard[name] ?? 0}`;
+  const failed = Object.entries(result.hard).filter(([, n]) => n !== 0);
+  const headline =
+    `${profile.title}, seed ${seed}: ${figures['instances']} instances (${figures['step executions']} step executions, ` +
+    `${figures['signals acknowledged']} signals, ${figures['fan-outs']} fan-outs × 10 children) through ${c('sigkill')} SIGKILLs, ` +
+    `${c('sigstop')} pauses past the lease, ${c('backend-kill')} backend kills, ${c('pg-immediate')} immediate + ${c('pg-fast')} fast ` +
+    `Postgres restarts, ${c('blackhole')} blackholed links, ${c('redis-kill')} Redis kills: ${zero('I-LOST')} lost, ${zero('I-REWIND')} rewinds, ` +
+    `${zero('I-DUPCOMMIT')} duplicate commits (${figures['stale outcomes rejected']} stale outcomes rejected), ${zero('I-SIG-LOST')} lost signals, ` +
+    `${zero('I-K1-DB')} K=1 violations, ${zero('F-DEADLOCK')} deadlocks, ${zero('F-CRASH')} scheduler crashes; recovery after SIGKILL ` +
+    `p50 / p99 / max = ${f2(figures['recovery p50 s'])} / ${f2(figures['recovery p99 s'])} / ${f2(figures['recovery max s'])} s at lease 2 s; ` +
+    `Postgres restart → resumed in ${f2(figures['Postgres back → first commit s'])} s; re-executions ${figures['re-executions']} ` +
+    `(${result.hard['I-REEXEC-EXPLAINED'] === 0 ? 'all explained by faults' : `${result.hard['I-REEXEC-EXPLAINED']} unexplained`}).`;
+
+  const recoveryDetail = recoveries.map((r) => {
+    const slowest = [...r.recovered].sort((a, b) => b[1] - a[1])[0];
+    return {
+      target: r.target,
+      atS: (r.from - phaseStart) / 1000,
+      rows: r.rows.size,
+      recoveredS: r.done === undefined ? null : (r.done - r.from) / 1000,
+      slowest: slowest ? { id: slowest[0], afterS: (slowest[1] - r.from) / 1000 } : null,
+    };
+  });
+  const out = { recoveries: recoveryDetail, profile: profile.name, seed, command: `npm run ${profile.name === 'R1' ? 'test:chaos' : 'chaos:soak'} -- --seed ${seed}`, headline, hard: result.hard, figures, examples: result.examples, faults: Object.fromEntries(counts), monitorExamples: Object.fromEntries(monitor.violations), artifacts };
+  writeFileSync(report, `${JSON.stringify(out, null, 2)}\n`);
+  process.stdout.write('\nHard invariants (RELIABILITY §5.1, each must be 0):\n');
+  for (const [k, v] of Object.entries(result.hard)) process.stdout.write(`  ${v === 0 ? 'ok ' : 'BAD'} ${k} = ${v}\n`);
+  process.stdout.write('Figures:\n');
+  for (const [k, v] of Object.entries(figures)) process.stdout.write(`  ${k}: ${typeof v === 'number' && !Number.isInteger(v) ? f2(v) : String(v)}\n`);
+  for (const [k, v] of Object.entries(result.examples)) process.stdout.write(`Examples of ${k}: ${JSON.stringify(v).slice(0, 2000)}\n`);
+  process.stdout.write(`\n${headline}\n${Object.keys(result.hard).length - failed.length} passed, ${failed.length} failed. report: ${report}\n`);
+
+  await pool.end();
+  for (const w of workers) {
+    await w.proxy.close();
+    w.proc.close();
+  }
+  await redis?.kill();
+  await cluster.destroy(keep || failed.length > 0);
+  if (failed.length > 0) log(`kept ${cluster.baseDir} and ${artifacts} for inspection`);
+  process.exit(failed.length > 0 ? 1 : 0);
+}
+
+main().catch(async (err: unknown) => {
+  process.stderr.write(`chaos run failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  for (const cleanup of cleanups) await cleanup().catch(() => undefined);
+  process.exit(2);
+});
