@@ -6,6 +6,7 @@ import { RELEASE_CLAIMS } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ChildRecord, ClaimedRow, ClaimRecord, InboxRecord } from './claimed-row';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
+import { emitThrottled } from './throttle-telemetry';
 
 const CLAIM_ATTEMPTS = 3;
 const ARBITER_INDEX = 'gen_durable_concurrency_active';
@@ -70,10 +71,7 @@ export class Picker {
       limited.map((r) => ({ id: r.id, gateKey: r.gated ? r.concurrencyKey : null, rateKey: r.rateLimit, weight: r.weight })),
       queue,
     );
-    for (const t of result.throttled) {
-      if (t.kind === 'conc') this.telemetry.emit('concurrency:throttled', { wanted: t.wanted, admitted: t.granted }, { key: t.key, queue });
-      else this.telemetry.emit('rate_limit:throttled', { wanted: t.wanted, granted: t.granted }, { key: t.key, queue });
-    }
+    emitThrottled(this.telemetry, result.throttled, queue);
     const slots = new Map(result.admitted.map((a) => [a.id, a.slot]));
     for (const row of rows) if (slots.has(row.id)) row.slot = slots.get(row.id) ?? null;
     if (result.denied.length === 0) return rows;

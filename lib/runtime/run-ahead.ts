@@ -4,6 +4,7 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
 import type { FlushEntry, FlushReply, TransitionEntry } from './flush-entry';
+import { emitThrottled } from './throttle-telemetry';
 
 /** What the executor does after {@link RunAhead.advance}. */
 export type RunAheadStep =
@@ -80,10 +81,7 @@ export class RunAhead {
       let admitted: { id: string; slot: LimiterSlot | null } | undefined;
       try {
         const result = await this.limiter.admit([{ id: current.id, gateKey, rateKey: entry.rateLimit, weight: entry.weight }], current.queue);
-        for (const t of result.throttled) {
-          if (t.kind === 'conc') this.telemetry.emit('concurrency:throttled', { wanted: t.wanted, admitted: t.granted }, { key: t.key, queue: current.queue });
-          else this.telemetry.emit('rate_limit:throttled', { wanted: t.wanted, granted: t.granted }, { key: t.key, queue: current.queue });
-        }
+        emitThrottled(this.telemetry, result.throttled, current.queue);
         admitted = result.admitted.find((a) => a.id === current.id);
       } catch (err) {
         return { kind: 'crash', error: `inline admission failed: ${String(err)}` };
