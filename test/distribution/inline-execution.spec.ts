@@ -12,6 +12,8 @@ interface ChainState {
   /** Per-transition override of start → b. */
   inlineB?: boolean;
   sleepMs?: number;
+  /** Start: the test takes the claim away (a re-claim bumps the fencing token) mid-step. */
+  steal?: boolean;
 }
 
 /** What the steps saw, for the assertions. */
@@ -20,6 +22,7 @@ const probe = {
   steps: [] as Array<{ id: string; step: string; tag: string; stmt: number }>,
   running: new Map<string, number>(),
   maxRunning: new Map<string, number>(),
+  steal: async (_id: string): Promise<void> => undefined,
   reset(statements: string[]): void {
     this.statements = statements;
     this.steps.length = 0;
@@ -55,6 +58,7 @@ function toB(state: ChainState): NextOptions {
 class InlineChain {
   @Step() async start(ctx: StepContext<ChainState>) {
     await observe(ctx, ctx.state.bKey === undefined && ctx.state.tag.startsWith('keep'));
+    if (ctx.state.steal) await probe.steal(ctx.id);
     return next('b', ctx.state, toB(ctx.state));
   }
   @Step() async b(ctx: StepContext<ChainState>) {
@@ -253,6 +257,22 @@ describe('inline execution', () => {
     expect(probe.maxRunning.get('two')).toBeLessThanOrEqual(2);
     expect(lim.eventsOf('run_ahead:yield').some((e) => e.metadata['reason'] === 'throttled')).toBe(true);
     await eventually(async () => (await availableOf('two:x')) === 2);
+  });
+
+  it('a chain whose claim was taken away ends at the stale continue and never reaches admission', async () => {
+    probe.steal = async (id) => {
+      await db.pool.query(`UPDATE gen_durable SET claim_seq = claim_seq + 1 WHERE id = $1`, [id]);
+    };
+    const id = await h.engine.insert(InlineChain, { state: { tag: 'stolen', bRate: 'fast', steal: true } });
+    const stale = await h.waitFor('outcome:stale', (e) => e.metadata['id'] === id);
+    expect(stale.metadata['kind']).toBe('next');
+    const [a] = stepsOf(id);
+    // After the step: the continue's flush, found stale — no admit, no enrichment, no step b
+    // (a refill claim of the now idle scheduler may follow; it finds nothing).
+    expect(h.statements.slice(a!.stmt).filter((s) => s !== 'claim_runnable')).toEqual(['begin', 'flush_transitions', 'commit']);
+    expect(stepsOf(id).map((s) => s.step)).toEqual(['start']);
+    expect(h.eventsOf('run_ahead:continue', id)).toEqual([]);
+    expect(await statusOf(id)).toMatchObject({ status: 'executing', step: 'start' });
   });
 
   it('a new unconfigured (K = 1) key is never inlined: the chain yields contended and the row requeues', async () => {
