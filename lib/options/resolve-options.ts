@@ -227,6 +227,10 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   if (typeof nodeId !== 'string' || nodeId.length === 0) throw new ConfigurationError('nodeId', 'must be a non-empty string');
 
   const prefetch = integer('prefetch', raw.prefetch, 0, 0);
+  if (raw.preparedStatements !== undefined && typeof raw.preparedStatements !== 'boolean') {
+    // A string 'false' would otherwise be truthy: never a silent default (RELIABILITY S38).
+    throw new ConfigurationError('preparedStatements', `must be a boolean, got ${inspect(raw.preparedStatements)}`);
+  }
   const resolved: ResolvedOptions = {
     name,
     dataSource: raw.dataSource,

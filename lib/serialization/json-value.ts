@@ -4,7 +4,8 @@ import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 /**
  * Serializes a value bound for a jsonb column, refusing anything JSON or jsonb would not hold
  * faithfully (SPEC §26.8): bigint, cycles, non-finite numbers, `undefined`/functions/symbols,
- * Map/Set, strings with `\u0000` or lone surrogates. `Date` (and other `toJSON` objects)
+ * Map/Set, typed arrays and buffers, holes in sparse arrays, strings with `\u0000` or lone
+ * surrogates. `Date` (and other `toJSON` objects)
  * are stored through their `toJSON`. Errors name the path of the offending value.
  */
 export function toJsonText(value: unknown, path: string, maxBytes: number): string {
@@ -49,13 +50,22 @@ function check(value: unknown, path: string, seen: Set<object>): void {
   if (object instanceof Map || object instanceof Set || object instanceof WeakMap || object instanceof WeakSet) {
     throw new InvalidInputError(path, `is a ${object.constructor.name}, which JSON would store as {} (convert it to an object or array)`);
   }
+  if (ArrayBuffer.isView(object) || object instanceof ArrayBuffer) {
+    // JSON would store a Uint8Array as {"0": …, "1": …} and a buffer as {} (finding F-R5).
+    throw new InvalidInputError(path, `is a ${object.constructor.name}, which JSON cannot store faithfully (convert it to an array or a base64 string)`);
+  }
   if (typeof (object as { toJSON?: unknown }).toJSON === 'function') {
     check((object as { toJSON: () => unknown }).toJSON(), path, seen);
     return;
   }
   seen.add(object);
   if (Array.isArray(object)) {
-    object.forEach((item: unknown, i) => check(item, `${path}[${i}]`, seen));
+    // Index by index: forEach skips the holes of a sparse array, which JSON writes as null.
+    const items: unknown[] = object;
+    for (let i = 0; i < items.length; i++) {
+      if (!(i in items)) throw new InvalidInputError(`${path}[${i}]`, 'is a hole in a sparse array, which JSON would store as null');
+      check(items[i], `${path}[${i}]`, seen);
+    }
   } else {
     for (const [key, item] of Object.entries(object)) {
       if (key.includes('\u0000') || !key.isWellFormed()) {
