@@ -11,6 +11,7 @@ import {
   UPSERT_BUCKET_CONFIGS,
 } from '../sql/limiter.sql';
 import type { Telemetry } from '../telemetry/telemetry';
+import { AdmitVerdicts } from './admit-verdicts';
 import type {
   AdmitResult,
   LimitConfig,
@@ -18,7 +19,6 @@ import type {
   LimiterEntry,
   LimiterSlot,
   ReconcileResult,
-  ThrottleReport,
 } from './limiter.interface';
 
 /** Retries of an admit that tripped a bucket constraint, and of a credit (SPEC §22 fixed internals). */
@@ -186,45 +186,16 @@ export class PostgresLimiter implements Limiter {
 /** Turns the per-entry rows of ADMIT into the contract's result and per-key reports. */
 function verdicts(entries: readonly LimiterEntry[], records: readonly AdmitRecord[]): AdmitResult {
   const byId = new Map(records.map((r) => [r.id, r]));
-  const admitted: { id: string; slot: LimiterSlot | null }[] = [];
-  const denied: string[] = [];
-  const gates = new Map<string, { wanted: number; granted: number }>();
-  const rates = new Map<string, { wanted: number; granted: number }>();
-  const tally = (
-    map: Map<string, { wanted: number; granted: number }>,
-    key: string,
-    ok: boolean,
-  ): void => {
-    const t = map.get(key) ?? { wanted: 0, granted: 0 };
-    t.wanted += 1;
-    if (ok) t.granted += 1;
-    map.set(key, t);
-  };
+  const v = new AdmitVerdicts();
   for (const entry of entries) {
     const r = byId.get(entry.id);
-    if (entry.gateKey !== null) tally(gates, entry.gateKey, r?.gate_ok === true);
-    if (entry.rateKey !== null && r?.rate_checked) tally(rates, entry.rateKey, r.rate_ok);
+    if (entry.gateKey !== null) v.gate(entry.gateKey, r?.gate_ok === true);
+    if (entry.rateKey !== null && r?.rate_checked) v.rate(entry.rateKey, r.rate_ok);
     if (r?.admitted) {
-      admitted.push({
-        id: entry.id,
-        slot:
-          entry.gateKey !== null && r.shard !== null
-            ? { key: entry.gateKey, shard: r.shard, id: entry.id }
-            : null,
-      });
+      v.admit(entry.id, entry.gateKey !== null && r.shard !== null ? { key: entry.gateKey, shard: r.shard, id: entry.id } : null);
     } else {
-      denied.push(entry.id);
+      v.deny(entry.id);
     }
   }
-  return { admitted, denied, throttled: reports(gates, rates) };
-}
-
-export function reports(
-  gates: ReadonlyMap<string, { wanted: number; granted: number }>,
-  rates: ReadonlyMap<string, { wanted: number; granted: number }>,
-): ThrottleReport[] {
-  const out: ThrottleReport[] = [];
-  for (const [key, t] of gates) if (t.granted < t.wanted) out.push({ kind: 'conc', key, ...t });
-  for (const [key, t] of rates) if (t.granted < t.wanted) out.push({ kind: 'rate', key, ...t });
-  return out;
+  return v.result();
 }

@@ -18,7 +18,7 @@ import type {
   LimiterSlot,
   ReconcileResult,
 } from './limiter.interface';
-import { reports } from './postgres.limiter';
+import { AdmitVerdicts } from './admit-verdicts';
 import { ADMIT_SCRIPT, RENEW_SCRIPT, type RedisScript, SEED_SCRIPT } from './redis.scripts';
 
 /** Commands defined from redis.scripts.ts, called as (numberOfKeys, ...keys, ...args). */
@@ -288,34 +288,15 @@ export class RedisLimiter implements Limiter {
   }
 
   private verdicts(entries: readonly LimiterEntry[], codes: readonly number[]): AdmitResult {
-    const admitted: { id: string; slot: LimiterSlot | null }[] = [];
-    const denied: string[] = [];
-    const gates = new Map<string, { wanted: number; granted: number }>();
-    const rates = new Map<string, { wanted: number; granted: number }>();
-    const tally = (
-      map: Map<string, { wanted: number; granted: number }>,
-      key: string,
-      ok: boolean,
-    ): void => {
-      const t = map.get(key) ?? { wanted: 0, granted: 0 };
-      t.wanted += 1;
-      if (ok) t.granted += 1;
-      map.set(key, t);
-    };
+    const v = new AdmitVerdicts();
     entries.forEach((e, i) => {
       const code = codes[i];
-      if (e.gateKey !== null) tally(gates, e.gateKey, code !== 2);
-      if (e.rateKey !== null && code !== 2) tally(rates, e.rateKey, code === 1);
-      if (code === 1) {
-        admitted.push({
-          id: e.id,
-          slot: e.gateKey === null ? null : { key: e.gateKey, shard: 1, id: e.id },
-        });
-      } else {
-        denied.push(e.id);
-      }
+      if (e.gateKey !== null) v.gate(e.gateKey, code !== 2);
+      if (e.rateKey !== null && code !== 2) v.rate(e.rateKey, code === 1);
+      if (code === 1) v.admit(e.id, e.gateKey === null ? null : { key: e.gateKey, shard: 1, id: e.id });
+      else v.deny(e.id);
     });
-    return { admitted, denied, throttled: reports(gates, rates) };
+    return v.result();
   }
 
   private warn(message: string): void {
