@@ -76,25 +76,54 @@ export class SqlExecutor {
       ...(this.options.preparedStatements ? { name: prepared.name } : {}),
     };
     if (on) return on.query<R>(config);
-    const client = await this.pool.connect();
-    let failed: Error | undefined;
-    const onError = (err: Error): void => {
-      failed ??= err;
-    };
-    // NOTE: a checked-out client emits 'error' when its connection dies outside a query (a
-    // terminated backend's FATAL arriving with the previous ReadyForQuery); the pool listens
-    // only on idle clients, so without this listener that is an uncaught exception that
-    // kills the process (docs/reliability.md, finding F-R1).
-    client.on('error', onError);
+    const lease = await this.checkout();
     try {
-      return await client.query<R>(config);
+      return await lease.client.query<R>(config);
     } catch (err) {
-      if (isConnectionLevel(err)) failed = err as Error;
+      if (isConnectionLevel(err)) lease.fail(err as Error);
       throw err;
     } finally {
-      client.off('error', onError);
-      client.release(failed);
+      lease.release();
     }
+  }
+
+  /**
+   * A pooled client with an 'error' listener attached for as long as it is checked out.
+   * NOTE: a checked-out client emits 'error' when its connection dies outside a query (a
+   * terminated backend's FATAL arriving between two statements, or in the same TCP chunk as
+   * a ReadyForQuery); the pool listens only on idle clients, so without a listener that is an
+   * uncaught exception that kills the process. The listener is attached in pool.connect's
+   * callback, synchronously: with the promise form it would come a microtask after the pool
+   * handed over a brand-new client, too late for a FATAL parsed with the startup's
+   * ReadyForQuery (docs/reliability.md, finding F-R1). A client that failed is destroyed.
+   */
+  private checkout(): Promise<{ client: PoolClient; fail(err: Error): void; readonly failed: Error | undefined; release(): void }> {
+    return new Promise((resolve, reject) => {
+      this.pool.connect((err, client) => {
+        if (err || !client) {
+          reject(err ?? new Error('the pool handed out no client'));
+          return;
+        }
+        let failed: Error | undefined;
+        const onError = (e: Error): void => {
+          failed ??= e;
+        };
+        client.on('error', onError);
+        resolve({
+          client,
+          fail: (e) => {
+            failed ??= e;
+          },
+          get failed() {
+            return failed;
+          },
+          release: () => {
+            client.off('error', onError);
+            client.release(failed);
+          },
+        });
+      });
+    });
   }
 
   /**
@@ -105,13 +134,8 @@ export class SqlExecutor {
     fn: (tx: Queryable) => Promise<T>,
     options: { idleInTransactionMs?: number } = {},
   ): Promise<T> {
-    const client: PoolClient = await this.pool.connect();
-    let broken: Error | undefined;
-    // See queryResult: the connection may die between two statements of the transaction.
-    const onError = (err: Error): void => {
-      broken ??= err;
-    };
-    client.on('error', onError);
+    const lease = await this.checkout();
+    const client = lease.client;
     try {
       if (options.idleInTransactionMs === undefined) {
         await this.control(client, BEGIN);
@@ -124,18 +148,17 @@ export class SqlExecutor {
       return result;
     } catch (err) {
       if (isConnectionLevel(err)) {
-        broken = err as Error;
-      } else {
+        lease.fail(err as Error);
+      } else if (lease.failed === undefined) {
         try {
           await this.control(client, ROLLBACK);
         } catch (rollbackErr) {
-          broken = rollbackErr as Error;
+          lease.fail(rollbackErr as Error);
         }
       }
       throw err;
     } finally {
-      client.off('error', onError);
-      client.release(broken);
+      lease.release();
     }
   }
 

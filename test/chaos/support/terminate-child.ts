@@ -7,6 +7,7 @@ import { Client, Pool } from 'pg';
 
 import { SqlExecutor } from '../../../lib/db/sql-executor';
 import { sql } from '../../../lib/sql/statement';
+import { HandoverProxy } from './handover-proxy';
 
 const PID = sql('chaos_probe_pid', 'SELECT pg_backend_pid() AS pid');
 const url = process.env['GD_TERMINATE_URL'] ?? '';
@@ -32,7 +33,30 @@ async function main(): Promise<void> {
   }
   // The pool still works afterwards (the broken client was destroyed, not reused).
   const [after] = await executor.query<{ pid: number }>(PID);
-  process.stdout.write(`${JSON.stringify({ answer, poolWorks: typeof after?.pid === 'number' })}\n`);
+
+  // A backend terminated while the pool hands its brand-new client over: the FATAL comes in
+  // the same TCP chunk as the startup's ReadyForQuery (a backend kill or a Postgres restart
+  // racing a fresh connection; the R1 run met it through its fault proxy).
+  const port = Number(new URL(url).port || 5432);
+  const proxy = await HandoverProxy.start(port, async (pid) => {
+    await killer.query('SELECT pg_terminate_backend($1)', [pid]);
+  });
+  const proxied = new URL(url);
+  proxied.port = String(proxy.port);
+  const handoverPool = new Pool({ connectionString: proxied.toString(), max: 1 });
+  handoverPool.on('error', () => undefined);
+  const handover = new SqlExecutor(handoverPool, { schema: 'public', preparedStatements: true, statementTimeoutMs: 5_000 });
+  let handoverAnswer: string;
+  try {
+    await handover.query(PID);
+    handoverAnswer = 'answered';
+  } catch (err) {
+    handoverAnswer = `rejected: ${(err as Error).message}`;
+  }
+  const [again] = await handover.query<{ pid: number }>(PID);
+  process.stdout.write(`${JSON.stringify({ answer, poolWorks: typeof after?.pid === 'number', handoverAnswer, handoverPoolWorks: typeof again?.pid === 'number' })}\n`);
+  await handoverPool.end();
+  await proxy.close();
   await killer.end();
   await pool.end();
 }
