@@ -77,6 +77,12 @@ const sequences: Record<string, Cmd[]> = {
     new PickCmd(W_A1, 1),
     new CompleteCmd(W_A1, CURRENT, 'next'),
     new DeliverCmd(0, 'x', 'd2', true, false),
+    // Parked on x again: a webhook retrying d1 after its consumption is still a duplicate and
+    // wakes nothing (§26.7); only a new key does.
+    new PickCmd(W_A1, 1),
+    new CompleteCmd(W_A1, CURRENT, 'await'),
+    new DeliverCmd(0, 'x', 'd1', true, false),
+    new DeliverCmd(0, 'x', 'd3', true, false),
     new PickCmd(W_A1, 1),
     new CompleteCmd(W_A1, CURRENT, 'done'),
     new DeliverCmd(0, 'x', null, true, false),
