@@ -191,7 +191,12 @@ if (FAULTS_ENABLED) {
       else if (message.op === 'release') releaseFaults(message.point);
       else if (message.op === 'clear') clearFaults();
     });
-    // The control channel must not keep a finished process alive.
-    process.channel?.unref();
+    // The control channel must not keep a finished process alive. Under a test runner that
+    // wraps `process` (jest workers), the channel may refuse unref: it is then the runner's.
+    try {
+      process.channel?.unref();
+    } catch {
+      // the runner owns the channel's lifetime
+    }
   }
 }
