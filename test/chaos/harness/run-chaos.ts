@@ -51,6 +51,8 @@ interface Worker {
   down: boolean;
   paused: boolean;
   blackholed: boolean;
+  /** A start in progress (restarts by the nemesis and the supervisor may overlap). */
+  starting?: Promise<void>;
 }
 
 interface FaultLog {
@@ -129,7 +131,7 @@ async function main(): Promise<void> {
   let crashes = 0;
   const boots: number[] = [];
   let pillDeaths = 0;
-  let healing = false;
+
   const supervise = (w: Worker): void => {
     w.proc.onExit = (exit) => {
       w.down = true;
@@ -147,27 +149,31 @@ async function main(): Promise<void> {
           log(`worker ${w.name} exited unexpectedly (code ${String(exit.code)}, signal ${String(exit.signal)})`);
         }
         await sleep(500);
-        if (!healing || !w.proc.running) await startWorker(w);
-      })();
+        await startWorker(w);
+      })().catch((err: unknown) => log(`restarting ${w.name} failed: ${String(err)}`));
     };
   };
-  const startWorker = async (w: Worker): Promise<void> => {
-    if (w.proc.running) return;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        // A booting worker holds no claims: it no longer counts as disrupted, and the next
-        // fault may pick another worker (or this one, mid-boot).
-        const booting = w.proc.start();
-        w.down = false;
-        const started = Date.now();
-        await booting;
-        boots.push(Date.now() - started);
-        return;
-      } catch (err) {
-        if (attempt >= 5) throw err;
-        await sleep(1_000);
+  const startWorker = (w: Worker): Promise<void> => {
+    if (w.starting) return w.starting;
+    if (w.proc.running) return Promise.resolve();
+    w.starting = (async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          // A booting worker holds no claims: it no longer counts as disrupted, and the next
+          // fault may pick another worker (or this one, mid-boot).
+          const booting = w.proc.start();
+          w.down = false;
+          const started = Date.now();
+          await booting;
+          boots.push(Date.now() - started);
+          return;
+        } catch (err) {
+          if (attempt >= 5) throw err;
+          await sleep(1_000);
+        }
       }
-    }
+    })().finally(() => (w.starting = undefined));
+    return w.starting;
   };
   for (const w of workers) supervise(w);
   await Promise.all(workers.map((w) => startWorker(w)));
@@ -376,7 +382,7 @@ async function main(): Promise<void> {
   log(`feed done after ${((Date.now() - phaseStart) / 1000).toFixed(1)} s; faults: ${[...counts].map(([k, n]) => `${k} ${n}`).join(', ')}`);
 
   // Heal and drain.
-  healing = true;
+
   for (const w of workers) {
     if (w.paused) w.proc.resume();
     w.paused = false;
@@ -465,6 +471,16 @@ async function main(): Promise<void> {
   await cluster.destroy(keep || failed.length > 0);
   if (failed.length > 0) log(`kept ${cluster.baseDir} and ${artifacts} for inspection`);
   process.exit(failed.length > 0 ? 1 : 0);
+}
+
+for (const kind of ['uncaughtException', 'unhandledRejection'] as const) {
+  process.on(kind, (err: unknown) => {
+    process.stderr.write(`chaos orchestrator ${kind}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    void (async () => {
+      for (const cleanup of cleanups) await cleanup().catch(() => undefined);
+      process.exit(2);
+    })();
+  });
 }
 
 main().catch(async (err: unknown) => {
