@@ -111,11 +111,12 @@ const executions: { id: string; step: string; attempt: number }[] = [];
 class FaultedFsm {
   @Step() a(ctx: StepContext<{ seq: number }>) {
     executions.push({ id: ctx.id, step: 'a', attempt: ctx.attempt });
-    return next('b', { seq: ctx.state.seq + 1 });
+    // `by` records which execution of step a committed (its attempt).
+    return next('b', { seq: ctx.state.seq + 1, by: ctx.attempt });
   }
-  @Step() b(ctx: StepContext<{ seq: number }>) {
+  @Step() b(ctx: StepContext<{ seq: number; by: number }>) {
     executions.push({ id: ctx.id, step: 'b', attempt: ctx.attempt });
-    return done({ seq: ctx.state.seq + 1 });
+    return done({ seq: ctx.state.seq + 1, by: ctx.state.by });
   }
 }
 
@@ -141,7 +142,7 @@ describe('fault points in the engine', () => {
     try {
       armFault({ point: 'flush.beforeCommit', action: { kind: 'throw' }, times: 1 });
       const id = await h.engine.insert(FaultedFsm, { state: { seq: 0 } });
-      expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({ kind: 'done', result: { seq: 2 } });
+      expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({ kind: 'done', result: { seq: 2, by: 0 } });
       expect(hits).toEqual(['flush.beforeCommit']);
       // Each step ran once: the failed transaction was retried by the flusher, not re-executed.
       expect(runsOf(id, 'a')).toHaveLength(1);
@@ -188,8 +189,9 @@ describe('fault points in the engine', () => {
     clearFaults();
     const stale = await h.waitFor('outcome:stale', (e) => e.metadata['id'] === id);
     expect(stale.metadata).toMatchObject({ step: 'a', kind: 'next' });
-    expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({ kind: 'done', result: { seq: 2 } });
-    // Step a executed twice (at-least-once) but committed once: seq went 0 → 1 → 2, never back.
+    // T2 (attempt 1) committed step a, not the stale T1: seq went 0 → 1 → 2, never back.
+    expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({ kind: 'done', result: { seq: 2, by: 1 } });
+    // Step a executed twice (at-least-once) but committed once.
     expect(runsOf(id, 'a').map((e) => e.attempt)).toEqual([0, 1]);
     expect(runsOf(id, 'b')).toHaveLength(1);
   });
