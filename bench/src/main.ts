@@ -142,7 +142,7 @@ async function run(
           const cap = a.maxN?.[kind]?.[opts.quick ? 1 : 0] ?? Infinity;
           const n = Math.min(kind === 'fsm3' ? opts.fsm3N : opts.n, cap);
           const unit = kind === 'fsm3' ? 'steps/s' : 'jobs/s';
-          const r = row({ scenario, engine: a.id, concurrency: c, n, metric: kind === 'fsm3' ? 'throughput' : 'throughput', unit, better: 'higher' });
+          const r = row({ scenario, engine: a.id, concurrency: c, n, metric: 'throughput', unit, better: 'higher' });
           const label = `${scenario} c=${c} #${rep + 1} ${a.id}`;
           try {
             const o = await drainCase(rc, a, kind, c, n);
