@@ -44,24 +44,24 @@ const sequences: Record<string, Cmd[]> = {
     new PickCmd(W_A1, 1),
     new CompleteCmd(W_A1, NEWEST, 'done'),
   ],
-  // §26.5: a row reaped MAX_REAPS times fails as a poison pill; its parent is joined.
+  // §26.5: a row reaped MAX_REAPS times fails as a poison pill; its parent is joined. Both
+  // children are claimed and lost together each round, so each reaches the cap.
   'poison pill after repeated reaps joins its parent': [
     new InsertCmd(null, null, false),
     new PickCmd(W_A1, 1),
     new CompleteCmd(W_A1, NEWEST, 'spawn2'),
-    new PickCmd(W_B1, 1),
-    new ExpireLeaseCmd(0),
-    new ReapCmd(),
-    new PickCmd(W_B1, 1),
-    new ExpireLeaseCmd(0),
-    new ReapCmd(),
-    new PickCmd(W_B1, 1),
-    new ExpireLeaseCmd(0),
-    new ReapCmd(),
-    new PickCmd(W_A2, 1),
-    new CompleteCmd(W_A2, NEWEST, 'stop'),
+    ...[1, 2, 3].flatMap(() => [new PickCmd(W_B1, 2), new ExpireLeaseCmd(0), new ExpireLeaseCmd(1), new ReapCmd()]),
     new PickCmd(W_A2, 1),
     new CompleteCmd(W_A2, NEWEST, 'done'),
+  ],
+  // §8.4: the signal is stored while the step runs; the park's recheck wakes the row at once.
+  'signal before the park: the recheck wakes it': [
+    new InsertCmd(null, null, false),
+    new PickCmd(W_A1, 1),
+    new DeliverCmd(0, 'x', null, false, false),
+    new CompleteCmd(W_A1, CURRENT, 'await'),
+    new PickCmd(W_A1, 1),
+    new CompleteCmd(W_A1, CURRENT, 'next'),
   ],
   // §8.4/§8.5: a pack — a presented signal does not wake a re-await, a new one does; a
   // duplicate dedup key stays a duplicate after consumption (§26.7).
