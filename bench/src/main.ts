@@ -309,7 +309,7 @@ async function run(
     opts.json ?? path.join(repoRoot(), 'bench', 'results', `${startedAt.toISOString().replace(/[:.]/g, '-')}${opts.quick ? '-quick' : ''}.json`);
   writeJson(file, {
     version: 1,
-    command: `npm run bench --${argv.length ? ' ' + argv.join(' ') : ''}`,
+    command: argv.length ? `npm run bench -- ${argv.join(' ')}` : 'npm run bench',
     startedAt: startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
     wallSeconds: (performance.now() - t0) / 1000,
