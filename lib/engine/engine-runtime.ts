@@ -69,10 +69,12 @@ export class EngineRuntime {
     });
     this.watcher = new AwaitWatcher(this.sql, options.await.tick);
     this.pokeTransport = createPokeTransport(options, this.sql);
-    this.pokes = new PokeEmitter(options.poke !== 'none', (queue) => {
-      this.schedulers.get(queue)?.poke();
-      this.pokeTransport?.publish(queue);
-    });
+    const transport = this.pokeTransport;
+    this.pokes = new PokeEmitter(
+      options.poke !== 'none',
+      (queue) => this.schedulers.get(queue)?.poke(),
+      transport ? (queue) => transport.publish(queue) : undefined,
+    );
     this.batcher = options.insertBatcher ? new InsertBatcher(this.sql, options.insertBatcher, telemetry, (queues) => this.pokes.poke(queues)) : undefined;
     this.flushers = options.flushers.map((config) => new Flusher(this.sql, config, telemetry, (effects) => this.afterCommit(effects)));
     this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
