@@ -1,0 +1,92 @@
+/**
+ * `npm run explain`: EXPLAIN (ANALYZE, BUFFERS) of the production claim, enrichment and flush
+ * statements on a table with ROWS terminal + runnable rows (default 200 000), printed as text.
+ * Uses DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
+ * Every analysed statement runs inside a transaction that is rolled back.
+ */
+import { Client } from 'pg';
+
+import { migrateUp } from '../lib/schema/migrator';
+import { CLAIM_RUNNABLE, LOAD_CHILDREN, LOAD_INBOXES } from '../lib/sql/claim.sql';
+import { FLUSH_TRANSITIONS } from '../lib/sql/outcome.sql';
+import { renderStatement, type Statement } from '../lib/sql/statement';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
+  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
+};
+
+const ROWS = Number(process.env['ROWS'] ?? 200_000);
+const BATCH = 50;
+
+async function explain(client: Client, title: string, statement: Statement, params: unknown[]): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    const text = `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING ON) ${renderStatement(statement, 'public')}`;
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(text, params);
+    process.stdout.write(`\n=== ${title} (${statement.name}) ===\n${rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
+  } finally {
+    await client.query('ROLLBACK');
+  }
+}
+
+async function main(): Promise<void> {
+  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
+  const server = process.env['DATABASE_URL'] ?? embedded!.url;
+  const name = `gd_explain_${Date.now()}`;
+  const admin = new Client({ connectionString: server });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(server);
+  url.pathname = `/${name}`;
+  const client = new Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    await migrateUp({ query: (text, params) => client.query(text, params), inTransaction: false });
+    const terminal = Math.floor(ROWS * 0.7);
+    await client.query(
+      `INSERT INTO gen_durable (fsm, step, status, updated_at)
+       SELECT 'job', 'perform', 'done', now() - interval '1 hour' FROM generate_series(1, $1)`,
+      [terminal],
+    );
+    await client.query(`INSERT INTO gen_durable (fsm, step) SELECT 'job', 'perform' FROM generate_series(1, $1)`, [ROWS - terminal]);
+    await client.query('ANALYZE gen_durable');
+    process.stdout.write(`${server.replace(/:[^:@/]*@/, ':***@')} ${embedded ? '(embedded PostgreSQL)' : ''}: ${ROWS} rows, ${terminal} terminal\n`);
+
+    await explain(client, `claim of ${BATCH}`, CLAIM_RUNNABLE, ['default', BATCH, 'explain-worker', 60_000, []]);
+
+    // Claim a batch for real, then explain the enrichment and the flush of it.
+    const claimed = (await client.query<{ id: string; claim_seq: string }>(renderStatement(CLAIM_RUNNABLE, 'public'), ['default', BATCH, 'explain-worker', 60_000, []])).rows;
+    const ids = claimed.map((r) => r.id);
+    await explain(client, `enrichment: inboxes of ${ids.length}`, LOAD_INBOXES, [ids]);
+    await explain(client, `enrichment: children of ${ids.length}`, LOAD_CHILDREN, [ids]);
+    const n = claimed.length;
+    const fill = <T>(value: T): T[] => Array.from({ length: n }, () => value);
+    await explain(client, `flush of ${n} done outcomes`, FLUSH_TRANSITIONS, [
+      fill('explain-worker'),
+      ids,
+      claimed.map((r) => r.claim_seq),
+      fill('done'),
+      fill(null),
+      fill(null),
+      fill('{}'),
+      fill(null),
+      fill(0),
+      fill(null),
+      fill(1),
+      fill(false),
+      fill(null),
+      fill(null),
+    ]);
+  } finally {
+    await client.end();
+    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+    await admin.end();
+    await embedded?.stop();
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${String(err)}\n`);
+  process.exit(1);
+});
