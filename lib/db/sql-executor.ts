@@ -96,10 +96,24 @@ export class SqlExecutor {
    * callback, synchronously: with the promise form it would come a microtask after the pool
    * handed over a brand-new client, too late for a FATAL parsed with the startup's
    * ReadyForQuery (docs/reliability.md, finding F-R1). A client that failed is destroyed.
+   * Waiting for a client is bounded by the statement timeout too (SPEC §26.4): a pool without
+   * `connectionTimeoutMillis` waits forever on a half-open peer, which hung a scheduler's pick
+   * for as long as the partition lasted (finding F-R7). A client that arrives after the caller
+   * gave up goes straight back to the pool.
    */
   private checkout(): Promise<{ client: PoolClient; fail(err: Error): void; readonly failed: Error | undefined; release(): void }> {
     return new Promise((resolve, reject) => {
+      let gaveUp = false;
+      const timer = setTimeout(() => {
+        gaveUp = true;
+        reject(new Error(`timeout: no database connection within ${this.options.statementTimeoutMs} ms (statementTimeout)`));
+      }, this.options.statementTimeoutMs);
       this.pool.connect((err, client) => {
+        clearTimeout(timer);
+        if (gaveUp) {
+          client?.release(err ?? undefined);
+          return;
+        }
         if (err || !client) {
           reject(err ?? new Error('the pool handed out no client'));
           return;

@@ -53,6 +53,8 @@ interface Worker {
   blackholed: boolean;
   /** A start in progress (restarts by the nemesis and the supervisor may overlap). */
   starting?: Promise<void>;
+  /** Booted and serving (the last start completed and it has not exited since). */
+  ready: boolean;
 }
 
 interface FaultLog {
@@ -126,7 +128,7 @@ async function main(): Promise<void> {
     };
     const proc = new ChaosProcess(name, 'worker-main.ts', { GD_CHAOS_WORKER: JSON.stringify(config) }, artifacts);
     cleanups.unshift(() => proc.kill());
-    workers.push({ name, proc, proxy, down: true, paused: false, blackholed: false });
+    workers.push({ name, proc, proxy, down: true, paused: false, blackholed: false, ready: false });
   }
   let crashes = 0;
   const boots: number[] = [];
@@ -135,6 +137,7 @@ async function main(): Promise<void> {
   const supervise = (w: Worker): void => {
     w.proc.onExit = (exit) => {
       w.down = true;
+      w.ready = false;
       w.paused = false;
       if (exit.expected) return;
       // Not ours: the poison pill (it records a 'pill' fault just before it kills), or a crash.
@@ -166,6 +169,7 @@ async function main(): Promise<void> {
           const started = Date.now();
           await booting;
           boots.push(Date.now() - started);
+          w.ready = true;
           return;
         } catch (err) {
           if (attempt >= 5) throw err;
@@ -238,7 +242,7 @@ async function main(): Promise<void> {
   const pgRecoveries: number[] = [];
   const inFlight = new Set<Promise<void>>();
   const pick = <T>(list: readonly T[]): T | undefined => (list.length === 0 ? undefined : list[Math.floor(random() * list.length)]);
-  const available = (): Worker[] => workers.filter((w) => !w.down && !w.paused && !w.blackholed && w.proc.running);
+  const available = (): Worker[] => workers.filter((w) => w.ready && !w.down && !w.paused && !w.blackholed && w.proc.running);
   // One process-level fault at a time (SIGKILL, SIGSTOP, blackhole), so the other workers are
   // there to recover its rows and the recovery figure measures the engine, not an empty fleet.
   // Backend kills, Postgres and Redis faults overlap freely; the workload's own pill and
