@@ -105,7 +105,12 @@ export async function audit(pool: Pool, options: { since?: Date; monitor: Record
      WHERE NOT EXISTS (SELECT 1 FROM chaos.faults f
                         WHERE (f.target = l.worker OR f.target IN ('postgres', 'all'))
                           AND f.injected_at <= l.until + interval '2 seconds'
-                          AND COALESCE(f.healed_at, 'infinity') >= l.started_at - interval '2 seconds')`;
+                          AND COALESCE(f.healed_at, 'infinity') >= l.started_at - interval '2 seconds')
+       -- A stall the worker itself reported (scheduler:stall: its event loop was starved past
+       -- the heartbeat, e.g. by a loaded box) is a fault too, just not one the nemesis injected.
+       AND NOT EXISTS (SELECT 1 FROM chaos.events s
+                        WHERE s.worker = l.worker AND s.event = 'scheduler:stall'
+                          AND s.at BETWEEN l.started_at - interval '2 seconds' AND l.until + interval '4 seconds')`;
   const since = options.since ?? new Date(0);
   await check('I-REEXEC-EXPLAINED', unexplained.replace('%s', 'count(*) AS n'), unexplained.replace('%s', 'l.instance_id, l.fsm, l.step, l.worker, l.started_at, l.ended_at'), [since]);
   // I-SIG-LOST: an acknowledged `go` never handed to a committed execution of its parker.
@@ -181,6 +186,11 @@ export async function audit(pool: Pool, options: { since?: Date; monitor: Record
   figures['flush errors'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'flush:error'`);
   figures['executor crash paths'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'executor:crash'`);
   figures['event-loop stalls'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'scheduler:stall'`);
+  figures['re-executions explained only by a reported stall'] = await one(
+    pool,
+    unexplained.replace('%s', 'count(*) AS n').replace(/AND NOT EXISTS \(SELECT 1 FROM chaos\.events s[\s\S]*$/, ''),
+    [since],
+  ) - (hard['I-REEXEC-EXPLAINED'] ?? 0);
   figures['GC deleted'] = await one(pool, `SELECT count(*) AS n FROM chaos.deleted`);
   const counters = await pool.query<{ key: string; n: number; runs: string }>(
     `SELECT c.key, c.n, (SELECT count(*) FROM chaos.executions e WHERE e.ckey = c.key AND e.ended_at IS NOT NULL) AS runs FROM chaos.counters c`,

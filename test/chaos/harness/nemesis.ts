@@ -1,7 +1,7 @@
 import { uniform } from './random';
 
 /** The fault kinds the nemesis injects (RELIABILITY §3.3). */
-export type FaultKind = 'sigkill' | 'sigstop' | 'backend-kill' | 'pg-immediate' | 'pg-fast' | 'blackhole' | 'redis-kill';
+export type FaultKind = 'sigkill' | 'sigstop' | 'backend-kill' | 'pg-immediate' | 'pg-fast' | 'pg-outage' | 'blackhole' | 'redis-kill' | 'flush-exit';
 
 export interface PlannedFault {
   /** ms after the fault phase starts. */
@@ -19,6 +19,10 @@ export interface FaultBudget {
   readonly pgFast: number;
   readonly blackhole: number;
   readonly redisKill: number;
+  /** S02: a worker dies (exit 137 at a fault point) just before or just after a flush commits. */
+  readonly flushExit: number;
+  /** S14: Postgres stopped (fast) for 2 × the lease, then started. */
+  readonly pgOutage: number;
 }
 
 /**
@@ -40,5 +44,7 @@ export function planFaults(random: () => number, budget: FaultBudget, startMs: n
   spread(budget.pgFast, 'pg-fast', () => 0, ...middle);
   spread(budget.blackhole, 'blackhole', () => uniform(random, 4_000, 6_000));
   spread(budget.redisKill, 'redis-kill', () => uniform(random, 5_000, 10_000));
+  spread(budget.flushExit, 'flush-exit', () => uniform(random, 0, 3_000));
+  spread(budget.pgOutage, 'pg-outage', () => 2 * leaseMs, ...middle);
   return out.sort((a, b) => a.at - b.at);
 }

@@ -55,6 +55,8 @@ interface Worker {
   starting?: Promise<void>;
   /** Booted and serving (the last start completed and it has not exited since). */
   ready: boolean;
+  /** A fault point was armed to end this worker (S02): its next exit is the nemesis's. */
+  armedExit: boolean;
 }
 
 interface FaultLog {
@@ -128,9 +130,11 @@ async function main(): Promise<void> {
     };
     const proc = new ChaosProcess(name, 'worker-main.ts', { GD_CHAOS_WORKER: JSON.stringify(config) }, artifacts);
     cleanups.unshift(() => proc.kill());
-    workers.push({ name, proc, proxy, down: true, paused: false, blackholed: false, ready: false });
+    workers.push({ name, proc, proxy, down: true, paused: false, blackholed: false, ready: false, armedExit: false });
   }
   let crashes = 0;
+  /** Worker → when its flush exit was armed (S02). */
+  const flushExits = new Map<string, number>();
   const boots: number[] = [];
   let pillDeaths = 0;
 
@@ -139,7 +143,23 @@ async function main(): Promise<void> {
       w.down = true;
       w.ready = false;
       w.paused = false;
-      if (exit.expected) return;
+      if (exit.expected) {
+        w.armedExit = false; // the armed rule died with the process
+        flushExits.delete(w.name);
+        return;
+      }
+      if (w.armedExit) {
+        // S02: the flush fault point ended it, as the nemesis asked; restart it.
+        w.armedExit = false;
+        void (async () => {
+          await sleep(500);
+          await startWorker(w);
+          const armed = flushExits.get(w.name);
+          flushExits.delete(w.name);
+          if (armed) await recordFault({ kind: 'flush-exit', target: w.name, at: armed, healed: Date.now() });
+        })().catch((err: unknown) => log(`restarting ${w.name} failed: ${String(err)}`));
+        return;
+      }
       // Not ours: the poison pill (it records a 'pill' fault just before it kills), or a crash.
       void (async () => {
         const pill = await pool
@@ -348,6 +368,35 @@ async function main(): Promise<void> {
         await recordFault({ kind: f.kind, target: w.name, at, healed: Date.now() });
         return true;
       }
+      case 'flush-exit': {
+        // S02: exit(137) at the next flush of a random worker, before or after its COMMIT.
+        if (disrupted() >= 1) return false;
+        const w = pick(available());
+        if (!w) return false;
+        const point = random() < 0.5 ? 'flush.beforeCommit' : 'flush.afterCommit';
+        w.armedExit = true;
+        flushExits.set(w.name, Date.now());
+        w.proc.send({ type: 'gd-fault', op: 'arm', rule: { point, action: { kind: 'exit' }, times: 1 } });
+        count(`${w.name} at ${point}`);
+        // An idle worker may not flush soon: disarm after a while so the exit stays near the arm.
+        await sleep(5_000);
+        if (w.armedExit && w.proc.running) {
+          w.proc.send({ type: 'gd-fault', op: 'disarm', point });
+          w.armedExit = false;
+          flushExits.delete(w.name);
+        }
+        return true;
+      }
+      case 'pg-outage': {
+        // S14: Postgres down for 2 × the lease (clean stop), then back.
+        const at = Date.now();
+        await cluster.stop('fast');
+        count();
+        await sleep(f.holdMs);
+        await cluster.start();
+        await recordFault({ kind: f.kind, target: 'postgres', at, healed: Date.now() });
+        return true;
+      }
       case 'redis-kill': {
         if (!redis) return true;
         const at = Date.now();
@@ -440,7 +489,8 @@ async function main(): Promise<void> {
     `${profile.title}, seed ${seed}: ${figures['instances']} instances (${figures['step executions']} step executions, ` +
     `${figures['signals acknowledged']} signals, ${figures['fan-outs']} fan-outs × 10 children) through ${c('sigkill')} SIGKILLs, ` +
     `${c('sigstop')} pauses past the lease, ${c('backend-kill')} backend kills, ${c('pg-immediate')} immediate + ${c('pg-fast')} fast ` +
-    `Postgres restarts, ${c('blackhole')} blackholed links, ${c('redis-kill')} Redis kills: ${zero('I-LOST')} lost, ${zero('I-REWIND')} rewinds, ` +
+    `Postgres restarts, ${c('pg-outage')} Postgres outages of 2 × the lease, ${c('blackhole')} blackholed links, ${c('redis-kill')} Redis kills, ` +
+    `${c('flush-exit')} exits at a flush commit: ${zero('I-LOST')} lost, ${zero('I-REWIND')} rewinds, ` +
     `${zero('I-DUPCOMMIT')} duplicate commits (${figures['stale outcomes rejected']} stale outcomes rejected), ${zero('I-SIG-LOST')} lost signals, ` +
     `${zero('I-K1-DB')} K=1 violations, ${zero('F-DEADLOCK')} deadlocks, ${zero('F-CRASH')} scheduler crashes; recovery after SIGKILL ` +
     `p50 / p99 / max = ${f2(figures['recovery p50 s'])} / ${f2(figures['recovery p99 s'])} / ${f2(figures['recovery max s'])} s at lease 2 s; ` +
