@@ -3,7 +3,7 @@ import type { Pool } from 'pg';
 import { insertArrays } from '../../lib/engine/insert-row';
 import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
 import { INSERT_INSTANCES } from '../../lib/sql/insert.sql';
-import { HEARTBEAT, REAP_EXPIRED } from '../../lib/sql/lease.sql';
+import { FIRE_AWAIT_DEADLINES, HEARTBEAT, REAP_EXPIRED } from '../../lib/sql/lease.sql';
 import {
   CONSUME_INBOXES,
   FANOUT_LOCK_PARENTS,
@@ -24,7 +24,7 @@ import { claim, expireLease, freshQueue, inboxOf, insertRow, row, rowView, runOn
 // "only owned parents spawn" rule), one-statement signal delivery (§8.1), the reaper (§17.2),
 // the claim (§5.3) and the heartbeat (§17.1). Covered: SPEC §8.4 (signal vs park), §10
 // (reaper vs parent mid-spawn), §26.1 (stale worker vs re-claim), §26.6 (signal vs terminal
-// outcome) and RELIABILITY S06 (heartbeat vs a foreign row lock).
+// outcome), RELIABILITY S06 (heartbeat vs a foreign row lock) and S24 (await timeout vs signal).
 
 const W = 'race:default@node-a-0001';
 const W2 = 'race:default@node-b-0002';
@@ -398,6 +398,72 @@ describe('R0 races on real connections, all permutations', () => {
       expect(report.lines).toContain('f_begin f_done s_deliver* f_consume f_commit');
     });
   }
+
+  // ---------------------------------------------------------------------------------------
+  // RELIABILITY S24: an await deadline firing while a matching signal arrives. The reaper's
+  // sweep claims skip-locked; delivery locks the row and flips it in a CASE. Exactly one of
+  // them wakes the row; the signal is stored either way, unconsumed, for the woken step (not
+  // lost, not consumed unseen); the timeout keeps `awaits` and `attempt`.
+  // ---------------------------------------------------------------------------------------
+  interface DeadlineVars {
+    id: string;
+  }
+
+  const deadlineSetup = async (pool: Pool): Promise<DeadlineVars> => {
+    await pool.query('TRUNCATE gen_durable CASCADE');
+    const queue = freshQueue();
+    const id = await insertRow(pool, row('timed', 'start', { seq: 0 }, queue));
+    const [claimed] = await claim(pool, queue, W);
+    await runOn(pool, FLUSH_PARKS, unnestParams(FLUSH_PARKS, { worker: W, id, seq: claimed!.claim_seq, step: 'woken', state: '{"seq":1}', names: '["go"]', timeout_ms: 60_000 }));
+    await pool.query(`UPDATE gen_durable SET await_deadline = now() - interval '1 second' WHERE id = $1`, [id]);
+    return { id };
+  };
+  const deadlineCheck = async (
+    { vars, steps }: { vars: DeadlineVars; steps: ReadonlyMap<string, { value?: unknown; error?: Error }> },
+    pool: Pool,
+  ): Promise<void> => {
+    for (const o of steps.values()) expect(o.error).toBeUndefined();
+    const byTimeout = rowsOf(steps.get('t_fire')!.value).some((r) => r['id'] === vars.id);
+    const delivered = rowsOf(steps.get('s_deliver')!.value);
+    expect(delivered).toEqual([expect.objectContaining({ id: vars.id, inserted: true })]);
+    const bySignal = delivered[0]!['status'] === 'runnable' && !byTimeout;
+    expect(byTimeout !== bySignal).toBe(true);
+    expect(await rowView(pool, vars.id)).toMatchObject({ status: 'runnable', step: 'woken', awaits: ['go'], attempt: 0 });
+    expect(await inboxOf(pool, vars.id)).toEqual([expect.objectContaining({ name: 'go', consumed: false })]);
+    const { rows } = await pool.query<{ deadline: Date | null }>(`SELECT await_deadline AS deadline FROM gen_durable WHERE id = $1`, [vars.id]);
+    expect(rows[0]!.deadline).toBeNull();
+  };
+  const deliverGo = step<DeadlineVars>('s_deliver', ({ session, vars }) => session.run(DELIVER_SIGNAL, [vars.id, null, 'go', '{}', null]));
+
+  it('S24 await timeout vs signal: sweep and delivery each in their own transaction, 20 interleavings', async () => {
+    await run<DeadlineVars>(
+      {
+        name: 'await-timeout-vs-signal (transactions)',
+        sessions: {
+          sweeper: [begin('t_begin'), step('t_fire', ({ session }) => session.run(FIRE_AWAIT_DEADLINES, [100])), commit('t_commit')],
+          signal: [begin('s_begin'), deliverGo, commit('s_commit')],
+        },
+        setup: deadlineSetup,
+        check: deadlineCheck,
+      },
+      { valid: 17, blocking: true },
+    );
+  });
+
+  it('S24 await timeout vs signal: autocommit sweep and delivery, both orders', async () => {
+    await run<DeadlineVars>(
+      {
+        name: 'await-timeout-vs-signal (autocommit)',
+        sessions: {
+          sweeper: [step('t_fire', ({ session }) => session.run(FIRE_AWAIT_DEADLINES, [100]))],
+          signal: [deliverGo],
+        },
+        setup: deadlineSetup,
+        check: deadlineCheck,
+      },
+      { valid: 2, blocking: false },
+    );
+  });
 
   // ---------------------------------------------------------------------------------------
   // RELIABILITY S06: a foreign session holds the row lock (SELECT … FOR UPDATE) while the
