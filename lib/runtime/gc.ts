@@ -4,6 +4,7 @@ import type { SqlExecutor } from '../db/sql-executor';
 import type { Limiter } from '../limiter/limiter.interface';
 import { GC_DELETE, GC_SELECT_TERMINAL } from '../sql/maintenance.sql';
 import type { Telemetry } from '../telemetry/telemetry';
+import { PeriodicTask } from './periodic-task';
 
 /**
  * Every `gc.interval` (SPEC §18): deletes up to `batch` terminal rows older than `retention`,
@@ -12,8 +13,7 @@ import type { Telemetry } from '../telemetry/telemetry';
  * (steps 2–3; no-ops on Redis). `gc:swept {count, buckets, gates}` when anything changed.
  */
 export class GarbageCollector {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> | undefined;
+  private readonly periodic: PeriodicTask;
   private readonly logger = new Logger('GenDurable');
   lastSweepAt = 0;
 
@@ -22,20 +22,18 @@ export class GarbageCollector {
     private readonly config: { readonly interval: number; readonly retention: number; readonly batch: number },
     private readonly telemetry: Telemetry,
     private readonly limiter?: Limiter,
-  ) {}
+  ) {
+    this.periodic = new PeriodicTask(config.interval, () => this.sweep());
+  }
 
   start(): void {
     this.lastSweepAt = Date.now();
-    this.timer = setInterval(() => {
-      if (!this.running) this.running = this.sweep().finally(() => (this.running = undefined));
-    }, this.config.interval);
+    this.periodic.start();
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
     this.stopping = true;
-    await this.running;
+    await this.periodic.stop();
   }
 
   private stopping = false;

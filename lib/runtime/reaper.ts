@@ -5,6 +5,7 @@ import { CONSUME_INBOXES, JOIN_PARENTS } from '../sql/outcome.sql';
 import { FIRE_AWAIT_DEADLINES, REAP_EXPIRED } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
+import { PeriodicTask } from './periodic-task';
 
 const BATCH = 10_000;
 
@@ -14,8 +15,7 @@ const BATCH = 10_000;
  * reapers in a cluster are safe.
  */
 export class Reaper {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> | undefined;
+  private readonly periodic: PeriodicTask;
   private readonly logger = new Logger('GenDurable');
   lastSweepAt = 0;
 
@@ -28,19 +28,17 @@ export class Reaper {
     private readonly settled: (ids: readonly string[]) => void,
     /** Rows reaped again spread over reaps × this many ms (the lease TTL; see REAP_EXPIRED). */
     private readonly spreadMs = 0,
-  ) {}
+  ) {
+    this.periodic = new PeriodicTask(interval, () => this.sweep());
+  }
 
   start(): void {
     this.lastSweepAt = Date.now();
-    this.timer = setInterval(() => {
-      if (!this.running) this.running = this.sweep().finally(() => (this.running = undefined));
-    }, this.interval);
+    this.periodic.start();
   }
 
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
+  stop(): Promise<void> {
+    return this.periodic.stop();
   }
 
   /** One sweep; returns what it did (also used by tests and the testing helpers). */
