@@ -379,11 +379,16 @@ async function main(): Promise<void> {
         w.proc.send({ type: 'gd-fault', op: 'arm', rule: { point, action: { kind: 'exit' }, times: 1 } });
         count(`${w.name} at ${point}`);
         // An idle worker may not flush soon: disarm after a while so the exit stays near the arm.
+        // The disarm message can cross a flush already at the point, so the exit stays
+        // attributed to this fault for a grace period after it.
         await sleep(5_000);
         if (w.armedExit && w.proc.running) {
           w.proc.send({ type: 'gd-fault', op: 'disarm', point });
-          w.armedExit = false;
-          flushExits.delete(w.name);
+          await sleep(2_000);
+          if (w.armedExit && w.proc.running) {
+            w.armedExit = false;
+            flushExits.delete(w.name);
+          }
         }
         return true;
       }
