@@ -8,10 +8,10 @@ import {
   PRUNE_RATE_BUCKETS,
   READ_GATE_DEFICITS,
   RECONCILE_GATES,
-  UPSERT_BUCKET_CONFIGS,
 } from '../sql/limiter.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import { AdmitVerdicts } from './admit-verdicts';
+import { upsertLimitConfigs } from './upsert-limit-configs';
 import type {
   AdmitResult,
   LimitConfig,
@@ -118,26 +118,8 @@ export class PostgresLimiter implements Limiter {
     return Promise.resolve();
   }
 
-  async syncConfig(configs: readonly LimitConfig[]): Promise<void> {
-    if (configs.length === 0) return;
-    const sorted = [...configs].sort((a, b) =>
-      a.kind === b.kind
-        ? a.name < b.name
-          ? -1
-          : a.name > b.name
-            ? 1
-            : 0
-        : a.kind < b.kind
-          ? -1
-          : 1,
-    );
-    await this.sql.query(UPSERT_BUCKET_CONFIGS, [
-      sorted.map((c) => c.kind),
-      sorted.map((c) => c.name),
-      sorted.map((c) => c.rate),
-      sorted.map((c) => c.capacity),
-      sorted.map((c) => c.shards),
-    ]);
+  syncConfig(configs: readonly LimitConfig[]): Promise<void> {
+    return upsertLimitConfigs(this.sql, configs);
   }
 
   async reconcile(): Promise<ReconcileResult> {

@@ -8,7 +8,6 @@ import {
   CURRENT_DATABASE,
   LIST_GATE_HOLDERS,
   MARK_REDIS_ADMITTED,
-  UPSERT_BUCKET_CONFIGS,
 } from '../sql/limiter.sql';
 import type {
   AdmitResult,
@@ -19,6 +18,7 @@ import type {
   ReconcileResult,
 } from './limiter.interface';
 import { AdmitVerdicts } from './admit-verdicts';
+import { upsertLimitConfigs } from './upsert-limit-configs';
 import { ADMIT_SCRIPT, RENEW_SCRIPT, type RedisScript, SEED_SCRIPT } from './redis.scripts';
 
 /** Commands defined from redis.scripts.ts, called as (numberOfKeys, ...keys, ...args). */
@@ -79,18 +79,7 @@ export class RedisLimiter implements Limiter {
     }
     const database = (await this.sql.query<{ name: string }>(CURRENT_DATABASE))[0]?.name ?? '';
     this.marker = `gd:seed:${database}/${this.sql.schema}`;
-    if (configs.length > 0) {
-      const sorted = [...configs].sort((a, b) =>
-        a.kind + '\u0000' + a.name < b.kind + '\u0000' + b.name ? -1 : 1,
-      );
-      await this.sql.query(UPSERT_BUCKET_CONFIGS, [
-        sorted.map((c) => c.kind),
-        sorted.map((c) => c.name),
-        sorted.map((c) => c.rate),
-        sorted.map((c) => c.capacity),
-        sorted.map((c) => c.shards),
-      ]);
-    }
+    await upsertLimitConfigs(this.sql, configs);
     await this.connect();
   }
 
