@@ -1,4 +1,4 @@
-import { channel } from 'node:diagnostics_channel';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 
 import { Injectable } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
@@ -76,7 +76,7 @@ describe('named engines (SPEC §2.1)', () => {
     trackResource('two-engine app', () => open);
     const published: GenDurableEvent[] = [];
     const onStep = (message: unknown) => published.push(message as GenDurableEvent);
-    channel('gen_durable:step:stop').subscribe(onStep);
+    subscribe('gen_durable:step:stop', onStep);
     try {
       await app.init();
       const consumer = app.get(Consumer);
@@ -104,7 +104,7 @@ describe('named engines (SPEC §2.1)', () => {
       expect(published.filter((e) => e.metadata['id'] === order).map((e) => e.engine)).toEqual(['GenDurable']);
       expect(published.filter((e) => e.metadata['id'] === invoice).map((e) => e.engine)).toEqual(['Billing']);
     } finally {
-      channel('gen_durable:step:stop').unsubscribe(onStep);
+      unsubscribe('gen_durable:step:stop', onStep);
       await app.close();
       open = false;
     }

@@ -1,4 +1,4 @@
-import { channel } from 'node:diagnostics_channel';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 
 import { Logger } from '@nestjs/common';
 
@@ -53,7 +53,9 @@ describe('telemetry (SPEC §20)', () => {
   let seeded = '';
 
   beforeAll(async () => {
-    for (const name of EVENTS) channel(`gen_durable:${name}`).subscribe(onMessage);
+    // Top-level subscribe keeps the channel alive; Channel#subscribe on Node 20 lets an unreferenced
+    // channel object be garbage-collected, and with it the subscription (a flake seen in CI).
+    for (const name of EVENTS) subscribe(`gen_durable:${name}`, onMessage);
     db = await createTestDatabase();
     // §26.4: acknowledged writes are not durable with synchronous_commit off: warn at boot.
     await db.pool.query(`ALTER DATABASE ${db.name} SET synchronous_commit = off`);
@@ -89,7 +91,7 @@ describe('telemetry (SPEC §20)', () => {
   afterAll(async () => {
     gates.openAll();
     await h?.close();
-    for (const name of EVENTS) channel(`gen_durable:${name}`).unsubscribe(onMessage);
+    for (const name of EVENTS) unsubscribe(`gen_durable:${name}`, onMessage);
     errorSpy.mockRestore();
     await db.drop();
   });
