@@ -64,7 +64,8 @@ export class RunAhead {
     }
 
     // 1. continue, guarded, before anything is admitted
-    const cont: TransitionEntry = { ...entry, kind: 'continue', setKey: keyChanged, slot: null, leaseMs: this.options.leaseTtl };
+    // Object.assign, not a spread literal: the spread form is slow on Node 20 (see outcome-entry.ts).
+    const cont: TransitionEntry = Object.assign({}, entry, { kind: 'continue' as const, setKey: keyChanged, slot: null, leaseMs: this.options.leaseTtl });
     const reply = await this.commit(cont);
     if (reply === 'stale') {
       this.telemetry.emit('outcome:stale', { count: 1 }, { id: current.id, fsm: current.fsm, step: current.step, kind: 'next' });
@@ -90,7 +91,7 @@ export class RunAhead {
         // Requeue through a normal next: the row becomes runnable at its new step (the key the
         // continue set is kept) and the slot the chain held is credited after that commit.
         this.yielded(current, nextStep, 'throttled');
-        const requeue: TransitionEntry = { ...entry, kind: 'next', setKey: false, awaitedIds: [], slot: oldSlot, inline: false };
+        const requeue: TransitionEntry = Object.assign({}, entry, { kind: 'next' as const, setKey: false, awaitedIds: [], slot: oldSlot, inline: false });
         const requeued = await this.commit(requeue);
         if (requeued === 'stale') {
           this.telemetry.emit('outcome:stale', { count: 1 }, { id: current.id, fsm: current.fsm, step: nextStep, kind: 'next' });
@@ -107,8 +108,7 @@ export class RunAhead {
     // 3. hand the slot over, re-read inbox and children, run
     if (keyChanged && oldSlot) await this.limiter.credit([oldSlot]);
     held.slot = slot;
-    const row: ClaimedRow = {
-      ...current,
+    const row: ClaimedRow = Object.assign({}, current, {
       step: nextStep,
       state: JSON.parse(entry.stateText as string) as Record<string, unknown>,
       attempt: 0,
@@ -121,7 +121,7 @@ export class RunAhead {
       slot,
       inbox: [],
       children: [],
-    };
+    });
     try {
       await this.enrich([row]);
     } catch (err) {
