@@ -7,7 +7,7 @@
 import { Client } from 'pg';
 
 import { migrateUp } from '../lib/schema/migrator';
-import { CLAIM_RUNNABLE, LOAD_CHILDREN, LOAD_INBOXES } from '../lib/sql/claim.sql';
+import { CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../lib/sql/claim.sql';
 import { FLUSH_TRANSITIONS } from '../lib/sql/outcome.sql';
 import { renderStatement, type Statement } from '../lib/sql/statement';
 
@@ -53,16 +53,15 @@ async function main(): Promise<void> {
     await client.query('ANALYZE gen_durable');
     process.stdout.write(`${server.replace(/:[^:@/]*@/, ':***@')} ${embedded ? '(embedded PostgreSQL)' : ''}: ${ROWS} rows, ${terminal} terminal\n`);
 
-    await explain(client, `claim of ${BATCH}`, CLAIM_RUNNABLE, ['default', BATCH, 'explain-worker', 60_000, []]);
+    await explain(client, `claim of ${BATCH}, enrichment included`, CLAIM_RUNNABLE, ['default', BATCH, 'explain-worker', 60_000, []]);
 
-    // Claim a batch for real, then explain the enrichment and the flush of it.
+    // Claim a batch for real, then explain the inline chain's enrichment and the flush of it.
     const claimed = (await client.query<{ id: string; claim_seq: string }>(renderStatement(CLAIM_RUNNABLE, 'public'), ['default', BATCH, 'explain-worker', 60_000, []])).rows;
     const ids = claimed.map((r) => r.id);
-    await explain(client, `enrichment: inboxes of ${ids.length}`, LOAD_INBOXES, [ids]);
-    await explain(client, `enrichment: children of ${ids.length}`, LOAD_CHILDREN, [ids]);
+    await explain(client, `enrichment alone (inline chains) of ${ids.length}`, LOAD_ENRICHMENT, [ids]);
     const n = claimed.length;
     const fill = <T>(value: T): T[] => Array.from({ length: n }, () => value);
-    await explain(client, `flush of ${n} done outcomes`, FLUSH_TRANSITIONS, [
+    await explain(client, `flush of ${n} done outcomes, solo (autocommit)`, FLUSH_TRANSITIONS, [
       fill('explain-worker'),
       ids,
       claimed.map((r) => r.claim_seq),
@@ -77,6 +76,7 @@ async function main(): Promise<void> {
       fill(false),
       fill(null),
       fill(null),
+      fill(true),
     ]);
   } finally {
     await client.end();

@@ -43,7 +43,6 @@ export interface ClaimRecord {
   awaits: string[] | null;
   queue: string;
   priority: number;
-  eligible_at: Date;
   concurrency_key: string | null;
   concurrency_shard: number | null;
   rate_limit: string | null;
@@ -51,18 +50,27 @@ export interface ClaimRecord {
   claim_seq: string;
   parent_id: string | null;
   gated: boolean;
+  /** The unconsumed inbox in id order (JSON), NULL when empty. */
+  inbox: InboxRecord[] | null;
+  /** Every stored child in id order (JSON), NULL when none. */
+  children: ChildRecord[] | null;
+}
+
+/** A raw row of LOAD_ENRICHMENT. */
+export interface EnrichmentRecord {
+  id: string;
+  inbox: InboxRecord[] | null;
+  children: ChildRecord[] | null;
 }
 
 export interface InboxRecord {
   id: string;
-  target_id: string;
   name: string;
   payload: unknown;
 }
 
 export interface ChildRecord {
   id: string;
-  parent_id: string;
   fsm: string;
   status: DurableStatus;
   state: unknown;

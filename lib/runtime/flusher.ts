@@ -106,30 +106,80 @@ export class Flusher {
 
   private async flushBatch(batch: Pending[]): Promise<void> {
     const entries = batch.map((p) => p.entry).sort((a, b) => compareIds(a.id, b.id));
-    let lastError: unknown;
-    for (let attempt = 1; attempt <= FLUSH_ATTEMPTS; attempt++) {
-      try {
-        const effects = await this.sql.transaction((tx) => this.write(tx, entries), {
-          idleInTransactionMs: IDLE_IN_TRANSACTION_MS,
-        });
-        if (FAULTS_ENABLED) await faultPoint('flush.afterCommit', { ids: entries.map((e) => e.id) });
-        const committed = new Set(effects.committed.map((e) => e.id));
-        for (const p of batch) p.resolve(committed.has(p.entry.id) ? 'committed' : 'stale');
-        try {
-          this.afterCommit(effects);
-        } catch (err) {
-          this.logger.error(`after-commit effects failed: ${String(err)}`);
+    let effects: FlushEffects;
+    let failed: readonly FlushEntry[] = [];
+    let failure: unknown;
+    try {
+      if (isSolo(entries)) {
+        // Phase 1, one autocommit statement; phase 2 (rare) the terminals it refused because
+        // their rows were signaled, in a transaction with the sweep. A phase-2 failure leaves
+        // phase 1 committed and answered as such.
+        effects = await this.withRetries(() => this.writeSolo(entries));
+        const committedIds = new Set(effects.committed.map((e) => e.id));
+        const rest = entries.filter((e) => !committedIds.has(e.id) && (e.kind === 'done' || e.kind === 'stop'));
+        if (rest.length > 0) {
+          try {
+            effects = merge(effects, await this.withRetries(() => this.inTransaction(rest)));
+          } catch (err) {
+            failed = rest;
+            failure = err;
+          }
         }
-        return;
+      } else {
+        effects = await this.withRetries(() => this.inTransaction(entries));
+      }
+    } catch (err) {
+      failed = entries;
+      failure = err;
+      effects = { committed: [], pokeQueues: new Set(), settledIds: [] };
+    }
+    const wrote = failed !== entries;
+    if (wrote && FAULTS_ENABLED) await faultPoint('flush.afterCommit', { ids: entries.map((e) => e.id) });
+    if (failed.length > 0) {
+      this.telemetry.emit('flush:error', { count: failed.length }, { error: String(failure) });
+      this.logger.error(`flush of ${failed.length} outcome(s) failed; rows stay executing for the reaper: ${String(failure)}`);
+    }
+    const committed = new Set(effects.committed.map((e) => e.id));
+    const errored = new Set(failed.map((e) => e.id));
+    for (const p of batch) p.resolve(committed.has(p.entry.id) ? 'committed' : errored.has(p.entry.id) ? 'error' : 'stale');
+    if (!wrote) return;
+    try {
+      this.afterCommit(effects);
+    } catch (err) {
+      this.logger.error(`after-commit effects failed: ${String(err)}`);
+    }
+  }
+
+  /** Runs one flush write, retrying transient failures (SPEC §26.3); rethrows the last error. */
+  private async withRetries(write: () => Promise<FlushEffects>): Promise<FlushEffects> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await write();
       } catch (err) {
-        lastError = err;
-        if (!isTransient(err) || attempt === FLUSH_ATTEMPTS) break;
+        if (!isTransient(err) || attempt >= FLUSH_ATTEMPTS) throw err;
         await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** attempt));
       }
     }
-    this.telemetry.emit('flush:error', { count: batch.length }, { error: String(lastError) });
-    this.logger.error(`flush of ${batch.length} outcome(s) failed; rows stay executing for the reaper: ${String(lastError)}`);
-    for (const p of batch) p.resolve('error');
+  }
+
+  private inTransaction(entries: FlushEntry[]): Promise<FlushEffects> {
+    return this.sql.transaction((tx) => this.write(tx, entries), { idleInTransactionMs: IDLE_IN_TRANSACTION_MS });
+  }
+
+  /**
+   * A flush no rider can follow (see {@link isSolo}) is the transitions UPDATE alone, in
+   * autocommit: one statement instead of BEGIN + UPDATE + COMMIT. Its terminals skip rows that
+   * were ever signaled; the caller commits those in a transaction with the inbox sweep.
+   */
+  private async writeSolo(entries: TransitionEntry[]): Promise<FlushEffects> {
+    if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
+    const rows = await this.sql.query<TransitionRecord>(FLUSH_TRANSITIONS, transitionParams(entries, true));
+    const committedIds = new Set(rows.map((r) => r.id));
+    const pokeQueues = new Set<string>();
+    const settledIds: string[] = [];
+    for (const row of rows) if (row.status === 'done' || row.status === 'failed') settledIds.push(row.id);
+    for (const e of entries) if (committedIds.has(e.id) && pokesAfter(e)) pokeQueues.add(e.queue);
+    return { committed: entries.filter((e) => committedIds.has(e.id)), pokeQueues, settledIds };
   }
 
   /** The flush transaction body (SPEC §6.3). */
@@ -145,30 +195,12 @@ export class Flusher {
 
     // 1. transitions
     if (transitions.length > 0) {
-      const rows = await this.sql.query<{ id: string; parent_id: string | null; status: string; queue: string }>(
-        FLUSH_TRANSITIONS,
-        [
-          transitions.map((e) => e.worker),
-          transitions.map((e) => e.id),
-          transitions.map((e) => e.seq),
-          transitions.map((e) => e.kind),
-          transitions.map((e) => e.nextStep),
-          transitions.map((e) => e.stateText),
-          transitions.map((e) => e.resultText),
-          transitions.map((e) => e.error),
-          transitions.map((e) => e.delayMs),
-          transitions.map((e) => e.rateLimit),
-          transitions.map((e) => e.weight),
-          transitions.map((e) => e.setKey),
-          transitions.map((e) => e.concurrencyKey),
-          transitions.map((e) => (e.kind === 'continue' ? (e.leaseMs ?? null) : null)),
-        ],
-        tx,
-      );
+      const rows = await this.sql.query<TransitionRecord>(FLUSH_TRANSITIONS, transitionParams(transitions, false), tx);
       for (const row of rows) {
         committedIds.add(row.id);
         if (row.status === 'done' || row.status === 'failed') {
-          terminalIds.push(row.id);
+          // A row never signaled has an empty inbox (read under its row lock: exact).
+          if (row.signaled) terminalIds.push(row.id);
           settledIds.push(row.id);
           if (row.parent_id !== null) terminalParents.push(row.parent_id);
         }
@@ -267,12 +299,66 @@ export class Flusher {
       for (const p of parents) if (p.status === 'runnable') pokeQueues.add(p.queue);
     }
 
-    for (const e of transitions) {
-      if (committedIds.has(e.id) && (e.kind === 'next' || (e.kind === 'retry' && e.delayMs === 0))) pokeQueues.add(e.queue);
-    }
+    for (const e of transitions) if (committedIds.has(e.id) && pokesAfter(e)) pokeQueues.add(e.queue);
     if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
     return { committed: entries.filter((e) => committedIds.has(e.id)), pokeQueues, settledIds };
   }
+}
+
+interface TransitionRecord {
+  id: string;
+  parent_id: string | null;
+  status: string;
+  queue: string;
+  signaled: boolean;
+}
+
+/**
+ * True when no rider can follow the transitions UPDATE: transitions only (no park, no
+ * fan-out), no presented signal to consume, no terminal with a parent to join. A terminal's
+ * inbox sweep is the one rider that cannot be known before the UPDATE; the solo statement
+ * refuses terminals on signaled rows instead (FLUSH_TRANSITIONS).
+ */
+function isSolo(entries: readonly FlushEntry[]): entries is TransitionEntry[] {
+  for (const e of entries) {
+    if (e.kind === 'await' || e.kind === 'scheduleChildren') return false;
+    if (e.awaitedIds.length > 0) return false;
+    if ((e.kind === 'done' || e.kind === 'stop') && e.parentId !== null) return false;
+  }
+  return true;
+}
+
+/** A committed transition that leaves work runnable now pokes its queue. */
+function pokesAfter(e: TransitionEntry): boolean {
+  return e.kind === 'next' || (e.kind === 'retry' && e.delayMs === 0);
+}
+
+function transitionParams(transitions: readonly TransitionEntry[], solo: boolean): unknown[] {
+  return [
+    transitions.map((e) => e.worker),
+    transitions.map((e) => e.id),
+    transitions.map((e) => e.seq),
+    transitions.map((e) => e.kind),
+    transitions.map((e) => e.nextStep),
+    transitions.map((e) => e.stateText),
+    transitions.map((e) => e.resultText),
+    transitions.map((e) => e.error),
+    transitions.map((e) => e.delayMs),
+    transitions.map((e) => e.rateLimit),
+    transitions.map((e) => e.weight),
+    transitions.map((e) => e.setKey),
+    transitions.map((e) => e.concurrencyKey),
+    transitions.map((e) => (e.kind === 'continue' ? (e.leaseMs ?? null) : null)),
+    transitions.map(() => solo),
+  ];
+}
+
+function merge(a: FlushEffects, b: FlushEffects): FlushEffects {
+  return {
+    committed: [...a.committed, ...b.committed],
+    pokeQueues: new Set([...a.pokeQueues, ...b.pokeQueues]),
+    settledIds: [...a.settledIds, ...b.settledIds],
+  };
 }
 
 function compareIds(a: string, b: string): number {

@@ -1,10 +1,10 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import type { Limiter, LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { CLAIM_RUNNABLE, LOAD_CHILDREN, LOAD_INBOXES } from '../sql/claim.sql';
+import { CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
-import type { ChildRecord, ClaimedRow, ClaimRecord, InboxRecord } from './claimed-row';
+import type { ChildRecord, ClaimedRow, ClaimRecord, EnrichmentRecord, InboxRecord } from './claimed-row';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import { emitThrottled } from './throttle-telemetry';
 
@@ -12,9 +12,9 @@ const CLAIM_ATTEMPTS = 3;
 const ARBITER_INDEX = 'gen_durable_concurrency_active';
 
 /**
- * One pick through the production SQL (SPEC §5.3–5.4): claim (bounded retry of the K = 1
- * arbiter race), admission of gated and rate-limited rows (denied rows released by one
- * guarded statement), then the two enrichment reads of the admitted rows. Used by the
+ * One pick through the production SQL (SPEC §5.3–5.4): claim with its enrichment in one
+ * statement (bounded retry of the K = 1 arbiter race), then admission of gated and
+ * rate-limited rows (denied rows released by one guarded statement). Used by the
  * schedulers and by the testing drain, so both run the same statements. Any failure after
  * the claim committed releases the whole batch best-effort (crediting admitted slots), then
  * rethrows.
@@ -47,11 +47,9 @@ export class Picker {
     }
     if (records.length === 0) return [];
     if (FAULTS_ENABLED) await faultPoint('pick.afterClaim', { ids: records.map((r) => r.id), worker });
-    let rows = records.map((r) => toRow(r, worker));
+    const rows = records.map((r) => toRow(r, worker));
     try {
-      rows = await this.admit(queue, worker, rows);
-      if (rows.length > 0) await this.enrich(rows);
-      return rows;
+      return await this.admit(queue, worker, rows);
     } catch (err) {
       await this.release(worker, rows).catch(() => undefined);
       throw err;
@@ -103,28 +101,30 @@ export class Picker {
     if (slots.length > 0) await this.limiter.renew(slots).catch(() => undefined);
   }
 
-  /** The two enrichment reads: unconsumed inboxes and every stored child, by id order. */
+  /** Re-reads inbox and children of held rows (inline chains, SPEC §7): one statement. */
   async enrich(rows: readonly ClaimedRow[]): Promise<void> {
-    const ids = rows.map((r) => r.id);
-    const inboxes = await this.sql.query<InboxRecord>(LOAD_INBOXES, [ids]);
-    const children = await this.sql.query<ChildRecord>(LOAD_CHILDREN, [ids]);
-    const inboxOf = new Map<string, ClaimedRow['inbox'][number][]>();
-    for (const s of inboxes) {
-      const list = inboxOf.get(s.target_id) ?? [];
-      list.push(Object.freeze({ id: s.id, name: s.name, payload: s.payload }));
-      inboxOf.set(s.target_id, list);
-    }
-    const childrenOf = new Map<string, ClaimedRow['children'][number][]>();
-    for (const c of children) {
-      const list = childrenOf.get(c.parent_id) ?? [];
-      list.push(Object.freeze({ id: c.id, fsm: c.fsm, status: c.status, state: c.state, result: c.result, lastError: c.last_error }));
-      childrenOf.set(c.parent_id, list);
-    }
+    const records = await this.sql.query<EnrichmentRecord>(LOAD_ENRICHMENT, [rows.map((r) => r.id)]);
+    const byId = new Map(records.map((r) => [r.id, r]));
     for (const row of rows) {
-      row.inbox = Object.freeze(inboxOf.get(row.id) ?? []);
-      row.children = Object.freeze(childrenOf.get(row.id) ?? []);
+      const record = byId.get(row.id);
+      row.inbox = inboxView(record?.inbox ?? null);
+      row.children = childrenView(record?.children ?? null);
     }
   }
+}
+
+const NONE: readonly never[] = Object.freeze([]);
+
+function inboxView(records: InboxRecord[] | null): ClaimedRow['inbox'] {
+  if (records === null) return NONE;
+  return Object.freeze(records.map((s) => Object.freeze({ id: s.id, name: s.name, payload: s.payload })));
+}
+
+function childrenView(records: ChildRecord[] | null): ClaimedRow['children'] {
+  if (records === null) return NONE;
+  return Object.freeze(
+    records.map((c) => Object.freeze({ id: c.id, fsm: c.fsm, status: c.status, state: c.state, result: c.result, lastError: c.last_error })),
+  );
 }
 
 function toRow(r: ClaimRecord, worker: string): ClaimedRow {
@@ -146,7 +146,7 @@ function toRow(r: ClaimRecord, worker: string): ClaimedRow {
     parentId: r.parent_id,
     gated: r.gated,
     worker,
-    inbox: [],
-    children: [],
+    inbox: inboxView(r.inbox),
+    children: childrenView(r.children),
   };
 }

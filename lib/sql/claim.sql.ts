@@ -12,6 +12,12 @@ import { sql } from './statement';
  * - The update goes by ctid (the rows this statement located and locked), stamps the lease
  *   and bumps claim_seq, the fencing token of SPEC §26.1. A cross-node race on one K = 1 key
  *   trips the arbiter index and aborts the statement; the scheduler retries.
+ * - The enrichment (SPEC §5.4) rides in the same statement: per claimed row, its unconsumed
+ *   inbox (index signals_inbox, probed only when the row was ever `signaled`) and every stored
+ *   child (index gen_durable_parent), each as a JSON array or NULL. They read the statement's
+ *   snapshot: a signal committed after it is not presented to this step, exactly as one
+ *   delivered during the step; it stays unconsumed for the next step, the park recheck or the
+ *   terminal sweep. Children of a runnable parent are terminal, so the snapshot is exact.
  */
 export const CLAIM_RUNNABLE = sql(
   'claim_runnable',
@@ -46,28 +52,39 @@ export const CLAIM_RUNNABLE = sql(
       WHERE g.ctid = kept.tid
       RETURNING g.id, g.fsm, g.fsm_version, g.step, g.state, g.attempt, g.awaits, g.queue,
                 g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
-                g.weight, g.claim_seq, g.parent_id, kept.gated
+                g.weight, g.claim_seq, g.parent_id, g.signaled, kept.gated
    )
-   SELECT * FROM claimed ORDER BY priority, eligible_at, id`,
+   SELECT c.id, c.fsm, c.fsm_version, c.step, c.state, c.attempt, c.awaits, c.queue, c.priority,
+          c.concurrency_key, c.concurrency_shard, c.rate_limit, c.weight, c.claim_seq, c.parent_id,
+          c.gated, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children
+     FROM claimed c
+    ORDER BY c.priority, c.eligible_at, c.id`,
 );
 
 /**
- * Enrichment 1 (SPEC §5.4): the unconsumed inboxes of a claimed batch, by id. Served by the
- * partial index signals_inbox (target_id, id) WHERE consumed_at IS NULL.
+ * The enrichment alone, one statement for any number of held rows (`$1` ids): what the claim
+ * returns as `inbox` and `children`. Used by an inline chain before each next step (SPEC §7),
+ * which runs on a held claim and so never passes through the claim. Same indexes.
  */
-export const LOAD_INBOXES = sql(
-  'load_inboxes',
-  `SELECT id, target_id, name, payload
-     FROM {schema}.signals
-    WHERE target_id = ANY ($1::bigint[]) AND consumed_at IS NULL
-    ORDER BY target_id, id`,
+export const LOAD_ENRICHMENT = sql(
+  'load_enrichment',
+  `SELECT r.id::text AS id, ${inboxOf('r')} AS inbox, ${childrenOf('r')} AS children
+     FROM {schema}.gen_durable r
+    WHERE r.id = ANY ($1::bigint[])`,
 );
 
-/** Enrichment 2 (SPEC §5.4): every stored child of a claimed batch. Index gen_durable_parent. */
-export const LOAD_CHILDREN = sql(
-  'load_children',
-  `SELECT id, parent_id, fsm, status, state, result, last_error
-     FROM {schema}.gen_durable
-    WHERE parent_id = ANY ($1::bigint[])
-    ORDER BY parent_id, id`,
-);
+/** The unconsumed inbox of row alias `r`, in id order, or NULL (signals_inbox). */
+function inboxOf(r: string): string {
+  return `CASE WHEN ${r}.signaled THEN (
+            SELECT json_agg(json_build_object('id', s.id::text, 'name', s.name, 'payload', s.payload) ORDER BY s.id)
+              FROM {schema}.signals s
+             WHERE s.target_id = ${r}.id AND s.consumed_at IS NULL) END`;
+}
+
+/** Every stored child of row alias `r`, in id order, or NULL (gen_durable_parent). */
+function childrenOf(r: string): string {
+  return `(SELECT json_agg(json_build_object('id', k.id::text, 'fsm', k.fsm, 'status', k.status, 'state', k.state,
+                                             'result', k.result, 'last_error', k.last_error) ORDER BY k.id)
+             FROM {schema}.gen_durable k
+            WHERE k.parent_id = ${r}.id)`;
+}

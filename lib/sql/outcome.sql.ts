@@ -13,6 +13,13 @@ import { sql } from './statement';
  * executing under the same worker and fencing token, its lease renewed to now + `lease_ms`;
  * the shard is kept with the key, cleared with it, or provisionally 0 for a new gated key
  * (admission, after this commit, stamps the drawn one).
+ * `solo` (per row, NULL = false): the flush is this statement alone, in autocommit (no rider
+ * can be needed), so a terminal must not land on a row that was ever `signaled` — its inbox
+ * sweep would be missing.
+ * Such a row matches nothing here and the flusher commits it in a transaction with the sweep.
+ * `signaled` is returned (read under the row lock) so a transaction sweeps only the inboxes
+ * that can hold anything. PK lookups; the row lock makes the flag exact: a delivery that
+ * committed first set it, one that waits on this lock finds a terminal row and stores nothing.
  */
 export const FLUSH_TRANSITIONS = sql(
   'flush_transitions',
@@ -40,10 +47,12 @@ export const FLUSH_TRANSITIONS = sql(
                                    ELSE 0 END,
           reaps = 0, updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
-                 $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[], $14::float8[])
-          AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key, lease_ms)
+                 $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[], $14::float8[],
+                 $15::boolean[])
+          AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key, lease_ms, solo)
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
-    RETURNING g.id, g.parent_id, g.status, g.queue`,
+      AND NOT (COALESCE(t.solo, false) AND t.kind IN ('done', 'stop') AND g.signaled)
+    RETURNING g.id, g.parent_id, g.status, g.queue, g.signaled`,
 );
 
 /**
@@ -93,7 +102,7 @@ export const CONSUME_SIGNALS = sql(
     WHERE s.id = p.signal_id AND s.target_id = p.target_id AND s.consumed_at IS NULL`,
 );
 
-/** Consumes the whole inbox of committed terminal entries (§8.3). Index signals_inbox. */
+/** Consumes the whole inbox of committed terminal entries that were ever signaled (§8.3). Index signals_inbox. */
 export const CONSUME_INBOXES = sql(
   'consume_inboxes',
   `UPDATE {schema}.signals

@@ -9,6 +9,8 @@ import { sql } from './statement';
  *   flip (awaiting_signal and name ∈ awaits ⇒ runnable, eligible now) sits in a CASE so a
  *   park that commits first is seen after its lock (SPEC §8.4). A dedup key already stored
  *   for the instance's life (consumed or not) flips nothing.
+ *   The same update sets `signaled` (schema v2): a flush that finds it false on a row it holds
+ *   locked knows the inbox is empty and skips the terminal inbox sweep.
  * - the inbox row is inserted only from that update's result; ON CONFLICT (target_id,
  *   dedup_key) DO NOTHING makes a redelivery a no-op.
  * Returns one row per live target: `inserted` false = duplicate.
@@ -36,7 +38,8 @@ export const DELIVER_SIGNAL = sql(
             eligible_at = CASE WHEN g.status = 'awaiting_signal' AND $3::text = ANY (g.awaits) AND NOT dup.seen
                                THEN now() ELSE g.eligible_at END,
             await_deadline = CASE WHEN g.status = 'awaiting_signal' AND $3::text = ANY (g.awaits) AND NOT dup.seen
-                                  THEN NULL ELSE g.await_deadline END
+                                  THEN NULL ELSE g.await_deadline END,
+            signaled = true
        FROM resolved, dup
       WHERE g.id = resolved.id
         AND g.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')

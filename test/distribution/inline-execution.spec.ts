@@ -88,7 +88,8 @@ class OptInChain {
   }
 }
 
-const CHAIN_WINDOW = ['begin', 'flush_transitions', 'commit', 'load_inboxes', 'load_children'];
+// The continue is a flush no rider can follow: one autocommit statement; then the re-read.
+const CHAIN_WINDOW = ['flush_transitions', 'load_enrichment'];
 
 // SPEC §7, §25.6: inline execution (run-ahead).
 describe('inline execution', () => {
@@ -177,7 +178,7 @@ describe('inline execution', () => {
     const id = await h.engine.insert(InlineChain, { state: { tag: 'rated', bRate: 'fast' } });
     await eventually(async () => (await statusOf(id)).status === 'done');
     const [a, b, c] = stepsOf(id);
-    expect(h.statements.slice(a!.stmt, b!.stmt)).toEqual(['begin', 'flush_transitions', 'commit', 'admit', 'load_inboxes', 'load_children']);
+    expect(h.statements.slice(a!.stmt, b!.stmt)).toEqual(['flush_transitions', 'admit', 'load_enrichment']);
     expect(h.statements.slice(b!.stmt, c!.stmt)).toEqual(CHAIN_WINDOW);
   });
 
@@ -269,7 +270,7 @@ describe('inline execution', () => {
     const [a] = stepsOf(id);
     // After the step: the continue's flush, found stale — no admit, no enrichment, no step b
     // (a refill claim of the now idle scheduler may follow; it finds nothing).
-    expect(h.statements.slice(a!.stmt).filter((s) => s !== 'claim_runnable')).toEqual(['begin', 'flush_transitions', 'commit']);
+    expect(h.statements.slice(a!.stmt).filter((s) => s !== 'claim_runnable')).toEqual(['flush_transitions']);
     expect(stepsOf(id).map((s) => s.step)).toEqual(['start']);
     expect(h.eventsOf('run_ahead:continue', id)).toEqual([]);
     expect(await statusOf(id)).toMatchObject({ status: 'executing', step: 'start' });

@@ -1,6 +1,6 @@
 import { awaitSignal, done, DurableFsm, NoTargetError, scheduleChildren, Step, type StepContext } from '../../lib';
 import type { ClaimedRow } from '../../lib/runtime/claimed-row';
-import { LOAD_INBOXES } from '../../lib/sql/claim.sql';
+import { LOAD_ENRICHMENT } from '../../lib/sql/claim.sql';
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
 import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
 import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
@@ -125,8 +125,7 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
       expect(await inbox(row!.id)).toEqual([{ name: 'go', consumed: false }]);
       // And the next claim presents it.
       const again = await claimRows(a, row!.queue, WORKER, { batch: 2 });
-      expect(again.map((c) => c.id)).toContain(row!.id);
-      expect(await a.run<{ name: string }>(LOAD_INBOXES, [[row!.id]])).toEqual([expect.objectContaining({ name: 'go' })]);
+      expect(again.find((c) => c.id === row!.id)?.inbox).toEqual([expect.objectContaining({ name: 'go' })]);
     });
 
     it('delivery first: the park waits on the delivery, then its recheck sees the signal', async () => {
@@ -169,7 +168,8 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
     it('a presented signal is excluded by the recheck: re-parking on it does not wake', async () => {
       const [row] = await claimedManualRows(1);
       await b.run(DELIVER_SIGNAL, [row!.id, null, 'go', '{"n":4}', null]);
-      const [presented] = await a.run<{ id: string }>(LOAD_INBOXES, [[row!.id]]);
+      const [enrichment] = await a.run<{ inbox: Array<{ id: string }> | null }>(LOAD_ENRICHMENT, [[row!.id]]);
+      const presented = enrichment?.inbox?.[0];
       const replies = submitTogether(t.engine, [flushEntry(t.engine, row!, awaitSignal('go', 'woken', {}), [presented!.id])]);
       expect(await replies).toEqual(['committed']);
       expect((await status(row!.id))!.status).toBe('awaiting_signal');
@@ -207,11 +207,21 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
       await eventually(async () => gate(id).entered);
       await b.exec('BEGIN');
       await b.run(DELIVER_SIGNAL, [id, null, 'go', '{"n":6}', null]);
+      t.resetStatements();
       gate(id).open();
       const [flusherPid] = await waitUntilBlockedBy(db, b.pid);
       expect(await isBlockedBy(db, flusherPid!, b.pid)).toBe(true);
+      // The flush is the solo UPDATE (no rider known before it), waiting on the delivery's lock.
+      const flushStatements = () => t.statements.filter((s) => ['flush_transitions', 'begin', 'consume_inboxes', 'commit'].includes(s));
+      // (The blocked pid may be a heartbeat of the row: wait for the flush statement itself.)
+      await eventually(async () => flushStatements().length > 0);
+      expect(flushStatements()).toEqual(['flush_transitions']);
+      expect((await status(id))!.status).toBe('executing');
       await b.exec('COMMIT');
       expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({ kind: 'done', result: { finished: true } });
+      // After the lock it found the row signaled and refused the terminal; the flusher then
+      // committed it in a transaction with the inbox sweep.
+      expect(flushStatements().slice(0, 5)).toEqual(['flush_transitions', 'begin', 'flush_transitions', 'consume_inboxes', 'commit']);
       // Delivered while live, then consumed by the terminal outcome: not orphaned.
       expect(await inbox(id)).toEqual([{ name: 'go', consumed: true }]);
     });

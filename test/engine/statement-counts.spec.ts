@@ -84,7 +84,7 @@ describe('statement counts (SPEC §25.1)', () => {
       expect(t.log.filter((l) => l.startsWith('pick:stop')).every((l) => l === 'pick:stop(0)')).toBe(true);
     });
 
-    it('a pick with claims is 3 statements (claim + inboxes + children) for any batch', async () => {
+    it('a pick with claims is 1 statement (the claim carries the enrichment) for any batch', async () => {
       h = await bootEngine(db, [HeldFsm], {
         queues: { counts: 5 },
         reaper: false,
@@ -101,7 +101,7 @@ describe('statement counts (SPEC §25.1)', () => {
       await h.engine.insertAll(HeldFsm, keys.map((key) => ({ state: { key } })));
       await Promise.all(keys.map((k) => gates.reached(k)));
       t.stop();
-      expect(t.log).toEqual(['insert_instances', 'claim_runnable', 'load_inboxes', 'load_children', 'pick:stop(5)']);
+      expect(t.log).toEqual(['insert_instances', 'claim_runnable', 'pick:stop(5)']);
     });
   });
 
@@ -114,7 +114,7 @@ describe('statement counts (SPEC §25.1)', () => {
       await h.close();
     });
 
-    it.each([3, 30])('a flush of %i `next` outcomes is BEGIN + UPDATE + COMMIT', async (n) => {
+    it.each([3, 30])('a flush of %i `next` outcomes is 1 statement (the UPDATE, autocommit)', async (n) => {
       const queue = `flush-${n}`;
       await h.engine.insertAll(StepperFsm, Array.from({ length: n }, (_, i) => ({ state: { n: i }, queue })));
       const rows = await claimRows(h.engine, queue, n, `counts-${n}`);
@@ -122,12 +122,42 @@ describe('statement counts (SPEC §25.1)', () => {
       h.clear();
       const replies = await Promise.all(rows.map((row) => execute(h.engine, row)));
       expect(replies).toEqual(Array.from({ length: n }, () => 'committed'));
-      expect(h.statements).toEqual(['begin', 'flush_transitions', 'commit']);
+      expect(h.statements).toEqual(['flush_transitions']);
       const { rows: after } = await db.pool.query(
         `SELECT count(*)::int AS n FROM gen_durable WHERE id = ANY($1::bigint[]) AND status = 'runnable' AND step = 'second'`,
         [rows.map((r) => r.id)],
       );
       expect(after[0].n).toBe(n);
+    });
+
+    it('terminal flushes: rows never signaled in 1 statement; a signaled row adds a transaction with its inbox sweep', async () => {
+      const queue = 'terminals';
+      await h.engine.insertAll(StepperFsm, [0, 1, 2].map((n) => ({ state: { n }, queue })));
+      const first = await claimRows(h.engine, queue, 3, 'counts-t');
+      expect(await Promise.all(first.map((row) => execute(h.engine, row)))).toEqual(['committed', 'committed', 'committed']);
+      const second = await claimRows(h.engine, queue, 3, 'counts-t');
+      expect(second.map((r) => r.step)).toEqual(['second', 'second', 'second']);
+      // A signal reaches the middle row while its step runs.
+      await h.engine.signal({ id: second[1]!.id }, 'late', {});
+      h.clear();
+      expect(await Promise.all(second.map((row) => execute(h.engine, row)))).toEqual(['committed', 'committed', 'committed']);
+      expect(h.statements).toEqual(['flush_transitions', 'begin', 'flush_transitions', 'consume_inboxes', 'commit']);
+      const { rows } = await db.pool.query(
+        `SELECT g.status, count(s.id) FILTER (WHERE s.consumed_at IS NULL)::int AS unconsumed
+           FROM gen_durable g LEFT JOIN signals s ON s.target_id = g.id
+          WHERE g.id = ANY($1::bigint[]) GROUP BY g.id, g.status ORDER BY g.id`,
+        [second.map((r) => r.id)],
+      );
+      expect(rows).toEqual([0, 1, 2].map(() => ({ status: 'done', unconsumed: 0 })));
+
+      // Without any signal, three terminals are the UPDATE alone.
+      await h.engine.insertAll(StepperFsm, [0, 1, 2].map((n) => ({ state: { n }, queue })));
+      const again = await claimRows(h.engine, queue, 3, 'counts-t');
+      await Promise.all(again.map((row) => execute(h.engine, row)));
+      const last = await claimRows(h.engine, queue, 3, 'counts-t');
+      h.clear();
+      expect(await Promise.all(last.map((row) => execute(h.engine, row)))).toEqual(['committed', 'committed', 'committed']);
+      expect(h.statements).toEqual(['flush_transitions']);
     });
 
     it('insertAll of 6 000 rows is 1 statement', async () => {

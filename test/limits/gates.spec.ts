@@ -228,7 +228,7 @@ describe('a gated pick, step by step', () => {
     await db.drop();
   });
 
-  it('claim + admit (+ release when denied) + 2 enrichment: the statement-count contract', async () => {
+  it('claim (enrichment included) + admit (+ release when denied): the statement-count contract', async () => {
     await h.engine.insertAll(
       ManualFsm,
       [1, 2, 3].map(() => ({ concurrencyKey: 'pair:c' })),
@@ -236,13 +236,7 @@ describe('a gated pick, step by step', () => {
     h.clear();
     const rows = await h.engine.runtime.picker.pick('manual', 10, 'counts-worker');
     expect(rows).toHaveLength(2);
-    expect(h.statements).toEqual([
-      'claim_runnable',
-      'admit',
-      'release_claims',
-      'load_inboxes',
-      'load_children',
-    ]);
+    expect(h.statements).toEqual(['claim_runnable', 'admit', 'release_claims']);
     for (const row of rows) await execute(h.engine, row);
     await eventually(
       async () => (await bucketsOf(db, 'conc', 'pair:c'))[0]?.available === 2,
@@ -252,14 +246,14 @@ describe('a gated pick, step by step', () => {
     h.clear();
     const last = await h.engine.runtime.picker.pick('manual', 10, 'counts-worker');
     expect(last).toHaveLength(1);
-    expect(h.statements).toEqual(['claim_runnable', 'admit', 'load_inboxes', 'load_children']);
+    expect(h.statements).toEqual(['claim_runnable', 'admit']);
     await execute(h.engine, last[0]!);
 
     // An unlimited pick never asks the limiter.
     await h.engine.insert(ManualFsm);
     h.clear();
     const plain = await h.engine.runtime.picker.pick('manual', 10, 'counts-worker');
-    expect(h.statements).toEqual(['claim_runnable', 'load_inboxes', 'load_children']);
+    expect(h.statements).toEqual(['claim_runnable']);
     await execute(h.engine, plain[0]!);
 
     // Everything denied: claim + admit + release, no enrichment.
@@ -307,14 +301,16 @@ describe('a gated pick, step by step', () => {
       [1, 2].map(() => ({ concurrencyKey: 'pair:f' })),
     );
     const picker = h.engine.runtime.picker;
-    const enrich = picker.enrich.bind(picker);
-    picker.enrich = () => Promise.reject(new Error('enrichment failed'));
+    // Admission succeeds (slots drawn), then the pick fails: the last thing after the claim.
+    const admitRows = picker.admit.bind(picker);
+    picker.admit = async (...args: Parameters<typeof picker.admit>) => {
+      await admitRows(...args);
+      throw new Error('after admission failed');
+    };
     try {
-      await expect(picker.pick('manual', 10, 'failing-worker')).rejects.toThrow(
-        'enrichment failed',
-      );
+      await expect(picker.pick('manual', 10, 'failing-worker')).rejects.toThrow('after admission failed');
     } finally {
-      picker.enrich = enrich;
+      picker.admit = admitRows;
     }
     const { rows } = await db.pool.query(
       `SELECT status, locked_by, concurrency_shard FROM gen_durable WHERE concurrency_key = 'pair:f'`,

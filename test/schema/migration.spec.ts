@@ -103,6 +103,32 @@ describe('GenDurableMigration', () => {
     expect(await dumpSchema(db.pool, 'public')).toEqual(readFileSync(DUMP_FILE, 'utf8'));
   });
 
+  it('v2 adds `signaled` and marks the rows of a v1 schema that already hold signals', async () => {
+    await migrateUp(conn(db.pool), { schema: 'v1', version: 1 });
+    expect(await readSchemaVersion(conn(db.pool), 'v1')).toBe(1);
+    const { rows: made } = await db.pool.query<{ id: string }>(
+      `INSERT INTO v1.gen_durable (fsm, step) SELECT 'job', 'perform' FROM generate_series(1, 3) RETURNING id`,
+    );
+    const [withInbox, withConsumed, without] = made.map((r) => r.id);
+    await db.pool.query(`INSERT INTO v1.signals (target_id, name) VALUES ($1, 'go')`, [withInbox]);
+    await db.pool.query(`INSERT INTO v1.signals (target_id, name, consumed_at) VALUES ($1, 'go', now())`, [withConsumed]);
+    await migrateUp(conn(db.pool), { schema: 'v1' });
+    expect(await readSchemaVersion(conn(db.pool), 'v1')).toBe(2);
+    const { rows } = await db.pool.query(`SELECT id, signaled FROM v1.gen_durable ORDER BY id`);
+    expect(rows).toEqual([
+      { id: withInbox, signaled: true },
+      { id: withConsumed, signaled: true },
+      { id: without, signaled: false },
+    ]);
+    await migrateDown(conn(db.pool), { schema: 'v1', version: 1 });
+    expect(await readSchemaVersion(conn(db.pool), 'v1')).toBe(1);
+    const { rows: columns } = await db.pool.query(
+      `SELECT 1 FROM information_schema.columns WHERE table_schema = 'v1' AND table_name = 'gen_durable' AND column_name = 'signaled'`,
+    );
+    expect(columns).toHaveLength(0);
+    await migrateDown(conn(db.pool), { schema: 'v1' });
+  });
+
   it('rejects a version it does not ship', async () => {
     await expect(migrateUp(conn(db.pool), { version: CURRENT_SCHEMA_VERSION + 1 })).rejects.toThrow(RangeError);
   });
