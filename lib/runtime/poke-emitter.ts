@@ -3,7 +3,7 @@ const WINDOW_MS = 100;
 /**
  * Per-engine poke emitter (SPEC §16.4, §5.5). Every poke reaches the local schedulers of its
  * queue at once: they debounce themselves (an idle scheduler picks on the leading edge and
- * coalesces further pokes within 10 ms; a busy one drops them), so insert → step start stays
+ * coalesces further pokes within 10 ms; one with no free slot drops them), so insert → step start stays
  * one round trip. The cross-node leg is what can herd: per queue, the first announcement goes
  * out at once and further ones within 100 ms collapse into one trailing announcement.
  */

@@ -84,9 +84,12 @@ export class Scheduler {
   }
 
   /**
-   * A poke: runnable work may exist. Busy schedulers ignore it (their refill finds it) — but a
-   * pick in flight may have scanned before the poked row committed, so it is asked to go again
-   * (like a completion during a pick, §5.1) instead of losing the poke until the next poll.
+   * A poke: runnable work may exist. A scheduler with free slots fills at once (leading edge)
+   * and coalesces further pokes for 10 ms into one trailing fill (SPEC §5.5). A saturated one
+   * drops it: its completion refill finds the work. ("Busy" is read as "no free slot": a
+   * scheduler running one long step with 49 slots free must not leave a poked row to the
+   * poll.) A pick in flight may have scanned before the poked row committed, so it is asked to
+   * go again (like a completion during a pick, §5.1) instead of losing the poke.
    */
   poke(): void {
     if (this.state !== 'running') return;
@@ -94,19 +97,24 @@ export class Scheduler {
       this.pokeTrailing = true;
       return;
     }
-    if (this.busy()) {
-      if (this.picking) this.refillWanted = true;
+    if (this.picking) {
+      this.refillWanted = true;
       return;
     }
+    if (!this.hasFreeSlots()) return;
     this.pokeWindow = setTimeout(() => {
       this.pokeWindow = undefined;
       if (this.pokeTrailing) {
         this.pokeTrailing = false;
         if (this.picking) this.refillWanted = true;
-        else if (!this.busy()) void this.pick(true);
+        else if (this.hasFreeSlots()) void this.pick(true);
       }
     }, POKE_DEBOUNCE_MS);
     void this.pick(true);
+  }
+
+  private hasFreeSlots(): boolean {
+    return this.concurrency + this.options.prefetch - (this.inFlight.size + this.buffer.length) > 0;
   }
 
   /**

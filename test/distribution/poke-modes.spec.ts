@@ -19,6 +19,19 @@ class PokedJob {
   }
 }
 
+let releaseLong: () => void = () => undefined;
+let longStarted: () => void = () => undefined;
+
+/** A step that runs until the test releases it. */
+@DurableFsm({ name: 'long_job' })
+class LongJob {
+  @Step() async start() {
+    longStarted();
+    await new Promise<void>((resolve) => (releaseLong = resolve));
+    return done({ ok: true });
+  }
+}
+
 /** A poll this long never fires during a test: whatever runs was found by a poke. */
 const NO_POLL = { pollInterval: 60_000, maxPollInterval: 60_000 };
 
@@ -72,7 +85,7 @@ describe('poke modes', () => {
   describe("'local'", () => {
     let h: Harness;
     beforeAll(async () => {
-      h = await bootEngine(db, [PokedJob], { name: 'PokeLocal', poke: 'local', ...NO_POLL });
+      h = await bootEngine(db, [PokedJob, LongJob], { name: 'PokeLocal', poke: 'local', ...NO_POLL });
       await idleAfterBoot(h);
     });
     afterAll(async () => {
@@ -89,6 +102,21 @@ describe('poke modes', () => {
       } finally {
         pokes.mockRestore();
       }
+    });
+
+    it('a scheduler running a long step with slots free claims a poked row at once (SPEC §5.5: "busy" = no free slot)', async () => {
+      const started = new Promise<void>((resolve) => (longStarted = resolve));
+      const long = await h.engine.insert(LongJob);
+      await started;
+      try {
+        expect(schedulerOf(h).inFlightCount).toBe(1);
+        const id = await h.engine.insert(PokedJob);
+        // The poll is a minute away and the long step holds its slot: only the poke can run it.
+        expect(await h.engine.await(id, { timeout: 5_000 })).toEqual({ kind: 'done', result: { ok: true } });
+      } finally {
+        releaseLong();
+      }
+      expect(await h.engine.await(long, { timeout: 20_000 })).toEqual({ kind: 'done', result: { ok: true } });
     });
 
     it('a poke that lands while an empty pick is in flight is not lost', async () => {
