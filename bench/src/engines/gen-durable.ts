@@ -103,9 +103,11 @@ class GenDurableInstance implements Instance {
   }
 
   private async boot(queues: Record<string, number>): Promise<void> {
-    // Fast settings: prefetch = C, so the next batch is claimed while the last one's flush
-    // commits (graphile-worker's localQueue does the same); no effect on idle latency.
+    // Fast settings: prefetch, so the next batch is claimed while the last one's flush commits.
+    // max(100, 2C) − C makes the local buffer (running + prefetched) the size of
+    // graphile-worker's batched localQueue, max(100, 2C). No effect on idle latency.
     const concurrency = Math.max(0, ...Object.values(queues));
+    const prefetch = concurrency === 0 ? 0 : Math.max(100, 2 * concurrency) - concurrency;
     if (this.app) await this.app.close();
     const dataSource = this.ds!;
     @Module({
@@ -116,7 +118,7 @@ class GenDurableInstance implements Instance {
           poke: this.ctx.crossProcess ? 'postgres' : 'local',
           reaper: false,
           gc: false,
-          prefetch: concurrency,
+          prefetch,
           ...(this.groupInserts ? { insertBatcher: { durable: true } } : {}),
         }),
       ],
@@ -239,7 +241,7 @@ export const genDurableAdapter: Adapter = {
   id: 'gen-durable',
   family: 'gen-durable',
   peer: 'gen-durable (this repo, lib/)',
-  settings: "queues { default: C }, prefetch C, poke 'local', reaper/gc off, flusher defaults, plain insert(), DataSource pool 10",
+  settings: "queues { default: C }, prefetch max(100, 2C) − C, poke 'local', reaper/gc off, flusher defaults, plain insert(), DataSource pool 10",
   backend: 'postgres',
   unsupported: {},
   create: async (ctx: CaseContext) => new GenDurableInstance(ctx),
