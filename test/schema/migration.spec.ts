@@ -120,12 +120,21 @@ describe('GenDurableMigration', () => {
       { id: withConsumed, signaled: true },
       { id: without, signaled: false },
     ]);
+    // A signal written by anything but the engine's delivery (an old node, a hand insert) marks
+    // its target too: the trigger.
+    await db.pool.query(`INSERT INTO v1.signals (target_id, name) VALUES ($1, 'late')`, [without]);
+    const { rows: marked } = await db.pool.query(`SELECT signaled FROM v1.gen_durable WHERE id = $1`, [without]);
+    expect(marked).toEqual([{ signaled: true }]);
     await migrateDown(conn(db.pool), { schema: 'v1', version: 1 });
     expect(await readSchemaVersion(conn(db.pool), 'v1')).toBe(1);
     const { rows: columns } = await db.pool.query(
       `SELECT 1 FROM information_schema.columns WHERE table_schema = 'v1' AND table_name = 'gen_durable' AND column_name = 'signaled'`,
     );
     expect(columns).toHaveLength(0);
+    const { rows: functions } = await db.pool.query(
+      `SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'v1'`,
+    );
+    expect(functions).toHaveLength(0);
     await migrateDown(conn(db.pool), { schema: 'v1' });
   });
 
