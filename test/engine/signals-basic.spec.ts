@@ -2,12 +2,16 @@ import { awaitSignal, done, DurableFsm, NoTargetError, Step, type StepContext } 
 import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
+/** When set, `ship` waits for it: keeps a woken instance live while a test signals it again. */
+let shipGate: Promise<void> | undefined;
+
 @DurableFsm({ name: 'checkout' })
 class CheckoutFsm {
   @Step() start(ctx: StepContext) {
     return awaitSignal('paid', 'ship', ctx.state);
   }
-  @Step() ship(ctx: StepContext) {
+  @Step() async ship(ctx: StepContext) {
+    await shipGate;
     return done({ paid: ctx.awaited.map((s) => s.payload) });
   }
 }
@@ -44,8 +48,17 @@ describe('signals: delivery and parking', () => {
     await expect(t.engine.signal({ id: '999999' }, 'paid')).rejects.toBeInstanceOf(NoTargetError);
     const id = await t.engine.insert(CheckoutFsm);
     await eventually(async () => (await t.engine.get({ id }))?.status === 'awaiting_signal');
-    await t.engine.signal({ id }, 'paid', { n: 1 }, { dedupKey: 'hook-1' });
-    await t.engine.signal({ id }, 'paid', { n: 2 }, { dedupKey: 'hook-1' });
+    // The woken step waits until the duplicate was sent: otherwise the instance may already
+    // have finished, and the duplicate would (rightly) be refused as NoTargetError.
+    let openShip!: () => void;
+    shipGate = new Promise<void>((resolve) => (openShip = resolve));
+    try {
+      await t.engine.signal({ id }, 'paid', { n: 1 }, { dedupKey: 'hook-1' });
+      await t.engine.signal({ id }, 'paid', { n: 2 }, { dedupKey: 'hook-1' });
+    } finally {
+      openShip();
+      shipGate = undefined;
+    }
     expect(await t.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { paid: [{ n: 1 }] } });
     await expect(t.engine.signal({ id }, 'paid')).rejects.toBeInstanceOf(NoTargetError);
     await expect(t.engine.signal({ correlationKey: 'nobody' }, 'paid')).rejects.toBeInstanceOf(NoTargetError);
