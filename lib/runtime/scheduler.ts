@@ -114,7 +114,12 @@ export class Scheduler {
   }
 
   private hasFreeSlots(): boolean {
-    return this.concurrency + this.options.prefetch - (this.inFlight.size + this.buffer.length) > 0;
+    return this.demand() > 0;
+  }
+
+  /** SPEC §5.2: `concurrency + prefetch − (in-flight + buffer)`. */
+  private demand(): number {
+    return this.concurrency + this.options.prefetch - (this.inFlight.size + this.buffer.length);
   }
 
   /**
@@ -201,7 +206,7 @@ export class Scheduler {
         this.refillWanted = false;
         if (this.state !== 'running') return;
         const capacity = this.concurrency + this.options.prefetch;
-        const demand = capacity - (this.inFlight.size + this.buffer.length);
+        const demand = this.demand();
         const idle = this.inFlight.size === 0 && this.buffer.length === 0;
         if (demand <= 0 || (demand < Math.min(this.options.minDemand, capacity) && !idle)) return;
         const rows = await this.claim(demand);
