@@ -19,12 +19,19 @@ const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as
 const ROWS = Number(process.env['ROWS'] ?? 200_000);
 const BATCH = 50;
 
-async function explain(client: Client, title: string, statement: Statement, params: unknown[]): Promise<void> {
+async function explain(
+  client: Client,
+  title: string,
+  statement: Statement,
+  params: unknown[],
+): Promise<void> {
   await client.query('BEGIN');
   try {
     const text = `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING ON) ${renderStatement(statement, 'public')}`;
     const { rows } = await client.query<{ 'QUERY PLAN': string }>(text, params);
-    process.stdout.write(`\n=== ${title} (${statement.name}) ===\n${rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
+    process.stdout.write(
+      `\n=== ${title} (${statement.name}) ===\n${rows.map((r) => r['QUERY PLAN']).join('\n')}\n`,
+    );
   } finally {
     await client.query('ROLLBACK');
   }
@@ -49,16 +56,34 @@ async function main(): Promise<void> {
        SELECT 'job', 'perform', 'done', now() - interval '1 hour' FROM generate_series(1, $1)`,
       [terminal],
     );
-    await client.query(`INSERT INTO gen_durable (fsm, step) SELECT 'job', 'perform' FROM generate_series(1, $1)`, [ROWS - terminal]);
+    await client.query(
+      `INSERT INTO gen_durable (fsm, step) SELECT 'job', 'perform' FROM generate_series(1, $1)`,
+      [ROWS - terminal],
+    );
     await client.query('ANALYZE gen_durable');
-    process.stdout.write(`${server.replace(/:[^:@/]*@/, ':***@')} ${embedded ? '(embedded PostgreSQL)' : ''}: ${ROWS} rows, ${terminal} terminal\n`);
+    process.stdout.write(
+      `${server.replace(/:[^:@/]*@/, ':***@')} ${embedded ? '(embedded PostgreSQL)' : ''}: ${ROWS} rows, ${terminal} terminal\n`,
+    );
 
-    await explain(client, `claim of ${BATCH}, enrichment included`, CLAIM_RUNNABLE, ['default', BATCH, 'explain-worker', 60_000, []]);
+    await explain(client, `claim of ${BATCH}, enrichment included`, CLAIM_RUNNABLE, [
+      'default',
+      BATCH,
+      'explain-worker',
+      60_000,
+      [],
+    ]);
 
     // Claim a batch for real, then explain the inline chain's enrichment and the flush of it.
-    const claimed = (await client.query<{ id: string; claim_seq: string }>(renderStatement(CLAIM_RUNNABLE, 'public'), ['default', BATCH, 'explain-worker', 60_000, []])).rows;
+    const claimed = (
+      await client.query<{ id: string; claim_seq: string }>(
+        renderStatement(CLAIM_RUNNABLE, 'public'),
+        ['default', BATCH, 'explain-worker', 60_000, []],
+      )
+    ).rows;
     const ids = claimed.map((r) => r.id);
-    await explain(client, `enrichment alone (inline chains) of ${ids.length}`, LOAD_ENRICHMENT, [ids]);
+    await explain(client, `enrichment alone (inline chains) of ${ids.length}`, LOAD_ENRICHMENT, [
+      ids,
+    ]);
     const n = claimed.length;
     const fill = <T>(value: T): T[] => Array.from({ length: n }, () => value);
     await explain(client, `flush of ${n} done outcomes, solo (autocommit)`, FLUSH_TRANSITIONS, [

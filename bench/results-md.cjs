@@ -27,7 +27,9 @@ const med = (xs) => {
 const repeats = d.options.repeats;
 const multi = d.rows.some((r) => r.values.length > 1);
 
-console.log(`Command: \`${d.command}\` — ${d.startedAt.slice(0, 16).replace('T', ' ')} UTC, ${Math.round(d.wallSeconds)} s.`);
+console.log(
+  `Command: \`${d.command}\` — ${d.startedAt.slice(0, 16).replace('T', ' ')} UTC, ${Math.round(d.wallSeconds)} s.`,
+);
 console.log(
   `Machine: ${d.machine.cpus} × ${d.machine.cpuModel}, ${Math.round(d.machine.memGiB)} GiB, Node ${d.machine.node}; ` +
     `load average ${d.machine.loadAvgAtStart ? d.machine.loadAvgAtStart.map((x) => x.toFixed(1)).join(' / ') : '?'} at start.`,
@@ -37,9 +39,13 @@ console.log(
     `synchronous_commit=${d.postgres.settings.synchronous_commit}. Redis: ${d.redis.label} — ${d.redis.version ?? 'none'}.`,
 );
 if (d.git && d.git.commit) {
-  console.log(`Checkout: ${d.git.commit.slice(0, 10)}${d.git.libDirty ? ' with uncommitted changes under lib/' : ''}.`);
+  console.log(
+    `Checkout: ${d.git.commit.slice(0, 10)}${d.git.libDirty ? ' with uncommitted changes under lib/' : ''}.`,
+  );
 }
-console.log(`gen-durable: ${d.genDurable}. ${repeats} repeat(s)${multi ? ' (min / median / max)' : ''}.`);
+console.log(
+  `gen-durable: ${d.genDurable}. ${repeats} repeat(s)${multi ? ' (min / median / max)' : ''}.`,
+);
 console.log('');
 
 const cpuCell = (r) => {
@@ -54,7 +60,9 @@ const cpuCell = (r) => {
 };
 const valueCell = (r) => {
   if (r.values.length === 0) return `failed: ${(r.errors || ['?'])[0].split('\n')[0].slice(0, 60)}`;
-  return multi ? `${fmt(r.min, r.unit)} / **${fmt(r.median, r.unit)}** / ${fmt(r.max, r.unit)}` : fmt(r.median, r.unit);
+  return multi
+    ? `${fmt(r.min, r.unit)} / **${fmt(r.median, r.unit)}** / ${fmt(r.max, r.unit)}`
+    : fmt(r.median, r.unit);
 };
 
 const groups = [...new Set(d.rows.map((r) => r.scenario))];
@@ -64,7 +72,14 @@ for (const g of groups) {
   console.log('');
   const hasCpu = rows.some((r) => r.cpuPer1k && r.cpuPer1k.length);
   const hasC = rows.some((r) => r.concurrency !== undefined);
-  const head = ['engine', ...(hasC ? ['c'] : []), 'n', 'metric', 'value', ...(hasCpu ? ['CPU ms / 1k (worker + pg [+ redis])'] : [])];
+  const head = [
+    'engine',
+    ...(hasC ? ['c'] : []),
+    'n',
+    'metric',
+    'value',
+    ...(hasCpu ? ['CPU ms / 1k (worker + pg [+ redis])'] : []),
+  ];
   console.log(`| ${head.join(' | ')} |`);
   console.log(`|${head.map(() => '---').join('|')}|`);
   for (const r of rows) {
@@ -94,5 +109,8 @@ if (d.skipped && d.skipped.length) {
 if (d.ratios && d.ratios.length) {
   console.log('gen-durable median ÷ peer median:');
   console.log('');
-  for (const r of d.ratios) console.log(`- ${r.key} [${r.better}]: ${r.peers.map((p) => `${p.engine} ${p.ratio.toFixed(2)}×`).join(' · ')}`);
+  for (const r of d.ratios)
+    console.log(
+      `- ${r.key} [${r.better}]: ${r.peers.map((p) => `${p.engine} ${p.ratio.toFixed(2)}×`).join(' · ')}`,
+    );
 }

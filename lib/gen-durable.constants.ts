@@ -5,7 +5,12 @@ export const STEP_METADATA = 'gen-durable:steps';
 /** Default engine name (SPEC §22). */
 export const DEFAULT_ENGINE_NAME = 'GenDurable';
 /** The statuses in which an instance is live (SPEC §3.1). */
-export const LIVE_STATUSES = ['runnable', 'executing', 'awaiting_signal', 'awaiting_children'] as const;
+export const LIVE_STATUSES = [
+  'runnable',
+  'executing',
+  'awaiting_signal',
+  'awaiting_children',
+] as const;
 /** Every status of the `durable_status` enum. */
 export const ALL_STATUSES = [...LIVE_STATUSES, 'done', 'failed'] as const;
 export type DurableStatus = (typeof ALL_STATUSES)[number];

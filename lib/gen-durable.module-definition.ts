@@ -1,11 +1,14 @@
 import { ConfigurableModuleBuilder, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 
-import { DEFAULT_ENGINE_NAME, GEN_DURABLE_ENGINE_NAME, GEN_DURABLE_MODULE_OPTIONS } from './gen-durable.constants';
+import {
+  DEFAULT_ENGINE_NAME,
+  GEN_DURABLE_ENGINE_NAME,
+  GEN_DURABLE_MODULE_OPTIONS,
+} from './gen-durable.constants';
 import { EngineService } from './engine/engine.service';
 import { getEngineToken } from './engine/get-engine-token.util';
 import type { GenDurableOptions } from './options/gen-durable-options.interface';
-
 
 export interface GenDurableModuleExtras {
   /** Global module (default true). */
@@ -18,12 +21,19 @@ export const {
   ConfigurableModuleClass: GenDurableConfigurableModule,
   OPTIONS_TYPE: GEN_DURABLE_OPTIONS_TYPE,
   ASYNC_OPTIONS_TYPE: GEN_DURABLE_ASYNC_OPTIONS_TYPE,
-} = new ConfigurableModuleBuilder<GenDurableOptions>({ moduleName: 'GenDurable', optionsInjectionToken: GEN_DURABLE_MODULE_OPTIONS })
+} = new ConfigurableModuleBuilder<GenDurableOptions>({
+  moduleName: 'GenDurable',
+  optionsInjectionToken: GEN_DURABLE_MODULE_OPTIONS,
+})
   .setClassMethodName('forRoot')
   .setExtras<GenDurableModuleExtras>({ isGlobal: true, name: undefined }, (definition, extras) => {
     const name = extras.name ?? DEFAULT_ENGINE_NAME;
     const token = getEngineToken(name);
-    const providers: Provider[] = [...(definition.providers ?? []), EngineService, { provide: GEN_DURABLE_ENGINE_NAME, useValue: name }];
+    const providers: Provider[] = [
+      ...(definition.providers ?? []),
+      EngineService,
+      { provide: GEN_DURABLE_ENGINE_NAME, useValue: name },
+    ];
     if (token !== EngineService) providers.push({ provide: token, useExisting: EngineService });
     return {
       ...definition,

@@ -3,7 +3,11 @@ export { GenDurableModule } from './gen-durable.module';
 export type { GenDurableModuleExtras } from './gen-durable.module-definition';
 export { DEFAULT_ENGINE_NAME, type DurableStatus } from './gen-durable.constants';
 export type * from './options/gen-durable-options.interface';
-export { DurableFsm, type DurableFsmOptions, type StateCodec } from './decorators/durable-fsm.decorator';
+export {
+  DurableFsm,
+  type DurableFsmOptions,
+  type StateCodec,
+} from './decorators/durable-fsm.decorator';
 export { Step } from './decorators/step.decorator';
 export { InjectEngine } from './decorators/inject-engine.decorator';
 export { EngineService, type Target } from './engine/engine.service';

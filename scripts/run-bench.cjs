@@ -32,7 +32,9 @@ if (!fs.existsSync(path.join(root, 'node_modules', 'typescript'))) {
 
 if (!fs.existsSync(path.join(bench, 'node_modules'))) {
   console.log('run-bench: installing the bench dependencies (npm ci --prefix bench)');
-  if (run(npm, ['ci', '--prefix', 'bench', '--no-audit', '--no-fund']) !== 0) fail('run-bench: npm ci --prefix bench failed');
+  if (run(npm, ['ci', '--prefix', 'bench', '--no-audit', '--no-fund']) !== 0) {
+    fail('run-bench: npm ci --prefix bench failed');
+  }
 }
 
 /** True when lib/index.ts exports every name the gen-durable adapter imports. */
@@ -54,7 +56,9 @@ function libReady() {
     let text = fs.readFileSync(file, 'utf8');
     for (const re of text.matchAll(/export\s+\*\s+from\s+'(\.[^']+)'/g)) {
       const target = path.resolve(path.dirname(file), re[1]);
-      text += collect(fs.existsSync(target + '.ts') ? target + '.ts' : path.join(target, 'index.ts'));
+      text += collect(
+        fs.existsSync(target + '.ts') ? target + '.ts' : path.join(target, 'index.ts'),
+      );
     }
     return text;
   };

@@ -1,6 +1,15 @@
 // Command-line flags of `npm run bench -- …`.
 
-export const SCENARIOS = ['drain', 'fsm3', 'enqueue', 'latency', 'latency-xproc', 'signal', 'scale', 'memory'] as const;
+export const SCENARIOS = [
+  'drain',
+  'fsm3',
+  'enqueue',
+  'latency',
+  'latency-xproc',
+  'signal',
+  'scale',
+  'memory',
+] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface Options {
@@ -60,7 +69,8 @@ function intList(value: string, flag: string): number[] {
 
 function posInt(value: string | undefined, flag: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${flag}: expected a positive integer, got '${value}'`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new Error(`${flag}: expected a positive integer, got '${value}'`);
   return n;
 }
 
@@ -86,7 +96,9 @@ export function parseArgs(argv: string[]): Options {
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const [flag, inline] = a.includes('=')
+      ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]
+      : [a, undefined];
     const value = (): string => {
       if (inline !== undefined) return inline;
       const v = argv[++i];
@@ -97,7 +109,12 @@ export function parseArgs(argv: string[]): Options {
       case '--quick':
         break;
       case '--only':
-        o.only.push(...value().split(',').map((s) => s.trim()).filter(Boolean));
+        o.only.push(
+          ...value()
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean),
+        );
         break;
       case '--repeats':
         o.repeats = posInt(value(), flag);

@@ -28,7 +28,10 @@ export function repoRoot(): string {
   for (;;) {
     if (fs.existsSync(path.join(dir, 'scripts', 'embedded-postgres.cjs'))) return dir;
     const up = path.dirname(dir);
-    if (up === dir) throw new Error('cannot find the repo root (scripts/embedded-postgres.cjs) above ' + __dirname);
+    if (up === dir)
+      throw new Error(
+        'cannot find the repo root (scripts/embedded-postgres.cjs) above ' + __dirname,
+      );
     dir = up;
   }
 }
@@ -52,7 +55,12 @@ function freePort(): Promise<number> {
 }
 
 async function redisPing(url: string): Promise<string | undefined> {
-  const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000 });
+  const r = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 1000,
+  });
   r.on('error', () => undefined);
   try {
     await r.connect();
@@ -83,9 +91,13 @@ export async function startInfra(log: (m: string) => void): Promise<Infra> {
     adminUrl = process.env.DATABASE_URL;
     pgLabel = 'DATABASE_URL';
   } else {
-    log('DATABASE_URL is not set: starting the embedded PostgreSQL (figures are labelled "embedded PostgreSQL")');
+    log(
+      'DATABASE_URL is not set: starting the embedded PostgreSQL (figures are labelled "embedded PostgreSQL")',
+    );
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { startEmbeddedPostgres } = require(path.join(repoRoot(), 'scripts', 'embedded-postgres.cjs')) as {
+    const { startEmbeddedPostgres } = require(
+      path.join(repoRoot(), 'scripts', 'embedded-postgres.cjs'),
+    ) as {
       startEmbeddedPostgres: () => Promise<{ url: string; stop: () => Promise<void> }>;
     };
     const pg = await startEmbeddedPostgres();
@@ -98,7 +110,16 @@ export async function startInfra(log: (m: string) => void): Promise<Infra> {
   const pgVersion = (await c.query<{ v: string }>('SELECT version() AS v')).rows[0]!.v;
   const settings = await c.query<{ name: string; setting: string }>(
     `SELECT name, setting FROM pg_settings WHERE name = ANY($1)`,
-    [['fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'max_connections', 'wal_level']],
+    [
+      [
+        'fsync',
+        'synchronous_commit',
+        'full_page_writes',
+        'shared_buffers',
+        'max_connections',
+        'wal_level',
+      ],
+    ],
   );
   await c.end();
   const pgSettings = Object.fromEntries(settings.rows.map((r) => [r.name, r.setting]));
@@ -119,7 +140,18 @@ export async function startInfra(log: (m: string) => void): Promise<Infra> {
     log(`no Redis at REDIS_URL or 127.0.0.1:6379: starting redis-server on port ${port}`);
     const child: ChildProcess = spawn(
       'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'],
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--daemonize',
+        'no',
+      ],
       { stdio: 'ignore' },
     );
     redisUrl = `redis://127.0.0.1:${port}`;
@@ -134,7 +166,8 @@ export async function startInfra(log: (m: string) => void): Promise<Infra> {
       await new Promise((r) => setTimeout(r, 100));
     });
   } else {
-    redisLabel = 'none (no REDIS_URL, nothing on 127.0.0.1:6379, no redis-server binary): BullMQ on Redis skipped';
+    redisLabel =
+      'none (no REDIS_URL, nothing on 127.0.0.1:6379, no redis-server binary): BullMQ on Redis skipped';
   }
 
   return {

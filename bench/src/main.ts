@@ -8,7 +8,18 @@ import { loadAdapters } from './engines';
 import type { Adapter, CaseName } from './engines/types';
 import { repoRoot, startInfra, type Infra } from './infra';
 import { printRatios, printTable, ratios, writeJson, type Skipped } from './report';
-import { activeDbs, drainCase, enqueueCase, latencyCase, latencyXCase, memoryCase, scaleCase, signalCase, type RunCtx, type Row } from './scenarios';
+import {
+  activeDbs,
+  drainCase,
+  enqueueCase,
+  latencyCase,
+  latencyXCase,
+  memoryCase,
+  scaleCase,
+  signalCase,
+  type RunCtx,
+  type Row,
+} from './scenarios';
 import { summary } from './stats';
 
 const CASE_OF_SCENARIO: Record<string, CaseName[]> = {
@@ -24,14 +35,21 @@ const CASE_OF_SCENARIO: Record<string, CaseName[]> = {
   memory: ['memory'],
 };
 
-function select(opts: Options, adapters: Adapter[], genDurableMissing: string | undefined): { engines: Adapter[]; cases: Set<CaseName> } {
+function select(
+  opts: Options,
+  adapters: Adapter[],
+  genDurableMissing: string | undefined,
+): { engines: Adapter[]; cases: Set<CaseName> } {
   const engineTokens: string[] = [];
   const cases = new Set<CaseName>();
   for (const t of opts.only) {
     if (CASE_OF_SCENARIO[t]) CASE_OF_SCENARIO[t]!.forEach((c) => cases.add(c));
     else engineTokens.push(t);
   }
-  if (cases.size === 0) Object.values(CASE_OF_SCENARIO).flat().forEach((c) => cases.add(c));
+  if (cases.size === 0)
+    Object.values(CASE_OF_SCENARIO)
+      .flat()
+      .forEach((c) => cases.add(c));
   const known = new Set(adapters.flatMap((a) => [a.id, a.family]).concat(['gen-durable']));
   for (const t of engineTokens) {
     if (!known.has(t)) {
@@ -41,20 +59,33 @@ function select(opts: Options, adapters: Adapter[], genDurableMissing: string | 
     }
   }
   if (engineTokens.includes('gen-durable') && genDurableMissing) console.log(genDurableMissing);
-  const engines = engineTokens.length === 0 ? adapters : adapters.filter((a) => engineTokens.includes(a.id) || engineTokens.includes(a.family));
+  const engines =
+    engineTokens.length === 0
+      ? adapters
+      : adapters.filter((a) => engineTokens.includes(a.id) || engineTokens.includes(a.family));
   return { engines, cases };
 }
 
-function header(opts: Options, infra: Infra, engines: Adapter[], genDurableMissing: string | undefined, print: (l: string) => void): void {
+function header(
+  opts: Options,
+  infra: Infra,
+  engines: Adapter[],
+  genDurableMissing: string | undefined,
+  print: (l: string) => void,
+): void {
   const cpus = os.cpus();
-  print(`gen-durable bench — ${opts.quick ? 'quick' : 'full'} run, ${opts.repeats} repeat(s), concurrency ${opts.concurrency.join(',')}`);
+  print(
+    `gen-durable bench — ${opts.quick ? 'quick' : 'full'} run, ${opts.repeats} repeat(s), concurrency ${opts.concurrency.join(',')}`,
+  );
   print(
     `machine: ${cpus.length} × ${cpus[0]?.model ?? '?'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average ${os
       .loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}`,
   );
-  print(`PostgreSQL: ${infra.pgLabel} — ${infra.pgVersion.split(' on ')[0]} (fsync=${infra.pgSettings.fsync}, synchronous_commit=${infra.pgSettings.synchronous_commit})`);
+  print(
+    `PostgreSQL: ${infra.pgLabel} — ${infra.pgVersion.split(' on ')[0]} (fsync=${infra.pgSettings.fsync}, synchronous_commit=${infra.pgSettings.synchronous_commit})`,
+  );
   print(`Redis: ${infra.redisLabel}${infra.redisVersion ? ` — ${infra.redisVersion}` : ''}`);
   for (const a of engines) print(`  ${a.id.padEnd(24)} ${a.peer} — ${a.settings}`);
   if (genDurableMissing) print(genDurableMissing);
@@ -70,7 +101,9 @@ async function main(): Promise<void> {
   const { engines, cases } = select(opts, adapters, genDurableMissing);
   const infra = await startInfra(print);
   const onSignal = (): void => {
-    print('interrupted: dropping the running case database, stopping the servers the bench started');
+    print(
+      'interrupted: dropping the running case database, stopping the servers the bench started',
+    );
     void Promise.allSettled([...activeDbs].map((d) => d.drop()))
       .then(() => infra.stop())
       .finally(() => process.exit(130));
@@ -97,7 +130,8 @@ async function run(
   const print = (l: string): void => console.log(l);
   const loadAtStart = os.loadavg();
   /** Progress lines carry the run's elapsed time. */
-  const progress = (l: string): void => console.log(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s]${l}`);
+  const progress = (l: string): void =>
+    console.log(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s]${l}`);
   const rc: RunCtx = { infra, opts, log: print, vlog: opts.verbose ? print : () => undefined };
   header(opts, infra, engines, genDurableMissing, print);
 
@@ -114,14 +148,20 @@ async function run(
     const why =
       a.unsupported[c] ??
       (opts.quick ? a.notInQuick?.[c] : undefined) ??
-      (c === 'scale' && !a.scale ? 'scale compares claim cost: raw baseline and gen-durable only' : undefined) ??
-      (c === 'signal' && !a.signals ? 'no signal primitive (an instance parked until a message wakes it)' : undefined);
+      (c === 'scale' && !a.scale
+        ? 'scale compares claim cost: raw baseline and gen-durable only'
+        : undefined) ??
+      (c === 'signal' && !a.signals
+        ? 'no signal primitive (an instance parked until a message wakes it)'
+        : undefined);
     if (why) {
-      if (!skipped.some((s) => s.scenario === c && s.engine === a.id)) skipped.push({ scenario: c, engine: a.id, reason: why });
+      if (!skipped.some((s) => s.scenario === c && s.engine === a.id))
+        skipped.push({ scenario: c, engine: a.id, reason: why });
       return false;
     }
     if (a.backend === 'redis' && !infra.redisUrl) {
-      if (!skipped.some((s) => s.scenario === c && s.engine === a.id)) skipped.push({ scenario: c, engine: a.id, reason: 'no Redis' });
+      if (!skipped.some((s) => s.scenario === c && s.engine === a.id))
+        skipped.push({ scenario: c, engine: a.id, reason: 'no Redis' });
       return false;
     }
     return true;
@@ -142,7 +182,15 @@ async function run(
           const cap = a.maxN?.[kind]?.[opts.quick ? 1 : 0] ?? Infinity;
           const n = Math.min(kind === 'fsm3' ? opts.fsm3N : opts.n, cap);
           const unit = kind === 'fsm3' ? 'steps/s' : 'jobs/s';
-          const r = row({ scenario, engine: a.id, concurrency: c, n, metric: 'throughput', unit, better: 'higher' });
+          const r = row({
+            scenario,
+            engine: a.id,
+            concurrency: c,
+            n,
+            metric: 'throughput',
+            unit,
+            better: 'higher',
+          });
           const label = `${scenario} c=${c} #${rep + 1} ${a.id}`;
           try {
             const o = await drainCase(rc, a, kind, c, n);
@@ -169,7 +217,8 @@ async function run(
     for (let rep = 0; rep < opts.repeats; rep++) {
       for (const a of engines) {
         if (!runnable(a, scenario)) continue;
-        const metric = mode === 'single' ? 'awaited single inserts, 50 callers' : 'one bulk insert call';
+        const metric =
+          mode === 'single' ? 'awaited single inserts, 50 callers' : 'one bulk insert call';
         const r = row({ scenario, engine: a.id, n, metric, unit: 'inserts/s', better: 'higher' });
         const label = `${scenario} #${rep + 1} ${a.id}`;
         try {
@@ -177,7 +226,9 @@ async function run(
           r.values.push(o.rate);
           (r.cpuPer1k ??= []).push((o.cpu.totalMs / n) * 1000);
           (r.cpu ??= []).push(o.cpu);
-          progress(`  ${label}: ${n} in ${(o.ms / 1000).toFixed(2)} s → ${Math.round(o.rate).toLocaleString('en-US')} inserts/s`);
+          progress(
+            `  ${label}: ${n} in ${(o.ms / 1000).toFixed(2)} s → ${Math.round(o.rate).toLocaleString('en-US')} inserts/s`,
+          );
         } catch (e) {
           failed(r, e, label);
         }
@@ -191,7 +242,14 @@ async function run(
       if (!runnable(a, 'latency')) continue;
       const label = `latency #${rep + 1} ${a.id}`;
       const rs = (['p50', 'p95', 'p99'] as const).map((p) =>
-        row({ scenario: 'latency', engine: a.id, n: opts.latencyN, metric: `insert→start ${p}`, unit: 'ms', better: 'lower' }),
+        row({
+          scenario: 'latency',
+          engine: a.id,
+          n: opts.latencyN,
+          metric: `insert→start ${p}`,
+          unit: 'ms',
+          better: 'lower',
+        }),
       );
       try {
         const o = await latencyCase(rc, a, opts.latencyN);
@@ -199,7 +257,9 @@ async function run(
         rs[1]!.values.push(o.p95);
         rs[2]!.values.push(o.p99);
         (rs[0]!.extra ??= []).push({ timeouts: o.timeouts, samples: o.samples.length });
-        progress(`  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not started within 5 s` : ''}`);
+        progress(
+          `  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not started within 5 s` : ''}`,
+        );
       } catch (e) {
         for (const r of rs) failed(r, e, label);
       }
@@ -212,7 +272,14 @@ async function run(
       if (!runnable(a, 'latency-xproc')) continue;
       const label = `latency-xproc #${rep + 1} ${a.id}`;
       const rs = (['p50', 'p95', 'p99'] as const).map((p) =>
-        row({ scenario: 'latency-xproc', engine: a.id, n: opts.latencyXN, metric: `insert→start ${p}, 2nd process`, unit: 'ms', better: 'lower' }),
+        row({
+          scenario: 'latency-xproc',
+          engine: a.id,
+          n: opts.latencyXN,
+          metric: `insert→start ${p}, 2nd process`,
+          unit: 'ms',
+          better: 'lower',
+        }),
       );
       try {
         const o = await latencyXCase(rc, a, opts.latencyXN);
@@ -220,7 +287,9 @@ async function run(
         rs[1]!.values.push(o.p95);
         rs[2]!.values.push(o.p99);
         (rs[0]!.extra ??= []).push({ timeouts: o.timeouts, samples: o.samples.length });
-        progress(`  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not started within 5 s` : ''}`);
+        progress(
+          `  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not started within 5 s` : ''}`,
+        );
       } catch (e) {
         for (const r of rs) failed(r, e, label);
       }
@@ -233,7 +302,14 @@ async function run(
       if (!runnable(a, 'signal')) continue;
       const label = `signal #${rep + 1} ${a.id}`;
       const rs = (['p50', 'p95', 'p99'] as const).map((p) =>
-        row({ scenario: 'signal', engine: a.id, n: opts.signalN, metric: `signal→woken step ${p}`, unit: 'ms', better: 'lower' }),
+        row({
+          scenario: 'signal',
+          engine: a.id,
+          n: opts.signalN,
+          metric: `signal→woken step ${p}`,
+          unit: 'ms',
+          better: 'lower',
+        }),
       );
       try {
         const o = await signalCase(rc, a, opts.signalN);
@@ -241,7 +317,9 @@ async function run(
         rs[1]!.values.push(o.p95);
         rs[2]!.values.push(o.p99);
         (rs[0]!.extra ??= []).push({ timeouts: o.timeouts, samples: o.samples.length });
-        progress(`  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not woken within 5 s` : ''}`);
+        progress(
+          `  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not woken within 5 s` : ''}`,
+        );
       } catch (e) {
         for (const r of rs) failed(r, e, label);
       }
@@ -256,16 +334,42 @@ async function run(
       try {
         const o = await scaleCase(rc, a, opts.scaleRows);
         const big = opts.scaleRows.toLocaleString('en-US');
-        row({ scenario: 'scale', engine: a.id, metric: `${o.metric} @ 10,000 rows`, unit: o.unit, better: o.better }).values.push(o.small);
-        const rb = row({ scenario: 'scale', engine: a.id, metric: `${o.metric} @ ${big} rows`, unit: o.unit, better: o.better });
+        row({
+          scenario: 'scale',
+          engine: a.id,
+          metric: `${o.metric} @ 10,000 rows`,
+          unit: o.unit,
+          better: o.better,
+        }).values.push(o.small);
+        const rb = row({
+          scenario: 'scale',
+          engine: a.id,
+          metric: `${o.metric} @ ${big} rows`,
+          unit: o.unit,
+          better: o.better,
+        });
         rb.values.push(o.big);
         (rb.extra ??= []).push(o.detail);
         const slowdown = o.better === 'lower' ? o.big / o.small : o.small / o.big;
-        row({ scenario: 'scale', engine: a.id, metric: `slowdown ${big} vs 10,000 rows`, unit: '×', better: 'lower' }).values.push(slowdown);
-        progress(`  ${label}: ${o.metric}: ${o.small.toFixed(2)} ${o.unit} @ 10k rows, ${o.big.toFixed(2)} ${o.unit} @ ${big} rows (slowdown ${slowdown.toFixed(2)}×)`);
+        row({
+          scenario: 'scale',
+          engine: a.id,
+          metric: `slowdown ${big} vs 10,000 rows`,
+          unit: '×',
+          better: 'lower',
+        }).values.push(slowdown);
+        progress(
+          `  ${label}: ${o.metric}: ${o.small.toFixed(2)} ${o.unit} @ 10k rows, ${o.big.toFixed(2)} ${o.unit} @ ${big} rows (slowdown ${slowdown.toFixed(2)}×)`,
+        );
       } catch (e) {
         progress(`  ${label}: FAILED ${(e as Error).message.split('\n')[0]}`);
-        (row({ scenario: 'scale', engine: a.id, metric: 'scale', unit: '', better: 'lower' }).errors ??= []).push((e as Error).message);
+        (row({
+          scenario: 'scale',
+          engine: a.id,
+          metric: 'scale',
+          unit: '',
+          better: 'lower',
+        }).errors ??= []).push((e as Error).message);
       }
     }
   }
@@ -275,14 +379,32 @@ async function run(
     for (const a of engines) {
       if (!runnable(a, 'memory')) continue;
       const label = `memory #${rep + 1} ${a.id}`;
-      const peak = row({ scenario: 'memory', engine: a.id, concurrency: 100, n: opts.memoryN, metric: 'peak RSS while draining', unit: 'MB', better: 'lower' });
-      const base = row({ scenario: 'memory', engine: a.id, concurrency: 100, n: opts.memoryN, metric: 'RSS before start', unit: 'MB', better: 'lower' });
+      const peak = row({
+        scenario: 'memory',
+        engine: a.id,
+        concurrency: 100,
+        n: opts.memoryN,
+        metric: 'peak RSS while draining',
+        unit: 'MB',
+        better: 'lower',
+      });
+      const base = row({
+        scenario: 'memory',
+        engine: a.id,
+        concurrency: 100,
+        n: opts.memoryN,
+        metric: 'RSS before start',
+        unit: 'MB',
+        better: 'lower',
+      });
       try {
         const o = await memoryCase(rc, a, opts.memoryN);
         peak.values.push(o.peakRssMb);
         base.values.push(o.baselineRssMb);
         (peak.extra ??= []).push({ drainMs: o.ms });
-        progress(`  ${label}: RSS ${o.baselineRssMb.toFixed(0)} MB before start, peak ${o.peakRssMb.toFixed(0)} MB draining ${opts.memoryN} jobs in ${(o.ms / 1000).toFixed(1)} s`);
+        progress(
+          `  ${label}: RSS ${o.baselineRssMb.toFixed(0)} MB before start, peak ${o.peakRssMb.toFixed(0)} MB draining ${opts.memoryN} jobs in ${(o.ms / 1000).toFixed(1)} s`,
+        );
       } catch (e) {
         failed(peak, e, label);
       }
@@ -291,13 +413,19 @@ async function run(
 
   const all = [...rows.values()];
   print('');
-  print(`== Results: min / median / max over ${opts.repeats} repeat(s) — PostgreSQL: ${infra.pgLabel}; Redis: ${infra.redisLabel}`);
+  print(
+    `== Results: min / median / max over ${opts.repeats} repeat(s) — PostgreSQL: ${infra.pgLabel}; Redis: ${infra.redisLabel}`,
+  );
   printTable(all, print);
   if (skipped.length > 0) {
     print('');
     print('Not run:');
     const byReason = new Map<string, string[]>();
-    for (const s of skipped) byReason.set(`${s.scenario}: ${s.reason}`, [...(byReason.get(`${s.scenario}: ${s.reason}`) ?? []), s.engine]);
+    for (const s of skipped)
+      byReason.set(`${s.scenario}: ${s.reason}`, [
+        ...(byReason.get(`${s.scenario}: ${s.reason}`) ?? []),
+        s.engine,
+      ]);
     for (const [why, engines] of byReason) print(`  ${why} — ${engines.join(', ')}`);
   }
   print('');
@@ -306,7 +434,13 @@ async function run(
 
   const finishedAt = new Date();
   const file =
-    opts.json ?? path.join(repoRoot(), 'bench', 'results', `${startedAt.toISOString().replace(/[:.]/g, '-')}${opts.quick ? '-quick' : ''}.json`);
+    opts.json ??
+    path.join(
+      repoRoot(),
+      'bench',
+      'results',
+      `${startedAt.toISOString().replace(/[:.]/g, '-')}${opts.quick ? '-quick' : ''}.json`,
+    );
   writeJson(file, {
     version: 1,
     command: argv.length ? `npm run bench -- ${argv.join(' ')}` : 'npm run bench',
@@ -325,7 +459,12 @@ async function run(
     },
     postgres: { label: infra.pgLabel, version: infra.pgVersion, settings: infra.pgSettings },
     redis: { label: infra.redisLabel, version: infra.redisVersion },
-    engines: engines.map((a) => ({ id: a.id, peer: a.peer, settings: a.settings, backend: a.backend })),
+    engines: engines.map((a) => ({
+      id: a.id,
+      peer: a.peer,
+      settings: a.settings,
+      backend: a.backend,
+    })),
     genDurable: genDurableMissing ?? 'measured',
     git: gitState(),
     rows: all.map((r) => ({ ...r, ...summary(r.values) })),
@@ -333,7 +472,9 @@ async function run(
     skipped,
   });
   print('');
-  print(`JSON: ${path.relative(process.cwd(), file)} (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
+  print(
+    `JSON: ${path.relative(process.cwd(), file)} (${((performance.now() - t0) / 1000).toFixed(0)} s)`,
+  );
 }
 
 /** Commit of the checkout and whether lib/ has uncommitted changes (the gen-durable measured). */
@@ -341,7 +482,9 @@ function gitState(): { commit?: string; libDirty?: boolean } {
   try {
     const cwd = repoRoot();
     const commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd }).toString().trim();
-    const libDirty = execFileSync('git', ['status', '--porcelain', '--', 'lib'], { cwd }).toString().trim().length > 0;
+    const libDirty =
+      execFileSync('git', ['status', '--porcelain', '--', 'lib'], { cwd }).toString().trim()
+        .length > 0;
     return { commit, libDirty };
   } catch {
     return {};

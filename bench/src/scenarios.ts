@@ -49,7 +49,10 @@ process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const t = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new TimeoutError(`${what}: timed out after ${Math.round(ms / 1000)} s`)), ms);
+    timer = setTimeout(
+      () => reject(new TimeoutError(`${what}: timed out after ${Math.round(ms / 1000)} s`)),
+      ms,
+    );
   });
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
@@ -90,15 +93,23 @@ async function inCase<T>(
   } finally {
     for (const c of children) c.kill('SIGKILL');
     children.clear();
-    if (inst) await withTimeout(inst.close(), 15_000, `${adapter.id} close`).catch((e) => rc.log(`  ${String(e)}`));
-    if (adapter.backend === 'redis' && rc.infra.redisUrl) await clearRedisPrefix(rc.infra.redisUrl, ctx.redisPrefix).catch(() => undefined);
+    if (inst)
+      await withTimeout(inst.close(), 15_000, `${adapter.id} close`).catch((e) =>
+        rc.log(`  ${String(e)}`),
+      );
+    if (adapter.backend === 'redis' && rc.infra.redisUrl)
+      await clearRedisPrefix(rc.infra.redisUrl, ctx.redisPrefix).catch(() => undefined);
     await db.drop().catch((e) => rc.log(`  drop ${db.name}: ${String(e)}`));
     activeDbs.delete(db);
   }
 }
 
 async function openProbe(rc: RunCtx, adapter: Adapter, ctx: CaseContext): Promise<CpuProbe> {
-  return CpuProbe.open(rc.infra.adminUrl, ctx.dbName, adapter.backend === 'redis' ? rc.infra.redisUrl : undefined);
+  return CpuProbe.open(
+    rc.infra.adminUrl,
+    ctx.dbName,
+    adapter.backend === 'redis' ? rc.infra.redisUrl : undefined,
+  );
 }
 
 export interface DrainOutcome {
@@ -113,7 +124,13 @@ export interface DrainOutcome {
  * first step start until the engine's own records show every instance finished. The in-process
  * count of final steps says when to start asking the database (every 50 ms).
  */
-export async function drainCase(rc: RunCtx, adapter: Adapter, kind: Kind, concurrency: number, n: number): Promise<DrainOutcome> {
+export async function drainCase(
+  rc: RunCtx,
+  adapter: Adapter,
+  kind: Kind,
+  concurrency: number,
+  n: number,
+): Promise<DrainOutcome> {
   return inCase(rc, adapter, async (ctx, inst) => {
     await inst.setup();
     await inst.insertBulk(kind, n);
@@ -156,7 +173,13 @@ export interface EnqueueOutcome {
 }
 
 /** Awaited single inserts from `callers` concurrent callers, n in all; or one bulk call of n. */
-export async function enqueueCase(rc: RunCtx, adapter: Adapter, mode: 'single' | 'bulk', n: number, callers = 50): Promise<EnqueueOutcome> {
+export async function enqueueCase(
+  rc: RunCtx,
+  adapter: Adapter,
+  mode: 'single' | 'bulk',
+  n: number,
+  callers = 50,
+): Promise<EnqueueOutcome> {
   return inCase(rc, adapter, async (ctx, inst) => {
     await inst.setup();
     const probe = await openProbe(rc, adapter, ctx);
@@ -194,7 +217,12 @@ export interface LatencyOutcome {
 }
 
 /** Idle workers; `count` sequential inserts; insert call → first step start, same process. */
-export async function latencyCase(rc: RunCtx, adapter: Adapter, count: number, concurrency = 10): Promise<LatencyOutcome> {
+export async function latencyCase(
+  rc: RunCtx,
+  adapter: Adapter,
+  count: number,
+  concurrency = 10,
+): Promise<LatencyOutcome> {
   return inCase(rc, adapter, async (_ctx, inst) => {
     await inst.setup();
     const started = new Map<number, (t: number) => void>();
@@ -219,7 +247,13 @@ export async function latencyCase(rc: RunCtx, adapter: Adapter, count: number, c
       if (t === undefined) timeouts++;
       else samples.push(t - t0);
     }
-    return { samples, timeouts, p50: percentile(samples, 50), p95: percentile(samples, 95), p99: percentile(samples, 99) };
+    return {
+      samples,
+      timeouts,
+      p50: percentile(samples, 50),
+      p95: percentile(samples, 95),
+      p99: percentile(samples, 99),
+    };
   });
 }
 
@@ -227,7 +261,12 @@ export async function latencyCase(rc: RunCtx, adapter: Adapter, count: number, c
  * Signal round trip: `count` instances parked on a signal (workers idle at concurrency 10);
  * for each in turn, the signal call → the woken step's start, same process.
  */
-export async function signalCase(rc: RunCtx, adapter: Adapter, count: number, concurrency = 10): Promise<LatencyOutcome> {
+export async function signalCase(
+  rc: RunCtx,
+  adapter: Adapter,
+  count: number,
+  concurrency = 10,
+): Promise<LatencyOutcome> {
   return inCase(rc, adapter, async (_ctx, inst) => {
     await inst.setup();
     const started = new Map<number, (t: number) => void>();
@@ -252,7 +291,13 @@ export async function signalCase(rc: RunCtx, adapter: Adapter, count: number, co
       if (t === undefined) timeouts++;
       else samples.push(t - t0);
     }
-    return { samples, timeouts, p50: percentile(samples, 50), p95: percentile(samples, 95), p99: percentile(samples, 99) };
+    return {
+      samples,
+      timeouts,
+      p50: percentile(samples, 50),
+      p95: percentile(samples, 95),
+      p99: percentile(samples, 99),
+    };
   });
 }
 
@@ -265,10 +310,18 @@ export interface ScaleOutcome {
   detail: Record<string, unknown>;
 }
 
-export async function scaleCase(rc: RunCtx, adapter: Adapter, bigRows: number): Promise<ScaleOutcome> {
+export async function scaleCase(
+  rc: RunCtx,
+  adapter: Adapter,
+  bigRows: number,
+): Promise<ScaleOutcome> {
   const scale = adapter.scale!;
-  const small = await inCase(rc, adapter, (ctx) => scale(ctx, 10_000, rc.opts.repeats), { instance: false });
-  const big = await inCase(rc, adapter, (ctx) => scale(ctx, bigRows, rc.opts.repeats), { instance: false });
+  const small = await inCase(rc, adapter, (ctx) => scale(ctx, 10_000, rc.opts.repeats), {
+    instance: false,
+  });
+  const big = await inCase(rc, adapter, (ctx) => scale(ctx, bigRows, rc.opts.repeats), {
+    instance: false,
+  });
   return {
     small: small.value,
     big: big.value,
@@ -283,7 +336,12 @@ export async function scaleCase(rc: RunCtx, adapter: Adapter, bigRows: number): 
  * A worker in a child process of its own drains an n-row backlog (pre-inserted by this process
  * through the bulk API) at concurrency 100; the child samples its RSS every 20 ms.
  */
-export async function memoryCase(rc: RunCtx, adapter: Adapter, n: number, concurrency = 100): Promise<MemoryOutcome> {
+export async function memoryCase(
+  rc: RunCtx,
+  adapter: Adapter,
+  n: number,
+  concurrency = 100,
+): Promise<MemoryOutcome> {
   return inCase(
     rc,
     adapter,
@@ -291,11 +349,18 @@ export async function memoryCase(rc: RunCtx, adapter: Adapter, n: number, concur
       const inst = await adapter.create(ctx);
       try {
         await inst.setup();
-        for (let done = 0; done < n; done += 20_000) await inst.insertBulk('job', Math.min(20_000, n - done));
+        for (let done = 0; done < n; done += 20_000)
+          await inst.insertBulk('job', Math.min(20_000, n - done));
       } finally {
         await inst.close();
       }
-      const child = spawnChild({ mode: 'memory', adapter: adapter.id, ctx: plain(ctx), n, concurrency });
+      const child = spawnChild({
+        mode: 'memory',
+        adapter: adapter.id,
+        ctx: plain(ctx),
+        n,
+        concurrency,
+      });
       return new Promise<MemoryOutcome>((resolve, reject) => {
         child.on('message', (m: ChildMessage) => {
           if ('ok' in m) {
@@ -318,7 +383,10 @@ function plain(ctx: CaseContext): Omit<CaseContext, 'log'> {
 
 /** Forks bench/src/worker-child with `req`; killed when its case ends. */
 function spawnChild(req: ChildRequest): ChildProcess {
-  const child = fork(path.join(__dirname, 'worker-child.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: ['--no-deprecation'] });
+  const child = fork(path.join(__dirname, 'worker-child.js'), [], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: ['--no-deprecation'],
+  });
   children.add(child);
   child.on('exit', () => children.delete(child));
   child.send(req);
@@ -332,7 +400,12 @@ function spawnChild(req: ChildRequest): ChildProcess {
  * their own way: gen-durable with `poke: 'postgres'` on both nodes, graphile-worker and BullMQ
  * natively, DBOS by its queue poll.
  */
-export async function latencyXCase(rc: RunCtx, adapter: Adapter, count: number, concurrency = 10): Promise<LatencyOutcome> {
+export async function latencyXCase(
+  rc: RunCtx,
+  adapter: Adapter,
+  count: number,
+  concurrency = 10,
+): Promise<LatencyOutcome> {
   return inCase(
     rc,
     adapter,
@@ -341,7 +414,13 @@ export async function latencyXCase(rc: RunCtx, adapter: Adapter, count: number, 
       const inst = await adapter.create(ctx);
       try {
         await inst.setup();
-        const child = spawnChild({ mode: 'latency', adapter: adapter.id, ctx: plain(ctx), n: count, concurrency });
+        const child = spawnChild({
+          mode: 'latency',
+          adapter: adapter.id,
+          ctx: plain(ctx),
+          n: count,
+          concurrency,
+        });
         const started = new Map<number, (t: number) => void>();
         await new Promise<void>((resolve, reject) => {
           child.on('message', (m: ChildMessage) => {
@@ -373,7 +452,13 @@ export async function latencyXCase(rc: RunCtx, adapter: Adapter, count: number, 
           child.on('exit', () => resolve());
           setTimeout(resolve, 10_000).unref();
         });
-        return { samples, timeouts, p50: percentile(samples, 50), p95: percentile(samples, 95), p99: percentile(samples, 99) };
+        return {
+          samples,
+          timeouts,
+          p50: percentile(samples, 50),
+          p95: percentile(samples, 95),
+          p99: percentile(samples, 99),
+        };
       } finally {
         await inst.close();
       }

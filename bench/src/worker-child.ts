@@ -64,7 +64,9 @@ async function latency(inst: Instance, req: ChildRequest): Promise<void> {
   await inst.start('job', req.concurrency, {
     onStart: (m) => send({ start: m, t: performance.timeOrigin + performance.now() }),
   });
-  const stop = new Promise<void>((resolve) => process.on('message', (m: { stop?: boolean }) => m.stop && resolve()));
+  const stop = new Promise<void>((resolve) =>
+    process.on('message', (m: { stop?: boolean }) => m.stop && resolve()),
+  );
   send({ ready: true });
   await stop;
 }
@@ -72,7 +74,10 @@ async function latency(inst: Instance, req: ChildRequest): Promise<void> {
 process.once('message', (req: ChildRequest) => {
   void (async () => {
     const adapter = findAdapter(req.adapter);
-    const inst = await adapter.create({ ...req.ctx, log: (m) => console.error(`  [${req.mode} ${req.adapter}] ${m}`) });
+    const inst = await adapter.create({
+      ...req.ctx,
+      log: (m) => console.error(`  [${req.mode} ${req.adapter}] ${m}`),
+    });
     try {
       if (req.mode === 'memory') {
         const result = await memory(inst, req);

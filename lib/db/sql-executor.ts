@@ -101,12 +101,21 @@ export class SqlExecutor {
    * for as long as the partition lasted (finding F-R7). A client that arrives after the caller
    * gave up goes straight back to the pool.
    */
-  private checkout(): Promise<{ client: PoolClient; fail(err: Error): void; readonly failed: Error | undefined; release(): void }> {
+  private checkout(): Promise<{
+    client: PoolClient;
+    fail(err: Error): void;
+    readonly failed: Error | undefined;
+    release(): void;
+  }> {
     return new Promise((resolve, reject) => {
       let gaveUp = false;
       const timer = setTimeout(() => {
         gaveUp = true;
-        reject(new Error(`timeout: no database connection within ${this.options.statementTimeoutMs} ms (statementTimeout)`));
+        reject(
+          new Error(
+            `timeout: no database connection within ${this.options.statementTimeoutMs} ms (statementTimeout)`,
+          ),
+        );
       }, this.options.statementTimeoutMs);
       this.pool.connect((err, client) => {
         clearTimeout(timer);
@@ -155,7 +164,11 @@ export class SqlExecutor {
         await this.control(client, BEGIN);
       } else {
         const idleMs = String(Math.max(1, Math.floor(options.idleInTransactionMs)));
-        await this.control(client, BEGIN_WITH_IDLE_TIMEOUT, BEGIN_WITH_IDLE_TIMEOUT.text.replace('{idleMs}', idleMs));
+        await this.control(
+          client,
+          BEGIN_WITH_IDLE_TIMEOUT,
+          BEGIN_WITH_IDLE_TIMEOUT.text.replace('{idleMs}', idleMs),
+        );
       }
       const result = await fn(client);
       await this.control(client, COMMIT);
@@ -176,9 +189,16 @@ export class SqlExecutor {
     }
   }
 
-  private async control(client: PoolClient, statement: Statement, text = statement.text): Promise<void> {
+  private async control(
+    client: PoolClient,
+    statement: Statement,
+    text = statement.text,
+  ): Promise<void> {
     this.emit(statement.name, true);
-    await client.query({ text, query_timeout: this.options.statementTimeoutMs } as TimedQueryConfig);
+    await client.query({
+      text,
+      query_timeout: this.options.statementTimeoutMs,
+    } as TimedQueryConfig);
   }
 
   private prepare(statement: Statement): { text: string; name: string } {
@@ -214,10 +234,8 @@ export function isConnectionLevel(err: unknown): boolean {
     // 08xxx connection exceptions, 57P01..57P03 admin shutdown / crash / cannot connect now.
     return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03';
   }
-  return (
-    /timeout|terminated|ECONNRESET|ECONNREFUSED|EPIPE|Connection terminated|not queryable/i.test(
-      err.message,
-    )
+  return /timeout|terminated|ECONNRESET|ECONNREFUSED|EPIPE|Connection terminated|not queryable/i.test(
+    err.message,
   );
 }
 

@@ -46,6 +46,8 @@ export function DurableFsm(options: DurableFsmOptions = {}): ClassDecorator {
     SetMetadata(DURABLE_FSM_METADATA, metadata)(target);
     // Keep a scope declared by an @Injectable({ scope }) applied before this decorator, so a
     // request-scoped FSM is refused at boot instead of silently becoming a singleton.
-    Injectable(Reflect.getMetadata(SCOPE_OPTIONS_METADATA, target) as ScopeOptions | undefined)(target);
+    Injectable(Reflect.getMetadata(SCOPE_OPTIONS_METADATA, target) as ScopeOptions | undefined)(
+      target,
+    );
   };
 }

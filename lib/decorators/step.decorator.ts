@@ -7,8 +7,10 @@ import { STEP_METADATA } from '../gen-durable.constants';
 export function Step(name?: string): MethodDecorator {
   return (target, propertyKey) => {
     const ctor = target.constructor;
-    const existing = (Reflect.getOwnMetadata(STEP_METADATA, ctor) as Array<[string, string | symbol]> | undefined) ?? [
-      ...((Reflect.getMetadata(STEP_METADATA, ctor) as Array<[string, string | symbol]> | undefined) ?? []),
+    const existing = (Reflect.getOwnMetadata(STEP_METADATA, ctor) as
+      Array<[string, string | symbol]> | undefined) ?? [
+      ...((Reflect.getMetadata(STEP_METADATA, ctor) as
+        Array<[string, string | symbol]> | undefined) ?? []),
     ];
     existing.push([name ?? String(propertyKey), propertyKey]);
     Reflect.defineMetadata(STEP_METADATA, existing, ctor);

@@ -9,6 +9,9 @@ export const FsmMetadataAccessor = {
   },
   steps(target: unknown): Array<[string, string | symbol]> {
     if (typeof target !== 'function') return [];
-    return (Reflect.getMetadata(STEP_METADATA, target) as Array<[string, string | symbol]> | undefined) ?? [];
+    return (
+      (Reflect.getMetadata(STEP_METADATA, target) as
+        Array<[string, string | symbol]> | undefined) ?? []
+    );
   },
 } as const;

@@ -29,7 +29,10 @@ export class FsmExplorer {
       const meta = FsmMetadataAccessor.fsm(metatype);
       if (!meta) continue;
       if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient) {
-        throw new ConfigurationError(`fsm ${metatype.name}`, 'must be a singleton provider (not request- or transient-scoped)');
+        throw new ConfigurationError(
+          `fsm ${metatype.name}`,
+          'must be a singleton provider (not request- or transient-scoped)',
+        );
       }
       if (instance === undefined || instance === null || seen.has(instance)) continue;
       seen.add(instance);
@@ -41,13 +44,20 @@ export class FsmExplorer {
       for (const wanted of restrictTo) {
         const label = typeof wanted === 'string' ? wanted : wanted.name;
         const found = registry.all().some((d) => d.metatype === wanted || d.name === wanted);
-        if (!found) throw new ConfigurationError('fsms', `"${label}" is not a @DurableFsm provider of this application`);
+        if (!found) {
+          throw new ConfigurationError(
+            'fsms',
+            `"${label}" is not a @DurableFsm provider of this application`,
+          );
+        }
       }
     }
     return registry;
   }
 
-  private metatypeOf(wrapper: InstanceWrapper): (abstract new (...args: never[]) => unknown) | undefined {
+  private metatypeOf(
+    wrapper: InstanceWrapper,
+  ): (abstract new (...args: never[]) => unknown) | undefined {
     const instance: unknown = wrapper.instance;
     if (instance && typeof instance === 'object' && FsmMetadataAccessor.fsm(instance.constructor)) {
       return instance.constructor as abstract new (...args: never[]) => unknown;
@@ -67,41 +77,65 @@ export class FsmExplorer {
   ): FsmDefinition {
     const where = `fsm ${name}`;
     if (meta.nameDefaulted) {
-      this.logger.warn(`@DurableFsm() on ${metatype.name} has no name: the class name is stored in rows, and minifiers rename classes. Give it { name }.`);
+      this.logger.warn(
+        `@DurableFsm() on ${metatype.name} has no name: the class name is stored in rows, and minifiers rename classes. Give it { name }.`,
+      );
     }
     if (meta.inlineExecution !== undefined && typeof meta.inlineExecution !== 'boolean') {
-      throw new ConfigurationError(`${where}.inlineExecution`, `must be a boolean, got ${String(meta.inlineExecution)}`);
+      throw new ConfigurationError(
+        `${where}.inlineExecution`,
+        `must be a boolean, got ${String(meta.inlineExecution)}`,
+      );
     }
     const version = meta.version ?? 1;
-    if (!Number.isInteger(version) || version < 1) throw new ConfigurationError(`${where}.version`, 'must be an integer ≥ 1');
+    if (!Number.isInteger(version) || version < 1) {
+      throw new ConfigurationError(`${where}.version`, 'must be an integer ≥ 1');
+    }
     const stepEntries = FsmMetadataAccessor.steps(metatype);
     const perform = instance['perform'];
     const isJob = typeof perform === 'function';
     if (isJob && stepEntries.length > 0) {
-      throw new ConfigurationError(where, 'defines both @Step() methods and perform(): a class is an FSM or a job, not both');
+      throw new ConfigurationError(
+        where,
+        'defines both @Step() methods and perform(): a class is an FSM or a job, not both',
+      );
     }
     if (!isJob && stepEntries.length === 0) {
       throw new ConfigurationError(where, 'has no @Step() methods and no perform() method');
     }
     const steps = new Map<string, StepFunction>();
     if (isJob) {
-      steps.set('perform', (ctx: StepContext<unknown>) => (perform as AnyFunction).call(instance, ctx.state, ctx));
+      steps.set('perform', (ctx: StepContext<unknown>) =>
+        (perform as AnyFunction).call(instance, ctx.state, ctx),
+      );
     }
     for (const [stepName, property] of stepEntries) {
-      if (steps.has(stepName)) throw new ConfigurationError(`${where}.${stepName}`, 'step name is used twice');
+      if (steps.has(stepName)) {
+        throw new ConfigurationError(`${where}.${stepName}`, 'step name is used twice');
+      }
       const method = instance[property as string];
-      if (typeof method !== 'function') throw new ConfigurationError(`${where}.${stepName}`, 'is not a method');
+      if (typeof method !== 'function') {
+        throw new ConfigurationError(`${where}.${stepName}`, 'is not a method');
+      }
       steps.set(stepName, (ctx) => (method as AnyFunction).call(instance, ctx));
     }
     const initial = meta.initial ?? (isJob ? 'perform' : 'start');
     if (!steps.has(initial)) {
-      throw new ConfigurationError(`${where}.initial`, `step "${initial}" does not exist (steps: ${[...steps.keys()].join(', ')})`);
+      throw new ConfigurationError(
+        `${where}.initial`,
+        `step "${initial}" does not exist (steps: ${[...steps.keys()].join(', ')})`,
+      );
     }
     const maxAttempts = meta.maxAttempts ?? 20;
-    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new ConfigurationError(`${where}.maxAttempts`, 'must be an integer ≥ 1');
+    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
+      throw new ConfigurationError(`${where}.maxAttempts`, 'must be an integer ≥ 1');
+    }
     const onError = instance['onError'];
     const backoff = instance['backoff'];
-    if (meta.stateCodec && (typeof meta.stateCodec.load !== 'function' || typeof meta.stateCodec.dump !== 'function')) {
+    if (
+      meta.stateCodec &&
+      (typeof meta.stateCodec.load !== 'function' || typeof meta.stateCodec.dump !== 'function')
+    ) {
       throw new ConfigurationError(`${where}.stateCodec`, 'must have load() and dump() functions');
     }
     return Object.freeze({
@@ -115,8 +149,15 @@ export class FsmExplorer {
       codec: meta.stateCodec,
       metatype,
       steps,
-      onError: typeof onError === 'function' ? (err: unknown, ctx: StepContext<unknown>) => (onError as AnyFunction).call(instance, err, ctx) : undefined,
-      backoff: typeof backoff === 'function' ? (attempt: number) => (backoff as AnyFunction).call(instance, attempt) as number : undefined,
+      onError:
+        typeof onError === 'function'
+          ? (err: unknown, ctx: StepContext<unknown>) =>
+              (onError as AnyFunction).call(instance, err, ctx)
+          : undefined,
+      backoff:
+        typeof backoff === 'function'
+          ? (attempt: number) => (backoff as AnyFunction).call(instance, attempt) as number
+          : undefined,
     });
   }
 }

@@ -11,11 +11,16 @@ export class FsmRegistry {
   register(definition: FsmDefinition): void {
     const key = `${definition.name}@${definition.version}`;
     if (this.byKey.has(key)) {
-      throw new ConfigurationError(`fsm ${definition.name}`, `version ${definition.version} is registered twice`);
+      throw new ConfigurationError(
+        `fsm ${definition.name}`,
+        `version ${definition.version} is registered twice`,
+      );
     }
     this.byKey.set(key, definition);
     const current = this.latest.get(definition.name);
-    if (!current || current.version < definition.version) this.latest.set(definition.name, definition);
+    if (!current || current.version < definition.version) {
+      this.latest.set(definition.name, definition);
+    }
     this.byClass.set(definition.metatype, definition);
   }
 

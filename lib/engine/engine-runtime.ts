@@ -28,7 +28,11 @@ import { StallDetector } from '../runtime/stall-detector';
 /** The pg pool under a TypeORM PostgreSQL DataSource (its master pool). */
 export function poolOf(dataSource: DataSource): Pool {
   const pool = (dataSource.driver as unknown as { master?: Pool }).master;
-  if (!pool) throw new Error('the TypeORM DataSource is not initialized (no pg pool): initialize it before the engine boots');
+  if (!pool) {
+    throw new Error(
+      'the TypeORM DataSource is not initialized (no pg pool): initialize it before the engine boots',
+    );
+  }
   return pool;
 }
 
@@ -75,17 +79,31 @@ export class EngineRuntime {
       (queue) => this.schedulers.get(queue)?.poke(),
       transport ? (queue) => transport.publish(queue) : undefined,
     );
-    this.batcher = options.insertBatcher ? new InsertBatcher(this.sql, options.insertBatcher, telemetry, (queues) => this.pokes.poke(queues)) : undefined;
-    this.flushers = options.flushers.map((config) => new Flusher(this.sql, config, telemetry, (effects) => this.afterCommit(effects)));
+    this.batcher = options.insertBatcher
+      ? new InsertBatcher(this.sql, options.insertBatcher, telemetry, (queues) =>
+          this.pokes.poke(queues),
+        )
+      : undefined;
+    this.flushers = options.flushers.map(
+      (config) => new Flusher(this.sql, config, telemetry, (effects) => this.afterCommit(effects)),
+    );
     this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
     this.limiter = createLimiter(options, this.sql, telemetry);
     this.picker = new Picker(this.sql, options, telemetry, this.limiter);
-    this.executor.runAhead = new RunAhead(options, telemetry, this.limiter, (rows) => this.picker.enrich(rows), (entry) => this.executor.commit(entry));
+    this.executor.runAhead = new RunAhead(
+      options,
+      telemetry,
+      this.limiter,
+      (rows) => this.picker.enrich(rows),
+      (entry) => this.executor.commit(entry),
+    );
     this.stall = new StallDetector(options.heartbeatInterval, telemetry);
   }
 
   flusherFor(queue: string): Flusher {
-    const found = this.flushers.find((f) => f.config.queues === 'all' || f.config.queues.includes(queue));
+    const found = this.flushers.find(
+      (f) => f.config.queues === 'all' || f.config.queues.includes(queue),
+    );
     // Every local queue is covered (validated); a non-local queue (testing drain) uses the first.
     return found ?? (this.flushers[0] as Flusher);
   }
@@ -100,18 +118,29 @@ export class EngineRuntime {
   }
 
   async start(): Promise<void> {
-    const versionRow = (await this.sql.query<{ version: string }>(READ_SCHEMA_VERSION, [this.options.schema]))[0];
+    const versionRow = (
+      await this.sql.query<{ version: string }>(READ_SCHEMA_VERSION, [this.options.schema])
+    )[0];
     const installed = Number(versionRow?.version ?? 0);
     if (installed !== CURRENT_SCHEMA_VERSION) {
-      throw new SchemaVersionError(this.options.schema, Number.isInteger(installed) ? installed : 0, CURRENT_SCHEMA_VERSION);
+      throw new SchemaVersionError(
+        this.options.schema,
+        Number.isInteger(installed) ? installed : 0,
+        CURRENT_SCHEMA_VERSION,
+      );
     }
     const sync = (await this.sql.query<{ value: string }>(SHOW_SYNCHRONOUS_COMMIT))[0]?.value;
     if (sync === 'off') {
-      const message = 'synchronous_commit is off: acknowledged inserts and signals are not durable until WAL is flushed';
+      const message =
+        'synchronous_commit is off: acknowledged inserts and signals are not durable until WAL is flushed';
       this.logger.warn(message);
       this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
     }
-    if (Object.keys(this.options.queues).length > 0 && this.options.reaper === false && this.options.poke === 'local') {
+    if (
+      Object.keys(this.options.queues).length > 0 &&
+      this.options.reaper === false &&
+      this.options.poke === 'local'
+    ) {
       const message = `this node runs queues with poke 'local' and no reaper: make sure another node runs a reaper (and use a cross-node poke)`;
       this.logger.warn(message);
       this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
@@ -144,7 +173,18 @@ export class EngineRuntime {
     }
     this.batcher?.start();
     for (const [queue, concurrency] of Object.entries(this.options.queues)) {
-      this.schedulers.set(queue, new Scheduler(this.sql, queue, concurrency, this.options, this.executor, this.picker, this.telemetry));
+      this.schedulers.set(
+        queue,
+        new Scheduler(
+          this.sql,
+          queue,
+          concurrency,
+          this.options,
+          this.executor,
+          this.picker,
+          this.telemetry,
+        ),
+      );
     }
     await Promise.all([...this.schedulers.values()].map((s) => s.start()));
   }

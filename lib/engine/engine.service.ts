@@ -32,20 +32,26 @@ import { Telemetry } from '../telemetry/telemetry';
 import { EngineRuntime } from './engine-runtime';
 import type { InsertOptions } from './insert-options.interface';
 import { buildInsertRow, insertArrays, insertParams } from './insert-row';
-import { type AwaitResult, type InstanceRecord, type InstanceView, toInstanceView } from './instance-view';
+import {
+  type AwaitResult,
+  type InstanceRecord,
+  type InstanceView,
+  toInstanceView,
+} from './instance-view';
 import { RunningEngines } from './running-engines';
 import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
 
 /** Addresses an instance by id or by its correlation key's current occupant. */
 export type Target = { id: string | bigint } | { correlationKey: string };
 
-
 /**
  * The engine's public API (SPEC §2.5): insert, signal, await, get, events$. Thin: it
  * validates input and delegates to the runtime. Nothing here needs a local scheduler.
  */
 @Injectable()
-export class EngineService implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
+export class EngineService
+  implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
+{
   private resolved: ResolvedOptions | undefined;
   private runtimeRef: EngineRuntime | undefined;
   private registryRef: FsmRegistry | undefined;
@@ -71,7 +77,9 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
 
   /** @internal the runtime, for the testing helpers and health indicators. */
   get runtime(): EngineRuntime {
-    if (!this.runtimeRef) throw new Error(`gen-durable engine "${this.engineName}" is not initialized yet`);
+    if (!this.runtimeRef) {
+      throw new Error(`gen-durable engine "${this.engineName}" is not initialized yet`);
+    }
     return this.runtimeRef;
   }
 
@@ -86,7 +94,9 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
   }
 
   private get registry(): FsmRegistry {
-    if (!this.registryRef) throw new Error(`gen-durable engine "${this.engineName}" is not initialized yet`);
+    if (!this.registryRef) {
+      throw new Error(`gen-durable engine "${this.engineName}" is not initialized yet`);
+    }
     return this.registryRef;
   }
 
@@ -143,7 +153,11 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
     const batcher = this.runtime.batcher;
     if (options?.manager === undefined && batcher?.takesDurable) return batcher.insert(row);
     const client = await this.clientOf(options?.manager);
-    const rows = await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(INSERT_INSTANCE, insertParams(row), client);
+    const rows = await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(
+      INSERT_INSTANCE,
+      insertParams(row),
+      client,
+    );
     const inserted = rows[0];
     if (!inserted) throw new DuplicateError(row.correlationKey ?? '');
     if (inserted.due && !options?.manager) this.runtime.pokes.poke([inserted.queue]);
@@ -160,11 +174,19 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
   async insertAsync(fsm: Type<unknown> | string, options?: InsertOptions): Promise<void> {
     const definition = this.registry.resolve(fsm);
     if (options?.manager !== undefined) {
-      throw new InvalidInputError('insertAsync.manager', 'insertAsync cannot join a transaction: use insert(fsm, { manager })');
+      throw new InvalidInputError(
+        'insertAsync.manager',
+        'insertAsync cannot join a transaction: use insert(fsm, { manager })',
+      );
     }
     const row = buildInsertRow(definition, options, this.runtime.options, 'insertAsync');
     if (this.runtime.batcher?.offer(row)) return;
-    const inserted = (await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(INSERT_INSTANCE, insertParams(row)))[0];
+    const inserted = (
+      await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(
+        INSERT_INSTANCE,
+        insertParams(row),
+      )
+    )[0];
     if (inserted?.due) this.runtime.pokes.poke([inserted.queue]);
   }
 
@@ -172,17 +194,32 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
    * Inserts many instances in one statement for any size; duplicates drop silently. Rows are
    * inserted ordered by correlation key, so ids do not map to entries by position.
    */
-  async insertAll(fsm: Type<unknown> | string, entries: readonly InsertOptions[], options: { manager?: EntityManager } = {}): Promise<string[]> {
+  async insertAll(
+    fsm: Type<unknown> | string,
+    entries: readonly InsertOptions[],
+    options: { manager?: EntityManager } = {},
+  ): Promise<string[]> {
     if (!isArray(entries)) throw new InvalidInputError('insertAll.entries', 'must be an array');
     if (entries.length === 0) return [];
     const definition = this.registry.resolve(fsm);
     const rows = entries.map((entry, i) => {
-      if (entry?.manager !== undefined) throw new InvalidInputError(`insertAll[${i}].manager`, 'pass manager as the third argument of insertAll');
+      if (entry?.manager !== undefined) {
+        throw new InvalidInputError(
+          `insertAll[${i}].manager`,
+          'pass manager as the third argument of insertAll',
+        );
+      }
       return buildInsertRow(definition, entry, this.runtime.options, `insertAll[${i}]`);
     });
     const client = await this.clientOf(options.manager);
-    const inserted = await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(INSERT_INSTANCES, insertArrays(rows), client);
-    if (!options.manager) this.runtime.pokes.poke(new Set(inserted.filter((r) => r.due).map((r) => r.queue)));
+    const inserted = await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(
+      INSERT_INSTANCES,
+      insertArrays(rows),
+      client,
+    );
+    if (!options.manager) {
+      this.runtime.pokes.poke(new Set(inserted.filter((r) => r.due).map((r) => r.queue)));
+    }
     return inserted.map((r) => r.id);
   }
 
@@ -197,8 +234,13 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
     payload: unknown = {},
     options: { dedupKey?: string; manager?: EntityManager } = {},
   ): Promise<void> {
-    if (typeof name !== 'string' || name.length === 0) throw new InvalidInputError('signal.name', 'must be a non-empty string');
-    if (options.dedupKey !== undefined && (typeof options.dedupKey !== 'string' || options.dedupKey.length === 0)) {
+    if (typeof name !== 'string' || name.length === 0) {
+      throw new InvalidInputError('signal.name', 'must be a non-empty string');
+    }
+    if (
+      options.dedupKey !== undefined &&
+      (typeof options.dedupKey !== 'string' || options.dedupKey.length === 0)
+    ) {
       throw new InvalidInputError('signal.dedupKey', 'must be a non-empty string');
     }
     const payloadText = toJsonText(payload, 'signal.payload', this.runtime.options.maxStateBytes);
@@ -211,10 +253,22 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
       options.dedupKey ?? null,
     ];
     const client = await this.clientOf(options.manager);
-    const row = (await this.runtime.sql.query<{ id: string; queue: string; status: string; due: boolean }>(DELIVER_SIGNAL, params, client))[0];
-    if (!row) throw new NoTargetError(byId ? `id ${String(target.id)}` : `correlation key "${target.correlationKey}"`);
+    const row = (
+      await this.runtime.sql.query<{ id: string; queue: string; status: string; due: boolean }>(
+        DELIVER_SIGNAL,
+        params,
+        client,
+      )
+    )[0];
+    if (!row) {
+      throw new NoTargetError(
+        byId ? `id ${String(target.id)}` : `correlation key "${target.correlationKey}"`,
+      );
+    }
     if (FAULTS_ENABLED) await faultPoint('signal.afterCommit', { ids: [row.id] });
-    if (row.status === 'runnable' && row.due && !options.manager) this.runtime.pokes.poke([row.queue]);
+    if (row.status === 'runnable' && row.due && !options.manager) {
+      this.runtime.pokes.poke([row.queue]);
+    }
   }
 
   /** The instance row, or null. By key: only the current occupant (SPEC §11). */
@@ -222,7 +276,9 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
     const rows =
       'id' in target
         ? await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [idText(target.id)])
-        : await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_KEY, [target.correlationKey]);
+        : await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_KEY, [
+            target.correlationKey,
+          ]);
     const row = rows[0];
     return row ? toInstanceView(row) : null;
   }
@@ -231,11 +287,18 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
    * Waits until the instance settles (done, failed, or parked; `until: 'terminal'` = done or
    * failed) or `timeout` ms pass (`busy`: call again). Answers from the row (SPEC §9).
    */
-  async await(id: string | bigint, options: { timeout?: number; until?: 'settled' | 'terminal' } = {}): Promise<AwaitResult> {
+  async await(
+    id: string | bigint,
+    options: { timeout?: number; until?: 'settled' | 'terminal' } = {},
+  ): Promise<AwaitResult> {
     const timeout = options.timeout ?? 5000;
-    if (!Number.isInteger(timeout) || timeout < 0) throw new InvalidInputError('await.timeout', 'must be an integer ≥ 0 (ms)');
+    if (!Number.isInteger(timeout) || timeout < 0) {
+      throw new InvalidInputError('await.timeout', 'must be an integer ≥ 0 (ms)');
+    }
     const until = options.until ?? 'settled';
-    if (until !== 'settled' && until !== 'terminal') throw new InvalidInputError('await.until', "must be 'settled' or 'terminal'");
+    if (until !== 'settled' && until !== 'terminal') {
+      throw new InvalidInputError('await.until', "must be 'settled' or 'terminal'");
+    }
     return this.runtime.watcher.await(idText(id), timeout, until);
   }
 
@@ -243,14 +306,19 @@ export class EngineService implements OnModuleInit, OnApplicationBootstrap, Befo
     if (manager === undefined) return undefined;
     const runner = manager.queryRunner;
     if (!runner || !runner.isTransactionActive) {
-      throw new InvalidInputError('manager', 'must be the EntityManager of an active TypeORM transaction (dataSource.transaction(manager => …))');
+      throw new InvalidInputError(
+        'manager',
+        'must be the EntityManager of an active TypeORM transaction (dataSource.transaction(manager => …))',
+      );
     }
     return (await runner.connect()) as PoolClient;
   }
 }
 
 function keyText(key: unknown): string {
-  if (typeof key !== 'string' || key.length === 0) throw new InvalidInputError('correlationKey', 'must be a non-empty string');
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new InvalidInputError('correlationKey', 'must be a non-empty string');
+  }
   return key;
 }
 

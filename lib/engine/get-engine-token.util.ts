@@ -6,5 +6,7 @@ import { EngineService } from './engine.service';
  * `'GenDurableEngine:<name>'` for a named one.
  */
 export function getEngineToken(name?: string): string | typeof EngineService {
-  return name === undefined || name === DEFAULT_ENGINE_NAME ? EngineService : `GenDurableEngine:${name}`;
+  return name === undefined || name === DEFAULT_ENGINE_NAME
+    ? EngineService
+    : `GenDurableEngine:${name}`;
 }

@@ -28,24 +28,46 @@ export interface InsertRow {
 }
 
 const INSERT_KEYS = new Set([
-  'state', 'args', 'step', 'queue', 'priority', 'eligibleAt', 'scheduleAt', 'scheduleIn',
-  'correlationKey', 'correlationScope', 'concurrencyKey', 'rateLimit', 'weight', 'manager',
+  'state',
+  'args',
+  'step',
+  'queue',
+  'priority',
+  'eligibleAt',
+  'scheduleAt',
+  'scheduleIn',
+  'correlationKey',
+  'correlationScope',
+  'concurrencyKey',
+  'rateLimit',
+  'weight',
+  'manager',
 ]);
 
 function validDate(value: unknown, path: string): Date {
-  if (!(value instanceof Date) || Number.isNaN(value.getTime())) throw new InvalidInputError(path, 'must be a valid Date');
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
+    throw new InvalidInputError(path, 'must be a valid Date');
+  }
   return value;
 }
 
 /** Checks a weight against a rate limit this node knows (SPEC §26.8). */
-export function checkWeight(options: ResolvedOptions, rateLimit: string | null, weight: number, path: string): void {
+export function checkWeight(
+  options: ResolvedOptions,
+  rateLimit: string | null,
+  weight: number,
+  path: string,
+): void {
   if (!(typeof weight === 'number' && Number.isFinite(weight) && weight > 0)) {
     throw new InvalidInputError(path, `must be a finite number > 0, got ${String(weight)}`);
   }
   if (rateLimit === null) return;
   const limit = options.rateLimits[limitName(rateLimit)];
   if (limit && weight > limit.burst) {
-    throw new InvalidInputError(path, `${weight} exceeds the burst ${limit.burst} of rate limit "${limit.name}": the row could never run; split the work`);
+    throw new InvalidInputError(
+      path,
+      `${weight} exceeds the burst ${limit.burst} of rate limit "${limit.name}": the row could never run; split the work`,
+    );
   }
 }
 
@@ -60,11 +82,17 @@ export function buildInsertRow(
   path = 'insert',
 ): InsertRow {
   const o = input ?? {};
-  if (typeof o !== 'object' || o === null) throw new InvalidInputError(path, 'options must be an object');
-  for (const key of Object.keys(o)) {
-    if (!INSERT_KEYS.has(key)) throw new InvalidInputError(`${path}.${key}`, 'is not an insert option');
+  if (typeof o !== 'object' || o === null) {
+    throw new InvalidInputError(path, 'options must be an object');
   }
-  if (o.state !== undefined && o.args !== undefined) throw new InvalidInputError(path, 'give state or args, not both');
+  for (const key of Object.keys(o)) {
+    if (!INSERT_KEYS.has(key)) {
+      throw new InvalidInputError(`${path}.${key}`, 'is not an insert option');
+    }
+  }
+  if (o.state !== undefined && o.args !== undefined) {
+    throw new InvalidInputError(path, 'give state or args, not both');
+  }
   const step = o.step ?? definition.initial;
   if (!definition.steps.has(step)) throw new UnknownStepError(definition.name, step);
 
@@ -73,10 +101,15 @@ export function buildInsertRow(
   const stateText = toJsonObjectText(dumped, `${path}.state`, options.maxStateBytes);
 
   const queue = o.queue ?? definition.queue;
-  if (typeof queue !== 'string' || queue.length === 0) throw new InvalidInputError(`${path}.queue`, 'must be a non-empty string');
+  if (typeof queue !== 'string' || queue.length === 0) {
+    throw new InvalidInputError(`${path}.queue`, 'must be a non-empty string');
+  }
   const priority = o.priority ?? 0;
   if (!Number.isInteger(priority) || priority < -32768 || priority > 32767) {
-    throw new InvalidInputError(`${path}.priority`, `must be an integer in -32768..32767 (smallint), got ${String(priority)}`);
+    throw new InvalidInputError(
+      `${path}.priority`,
+      `must be an integer in -32768..32767 (smallint), got ${String(priority)}`,
+    );
   }
   let at: Date | null = null;
   let delayMs = 0;
@@ -84,7 +117,10 @@ export function buildInsertRow(
   else if (o.scheduleAt !== undefined) at = validDate(o.scheduleAt, `${path}.scheduleAt`);
   else if (o.scheduleIn !== undefined) {
     if (!Number.isInteger(o.scheduleIn) || o.scheduleIn < 0) {
-      throw new InvalidInputError(`${path}.scheduleIn`, `must be an integer ≥ 0 (ms), got ${String(o.scheduleIn)}`);
+      throw new InvalidInputError(
+        `${path}.scheduleIn`,
+        `must be an integer ≥ 0 (ms), got ${String(o.scheduleIn)}`,
+      );
     }
     delayMs = o.scheduleIn;
   }
@@ -97,8 +133,14 @@ export function buildInsertRow(
     correlationKey = o.correlationKey;
   }
   const scope: readonly DurableStatus[] = o.correlationScope ?? LIVE_STATUSES;
-  if (!isArray(scope) || !scope.every((s: unknown) => (ALL_STATUSES as readonly unknown[]).includes(s))) {
-    throw new InvalidInputError(`${path}.correlationScope`, `must be an array of ${ALL_STATUSES.join(', ')}`);
+  if (
+    !isArray(scope) ||
+    !scope.every((s: unknown) => (ALL_STATUSES as readonly unknown[]).includes(s))
+  ) {
+    throw new InvalidInputError(
+      `${path}.correlationScope`,
+      `must be an array of ${ALL_STATUSES.join(', ')}`,
+    );
   }
   // NOTE: ON CONFLICT settles the guard only at insert. A row that entered its scope later (at
   // a claim, an outcome) would raise a unique violation there instead, aborting every pick of
@@ -109,8 +151,12 @@ export function buildInsertRow(
       `must be empty or hold every live status (${LIVE_STATUSES.join(', ')}), optionally with done and/or failed; got [${scope.join(', ')}]`,
     );
   }
-  const concurrencyKey = o.concurrencyKey === undefined ? null : limitKeyText(o.concurrencyKey, `${path}.concurrencyKey`);
-  const rateLimit = o.rateLimit === undefined ? null : limitKeyText(o.rateLimit, `${path}.rateLimit`);
+  const concurrencyKey =
+    o.concurrencyKey === undefined
+      ? null
+      : limitKeyText(o.concurrencyKey, `${path}.concurrencyKey`);
+  const rateLimit =
+    o.rateLimit === undefined ? null : limitKeyText(o.rateLimit, `${path}.rateLimit`);
   const weight = o.weight ?? 1;
   checkWeight(options, rateLimit, weight, `${path}.weight`);
 
@@ -132,7 +178,10 @@ export function buildInsertRow(
 }
 
 /** The parallel arrays of INSERT_INSTANCES for `rows` (parent ids optional). */
-export function insertArrays(rows: readonly InsertRow[], parentIds?: readonly (string | null)[]): unknown[] {
+export function insertArrays(
+  rows: readonly InsertRow[],
+  parentIds?: readonly (string | null)[],
+): unknown[] {
   return [
     rows.map((r) => r.fsm),
     rows.map((r) => r.fsmVersion),
@@ -155,7 +204,18 @@ export function insertArrays(rows: readonly InsertRow[], parentIds?: readonly (s
 /** The parameters of INSERT_INSTANCE for one row. */
 export function insertParams(row: InsertRow): unknown[] {
   return [
-    row.fsm, row.fsmVersion, row.step, row.stateText, row.queue, row.priority, row.at, row.delayMs,
-    row.correlationKey, row.scope, row.concurrencyKey, row.rateLimit, row.weight,
+    row.fsm,
+    row.fsmVersion,
+    row.step,
+    row.stateText,
+    row.queue,
+    row.priority,
+    row.at,
+    row.delayMs,
+    row.correlationKey,
+    row.scope,
+    row.concurrencyKey,
+    row.rateLimit,
+    row.weight,
   ];
 }

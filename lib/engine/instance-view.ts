@@ -38,7 +38,11 @@ export type AwaitResult =
   | { readonly kind: 'failed'; readonly error: string }
   | {
       readonly kind: 'awaiting' | 'busy';
-      readonly snapshot: { readonly status: DurableStatus; readonly step: string; readonly attempt: number };
+      readonly snapshot: {
+        readonly status: DurableStatus;
+        readonly step: string;
+        readonly attempt: number;
+      };
     }
   | { readonly kind: 'not_found' };
 

@@ -4,6 +4,8 @@ import { GenDurableError } from './gen-durable.error';
 export class AlreadyStartedError extends GenDurableError {
   readonly code = 'GD_ALREADY_STARTED';
   constructor(readonly engineName: string) {
-    super(`a gen-durable engine named "${engineName}" is already running in this process; give the second engine its own \`name\``);
+    super(
+      `a gen-durable engine named "${engineName}" is already running in this process; give the second engine its own \`name\``,
+    );
   }
 }

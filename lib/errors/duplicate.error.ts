@@ -4,6 +4,8 @@ import { GenDurableError } from './gen-durable.error';
 export class DuplicateError extends GenDurableError {
   readonly code = 'GD_DUPLICATE';
   constructor(readonly correlationKey: string) {
-    super(`an instance with correlation key "${correlationKey}" already occupies that key; nothing was inserted`);
+    super(
+      `an instance with correlation key "${correlationKey}" already occupies that key; nothing was inserted`,
+    );
   }
 }

@@ -8,7 +8,7 @@ export class FsmNotRegisteredError extends GenDurableError {
     readonly version?: number,
   ) {
     super(
-      `no @DurableFsm provider named "${fsm}"${version === undefined ? "" : ` version ${version}`} is registered with this engine: list the class among the module providers (and in \`fsms\` if you restrict them)`,
+      `no @DurableFsm provider named "${fsm}"${version === undefined ? '' : ` version ${version}`} is registered with this engine: list the class among the module providers (and in \`fsms\` if you restrict them)`,
     );
   }
 }

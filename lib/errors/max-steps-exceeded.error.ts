@@ -4,6 +4,8 @@ import { GenDurableError } from './gen-durable.error';
 export class MaxStepsExceededError extends GenDurableError {
   readonly code = 'GD_MAX_STEPS_EXCEEDED';
   constructor(readonly maxSteps: number) {
-    super(`drain ran more than ${maxSteps} steps: an FSM probably loops; raise maxSteps if that is intended`);
+    super(
+      `drain ran more than ${maxSteps} steps: an FSM probably loops; raise maxSteps if that is intended`,
+    );
   }
 }

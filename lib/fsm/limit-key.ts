@@ -9,7 +9,10 @@ export function limitKeyText(key: LimitKey, path: string): string {
   }
   if (Array.isArray(key) && key.length === 2 && typeof key[0] === 'string' && key[0].length > 0) {
     const partition = key[1];
-    if (typeof partition === 'string' || (typeof partition === 'number' && Number.isFinite(partition))) {
+    if (
+      typeof partition === 'string' ||
+      (typeof partition === 'number' && Number.isFinite(partition))
+    ) {
       return `${key[0]}:${String(partition)}`;
     }
   }

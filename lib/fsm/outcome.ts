@@ -28,7 +28,12 @@ export interface NextOptions {
 export type ChildSpec = Type<unknown> | string | ({ fsm: Type<unknown> | string } & InsertOptions);
 
 export type Outcome =
-  | { readonly kind: 'next'; readonly step: string; readonly state: unknown; readonly options: Readonly<NextOptions> }
+  | {
+      readonly kind: 'next';
+      readonly step: string;
+      readonly state: unknown;
+      readonly options: Readonly<NextOptions>;
+    }
   | { readonly kind: 'retry'; readonly state: unknown; readonly delayMs: number }
   | {
       readonly kind: 'await';
@@ -60,23 +65,37 @@ export function isOutcome(value: unknown): value is Outcome {
 
 function stepName(fn: string, step: unknown): string {
   if (typeof step !== 'string' || step.length === 0) {
-    throw new InvalidOutcomeError(`${fn}(): the step must be a non-empty string, got ${String(step)}`);
+    throw new InvalidOutcomeError(
+      `${fn}(): the step must be a non-empty string, got ${String(step)}`,
+    );
   }
   return step;
 }
 
 /** Continue with `step` and `state`. */
 export function next<S>(step: string, state: S, options: NextOptions = {}): Outcome {
-  if (options.weight !== undefined && !(typeof options.weight === 'number' && Number.isFinite(options.weight) && options.weight > 0)) {
-    throw new InvalidOutcomeError(`next(): weight must be a finite number > 0, got ${String(options.weight)}`);
+  if (
+    options.weight !== undefined &&
+    !(typeof options.weight === 'number' && Number.isFinite(options.weight) && options.weight > 0)
+  ) {
+    throw new InvalidOutcomeError(
+      `next(): weight must be a finite number > 0, got ${String(options.weight)}`,
+    );
   }
-  return brand({ kind: 'next', step: stepName('next', step), state, options: Object.freeze({ ...options }) });
+  return brand({
+    kind: 'next',
+    step: stepName('next', step),
+    state,
+    options: Object.freeze({ ...options }),
+  });
 }
 
 /** Run the same step again after `delayMs` (integer ≥ 0), with `attempt + 1`. */
 export function retry<S>(state: S, delayMs = 0): Outcome {
   if (!Number.isInteger(delayMs) || delayMs < 0) {
-    throw new InvalidOutcomeError(`retry(): delayMs must be an integer ≥ 0, got ${String(delayMs)}`);
+    throw new InvalidOutcomeError(
+      `retry(): delayMs must be an integer ≥ 0, got ${String(delayMs)}`,
+    );
   }
   return brand({ kind: 'retry', state, delayMs });
 }
@@ -90,10 +109,17 @@ export function awaitSignal<S>(
 ): Outcome {
   const list = typeof names === 'string' ? [names] : [...names];
   if (list.length === 0 || !list.every((n) => typeof n === 'string' && n.length > 0)) {
-    throw new InvalidOutcomeError('awaitSignal(): names must be a non-empty string or a non-empty array of them');
+    throw new InvalidOutcomeError(
+      'awaitSignal(): names must be a non-empty string or a non-empty array of them',
+    );
   }
-  if (options.timeout !== undefined && !(Number.isInteger(options.timeout) && options.timeout > 0)) {
-    throw new InvalidOutcomeError(`awaitSignal(): timeout must be an integer > 0 (ms), got ${String(options.timeout)}`);
+  if (
+    options.timeout !== undefined &&
+    !(Number.isInteger(options.timeout) && options.timeout > 0)
+  ) {
+    throw new InvalidOutcomeError(
+      `awaitSignal(): timeout must be an integer > 0 (ms), got ${String(options.timeout)}`,
+    );
   }
   return brand({
     kind: 'await',
@@ -105,8 +131,14 @@ export function awaitSignal<S>(
 }
 
 /** Spawn `children` and park until every landed child is terminal, then run `nextStep`. */
-export function scheduleChildren<S>(nextStep: string, children: readonly ChildSpec[], state: S): Outcome {
-  if (!isArray(children)) throw new InvalidOutcomeError('scheduleChildren(): children must be an array');
+export function scheduleChildren<S>(
+  nextStep: string,
+  children: readonly ChildSpec[],
+  state: S,
+): Outcome {
+  if (!isArray(children)) {
+    throw new InvalidOutcomeError('scheduleChildren(): children must be an array');
+  }
   return brand({
     kind: 'scheduleChildren',
     step: stepName('scheduleChildren', nextStep),
@@ -118,7 +150,9 @@ export function scheduleChildren<S>(nextStep: string, children: readonly ChildSp
 /** Finish with `result` (a JSON object). */
 export function done(result: Record<string, unknown> = {}): Outcome {
   if (typeof result !== 'object' || result === null || Array.isArray(result)) {
-    throw new InvalidOutcomeError(`done(): result must be a JSON object, got ${Array.isArray(result) ? 'an array' : String(result)}`);
+    throw new InvalidOutcomeError(
+      `done(): result must be a JSON object, got ${Array.isArray(result) ? 'an array' : String(result)}`,
+    );
   }
   return brand({ kind: 'done', result });
 }

@@ -53,7 +53,10 @@ export class GenDurableHealthIndicator {
   ) {}
 
   /** Is a reaper alive and keeping up? Down when expired leases or overdue deadlines pile up past the grace. */
-  async leaseBacklog(key: string, options: LeaseBacklogOptions = {}): Promise<HealthIndicatorResult> {
+  async leaseBacklog(
+    key: string,
+    options: LeaseBacklogOptions = {},
+  ): Promise<HealthIndicatorResult> {
     const indicator = this.health.check(key);
     const runtime = this.engine.runtime;
     const reaper = runtime.options.reaper;
@@ -61,17 +64,33 @@ export class GenDurableHealthIndicator {
     const maxRows = options.maxRows ?? 0;
     try {
       const row = (
-        await withTimeout(runtime.sql.query<{ expired: number; overdue: number }>(HEALTH_LEASE_BACKLOG, [graceMs, maxRows + 1]), options.timeoutMs ?? CHECK_TIMEOUT_MS)
+        await withTimeout(
+          runtime.sql.query<{ expired: number; overdue: number }>(HEALTH_LEASE_BACKLOG, [
+            graceMs,
+            maxRows + 1,
+          ]),
+          options.timeoutMs ?? CHECK_TIMEOUT_MS,
+        )
       )[0] ?? { expired: 0, overdue: 0 };
-      const details = { expiredLeases: row.expired, overdueDeadlines: row.overdue, graceMs, maxRows };
-      return row.expired <= maxRows && row.overdue <= maxRows ? indicator.up(details) : indicator.down(details);
+      const details = {
+        expiredLeases: row.expired,
+        overdueDeadlines: row.overdue,
+        graceMs,
+        maxRows,
+      };
+      return row.expired <= maxRows && row.overdue <= maxRows
+        ? indicator.up(details)
+        : indicator.down(details);
     } catch (err) {
       return indicator.down({ error: err instanceof Error ? err.message : String(err) });
     }
   }
 
   /** Are the queues drained? Down when a queue's pick-order head is older than maxAgeMs. */
-  async runnableBacklog(key: string, options: RunnableBacklogOptions = {}): Promise<HealthIndicatorResult> {
+  async runnableBacklog(
+    key: string,
+    options: RunnableBacklogOptions = {},
+  ): Promise<HealthIndicatorResult> {
     const indicator = this.health.check(key);
     const runtime = this.engine.runtime;
     const queues = options.queues ?? Object.keys(runtime.options.queues);
@@ -80,17 +99,23 @@ export class GenDurableHealthIndicator {
     if (queues.length === 0) return indicator.up({ queues: {} });
     try {
       const rows = await withTimeout(
-        runtime.sql.query<{ queue: string; age_ms: number | null; depth: number }>(HEALTH_RUNNABLE_BACKLOG, [queues, depthCap]),
+        runtime.sql.query<{ queue: string; age_ms: number | null; depth: number }>(
+          HEALTH_RUNNABLE_BACKLOG,
+          [queues, depthCap],
+        ),
         options.timeoutMs ?? CHECK_TIMEOUT_MS,
       );
-      const details: Record<string, { headAgeMs: number; depth: number; depthCapped: boolean }> = {};
+      const details: Record<string, { headAgeMs: number; depth: number; depthCapped: boolean }> =
+        {};
       let down = false;
       for (const r of rows) {
         const age = Math.max(0, Math.round(r.age_ms ?? 0));
         details[r.queue] = { headAgeMs: age, depth: r.depth, depthCapped: r.depth >= depthCap };
         if (age > maxAgeMs) down = true;
       }
-      return down ? indicator.down({ maxAgeMs, queues: details }) : indicator.up({ maxAgeMs, queues: details });
+      return down
+        ? indicator.down({ maxAgeMs, queues: details })
+        : indicator.up({ maxAgeMs, queues: details });
     } catch (err) {
       return indicator.down({ error: err instanceof Error ? err.message : String(err) });
     }
@@ -104,21 +129,46 @@ export class GenDurableHealthIndicator {
     const indicator = this.health.check(key);
     const runtime = this.engine.runtime;
     const o = runtime.options;
-    const maxStallMs = options.maxStallMs ?? Math.max(3 * o.maxPollInterval, 3 * o.heartbeatInterval);
+    const maxStallMs =
+      options.maxStallMs ?? Math.max(3 * o.maxPollInterval, 3 * o.heartbeatInterval);
     const now = Date.now();
     const problems: string[] = [];
-    const schedulers: Record<string, { status: string; inFlight: number; buffered: number; sinceActivityMs: number; sinceHeartbeatMs: number }> = {};
+    const schedulers: Record<
+      string,
+      {
+        status: string;
+        inFlight: number;
+        buffered: number;
+        sinceActivityMs: number;
+        sinceHeartbeatMs: number;
+      }
+    > = {};
     for (const [queue, s] of runtime.schedulers) {
       const sinceActivityMs = now - s.lastActivityAt;
       const sinceHeartbeatMs = now - s.lastHeartbeatAt;
-      schedulers[queue] = { status: s.status, inFlight: s.inFlightCount, buffered: s.bufferedCount, sinceActivityMs, sinceHeartbeatMs };
+      schedulers[queue] = {
+        status: s.status,
+        inFlight: s.inFlightCount,
+        buffered: s.bufferedCount,
+        sinceActivityMs,
+        sinceHeartbeatMs,
+      };
       if (s.status !== 'running') problems.push(`scheduler ${queue} is ${s.status}`);
-      else if (sinceActivityMs > maxStallMs) problems.push(`scheduler ${queue} idle for ${sinceActivityMs} ms`);
-      else if (sinceHeartbeatMs > maxStallMs) problems.push(`scheduler ${queue} has not heartbeated for ${sinceHeartbeatMs} ms`);
+      else if (sinceActivityMs > maxStallMs) {
+        problems.push(`scheduler ${queue} idle for ${sinceActivityMs} ms`);
+      } else if (sinceHeartbeatMs > maxStallMs) {
+        problems.push(`scheduler ${queue} has not heartbeated for ${sinceHeartbeatMs} ms`);
+      }
     }
-    if (o.reaper && runtime.reaper && now - runtime.reaper.lastSweepAt > 3 * o.reaper.interval) problems.push('reaper has not swept');
-    if (o.gc && runtime.gc && now - runtime.gc.lastSweepAt > 3 * o.gc.interval) problems.push('gc has not swept');
-    if (runtime.stall.stalled) problems.push(`event loop stalled for ${runtime.stall.lastStallMs} ms`);
+    if (o.reaper && runtime.reaper && now - runtime.reaper.lastSweepAt > 3 * o.reaper.interval) {
+      problems.push('reaper has not swept');
+    }
+    if (o.gc && runtime.gc && now - runtime.gc.lastSweepAt > 3 * o.gc.interval) {
+      problems.push('gc has not swept');
+    }
+    if (runtime.stall.stalled) {
+      problems.push(`event loop stalled for ${runtime.stall.lastStallMs} ms`);
+    }
     const details = { schedulers: Object.keys(schedulers).length, queues: schedulers, maxStallMs };
     return problems.length === 0 ? indicator.up(details) : indicator.down({ ...details, problems });
   }

@@ -2,7 +2,10 @@ import { type DynamicModule, Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 
 import { getEngineToken } from '../engine/get-engine-token.util';
-import { GEN_DURABLE_HEALTH_ENGINE, GenDurableHealthIndicator } from './gen-durable-health.indicator';
+import {
+  GEN_DURABLE_HEALTH_ENGINE,
+  GenDurableHealthIndicator,
+} from './gen-durable-health.indicator';
 
 /**
  * Provides `GenDurableHealthIndicator` for one engine (the default one unless `engine` names

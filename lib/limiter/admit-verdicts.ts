@@ -32,12 +32,20 @@ export class AdmitVerdicts {
 
   result(): AdmitResult {
     const throttled: ThrottleReport[] = [];
-    for (const [key, t] of this.gates) if (t.granted < t.wanted) throttled.push({ kind: 'conc', key, ...t });
-    for (const [key, t] of this.rates) if (t.granted < t.wanted) throttled.push({ kind: 'rate', key, ...t });
+    for (const [key, t] of this.gates) {
+      if (t.granted < t.wanted) throttled.push({ kind: 'conc', key, ...t });
+    }
+    for (const [key, t] of this.rates) {
+      if (t.granted < t.wanted) throttled.push({ kind: 'rate', key, ...t });
+    }
     return { admitted: this.admitted, denied: this.denied, throttled };
   }
 
-  private static tally(map: Map<string, { wanted: number; granted: number }>, key: string, granted: boolean): void {
+  private static tally(
+    map: Map<string, { wanted: number; granted: number }>,
+    key: string,
+    granted: boolean,
+  ): void {
     const t = map.get(key) ?? { wanted: 0, granted: 0 };
     t.wanted += 1;
     if (granted) t.granted += 1;

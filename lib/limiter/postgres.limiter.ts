@@ -174,7 +174,12 @@ function verdicts(entries: readonly LimiterEntry[], records: readonly AdmitRecor
     if (entry.gateKey !== null) v.gate(entry.gateKey, r?.gate_ok === true);
     if (entry.rateKey !== null && r?.rate_checked) v.rate(entry.rateKey, r.rate_ok);
     if (r?.admitted) {
-      v.admit(entry.id, entry.gateKey !== null && r.shard !== null ? { key: entry.gateKey, shard: r.shard, id: entry.id } : null);
+      v.admit(
+        entry.id,
+        entry.gateKey !== null && r.shard !== null
+          ? { key: entry.gateKey, shard: r.shard, id: entry.id }
+          : null,
+      );
     } else {
       v.deny(entry.id);
     }

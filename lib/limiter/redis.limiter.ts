@@ -4,11 +4,7 @@ import type { Redis, RedisOptions } from 'ioredis';
 import type { SqlExecutor } from '../db/sql-executor';
 import { limitName } from '../fsm/limit-key';
 import type { RedisConnectionOptions } from '../options/gen-durable-options.interface';
-import {
-  CURRENT_DATABASE,
-  LIST_GATE_HOLDERS,
-  MARK_REDIS_ADMITTED,
-} from '../sql/limiter.sql';
+import { CURRENT_DATABASE, LIST_GATE_HOLDERS, MARK_REDIS_ADMITTED } from '../sql/limiter.sql';
 import type {
   AdmitResult,
   LimitConfig,
@@ -282,8 +278,9 @@ export class RedisLimiter implements Limiter {
       const code = codes[i];
       if (e.gateKey !== null) v.gate(e.gateKey, code !== 2);
       if (e.rateKey !== null && code !== 2) v.rate(e.rateKey, code === 1);
-      if (code === 1) v.admit(e.id, e.gateKey === null ? null : { key: e.gateKey, shard: 1, id: e.id });
-      else v.deny(e.id);
+      if (code === 1) {
+        v.admit(e.id, e.gateKey === null ? null : { key: e.gateKey, shard: 1, id: e.id });
+      } else v.deny(e.id);
     });
     return v.result();
   }

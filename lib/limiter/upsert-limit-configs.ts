@@ -7,7 +7,10 @@ import type { LimitConfig } from './limiter.interface';
  * (kind, name) so two nodes booting at once lock the config rows in the same order. Shared by
  * both limiter backends.
  */
-export async function upsertLimitConfigs(sql: SqlExecutor, configs: readonly LimitConfig[]): Promise<void> {
+export async function upsertLimitConfigs(
+  sql: SqlExecutor,
+  configs: readonly LimitConfig[],
+): Promise<void> {
   if (configs.length === 0) return;
   const key = (c: LimitConfig) => `${c.kind}\u0000${c.name}`;
   const sorted = [...configs].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));

@@ -40,7 +40,9 @@ export interface RateLimitOptions {
   /** Tokens added per `period`. */
   allowed: number;
   /** Seconds, or `[n, unit]` with unit second/minute/hour/day. */
-  period: number | [number, 'second' | 'seconds' | 'minute' | 'minutes' | 'hour' | 'hours' | 'day' | 'days'];
+  period:
+    | number
+    | [number, 'second' | 'seconds' | 'minute' | 'minutes' | 'hour' | 'hours' | 'day' | 'days'];
   /** Bucket capacity; default `allowed`. */
   burst?: number;
   /** Counter shards; default 1. */
@@ -101,7 +103,8 @@ export interface GenDurableOptions {
   /** Group-commit flushers. Default one `{ queues: 'all', maxBatch: 500, maxDelayMs: 0 }`. */
   flushers?: FlusherOptions[];
   /** Insert batcher for `insertAsync` (and durable group-commit inserts). Default false. */
-  insertBatcher?: false | { maxBatch?: number; maxDelayMs?: number; maxBuffer?: number; durable?: boolean };
+  insertBatcher?:
+    false | { maxBatch?: number; maxDelayMs?: number; maxBuffer?: number; durable?: boolean };
   /** Node identity: worker-id prefix and poke token. Default `GEN_DURABLE_NODE_ID` or the hostname. */
   nodeId?: string;
   /** Named prepared statements. Default true; false behind transaction-pooling proxies. */

@@ -9,14 +9,43 @@ import type { GenDurableOptions, RateLimitOptions } from './gen-durable-options.
 import type { ResolvedFlusher, ResolvedOptions, ResolvedRateLimit } from './resolved-options';
 
 const TOP_LEVEL_KEYS = new Set([
-  'name', 'dataSource', 'schema', 'fsms', 'queues', 'rateLimits', 'concurrencyLimits', 'limiter',
-  'leaseTtl', 'heartbeatInterval', 'pollInterval', 'maxPollInterval', 'poke', 'await', 'reaper', 'gc',
-  'prefetch', 'minDemand', 'drainTimeout', 'flushers', 'insertBatcher', 'nodeId', 'preparedStatements',
-  'statementTimeout', 'maxStateBytes', 'isGlobal',
+  'name',
+  'dataSource',
+  'schema',
+  'fsms',
+  'queues',
+  'rateLimits',
+  'concurrencyLimits',
+  'limiter',
+  'leaseTtl',
+  'heartbeatInterval',
+  'pollInterval',
+  'maxPollInterval',
+  'poke',
+  'await',
+  'reaper',
+  'gc',
+  'prefetch',
+  'minDemand',
+  'drainTimeout',
+  'flushers',
+  'insertBatcher',
+  'nodeId',
+  'preparedStatements',
+  'statementTimeout',
+  'maxStateBytes',
+  'isGlobal',
 ]);
 
 const PERIOD_SECONDS: Record<string, number> = {
-  second: 1, seconds: 1, minute: 60, minutes: 60, hour: 3600, hours: 3600, day: 86400, days: 86400,
+  second: 1,
+  seconds: 1,
+  minute: 60,
+  minutes: 60,
+  hour: 3600,
+  hours: 3600,
+  day: 86400,
+  days: 86400,
 };
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -26,7 +55,10 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 function checkKeys(path: string, value: Record<string, unknown>, allowed: readonly string[]): void {
   for (const key of Object.keys(value)) {
     if (!allowed.includes(key)) {
-      throw new ConfigurationError(`${path}.${key}`, `unknown option (expected one of: ${allowed.join(', ')})`);
+      throw new ConfigurationError(
+        `${path}.${key}`,
+        `unknown option (expected one of: ${allowed.join(', ')})`,
+      );
     }
   }
 }
@@ -55,14 +87,20 @@ function ioredisAvailable(): boolean {
   }
 }
 
-function redisShape(path: string, value: Record<string, unknown>): { redis: string | Record<string, unknown> } {
+function redisShape(
+  path: string,
+  value: Record<string, unknown>,
+): { redis: string | Record<string, unknown> } {
   checkKeys(path, value, ['redis']);
   const redis = value['redis'];
   if (typeof redis !== 'string' && !isPlainObject(redis)) {
     throw new ConfigurationError(`${path}.redis`, 'must be a redis URL or ioredis options object');
   }
   if (!ioredisAvailable()) {
-    throw new ConfigurationError(path, "Redis mode needs the optional peer 'ioredis': npm install ioredis");
+    throw new ConfigurationError(
+      path,
+      "Redis mode needs the optional peer 'ioredis': npm install ioredis",
+    );
   }
   return { redis };
 }
@@ -72,7 +110,9 @@ function periodSeconds(path: string, period: RateLimitOptions['period']): number
   if (Array.isArray(period) && period.length === 2) {
     const [n, unit] = period;
     const factor = PERIOD_SECONDS[unit];
-    if (factor === undefined) throw new ConfigurationError(`${path}[1]`, `unknown unit ${String(unit)}`);
+    if (factor === undefined) {
+      throw new ConfigurationError(`${path}[1]`, `unknown unit ${String(unit)}`);
+    }
     return positive(`${path}[0]`, n) * factor;
   }
   throw new ConfigurationError(path, 'must be seconds or [n, unit]');
@@ -88,22 +128,34 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   checkKeys('options', options, [...TOP_LEVEL_KEYS]);
 
   const name = raw.name ?? DEFAULT_ENGINE_NAME;
-  if (typeof name !== 'string' || name.length === 0) throw new ConfigurationError('name', 'must be a non-empty string');
+  if (typeof name !== 'string' || name.length === 0) {
+    throw new ConfigurationError('name', 'must be a non-empty string');
+  }
   if (!(raw.dataSource instanceof DataSource) && !isPlainObject(raw.dataSource)) {
     throw new ConfigurationError('dataSource', 'an initialized TypeORM DataSource is required');
   }
   if (raw.dataSource.options?.type !== 'postgres') {
-    throw new ConfigurationError('dataSource', `must be a PostgreSQL DataSource (type 'postgres'), got ${String(raw.dataSource.options?.type)}`);
+    throw new ConfigurationError(
+      'dataSource',
+      `must be a PostgreSQL DataSource (type 'postgres'), got ${String(raw.dataSource.options?.type)}`,
+    );
   }
   if (raw.dataSource.isInitialized !== true) {
-    throw new ConfigurationError('dataSource', 'is not initialized: call dataSource.initialize() before the module boots (or inject the one @nestjs/typeorm provides)');
+    throw new ConfigurationError(
+      'dataSource',
+      'is not initialized: call dataSource.initialize() before the module boots (or inject the one @nestjs/typeorm provides)',
+    );
   }
   const schema = raw.schema ?? 'public';
-  if (typeof schema !== 'string' || schema.length === 0) throw new ConfigurationError('schema', 'must be a non-empty string');
+  if (typeof schema !== 'string' || schema.length === 0) {
+    throw new ConfigurationError('schema', 'must be a non-empty string');
+  }
 
   const queues: Record<string, number> = {};
   const rawQueues = raw.queues ?? { default: 10 };
-  if (!isPlainObject(rawQueues)) throw new ConfigurationError('queues', 'must be an object of queue → concurrency');
+  if (!isPlainObject(rawQueues)) {
+    throw new ConfigurationError('queues', 'must be an object of queue → concurrency');
+  }
   for (const [queue, concurrency] of Object.entries(rawQueues)) {
     queues[queue] = integer(`queues.${queue}`, concurrency, 0, 1);
   }
@@ -111,22 +163,38 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   const leaseTtl = integer('leaseTtl', raw.leaseTtl, 60_000, 1);
   const heartbeatInterval = integer('heartbeatInterval', raw.heartbeatInterval, 20_000, 1);
   if (heartbeatInterval >= leaseTtl) {
-    throw new ConfigurationError('heartbeatInterval', `must be below leaseTtl (${leaseTtl} ms); keep 3 × heartbeatInterval ≲ leaseTtl`);
+    throw new ConfigurationError(
+      'heartbeatInterval',
+      `must be below leaseTtl (${leaseTtl} ms); keep 3 × heartbeatInterval ≲ leaseTtl`,
+    );
   }
   const pollInterval = integer('pollInterval', raw.pollInterval, 1_000, 1);
-  const maxPollInterval = Math.max(pollInterval, integer('maxPollInterval', raw.maxPollInterval, 5_000, 1));
+  const maxPollInterval = Math.max(
+    pollInterval,
+    integer('maxPollInterval', raw.maxPollInterval, 5_000, 1),
+  );
 
   let poke: ResolvedOptions['poke'] = 'local';
   if (raw.poke !== undefined) {
     if (raw.poke === 'local' || raw.poke === 'postgres' || raw.poke === 'none') poke = raw.poke;
     else if (isPlainObject(raw.poke)) poke = redisShape('poke', raw.poke);
-    else throw new ConfigurationError('poke', `must be 'local', 'postgres', 'none' or { redis }, got ${String(raw.poke)}`);
+    else {
+      throw new ConfigurationError(
+        'poke',
+        `must be 'local', 'postgres', 'none' or { redis }, got ${String(raw.poke)}`,
+      );
+    }
   }
   let limiter: ResolvedOptions['limiter'] = 'postgres';
   if (raw.limiter !== undefined) {
     if (raw.limiter === 'postgres') limiter = 'postgres';
     else if (isPlainObject(raw.limiter)) limiter = redisShape('limiter', raw.limiter);
-    else throw new ConfigurationError('limiter', `must be 'postgres' or { redis }, got ${String(raw.limiter)}`);
+    else {
+      throw new ConfigurationError(
+        'limiter',
+        `must be 'postgres' or { redis }, got ${String(raw.limiter)}`,
+      );
+    }
   }
 
   if ((raw.await as unknown) === false) throw new ConfigurationError('await', 'cannot be disabled');
@@ -138,7 +206,9 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   let reaper: ResolvedOptions['reaper'] = { interval: 30_000, maxReaps: 5 };
   if (raw.reaper === false) reaper = false;
   else if (raw.reaper !== undefined) {
-    if (!isPlainObject(raw.reaper)) throw new ConfigurationError('reaper', 'must be { interval, maxReaps } or false');
+    if (!isPlainObject(raw.reaper)) {
+      throw new ConfigurationError('reaper', 'must be { interval, maxReaps } or false');
+    }
     checkKeys('reaper', raw.reaper, ['interval', 'maxReaps']);
     reaper = {
       interval: integer('reaper.interval', raw.reaper.interval, 30_000, 1),
@@ -148,7 +218,9 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   let gc: ResolvedOptions['gc'] = { interval: 60_000, retention: 86_400_000, batch: 10_000 };
   if (raw.gc === false) gc = false;
   else if (raw.gc !== undefined) {
-    if (!isPlainObject(raw.gc)) throw new ConfigurationError('gc', 'must be { interval, retention, batch } or false');
+    if (!isPlainObject(raw.gc)) {
+      throw new ConfigurationError('gc', 'must be { interval, retention, batch } or false');
+    }
     checkKeys('gc', raw.gc, ['interval', 'retention', 'batch']);
     gc = {
       interval: integer('gc.interval', raw.gc.interval, 60_000, 1),
@@ -166,7 +238,10 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
     checkKeys(`flushers[${i}]`, f, ['queues', 'maxBatch', 'maxDelayMs']);
     const q = f.queues ?? 'all';
     if (q !== 'all' && !(Array.isArray(q) && q.every((x) => typeof x === 'string'))) {
-      throw new ConfigurationError(`flushers[${i}].queues`, "must be 'all' or an array of queue names");
+      throw new ConfigurationError(
+        `flushers[${i}].queues`,
+        "must be 'all' or an array of queue names",
+      );
     }
     return Object.freeze({
       queues: q === 'all' ? 'all' : Object.freeze([...q]),
@@ -183,7 +258,9 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   const rateLimits: Record<string, ResolvedRateLimit> = {};
   for (const [limitName, spec] of Object.entries(raw.rateLimits ?? {})) {
     const path = `rateLimits.${limitName}`;
-    if (!isPlainObject(spec)) throw new ConfigurationError(path, 'must be { allowed, period, burst?, shards? }');
+    if (!isPlainObject(spec)) {
+      throw new ConfigurationError(path, 'must be { allowed, period, burst?, shards? }');
+    }
     checkKeys(path, spec, ['allowed', 'period', 'burst', 'shards']);
     const allowed = positive(`${path}.allowed`, spec.allowed);
     const seconds = periodSeconds(`${path}.period`, spec.period);
@@ -202,7 +279,10 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
     checkKeys(path, spec, ['limit', 'shards']);
     const limit = spec.limit;
     if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1) {
-      throw new ConfigurationError(`${path}.limit`, `must be a positive integer, got ${String(limit)}`);
+      throw new ConfigurationError(
+        `${path}.limit`,
+        `must be a positive integer, got ${String(limit)}`,
+      );
     }
     const shards = Math.min(limit, Math.max(1, integer(`${path}.shards`, spec.shards, 1, 0)));
     concurrencyLimits[gateName] = Object.freeze({ name: gateName, limit, shards });
@@ -210,10 +290,20 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
 
   let insertBatcher: ResolvedOptions['insertBatcher'] = false;
   if (raw.insertBatcher !== undefined && raw.insertBatcher !== false) {
-    if (!isPlainObject(raw.insertBatcher)) throw new ConfigurationError('insertBatcher', 'must be an object or false');
-    checkKeys('insertBatcher', raw.insertBatcher, ['maxBatch', 'maxDelayMs', 'maxBuffer', 'durable']);
+    if (!isPlainObject(raw.insertBatcher)) {
+      throw new ConfigurationError('insertBatcher', 'must be an object or false');
+    }
+    checkKeys('insertBatcher', raw.insertBatcher, [
+      'maxBatch',
+      'maxDelayMs',
+      'maxBuffer',
+      'durable',
+    ]);
     if (raw.insertBatcher.durable !== undefined && typeof raw.insertBatcher.durable !== 'boolean') {
-      throw new ConfigurationError('insertBatcher.durable', `must be a boolean, got ${String(raw.insertBatcher.durable)}`);
+      throw new ConfigurationError(
+        'insertBatcher.durable',
+        `must be a boolean, got ${String(raw.insertBatcher.durable)}`,
+      );
     }
     insertBatcher = Object.freeze({
       maxBatch: integer('insertBatcher.maxBatch', raw.insertBatcher.maxBatch, 1000, 1),
@@ -224,12 +314,17 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   }
 
   const nodeId = raw.nodeId ?? process.env['GEN_DURABLE_NODE_ID'] ?? hostname();
-  if (typeof nodeId !== 'string' || nodeId.length === 0) throw new ConfigurationError('nodeId', 'must be a non-empty string');
+  if (typeof nodeId !== 'string' || nodeId.length === 0) {
+    throw new ConfigurationError('nodeId', 'must be a non-empty string');
+  }
 
   const prefetch = integer('prefetch', raw.prefetch, 0, 0);
   if (raw.preparedStatements !== undefined && typeof raw.preparedStatements !== 'boolean') {
     // A string 'false' would otherwise be truthy: never a silent default (RELIABILITY S38).
-    throw new ConfigurationError('preparedStatements', `must be a boolean, got ${inspect(raw.preparedStatements)}`);
+    throw new ConfigurationError(
+      'preparedStatements',
+      `must be a boolean, got ${inspect(raw.preparedStatements)}`,
+    );
   }
   const resolved: ResolvedOptions = {
     name,
@@ -260,4 +355,3 @@ export function resolveOptions(raw: GenDurableOptions): ResolvedOptions {
   };
   return Object.freeze(resolved);
 }
-

@@ -40,14 +40,20 @@ export interface ResolvedOptions {
   readonly poke: 'local' | 'postgres' | 'none' | { readonly redis: RedisConnectionOptions };
   readonly await: { readonly tick: number };
   readonly reaper: false | { readonly interval: number; readonly maxReaps: number };
-  readonly gc: false | { readonly interval: number; readonly retention: number; readonly batch: number };
+  readonly gc:
+    false | { readonly interval: number; readonly retention: number; readonly batch: number };
   readonly prefetch: number;
   readonly minDemand: number;
   readonly drainTimeout: number;
   readonly flushers: readonly ResolvedFlusher[];
   readonly insertBatcher:
     | false
-    | { readonly maxBatch: number; readonly maxDelayMs: number; readonly maxBuffer: number; readonly durable: boolean };
+    | {
+        readonly maxBatch: number;
+        readonly maxDelayMs: number;
+        readonly maxBuffer: number;
+        readonly durable: boolean;
+      };
   readonly nodeId: string;
   readonly preparedStatements: boolean;
   readonly statementTimeout: number;

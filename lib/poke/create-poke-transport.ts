@@ -9,7 +9,10 @@ import { RedisPokeTransport } from './redis.poke-transport';
  * The cross-node leg for `options.poke` (SPEC §16.4): none for `'local'` and `'none'` (the
  * emitter alone decides whether local schedulers are poked).
  */
-export function createPokeTransport(options: ResolvedOptions, sql: SqlExecutor): PokeTransport | undefined {
+export function createPokeTransport(
+  options: ResolvedOptions,
+  sql: SqlExecutor,
+): PokeTransport | undefined {
   const channel = pokeChannel(options.name);
   const sender = pokeSenderToken(options.nodeId);
   const poke = options.poke;

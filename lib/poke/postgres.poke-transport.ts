@@ -12,7 +12,16 @@ const BACKOFF_MAX_MS = 5_000;
 const CONNECT_TIMEOUT_MS = 10_000;
 
 /** Pool-only keys of pg-pool options; the rest configures a client. */
-const POOL_ONLY_KEYS = ['max', 'min', 'maxUses', 'idleTimeoutMillis', 'allowExitOnIdle', 'maxLifetimeSeconds', 'log', 'Client'];
+const POOL_ONLY_KEYS = [
+  'max',
+  'min',
+  'maxUses',
+  'idleTimeoutMillis',
+  'allowExitOnIdle',
+  'maxLifetimeSeconds',
+  'log',
+  'Client',
+];
 
 /**
  * The connection settings of a dedicated client, taken from the pool the DataSource built (so
@@ -88,16 +97,22 @@ export class PostgresPokeTransport implements PokeTransport {
 
   publish(queue: string): void {
     if (this.closed) return;
-    const sent: Promise<void> = this.sql.query(NOTIFY_POKE, [this.options.channel, pokePayload(this.options.sender, queue)]).then(
-      () => {
-        this.publishErrorLogged = false;
-      },
-      (err: unknown) => {
-        // Best-effort: a lost announcement costs the other nodes one poll.
-        if (!this.publishErrorLogged) this.logger.warn(`poke NOTIFY failed (other nodes fall back to their poll): ${String(err)}`);
-        this.publishErrorLogged = true;
-      },
-    );
+    const sent: Promise<void> = this.sql
+      .query(NOTIFY_POKE, [this.options.channel, pokePayload(this.options.sender, queue)])
+      .then(
+        () => {
+          this.publishErrorLogged = false;
+        },
+        (err: unknown) => {
+          // Best-effort: a lost announcement costs the other nodes one poll.
+          if (!this.publishErrorLogged) {
+            this.logger.warn(
+              `poke NOTIFY failed (other nodes fall back to their poll): ${String(err)}`,
+            );
+          }
+          this.publishErrorLogged = true;
+        },
+      );
     this.inFlight.add(sent);
     void sent.finally(() => this.inFlight.delete(sent));
   }
@@ -122,14 +137,19 @@ export class PostgresPokeTransport implements PokeTransport {
     client.on('error', (err) => this.lose(client, err));
     client.on('end', () => this.lose(client, undefined));
     client.on('notification', (message: Notification) => {
-      if (client === this.client && message.channel === this.options.channel && message.payload) this.receive(message.payload);
+      if (client === this.client && message.channel === this.options.channel && message.payload) {
+        this.receive(message.payload);
+      }
     });
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
         client.connect().then(() => client.query(this.listenText)),
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`poke listener: no connection within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
+          timer = setTimeout(
+            () => reject(new Error(`poke listener: no connection within ${CONNECT_TIMEOUT_MS} ms`)),
+            CONNECT_TIMEOUT_MS,
+          );
         }),
       ]);
     } catch (err) {
@@ -160,7 +180,9 @@ export class PostgresPokeTransport implements PokeTransport {
     client.end().catch(() => undefined);
     if (this.closed) return;
     if (!this.outageLogged) {
-      this.logger.warn(`poke listener on ${this.options.channel} is down (this node polls meanwhile; reconnecting): ${describe(err)}`);
+      this.logger.warn(
+        `poke listener on ${this.options.channel} is down (this node polls meanwhile; reconnecting): ${describe(err)}`,
+      );
       this.outageLogged = true;
     }
     if (this.reconnectTimer) return;
@@ -174,7 +196,10 @@ export class PostgresPokeTransport implements PokeTransport {
     if (!client || this.pinging || this.closed) return;
     this.pinging = true;
     try {
-      const probe: QueryConfig & { query_timeout?: number } = { text: POKE_LISTENER_PING.text, query_timeout: this.options.statementTimeoutMs };
+      const probe: QueryConfig & { query_timeout?: number } = {
+        text: POKE_LISTENER_PING.text,
+        query_timeout: this.options.statementTimeoutMs,
+      };
       await client.query(probe);
     } catch (err) {
       this.lose(client, err);

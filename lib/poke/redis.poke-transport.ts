@@ -75,7 +75,9 @@ export class RedisPokeTransport implements PokeTransport {
       if (channel === this.options.channel) this.receive(message);
     });
     sub.on('ready', () => {
-      if (this.outageLogged) this.logger.log(`poke subscriber on ${this.options.channel} reconnected`);
+      if (this.outageLogged) {
+        this.logger.log(`poke subscriber on ${this.options.channel} reconnected`);
+      }
       this.outageLogged = false;
       if (this.wasReady) this.listener?.resync();
       this.wasReady = true;
@@ -100,10 +102,12 @@ export class RedisPokeTransport implements PokeTransport {
   publish(queue: string): void {
     const pub = this.pub;
     if (this.closed || !pub || pub.status !== 'ready') return;
-    const sent: Promise<void> = pub.publish(this.options.channel, pokePayload(this.options.sender, queue)).then(
-      () => undefined,
-      (err: unknown) => this.outage(err),
-    );
+    const sent: Promise<void> = pub
+      .publish(this.options.channel, pokePayload(this.options.sender, queue))
+      .then(
+        () => undefined,
+        (err: unknown) => this.outage(err),
+      );
     this.inFlight.add(sent);
     void sent.finally(() => this.inFlight.delete(sent));
   }
@@ -111,14 +115,19 @@ export class RedisPokeTransport implements PokeTransport {
   async close(): Promise<void> {
     this.closed = true;
     await Promise.allSettled([...this.inFlight]);
-    await Promise.all([this.pub, this.sub].map((client) => (client ? disconnect(client) : Promise.resolve())));
+    await Promise.all(
+      [this.pub, this.sub].map((client) => (client ? disconnect(client) : Promise.resolve())),
+    );
     this.pub = undefined;
     this.sub = undefined;
   }
 
   private connect(RedisClient: typeof Redis, extra: RedisOptions): Redis {
     const redis = this.options.redis;
-    const client = typeof redis === 'string' ? new RedisClient(redis, extra) : new RedisClient({ ...(redis as RedisOptions), ...extra });
+    const client =
+      typeof redis === 'string'
+        ? new RedisClient(redis, extra)
+        : new RedisClient({ ...(redis as RedisOptions), ...extra });
     // Without an 'error' listener ioredis reports every failed reconnect as unhandled.
     client.on('error', () => undefined);
     return client;
@@ -127,7 +136,9 @@ export class RedisPokeTransport implements PokeTransport {
   private outage(err: unknown): void {
     if (this.closed || this.outageLogged) return;
     this.outageLogged = true;
-    this.logger.warn(`poke transport on Redis is down (nodes poll meanwhile; reconnecting): ${String(err)}`);
+    this.logger.warn(
+      `poke transport on Redis is down (nodes poll meanwhile; reconnecting): ${String(err)}`,
+    );
   }
 
   private receive(payload: string): void {

@@ -89,7 +89,9 @@ export class AwaitWatcher {
     let snapshot: Snapshot | undefined;
     for (;;) {
       let read: { row: InstanceRecord | undefined } | undefined;
-      const query = this.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [id]).then((rows) => ({ row: rows[0] }));
+      const query = this.sql
+        .query<InstanceRecord>(GET_INSTANCE_BY_ID, [id])
+        .then((rows) => ({ row: rows[0] }));
       if (snapshot === undefined) {
         read = await query;
       } else {
@@ -153,7 +155,9 @@ export class AwaitWatcher {
     this.probing = true;
     try {
       const ids = [...this.waiters.keys()];
-      const rows = await this.sql.query<{ id: string; status: DurableStatus }>(PROBE_STATUSES, [ids]);
+      const rows = await this.sql.query<{ id: string; status: DurableStatus }>(PROBE_STATUSES, [
+        ids,
+      ]);
       const status = new Map(rows.map((r) => [r.id, r.status]));
       for (const id of ids) {
         const s = status.get(id);

@@ -68,11 +68,18 @@ export class Executor {
   }
 
   /** One step of `row` (`held` is the scheduler's object for the claim); `next` = chain on. */
-  private async executeOne(held: ClaimedRow, row: ClaimedRow, options: ExecuteOptions): Promise<ExecutionResult | { next: ClaimedRow }> {
+  private async executeOne(
+    held: ClaimedRow,
+    row: ClaimedRow,
+    options: ExecuteOptions,
+  ): Promise<ExecutionResult | { next: ClaimedRow }> {
     const definition = this.registry.find(row.fsm, row.fsmVersion);
     if (!definition) {
       // A rolling deploy: another node may run it. Never stop it; the reaper retries (§2.7).
-      return this.crash(row, `no FSM "${row.fsm}" version ${row.fsmVersion} is registered on this node`);
+      return this.crash(
+        row,
+        `no FSM "${row.fsm}" version ${row.fsmVersion} is registered on this node`,
+      );
     }
     const started = performance.now();
     let entry: FlushEntry;
@@ -81,18 +88,33 @@ export class Executor {
     } catch (err) {
       return this.crash(row, `internal error building the outcome: ${String(err)}`);
     }
-    if (entry.kind === 'next' && entry.rateLimit !== null && this.options.rateLimits[limitName(entry.rateLimit)] === undefined) {
+    if (
+      entry.kind === 'next' &&
+      entry.rateLimit !== null &&
+      this.options.rateLimits[limitName(entry.rateLimit)] === undefined
+    ) {
       // Never granted: the row will stall at its window head (SPEC §15, §24.3 #4).
       const name = limitName(entry.rateLimit);
-      this.telemetry.emit('rate_limit:unknown', { count: 1 }, { key: entry.rateLimit, name, fsm: row.fsm, step: row.step });
+      this.telemetry.emit(
+        'rate_limit:unknown',
+        { count: 1 },
+        { key: entry.rateLimit, name, fsm: row.fsm, step: row.step },
+      );
     }
     this.telemetry.emit(
       'step:stop',
       { durationMs: performance.now() - started },
       { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind },
     );
-    if (FAULTS_ENABLED) await faultPoint('step.beforeOutcome', { ids: [row.id], worker: row.worker });
-    if (entry.kind === 'next' && entry.inline === true && this.runAhead && options.chain?.() === true) {
+    if (FAULTS_ENABLED) {
+      await faultPoint('step.beforeOutcome', { ids: [row.id], worker: row.worker });
+    }
+    if (
+      entry.kind === 'next' &&
+      entry.inline === true &&
+      this.runAhead &&
+      options.chain?.() === true
+    ) {
       const step = await this.runAhead.advance(held, row, entry);
       if (step.kind === 'continue') return { next: step.row };
       if (step.kind === 'ended') return { reply: step.reply, kind: 'next' };
@@ -100,9 +122,17 @@ export class Executor {
     }
     const reply = await this.commit(entry);
     if (reply === 'stale') {
-      this.telemetry.emit('outcome:stale', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind });
+      this.telemetry.emit(
+        'outcome:stale',
+        { count: 1 },
+        { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind },
+      );
     } else if (reply === 'error') {
-      this.telemetry.emit('executor:crash', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, error: 'flush failed' });
+      this.telemetry.emit(
+        'executor:crash',
+        { count: 1 },
+        { id: row.id, fsm: row.fsm, step: row.step, error: 'flush failed' },
+      );
     }
     return { reply, kind: entry.kind === 'continue' ? 'next' : entry.kind };
   }
@@ -119,8 +149,14 @@ export class Executor {
   }
 
   private crash(row: ClaimedRow, error: string): ExecutionResult {
-    this.logger.error(`executor crash on ${row.fsm}#${row.id} step ${row.step}: ${error}; the row stays executing for the reaper`);
-    this.telemetry.emit('executor:crash', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, error });
+    this.logger.error(
+      `executor crash on ${row.fsm}#${row.id} step ${row.step}: ${error}; the row stays executing for the reaper`,
+    );
+    this.telemetry.emit(
+      'executor:crash',
+      { count: 1 },
+      { id: row.id, fsm: row.fsm, step: row.step, error },
+    );
     return { reply: 'crash', kind: null };
   }
 
@@ -150,11 +186,22 @@ export class Executor {
     try {
       const state: unknown = original ? original.state : row.state;
       const base = original ?? this.rawContext(row);
-      const ctx: StepContext<unknown> = { id: base.id, fsm: base.fsm, fsmVersion: base.fsmVersion, step: base.step, attempt: base.attempt, state, awaited: [], all: [], children: [] };
+      const ctx: StepContext<unknown> = {
+        id: base.id,
+        fsm: base.fsm,
+        fsmVersion: base.fsmVersion,
+        step: base.step,
+        attempt: base.attempt,
+        state,
+        awaited: [],
+        all: [],
+        children: [],
+      };
       let outcome: unknown;
       if (definition.onError) outcome = await definition.onError(err, ctx);
-      else if (definition.kind === 'job') outcome = this.retryRule(reasonText(err), ctx, definition);
-      else outcome = stop(err);
+      else if (definition.kind === 'job') {
+        outcome = this.retryRule(reasonText(err), ctx, definition);
+      } else outcome = stop(err);
       return outcomeToEntry(outcome, row, definition, this.registry, this.options, []);
     } catch (secondErr) {
       return outcomeToEntry(stop(secondErr), row, definition, this.registry, this.options, []);
@@ -162,22 +209,42 @@ export class Executor {
   }
 
   /** SPEC §13: perform results. */
-  private jobOutcome(value: unknown, ctx: StepContext<unknown>, definition: FsmDefinition): Outcome {
+  private jobOutcome(
+    value: unknown,
+    ctx: StepContext<unknown>,
+    definition: FsmDefinition,
+  ): Outcome {
     if (value === undefined) return done({});
     if (isJobResult(value)) {
-      return value.kind === 'cancel' ? stop(value.reason) : this.retryRule(value.reason, ctx, definition);
+      return value.kind === 'cancel'
+        ? stop(value.reason)
+        : this.retryRule(value.reason, ctx, definition);
     }
     if (isOutcome(value)) return value;
-    if (typeof value === 'object' && value !== null && !Array.isArray(value) && Object.getPrototypeOf(value) === Object.prototype) {
+    if (
+      typeof value === 'object' &&
+      value !== null &&
+      !Array.isArray(value) &&
+      Object.getPrototypeOf(value) === Object.prototype
+    ) {
       return done(value as Record<string, unknown>);
     }
     return stop(`perform returned an invalid value: ${inspect(value, { depth: 2 })}`);
   }
 
-  private retryRule(reason: unknown, ctx: StepContext<unknown>, definition: FsmDefinition): Outcome {
+  private retryRule(
+    reason: unknown,
+    ctx: StepContext<unknown>,
+    definition: FsmDefinition,
+  ): Outcome {
     if (ctx.attempt + 1 < definition.maxAttempts) {
-      const delay = definition.backoff ? definition.backoff(ctx.attempt) : Math.min(1000 * 2 ** ctx.attempt, MAX_BACKOFF_MS);
-      return retry(ctx.state, Math.max(0, Math.round(Number.isFinite(delay) ? delay : MAX_BACKOFF_MS)));
+      const delay = definition.backoff
+        ? definition.backoff(ctx.attempt)
+        : Math.min(1000 * 2 ** ctx.attempt, MAX_BACKOFF_MS);
+      return retry(
+        ctx.state,
+        Math.max(0, Math.round(Number.isFinite(delay) ? delay : MAX_BACKOFF_MS)),
+      );
     }
     return stop(reason);
   }
@@ -192,7 +259,17 @@ export class Executor {
     // The row's state was parsed for this claim alone: no copy needed.
     const state: unknown = definition.codec ? definition.codec.load(row.state) : row.state;
     // A flat literal: `{ ...spread, more }` is slow on Node 20 (see outcome-entry.ts).
-    return Object.freeze({ id: row.id, fsm: row.fsm, fsmVersion: row.fsmVersion, step: row.step, attempt: row.attempt, state, awaited, all, children });
+    return Object.freeze({
+      id: row.id,
+      fsm: row.fsm,
+      fsmVersion: row.fsmVersion,
+      step: row.step,
+      attempt: row.attempt,
+      state,
+      awaited,
+      all,
+      children,
+    });
   }
 
   private rawContext(row: ClaimedRow): StepContext<unknown> {

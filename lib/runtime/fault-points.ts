@@ -29,7 +29,12 @@ export type FaultPointName =
  * SIGKILL semantics (code 137: no exit handlers, nothing flushed), `skip` the guarded work
  * (only `heartbeat.before` honours it).
  */
-export type FaultAction = { kind: 'pause' } | { kind: 'sleep'; ms: number } | { kind: 'throw' } | { kind: 'exit' } | { kind: 'skip' };
+export type FaultAction =
+  | { kind: 'pause' }
+  | { kind: 'sleep'; ms: number }
+  | { kind: 'throw' }
+  | { kind: 'exit' }
+  | { kind: 'skip' };
 
 /** One armed rule. */
 export interface FaultRule {
@@ -83,7 +88,10 @@ export class InjectedFaultError extends Error {
  * The call-site hook. Resolves `'skip'` when a `skip` rule matched, else undefined; may
  * pause, sleep, throw or end the process. Call only behind `FAULTS_ENABLED`.
  */
-export async function faultPoint(point: FaultPointName, detail: FaultDetail = {}): Promise<'skip' | undefined> {
+export async function faultPoint(
+  point: FaultPointName,
+  detail: FaultDetail = {},
+): Promise<'skip' | undefined> {
   const armed = rules.find((r) => r.rule.point === point && matches(r.rule, detail));
   if (!armed) return undefined;
   armed.remaining -= 1;
@@ -136,7 +144,9 @@ export function releaseFaults(point?: FaultPointName): number {
 
 /** Disarms the rules of `point` (callers already paused there stay paused). */
 export function disarmFaults(point: FaultPointName): void {
-  for (let i = rules.length - 1; i >= 0; i--) if (rules[i]?.rule.point === point) rules.splice(i, 1);
+  for (let i = rules.length - 1; i >= 0; i--) {
+    if (rules[i]?.rule.point === point) rules.splice(i, 1);
+  }
 }
 
 /** Disarms every rule and releases every paused caller. */
@@ -176,7 +186,11 @@ interface FaultMessage {
 }
 
 function isFaultMessage(message: unknown): message is FaultMessage {
-  return typeof message === 'object' && message !== null && (message as { type?: unknown }).type === 'gd-fault';
+  return (
+    typeof message === 'object' &&
+    message !== null &&
+    (message as { type?: unknown }).type === 'gd-fault'
+  );
 }
 
 if (FAULTS_ENABLED) {

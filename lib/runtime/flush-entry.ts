@@ -2,10 +2,7 @@ import type { InsertRow } from '../engine/insert-row';
 import type { LimiterSlot } from '../limiter/limiter.interface';
 
 /** A step's outcome, validated and serialized, ready for the flush transaction (SPEC §6.3). */
-export type FlushEntry =
-  | TransitionEntry
-  | ParkEntry
-  | FanOutEntry;
+export type FlushEntry = TransitionEntry | ParkEntry | FanOutEntry;
 
 interface EntryBase {
   readonly id: string;

@@ -16,7 +16,13 @@ import {
 } from '../sql/outcome.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
-import type { FanOutEntry, FlushEntry, FlushReply, ParkEntry, TransitionEntry } from './flush-entry';
+import type {
+  FanOutEntry,
+  FlushEntry,
+  FlushReply,
+  ParkEntry,
+  TransitionEntry,
+} from './flush-entry';
 
 /** What a committed flush changed, for the after-commit effects (SPEC §6.4). */
 export interface FlushEffects {
@@ -116,7 +122,9 @@ export class Flusher {
         // phase 1 committed and answered as such.
         effects = await this.withRetries(() => this.writeSolo(entries));
         const committedIds = new Set(effects.committed.map((e) => e.id));
-        const rest = entries.filter((e) => !committedIds.has(e.id) && (e.kind === 'done' || e.kind === 'stop'));
+        const rest = entries.filter(
+          (e) => !committedIds.has(e.id) && (e.kind === 'done' || e.kind === 'stop'),
+        );
         if (rest.length > 0) {
           try {
             effects = merge(effects, await this.withRetries(() => this.inTransaction(rest)));
@@ -134,14 +142,22 @@ export class Flusher {
       effects = { committed: [], pokeQueues: new Set(), settledIds: [] };
     }
     const wrote = failed !== entries;
-    if (wrote && FAULTS_ENABLED) await faultPoint('flush.afterCommit', { ids: entries.map((e) => e.id) });
+    if (wrote && FAULTS_ENABLED) {
+      await faultPoint('flush.afterCommit', { ids: entries.map((e) => e.id) });
+    }
     if (failed.length > 0) {
       this.telemetry.emit('flush:error', { count: failed.length }, { error: String(failure) });
-      this.logger.error(`flush of ${failed.length} outcome(s) failed; rows stay executing for the reaper: ${String(failure)}`);
+      this.logger.error(
+        `flush of ${failed.length} outcome(s) failed; rows stay executing for the reaper: ${String(failure)}`,
+      );
     }
     const committed = new Set(effects.committed.map((e) => e.id));
     const errored = new Set(failed.map((e) => e.id));
-    for (const p of batch) p.resolve(committed.has(p.entry.id) ? 'committed' : errored.has(p.entry.id) ? 'error' : 'stale');
+    for (const p of batch) {
+      p.resolve(
+        committed.has(p.entry.id) ? 'committed' : errored.has(p.entry.id) ? 'error' : 'stale',
+      );
+    }
     if (!wrote) return;
     try {
       this.afterCommit(effects);
@@ -163,7 +179,9 @@ export class Flusher {
   }
 
   private inTransaction(entries: FlushEntry[]): Promise<FlushEffects> {
-    return this.sql.transaction((tx) => this.write(tx, entries), { idleInTransactionMs: IDLE_IN_TRANSACTION_MS });
+    return this.sql.transaction((tx) => this.write(tx, entries), {
+      idleInTransactionMs: IDLE_IN_TRANSACTION_MS,
+    });
   }
 
   /**
@@ -173,18 +191,25 @@ export class Flusher {
    */
   private async writeSolo(entries: TransitionEntry[]): Promise<FlushEffects> {
     if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
-    const rows = await this.sql.query<TransitionRecord>(FLUSH_TRANSITIONS, transitionParams(entries, true));
+    const rows = await this.sql.query<TransitionRecord>(
+      FLUSH_TRANSITIONS,
+      transitionParams(entries, true),
+    );
     const committedIds = new Set(rows.map((r) => r.id));
     const pokeQueues = new Set<string>();
     const settledIds: string[] = [];
-    for (const row of rows) if (row.status === 'done' || row.status === 'failed') settledIds.push(row.id);
+    for (const row of rows) {
+      if (row.status === 'done' || row.status === 'failed') settledIds.push(row.id);
+    }
     for (const e of entries) if (committedIds.has(e.id) && pokesAfter(e)) pokeQueues.add(e.queue);
     return { committed: entries.filter((e) => committedIds.has(e.id)), pokeQueues, settledIds };
   }
 
   /** The flush transaction body (SPEC §6.3). */
   private async write(tx: Queryable, entries: FlushEntry[]): Promise<FlushEffects> {
-    const transitions = entries.filter((e): e is TransitionEntry => e.kind !== 'await' && e.kind !== 'scheduleChildren');
+    const transitions = entries.filter(
+      (e): e is TransitionEntry => e.kind !== 'await' && e.kind !== 'scheduleChildren',
+    );
     const parks = entries.filter((e): e is ParkEntry => e.kind === 'await');
     const fanOuts = entries.filter((e): e is FanOutEntry => e.kind === 'scheduleChildren');
     const committedIds = new Set<string>();
@@ -195,7 +220,11 @@ export class Flusher {
 
     // 1. transitions
     if (transitions.length > 0) {
-      const rows = await this.sql.query<TransitionRecord>(FLUSH_TRANSITIONS, transitionParams(transitions, false), tx);
+      const rows = await this.sql.query<TransitionRecord>(
+        FLUSH_TRANSITIONS,
+        transitionParams(transitions, false),
+        tx,
+      );
       for (const row of rows) {
         committedIds.add(row.id);
         if (row.status === 'done' || row.status === 'failed') {
@@ -228,7 +257,9 @@ export class Flusher {
           committedIds.add(id);
           settledIds.push(id);
         }
-        const presented = parks.filter((e) => committedIds.has(e.id)).flatMap((e) => e.awaitedIds.map((s) => [e.id, s] as const));
+        const presented = parks
+          .filter((e) => committedIds.has(e.id))
+          .flatMap((e) => e.awaitedIds.map((s) => [e.id, s] as const));
         const woken = await this.sql.query<{ id: string; queue: string }>(
           RECHECK_PARKS,
           [parkedIds, presented.map((p) => p[0]), presented.map((p) => p[1])],
@@ -250,16 +281,26 @@ export class Flusher {
       const landed = new Map<string, number>();
       const childRows = spawning.flatMap((e) => e.children.map((row) => ({ row, parent: e.id })));
       if (childRows.length > 0) {
-        const inserted = await this.sql.query<{ id: string; queue: string; parent_id: string; due: boolean }>(
+        const inserted = await this.sql.query<{
+          id: string;
+          queue: string;
+          parent_id: string;
+          due: boolean;
+        }>(
           INSERT_INSTANCES,
-          insertArrays(childRows.map((c) => c.row), childRows.map((c) => c.parent)),
+          insertArrays(
+            childRows.map((c) => c.row),
+            childRows.map((c) => c.parent),
+          ),
           tx,
         );
         for (const child of inserted) {
           landed.set(child.parent_id, (landed.get(child.parent_id) ?? 0) + 1);
           if (child.due) pokeQueues.add(child.queue);
         }
-        if (FAULTS_ENABLED) await faultPoint('spawn.afterChildInsert', { ids: spawning.map((e) => e.id) });
+        if (FAULTS_ENABLED) {
+          await faultPoint('spawn.afterChildInsert', { ids: spawning.map((e) => e.id) });
+        }
       }
       if (spawning.length > 0) {
         const parked = await this.sql.query<{ id: string; queue: string; status: string }>(
@@ -284,7 +325,11 @@ export class Flusher {
 
     // 4. consume: exact awaited pairs of committed progressing entries; whole inbox of terminals
     const pairs = entries
-      .filter((e) => committedIds.has(e.id) && (e.kind === 'next' || e.kind === 'continue' || e.kind === 'scheduleChildren'))
+      .filter(
+        (e) =>
+          committedIds.has(e.id) &&
+          (e.kind === 'next' || e.kind === 'continue' || e.kind === 'scheduleChildren'),
+      )
       .flatMap((e) => e.awaitedIds.map((s) => [e.id, s] as const));
     if (pairs.length > 0) {
       await this.sql.query(CONSUME_SIGNALS, [pairs.map((p) => p[0]), pairs.map((p) => p[1])], tx);
@@ -295,11 +340,17 @@ export class Flusher {
 
     // 5. join: each parent decremented once by its count of terminal children
     if (terminalParents.length > 0) {
-      const parents = await this.sql.query<{ id: string; queue: string; status: string }>(JOIN_PARENTS, [terminalParents], tx);
+      const parents = await this.sql.query<{ id: string; queue: string; status: string }>(
+        JOIN_PARENTS,
+        [terminalParents],
+        tx,
+      );
       for (const p of parents) if (p.status === 'runnable') pokeQueues.add(p.queue);
     }
 
-    for (const e of transitions) if (committedIds.has(e.id) && pokesAfter(e)) pokeQueues.add(e.queue);
+    for (const e of transitions) {
+      if (committedIds.has(e.id) && pokesAfter(e)) pokeQueues.add(e.queue);
+    }
     if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
     return { committed: entries.filter((e) => committedIds.has(e.id)), pokeQueues, settledIds };
   }

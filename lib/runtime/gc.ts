@@ -19,7 +19,11 @@ export class GarbageCollector {
 
   constructor(
     private readonly sql: SqlExecutor,
-    private readonly config: { readonly interval: number; readonly retention: number; readonly batch: number },
+    private readonly config: {
+      readonly interval: number;
+      readonly retention: number;
+      readonly batch: number;
+    },
     private readonly telemetry: Telemetry,
     private readonly limiter?: Limiter,
   ) {
@@ -44,7 +48,12 @@ export class GarbageCollector {
     let swept = false;
     try {
       for (;;) {
-        const ids = (await this.sql.query<{ id: string }>(GC_SELECT_TERMINAL, [this.config.retention, this.config.batch])).map((r) => r.id);
+        const ids = (
+          await this.sql.query<{ id: string }>(GC_SELECT_TERMINAL, [
+            this.config.retention,
+            this.config.batch,
+          ])
+        ).map((r) => r.id);
         if (ids.length > 0) count += (await this.sql.queryResult(GC_DELETE, [ids])).rowCount ?? 0;
         if (ids.length < this.config.batch || this.stopping) break;
       }
@@ -58,7 +67,9 @@ export class GarbageCollector {
     } catch (err) {
       this.logger.error(`GC limiter reconcile failed: ${String(err)}`);
     }
-    if (count + limits.buckets + limits.gates > 0) this.telemetry.emit('gc:swept', { count, ...limits });
+    if (count + limits.buckets + limits.gates > 0) {
+      this.telemetry.emit('gc:swept', { count, ...limits });
+    }
     if (swept) this.lastSweepAt = Date.now();
     return count;
   }

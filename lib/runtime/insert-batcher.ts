@@ -105,7 +105,12 @@ export class InsertBatcher {
   /** Shutdown (SPEC §17.4): stops accepting, then writes everything pending in both lanes. */
   async drain(): Promise<void> {
     this.live = false;
-    while (this.asyncBuffer.length > 0 || this.asyncWriter || this.durableBuffer.length > 0 || this.durableWriter) {
+    while (
+      this.asyncBuffer.length > 0 ||
+      this.asyncWriter ||
+      this.durableBuffer.length > 0 ||
+      this.durableWriter
+    ) {
       this.triggerAsync();
       if (this.durableKick) clearImmediate(this.durableKick);
       this.durableKick = undefined;
@@ -131,8 +136,14 @@ export class InsertBatcher {
         const rows = await this.sql.query<InsertedRow>(INSERT_INSTANCES, insertArrays(chunk));
         this.pokeDue(rows);
       } catch (err) {
-        this.logger.error(`insert batch of ${chunk.length} row(s) failed and was dropped: ${String(err)}`);
-        this.telemetry.emit('insert_batch:error', { count: chunk.length }, { error: String(err), lane: 'async' });
+        this.logger.error(
+          `insert batch of ${chunk.length} row(s) failed and was dropped: ${String(err)}`,
+        );
+        this.telemetry.emit(
+          'insert_batch:error',
+          { count: chunk.length },
+          { error: String(err), lane: 'async' },
+        );
       } finally {
         this.asyncWriting = 0;
       }
@@ -158,10 +169,17 @@ export class InsertBatcher {
       const chunk = this.durableBuffer.splice(0, this.config.maxBatch);
       let rows: InsertedRow[];
       try {
-        rows = await this.sql.query<InsertedRow>(INSERT_INSTANCES, insertArrays(chunk.map((w) => w.row)));
+        rows = await this.sql.query<InsertedRow>(
+          INSERT_INSTANCES,
+          insertArrays(chunk.map((w) => w.row)),
+        );
       } catch (err) {
         // Nothing of this statement committed (or its fate is unknown): no caller is acknowledged.
-        this.telemetry.emit('insert_batch:error', { count: chunk.length }, { error: String(err), lane: 'durable' });
+        this.telemetry.emit(
+          'insert_batch:error',
+          { count: chunk.length },
+          { error: String(err), lane: 'durable' },
+        );
         for (const waiter of chunk) waiter.reject(err);
         continue;
       }
@@ -169,9 +187,15 @@ export class InsertBatcher {
       chunk.forEach((waiter, ord) => {
         const id = byOrd.get(ord);
         if (id !== undefined) waiter.resolve(id);
-        else if (waiter.row.correlationKey !== null) waiter.reject(new DuplicateError(waiter.row.correlationKey));
+        else if (waiter.row.correlationKey !== null) {
+          waiter.reject(new DuplicateError(waiter.row.correlationKey));
+        }
         // An unkeyed entry cannot collide: a missing row would be an engine bug, never an ack.
-        else waiter.reject(new Error(`gen-durable bug: insert batch returned no row for unkeyed entry ${ord}`));
+        else {
+          waiter.reject(
+            new Error(`gen-durable bug: insert batch returned no row for unkeyed entry ${ord}`),
+          );
+        }
       });
       this.pokeDue(rows);
     }

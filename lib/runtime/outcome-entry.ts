@@ -32,7 +32,11 @@ export function outcomeToEntry(
   }
   const outcome: Outcome = value;
   const stateText = (state: unknown, path: string): string =>
-    toJsonObjectText(definition.codec ? definition.codec.dump(state) : state, path, options.maxStateBytes);
+    toJsonObjectText(
+      definition.codec ? definition.codec.dump(state) : state,
+      path,
+      options.maxStateBytes,
+    );
   const requireStep = (step: string): string => {
     if (!definition.steps.has(step)) throw new UnknownStepError(definition.name, step);
     return step;
@@ -40,13 +44,18 @@ export function outcomeToEntry(
 
   switch (outcome.kind) {
     case 'next': {
-      const rateLimit = outcome.options.rateLimit === undefined ? null : limitKeyText(outcome.options.rateLimit, 'next.rateLimit');
+      const rateLimit =
+        outcome.options.rateLimit === undefined
+          ? null
+          : limitKeyText(outcome.options.rateLimit, 'next.rateLimit');
       const weight = outcome.options.weight ?? 1;
       checkWeight(options, rateLimit, weight, 'next.weight');
       const ck = outcome.options.concurrencyKey;
       const inline = outcome.options.inlineExecution;
       if (inline !== undefined && typeof inline !== 'boolean') {
-        throw new InvalidOutcomeError(`next(): inlineExecution must be a boolean, got ${String(inline)}`);
+        throw new InvalidOutcomeError(
+          `next(): inlineExecution must be a boolean, got ${String(inline)}`,
+        );
       }
       return transition(row, awaitedIds, 'next', {
         nextStep: requireStep(outcome.step),
@@ -54,14 +63,20 @@ export function outcomeToEntry(
         rateLimit,
         weight,
         setKey: ck !== undefined,
-        concurrencyKey: ck === undefined || ck === null ? null : limitKeyText(ck, 'next.concurrencyKey'),
+        concurrencyKey:
+          ck === undefined || ck === null ? null : limitKeyText(ck, 'next.concurrencyKey'),
         inline: inline ?? definition.inlineExecution,
       });
     }
     case 'retry':
-      return transition(row, awaitedIds, 'retry', { stateText: stateText(outcome.state, 'retry.state'), delayMs: outcome.delayMs });
+      return transition(row, awaitedIds, 'retry', {
+        stateText: stateText(outcome.state, 'retry.state'),
+        delayMs: outcome.delayMs,
+      });
     case 'done':
-      return transition(row, awaitedIds, 'done', { resultText: toJsonObjectText(outcome.result, 'done.result', options.maxStateBytes) });
+      return transition(row, awaitedIds, 'done', {
+        resultText: toJsonObjectText(outcome.result, 'done.result', options.maxStateBytes),
+      });
     case 'stop':
       return transition(row, awaitedIds, 'stop', { error: outcome.reason });
     case 'await':
@@ -82,9 +97,17 @@ export function outcomeToEntry(
           if (typeof spec === 'function' || typeof spec === 'string') {
             return buildInsertRow(registry.resolve(spec), undefined, options, path);
           }
-          if (typeof spec !== 'object' || spec === null) throw new InvalidOutcomeError(`${path} must be an FSM class, a name or { fsm, ...options }`);
+          if (typeof spec !== 'object' || spec === null) {
+            throw new InvalidOutcomeError(
+              `${path} must be an FSM class, a name or { fsm, ...options }`,
+            );
+          }
           const { fsm, ...insert } = spec as { fsm: unknown } & InsertOptions;
-          if (insert.manager !== undefined) throw new InvalidOutcomeError(`${path}.manager is not allowed: children commit in the flush`);
+          if (insert.manager !== undefined) {
+            throw new InvalidOutcomeError(
+              `${path}.manager is not allowed: children commit in the flush`,
+            );
+          }
           return buildInsertRow(registry.resolve(fsm), insert, options, path);
         }),
       });
@@ -125,7 +148,12 @@ function entryBase(row: ClaimedRow, awaitedIds: readonly string[]) {
   };
 }
 
-function transition(row: ClaimedRow, awaitedIds: readonly string[], kind: TransitionEntry['kind'], f: TransitionFields): TransitionEntry {
+function transition(
+  row: ClaimedRow,
+  awaitedIds: readonly string[],
+  kind: TransitionEntry['kind'],
+  f: TransitionFields,
+): TransitionEntry {
   return Object.assign(entryBase(row, awaitedIds), {
     kind,
     nextStep: f.nextStep ?? null,
@@ -144,6 +172,8 @@ function transition(row: ClaimedRow, awaitedIds: readonly string[], kind: Transi
 function describe(value: unknown): string {
   if (value === undefined) return 'undefined';
   if (value === null) return 'null';
-  if (typeof value === 'object') return `an object that is not an outcome (${JSON.stringify(value)?.slice(0, 80) ?? '?'})`;
+  if (typeof value === 'object') {
+    return `an object that is not an outcome (${JSON.stringify(value)?.slice(0, 80) ?? '?'})`;
+  }
   return `${typeof value} ${inspect(value).slice(0, 80)}`;
 }

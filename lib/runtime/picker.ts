@@ -4,7 +4,13 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import { CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
-import type { ChildRecord, ClaimedRow, ClaimRecord, EnrichmentRecord, InboxRecord } from './claimed-row';
+import type {
+  ChildRecord,
+  ClaimedRow,
+  ClaimRecord,
+  EnrichmentRecord,
+  InboxRecord,
+} from './claimed-row';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import { emitThrottled } from './throttle-telemetry';
 
@@ -46,7 +52,9 @@ export class Picker {
       }
     }
     if (records.length === 0) return [];
-    if (FAULTS_ENABLED) await faultPoint('pick.afterClaim', { ids: records.map((r) => r.id), worker });
+    if (FAULTS_ENABLED) {
+      await faultPoint('pick.afterClaim', { ids: records.map((r) => r.id), worker });
+    }
     const rows = records.map((r) => toRow(r, worker));
     try {
       return await this.admit(queue, worker, rows);
@@ -66,7 +74,12 @@ export class Picker {
     const limited = rows.filter((r) => r.gated || r.rateLimit !== null);
     if (limited.length === 0) return rows;
     const result = await this.limiter.admit(
-      limited.map((r) => ({ id: r.id, gateKey: r.gated ? r.concurrencyKey : null, rateKey: r.rateLimit, weight: r.weight })),
+      limited.map((r) => ({
+        id: r.id,
+        gateKey: r.gated ? r.concurrencyKey : null,
+        rateKey: r.rateLimit,
+        weight: r.weight,
+      })),
       queue,
     );
     emitThrottled(this.telemetry, result.throttled, queue);
@@ -74,7 +87,10 @@ export class Picker {
     for (const row of rows) if (slots.has(row.id)) row.slot = slots.get(row.id) ?? null;
     if (result.denied.length === 0) return rows;
     const denied = new Set(result.denied);
-    await this.release(worker, rows.filter((r) => denied.has(r.id)));
+    await this.release(
+      worker,
+      rows.filter((r) => denied.has(r.id)),
+    );
     return rows.filter((r) => !denied.has(r.id));
   }
 
@@ -84,7 +100,11 @@ export class Picker {
    */
   async release(worker: string, rows: readonly ClaimedRow[]): Promise<string[]> {
     if (rows.length === 0) return [];
-    const released = await this.sql.query<{ id: string }>(RELEASE_CLAIMS, [worker, rows.map((r) => r.id), rows.map((r) => r.claimSeq)]);
+    const released = await this.sql.query<{ id: string }>(RELEASE_CLAIMS, [
+      worker,
+      rows.map((r) => r.id),
+      rows.map((r) => r.claimSeq),
+    ]);
     const ids = new Set(released.map((r) => r.id));
     const slots: LimiterSlot[] = [];
     for (const row of rows) {
@@ -103,7 +123,9 @@ export class Picker {
 
   /** Re-reads inbox and children of held rows (inline chains, SPEC §7): one statement. */
   async enrich(rows: readonly ClaimedRow[]): Promise<void> {
-    const records = await this.sql.query<EnrichmentRecord>(LOAD_ENRICHMENT, [rows.map((r) => r.id)]);
+    const records = await this.sql.query<EnrichmentRecord>(LOAD_ENRICHMENT, [
+      rows.map((r) => r.id),
+    ]);
     const byId = new Map(records.map((r) => [r.id, r]));
     for (const row of rows) {
       const record = byId.get(row.id);
@@ -117,13 +139,24 @@ const NONE: readonly never[] = Object.freeze([]);
 
 function inboxView(records: InboxRecord[] | null): ClaimedRow['inbox'] {
   if (records === null) return NONE;
-  return Object.freeze(records.map((s) => Object.freeze({ id: s.id, name: s.name, payload: s.payload })));
+  return Object.freeze(
+    records.map((s) => Object.freeze({ id: s.id, name: s.name, payload: s.payload })),
+  );
 }
 
 function childrenView(records: ChildRecord[] | null): ClaimedRow['children'] {
   if (records === null) return NONE;
   return Object.freeze(
-    records.map((c) => Object.freeze({ id: c.id, fsm: c.fsm, status: c.status, state: c.state, result: c.result, lastError: c.last_error })),
+    records.map((c) =>
+      Object.freeze({
+        id: c.id,
+        fsm: c.fsm,
+        status: c.status,
+        state: c.state,
+        result: c.result,
+        lastError: c.last_error,
+      }),
+    ),
   );
 }
 

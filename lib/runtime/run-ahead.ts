@@ -53,7 +53,11 @@ export class RunAhead {
    * Hands `entry` (an inline `next` of `current`) over to its next step. `held` is the row
    * object the scheduler holds in flight for this claim: its slot is kept current.
    */
-  async advance(held: ClaimedRow, current: ClaimedRow, entry: TransitionEntry): Promise<RunAheadStep> {
+  async advance(
+    held: ClaimedRow,
+    current: ClaimedRow,
+    entry: TransitionEntry,
+  ): Promise<RunAheadStep> {
     const nextStep = entry.nextStep as string;
     const keyChanged = entry.setKey && entry.concurrencyKey !== current.concurrencyKey;
     const key = keyChanged ? entry.concurrencyKey : current.concurrencyKey;
@@ -65,10 +69,19 @@ export class RunAhead {
 
     // 1. continue, guarded, before anything is admitted
     // Object.assign, not a spread literal: the spread form is slow on Node 20 (see outcome-entry.ts).
-    const cont: TransitionEntry = Object.assign({}, entry, { kind: 'continue' as const, setKey: keyChanged, slot: null, leaseMs: this.options.leaseTtl });
+    const cont: TransitionEntry = Object.assign({}, entry, {
+      kind: 'continue' as const,
+      setKey: keyChanged,
+      slot: null,
+      leaseMs: this.options.leaseTtl,
+    });
     const reply = await this.commit(cont);
     if (reply === 'stale') {
-      this.telemetry.emit('outcome:stale', { count: 1 }, { id: current.id, fsm: current.fsm, step: current.step, kind: 'next' });
+      this.telemetry.emit(
+        'outcome:stale',
+        { count: 1 },
+        { id: current.id, fsm: current.fsm, step: current.step, kind: 'next' },
+      );
       return { kind: 'ended', reply };
     }
     if (reply === 'error') return { kind: 'crash', error: 'the inline continue commit failed' };
@@ -81,7 +94,10 @@ export class RunAhead {
     if (gateKey !== null || entry.rateLimit !== null) {
       let admitted: { id: string; slot: LimiterSlot | null } | undefined;
       try {
-        const result = await this.limiter.admit([{ id: current.id, gateKey, rateKey: entry.rateLimit, weight: entry.weight }], current.queue);
+        const result = await this.limiter.admit(
+          [{ id: current.id, gateKey, rateKey: entry.rateLimit, weight: entry.weight }],
+          current.queue,
+        );
         emitThrottled(this.telemetry, result.throttled, current.queue);
         admitted = result.admitted.find((a) => a.id === current.id);
       } catch (err) {
@@ -91,12 +107,24 @@ export class RunAhead {
         // Requeue through a normal next: the row becomes runnable at its new step (the key the
         // continue set is kept) and the slot the chain held is credited after that commit.
         this.yielded(current, nextStep, 'throttled');
-        const requeue: TransitionEntry = Object.assign({}, entry, { kind: 'next' as const, setKey: false, awaitedIds: [], slot: oldSlot, inline: false });
+        const requeue: TransitionEntry = Object.assign({}, entry, {
+          kind: 'next' as const,
+          setKey: false,
+          awaitedIds: [],
+          slot: oldSlot,
+          inline: false,
+        });
         const requeued = await this.commit(requeue);
         if (requeued === 'stale') {
-          this.telemetry.emit('outcome:stale', { count: 1 }, { id: current.id, fsm: current.fsm, step: nextStep, kind: 'next' });
+          this.telemetry.emit(
+            'outcome:stale',
+            { count: 1 },
+            { id: current.id, fsm: current.fsm, step: nextStep, kind: 'next' },
+          );
         }
-        if (requeued === 'error') return { kind: 'crash', error: 'the requeue commit of a throttled inline chain failed' };
+        if (requeued === 'error') {
+          return { kind: 'crash', error: 'the requeue commit of a throttled inline chain failed' };
+        }
         return { kind: 'ended', reply: requeued };
       }
       if (gateKey !== null) {
@@ -127,11 +155,19 @@ export class RunAhead {
     } catch (err) {
       return { kind: 'crash', error: `inline re-enrichment failed: ${String(err)}` };
     }
-    this.telemetry.emit('run_ahead:continue', { count: 1 }, { id: current.id, fsm: current.fsm, from: current.step, to: nextStep });
+    this.telemetry.emit(
+      'run_ahead:continue',
+      { count: 1 },
+      { id: current.id, fsm: current.fsm, from: current.step, to: nextStep },
+    );
     return { kind: 'continue', row };
   }
 
   private yielded(row: ClaimedRow, to: string, reason: 'throttled' | 'contended'): void {
-    this.telemetry.emit('run_ahead:yield', { count: 1 }, { id: row.id, fsm: row.fsm, step: row.step, to, reason });
+    this.telemetry.emit(
+      'run_ahead:yield',
+      { count: 1 },
+      { id: row.id, fsm: row.fsm, step: row.step, to, reason },
+    );
   }
 }

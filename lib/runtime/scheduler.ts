@@ -144,7 +144,9 @@ export class Scheduler {
       try {
         released = (await this.release(buffered)).length;
       } catch (err) {
-        this.logger.error(`releasing ${buffered.length} buffered row(s) of ${this.queue} failed; the reaper will: ${String(err)}`);
+        this.logger.error(
+          `releasing ${buffered.length} buffered row(s) of ${this.queue} failed; the reaper will: ${String(err)}`,
+        );
       }
     }
     const inFlight = this.inFlight.size;
@@ -188,7 +190,12 @@ export class Scheduler {
     else this.interval = Math.min(this.interval * 2, this.options.maxPollInterval);
     this.telemetry.emit(
       'scheduler:saturation',
-      { inFlight: this.inFlight.size, buffer: this.buffer.length, concurrency: this.concurrency, prefetch: this.options.prefetch },
+      {
+        inFlight: this.inFlight.size,
+        buffer: this.buffer.length,
+        concurrency: this.concurrency,
+        prefetch: this.options.prefetch,
+      },
       { queue: this.queue },
     );
     this.schedulePoll(this.interval);
@@ -212,7 +219,11 @@ export class Scheduler {
         const rows = await this.claim(demand);
         fetched += rows.length;
         this.lastActivityAt = Date.now();
-        this.telemetry.emit('pick:stop', { count: rows.length, demand }, { queue: this.queue, worker: this.workerId });
+        this.telemetry.emit(
+          'pick:stop',
+          { count: rows.length, demand },
+          { queue: this.queue, worker: this.workerId },
+        );
         // Empty, unless a poke or completion arrived meanwhile: then scan once more.
         if (rows.length === 0) continue;
         if (fromPoke) this.interval = this.options.pollInterval;
@@ -279,13 +290,26 @@ export class Scheduler {
 
   private async heartbeat(): Promise<void> {
     const rows = this.held();
-    if (FAULTS_ENABLED && (await faultPoint('heartbeat.before', { ids: rows.map((r) => r.id), worker: this.workerId })) === 'skip') return;
+    if (
+      FAULTS_ENABLED &&
+      (await faultPoint('heartbeat.before', {
+        ids: rows.map((r) => r.id),
+        worker: this.workerId,
+      })) === 'skip'
+    ) {
+      return;
+    }
     if (rows.length === 0) {
       this.lastHeartbeatAt = Date.now();
       return;
     }
     try {
-      await this.sql.query(HEARTBEAT, [this.workerId, rows.map((r) => r.id), rows.map((r) => r.claimSeq), this.options.leaseTtl]);
+      await this.sql.query(HEARTBEAT, [
+        this.workerId,
+        rows.map((r) => r.id),
+        rows.map((r) => r.claimSeq),
+        this.options.leaseTtl,
+      ]);
       this.lastHeartbeatAt = Date.now();
       await this.picker.renew(rows);
     } catch (err) {
@@ -300,7 +324,15 @@ export class Scheduler {
   private async reclaim(): Promise<void> {
     const margin = Math.max(this.options.leaseTtl - 2 * this.options.heartbeatInterval, 0);
     const maxReaps = this.options.reaper ? this.options.reaper.maxReaps : DEFAULT_MAX_REAPS;
-    const rows = await this.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, [this.queue, this.reclaimPrefix, margin, maxReaps, this.options.leaseTtl]);
-    if (rows.length > 0) this.telemetry.emit('scheduler:reclaimed', { count: rows.length }, { queue: this.queue });
+    const rows = await this.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, [
+      this.queue,
+      this.reclaimPrefix,
+      margin,
+      maxReaps,
+      this.options.leaseTtl,
+    ]);
+    if (rows.length > 0) {
+      this.telemetry.emit('scheduler:reclaimed', { count: rows.length }, { queue: this.queue });
+    }
   }
 }

@@ -1,6 +1,11 @@
 import type { QueryRunner } from 'typeorm';
 
-import { type MigrationConnection, migrateDown, migrateUp, type MigrationOptions } from './migrator';
+import {
+  type MigrationConnection,
+  migrateDown,
+  migrateUp,
+  type MigrationOptions,
+} from './migrator';
 
 function fromQueryRunner(queryRunner: QueryRunner): MigrationConnection {
   return {

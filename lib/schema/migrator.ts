@@ -35,7 +35,10 @@ function firstRow(result: unknown): Record<string, unknown> | undefined {
 }
 
 /** Reads the installed version of `schema` (0 when absent). */
-export async function readSchemaVersion(conn: MigrationConnection, schema: string): Promise<number> {
+export async function readSchemaVersion(
+  conn: MigrationConnection,
+  schema: string,
+): Promise<number> {
   const row = firstRow(await conn.query(renderStatement(READ_SCHEMA_VERSION, schema), [schema]));
   const version = Number(row?.['version'] ?? 0);
   return Number.isInteger(version) ? version : 0;
@@ -58,11 +61,16 @@ async function inTransaction(conn: MigrationConnection, fn: () => Promise<void>)
  * advisory lock in one transaction; a no-op when already there. Safe to run twice and from
  * two processes at once.
  */
-export async function migrateUp(conn: MigrationConnection, options: MigrationOptions = {}): Promise<void> {
+export async function migrateUp(
+  conn: MigrationConnection,
+  options: MigrationOptions = {},
+): Promise<void> {
   const schema = options.schema ?? 'public';
   const target = options.version ?? CURRENT_SCHEMA_VERSION;
   if (!Number.isInteger(target) || target < 0 || target > CURRENT_SCHEMA_VERSION) {
-    throw new RangeError(`gen-durable migration: version must be an integer in 0..${CURRENT_SCHEMA_VERSION}`);
+    throw new RangeError(
+      `gen-durable migration: version must be an integer in 0..${CURRENT_SCHEMA_VERSION}`,
+    );
   }
   await inTransaction(conn, async () => {
     await conn.query(LOCK, [schema]);
@@ -81,7 +89,10 @@ export async function migrateUp(conn: MigrationConnection, options: MigrationOpt
  * Reverts increments from the top down to `version` (default 0 = everything gone, including
  * a non-public schema left empty).
  */
-export async function migrateDown(conn: MigrationConnection, options: MigrationOptions = {}): Promise<void> {
+export async function migrateDown(
+  conn: MigrationConnection,
+  options: MigrationOptions = {},
+): Promise<void> {
   const schema = options.schema ?? 'public';
   const target = options.version ?? 0;
   if (!Number.isInteger(target) || target < 0) {

@@ -19,7 +19,10 @@ export function toJsonText(value: unknown, path: string, maxBytes: number): stri
 /** As {@link toJsonText}, and the value must be a JSON object (not an array or null). */
 export function toJsonObjectText(value: unknown, path: string, maxBytes: number): string {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new InvalidInputError(path, `must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`);
+    throw new InvalidInputError(
+      path,
+      `must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`,
+    );
   }
   return toJsonText(value, path, maxBytes);
 }
@@ -27,16 +30,28 @@ export function toJsonObjectText(value: unknown, path: string, maxBytes: number)
 function check(value: unknown, path: string, seen: Set<object>): void {
   switch (typeof value) {
     case 'string':
-      if (value.includes('\u0000')) throw new InvalidInputError(path, 'contains \\u0000, which PostgreSQL jsonb cannot store');
-      if (!value.isWellFormed()) throw new InvalidInputError(path, 'contains a lone surrogate, which PostgreSQL jsonb cannot store');
+      if (value.includes('\u0000')) {
+        throw new InvalidInputError(path, 'contains \\u0000, which PostgreSQL jsonb cannot store');
+      }
+      if (!value.isWellFormed()) {
+        throw new InvalidInputError(
+          path,
+          'contains a lone surrogate, which PostgreSQL jsonb cannot store',
+        );
+      }
       return;
     case 'number':
-      if (!Number.isFinite(value)) throw new InvalidInputError(path, `is ${String(value)}, which JSON cannot represent`);
+      if (!Number.isFinite(value)) {
+        throw new InvalidInputError(path, `is ${String(value)}, which JSON cannot represent`);
+      }
       return;
     case 'boolean':
       return;
     case 'bigint':
-      throw new InvalidInputError(path, 'is a bigint, which JSON cannot represent (store it as a string)');
+      throw new InvalidInputError(
+        path,
+        'is a bigint, which JSON cannot represent (store it as a string)',
+      );
     case 'undefined':
     case 'function':
     case 'symbol':
@@ -47,12 +62,23 @@ function check(value: unknown, path: string, seen: Set<object>): void {
   if (value === null) return;
   const object: object = value;
   if (seen.has(object)) throw new InvalidInputError(path, 'is a circular reference');
-  if (object instanceof Map || object instanceof Set || object instanceof WeakMap || object instanceof WeakSet) {
-    throw new InvalidInputError(path, `is a ${object.constructor.name}, which JSON would store as {} (convert it to an object or array)`);
+  if (
+    object instanceof Map ||
+    object instanceof Set ||
+    object instanceof WeakMap ||
+    object instanceof WeakSet
+  ) {
+    throw new InvalidInputError(
+      path,
+      `is a ${object.constructor.name}, which JSON would store as {} (convert it to an object or array)`,
+    );
   }
   if (ArrayBuffer.isView(object) || object instanceof ArrayBuffer) {
     // JSON would store a Uint8Array as {"0": …, "1": …} and a buffer as {} (finding F-R5).
-    throw new InvalidInputError(path, `is a ${object.constructor.name}, which JSON cannot store faithfully (convert it to an array or a base64 string)`);
+    throw new InvalidInputError(
+      path,
+      `is a ${object.constructor.name}, which JSON cannot store faithfully (convert it to an array or a base64 string)`,
+    );
   }
   if (typeof (object as { toJSON?: unknown }).toJSON === 'function') {
     check((object as { toJSON: () => unknown }).toJSON(), path, seen);
@@ -63,7 +89,12 @@ function check(value: unknown, path: string, seen: Set<object>): void {
     // Index by index: forEach skips the holes of a sparse array, which JSON writes as null.
     const items: unknown[] = object;
     for (let i = 0; i < items.length; i++) {
-      if (!(i in items)) throw new InvalidInputError(`${path}[${i}]`, 'is a hole in a sparse array, which JSON would store as null');
+      if (!(i in items)) {
+        throw new InvalidInputError(
+          `${path}[${i}]`,
+          'is a hole in a sparse array, which JSON would store as null',
+        );
+      }
       check(items[i], `${path}[${i}]`, seen);
     }
   } else {

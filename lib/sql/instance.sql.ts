@@ -6,7 +6,10 @@ const COLUMNS = `id, fsm, fsm_version, step, status, state, result, last_error, 
        correlation_scope::text[] AS correlation_scope, claim_seq, reaps, inserted_at, updated_at`;
 
 /** One instance by id (PK). */
-export const GET_INSTANCE_BY_ID = sql('get_instance_by_id', `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE id = $1`);
+export const GET_INSTANCE_BY_ID = sql(
+  'get_instance_by_id',
+  `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE id = $1`,
+);
 
 /**
  * The current occupant of a correlation key (unique index gen_durable_correlation), SPEC §2.5,

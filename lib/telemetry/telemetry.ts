@@ -32,7 +32,13 @@ export class Telemetry {
     }
     const hasObservers = this.subject.observed;
     if (!ch.hasSubscribers && !hasObservers) return;
-    const payload: GenDurableEvent = { event, engine: this.engine, at: Date.now(), measurements, metadata };
+    const payload: GenDurableEvent = {
+      event,
+      engine: this.engine,
+      at: Date.now(),
+      measurements,
+      metadata,
+    };
     if (ch.hasSubscribers) {
       try {
         ch.publish(payload);
@@ -63,7 +69,9 @@ class GuardedObservable<T> extends Observable<T> {
     super((subscriber) => this.source$.subscribe(subscriber));
   }
 
-  override subscribe(observerOrNext?: Partial<Observer<T>> | ((value: T) => void) | null): Subscription {
+  override subscribe(
+    observerOrNext?: Partial<Observer<T>> | ((value: T) => void) | null,
+  ): Subscription {
     const guard =
       (fn: (value: T) => void) =>
       (value: T): void => {

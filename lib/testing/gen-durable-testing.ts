@@ -48,7 +48,9 @@ export class GenDurableTesting {
     const tally = emptyTally();
     for (;;) {
       if (withScheduled) await runtime.sql.query(TESTING_PULL_SCHEDULED, [queue]);
-      const queues = (await runtime.sql.query<{ queue: string }>(TESTING_DUE_QUEUES, [queue])).map((r) => r.queue);
+      const queues = (await runtime.sql.query<{ queue: string }>(TESTING_DUE_QUEUES, [queue])).map(
+        (r) => r.queue,
+      );
       let progressed = false;
       for (const q of queues) {
         const rows = await runtime.picker.pick(q, PICK_BATCH, worker);
@@ -78,7 +80,11 @@ export class GenDurableTesting {
   async get(target: Target): Promise<InstanceView | null> {
     const current = await this.engine.get(target);
     if (current || 'id' in target) return current;
-    const latest = (await this.engine.runtime.sql.query<{ id: string }>(TESTING_LATEST_BY_KEY, [target.correlationKey]))[0];
+    const latest = (
+      await this.engine.runtime.sql.query<{ id: string }>(TESTING_LATEST_BY_KEY, [
+        target.correlationKey,
+      ])
+    )[0];
     return latest ? this.engine.get({ id: latest.id }) : null;
   }
 
@@ -94,7 +100,12 @@ export class GenDurableTesting {
     if (row.status !== 'awaiting_signal') this.fail(row, 'expected status awaiting_signal');
     const wanted = names === undefined ? [] : typeof names === 'string' ? [names] : names;
     const missing = wanted.filter((n) => !(row.awaits ?? []).includes(n));
-    if (missing.length > 0) this.fail(row, `expected to await ${wanted.join(', ')} (awaits ${(row.awaits ?? []).join(', ')})`);
+    if (missing.length > 0) {
+      this.fail(
+        row,
+        `expected to await ${wanted.join(', ')} (awaits ${(row.awaits ?? []).join(', ')})`,
+      );
+    }
     return row;
   }
 
@@ -106,7 +117,10 @@ export class GenDurableTesting {
       try {
         deepStrictEqual(row.result, result);
       } catch {
-        this.fail(row, `expected result ${JSON.stringify(result)}, got ${JSON.stringify(row.result)}`);
+        this.fail(
+          row,
+          `expected result ${JSON.stringify(result)}, got ${JSON.stringify(row.result)}`,
+        );
       }
     }
     return row;
@@ -131,7 +145,8 @@ export class GenDurableTesting {
   private async require(target: Target): Promise<InstanceView> {
     const row = await this.get(target);
     if (!row) {
-      const label = 'id' in target ? `id ${String(target.id)}` : `correlation key "${target.correlationKey}"`;
+      const label =
+        'id' in target ? `id ${String(target.id)}` : `correlation key "${target.correlationKey}"`;
       throw new AssertionError({ message: `gen-durable: no instance for ${label}` });
     }
     return row;

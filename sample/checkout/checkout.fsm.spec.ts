@@ -19,7 +19,15 @@ describe('CheckoutFsm', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     const moduleRef = await Test.createTestingModule({
-      imports: [GenDurableModule.forRoot({ dataSource: await db.dataSource(), queues: {}, reaper: false, gc: false, poke: 'none' })],
+      imports: [
+        GenDurableModule.forRoot({
+          dataSource: await db.dataSource(),
+          queues: {},
+          reaper: false,
+          gc: false,
+          poke: 'none',
+        }),
+      ],
       providers: [CheckoutFsm, LineItemFsm, InventoryService],
     }).compile();
     await moduleRef.init();
@@ -44,23 +52,41 @@ describe('CheckoutFsm', () => {
   });
 
   it('reserves every line, waits for the payment and completes with the total', async () => {
-    const id = await engine.insert(CheckoutFsm, order([{ sku: 'book', qty: 1 }, { sku: 'pen', qty: 3 }]));
+    const id = await engine.insert(
+      CheckoutFsm,
+      order([
+        { sku: 'book', qty: 1 },
+        { sku: 'pen', qty: 3 },
+      ]),
+    );
     expect(await gd.drain()).toMatchObject({ scheduleChildren: 1, done: 2, await: 1 });
     await gd.assertAwaiting({ id }, 'payment_confirmed');
-    await engine.signal({ correlationKey: 'order:o-1' }, 'payment_confirmed', { amount: 18, reference: 'psp-1' });
-    await gd.drain();
-    await gd.assertDone({ id }, {
-      total: 18,
+    await engine.signal({ correlationKey: 'order:o-1' }, 'payment_confirmed', {
+      amount: 18,
       reference: 'psp-1',
-      lines: [
-        { sku: 'book', qty: 1, unitPrice: 12 },
-        { sku: 'pen', qty: 3, unitPrice: 2 },
-      ],
     });
+    await gd.drain();
+    await gd.assertDone(
+      { id },
+      {
+        total: 18,
+        reference: 'psp-1',
+        lines: [
+          { sku: 'book', qty: 1, unitPrice: 12 },
+          { sku: 'pen', qty: 3, unitPrice: 2 },
+        ],
+      },
+    );
   });
 
   it('fails the order when a line cannot be reserved', async () => {
-    const id = await engine.insert(CheckoutFsm, order([{ sku: 'book', qty: 1 }, { sku: 'sold-out', qty: 1 }]));
+    const id = await engine.insert(
+      CheckoutFsm,
+      order([
+        { sku: 'book', qty: 1 },
+        { sku: 'sold-out', qty: 1 },
+      ]),
+    );
     await gd.drain();
     await gd.assertFailed({ id }, /reservation failed: no stock left for sold-out/);
   });
@@ -72,7 +98,10 @@ describe('CheckoutFsm', () => {
     await gd.drain();
     await gd.assertFailed({ id: late }, 'payment timed out');
 
-    const wrong = await engine.insert(CheckoutFsm, { ...order([{ sku: 'mug', qty: 1 }]), correlationKey: 'order:o-2' });
+    const wrong = await engine.insert(CheckoutFsm, {
+      ...order([{ sku: 'mug', qty: 1 }]),
+      correlationKey: 'order:o-2',
+    });
     await gd.drain();
     await engine.signal({ id: wrong }, 'payment_confirmed', { amount: 1, reference: 'psp-2' });
     await gd.drain();

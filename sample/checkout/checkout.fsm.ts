@@ -1,4 +1,12 @@
-import { awaitSignal, done, DurableFsm, scheduleChildren, Step, type StepContext, stop } from '../../lib';
+import {
+  awaitSignal,
+  done,
+  DurableFsm,
+  scheduleChildren,
+  Step,
+  type StepContext,
+  stop,
+} from '../../lib';
 
 import type { Reservation } from './inventory.service';
 import { LineItemFsm } from './line-item.fsm';
@@ -35,8 +43,12 @@ export class CheckoutFsm {
 
   @Step() reserved(ctx: StepContext<CheckoutState>) {
     const failed = ctx.children.filter((child) => child.status === 'failed');
-    if (failed.length > 0) return stop(`reservation failed: ${failed.map((child) => child.lastError).join('; ')}`);
-    return awaitSignal('payment_confirmed', 'paid', ctx.state, { timeout: ctx.state.paymentTimeoutMs });
+    if (failed.length > 0) {
+      return stop(`reservation failed: ${failed.map((child) => child.lastError).join('; ')}`);
+    }
+    return awaitSignal('payment_confirmed', 'paid', ctx.state, {
+      timeout: ctx.state.paymentTimeoutMs,
+    });
   }
 
   @Step() paid(ctx: StepContext<CheckoutState>) {
@@ -45,7 +57,9 @@ export class CheckoutFsm {
     const lines = ctx.children.map((child) => child.result as Reservation);
     const total = lines.reduce((sum, line) => sum + line.qty * line.unitPrice, 0);
     const confirmation = payment.payload as PaymentConfirmation;
-    if (confirmation.amount !== total) return stop(`paid ${confirmation.amount}, expected ${total}`);
+    if (confirmation.amount !== total) {
+      return stop(`paid ${confirmation.amount}, expected ${total}`);
+    }
     return done({ total, reference: confirmation.reference, lines: lines.map((l) => ({ ...l })) });
   }
 }

@@ -1,4 +1,9 @@
-import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import {
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
 
 import { DuplicateError, EngineService } from '../../lib';
 import { CheckoutFsm } from '../checkout/checkout.fsm';
@@ -8,7 +13,14 @@ import { SendEmailJob } from '../notifications/send-email.job';
 const PRICES: Readonly<Record<string, number>> = { book: 12, pen: 2, ink: 5, mug: 9 };
 
 const ORDERS = [
-  { orderId: 'demo-1', customerId: 'ada', lines: [{ sku: 'book', qty: 1 }, { sku: 'pen', qty: 3 }] },
+  {
+    orderId: 'demo-1',
+    customerId: 'ada',
+    lines: [
+      { sku: 'book', qty: 1 },
+      { sku: 'pen', qty: 3 },
+    ],
+  },
   { orderId: 'demo-2', customerId: 'ada', lines: [{ sku: 'mug', qty: 2 }] },
   { orderId: 'demo-3', customerId: 'linus', lines: [{ sku: 'book', qty: 2 }] },
 ];
@@ -29,7 +41,9 @@ export class DemoSeeder implements OnApplicationBootstrap, OnApplicationShutdown
 
   onApplicationBootstrap(): void {
     if (process.env['SAMPLE_SEED'] !== '1') return;
-    this.running = this.play().catch((err: unknown) => this.logger.error(`demo stopped: ${String(err)}`));
+    this.running = this.play().catch((err: unknown) =>
+      this.logger.error(`demo stopped: ${String(err)}`),
+    );
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -56,31 +70,51 @@ export class DemoSeeder implements OnApplicationBootstrap, OnApplicationShutdown
         const id = await this.engine.insert(CheckoutFsm, {
           state: { orderId: order.orderId, lines: order.lines, paymentTimeoutMs: 60_000 },
           correlationKey: `order:${order.orderId}`,
-          correlationScope: ['runnable', 'executing', 'awaiting_signal', 'awaiting_children', 'done', 'failed'],
+          correlationScope: [
+            'runnable',
+            'executing',
+            'awaiting_signal',
+            'awaiting_children',
+            'done',
+            'failed',
+          ],
         });
         this.logger.log(`seeded order ${order.orderId} as checkout#${id}`);
         if (!(await this.untilAwaitingPayment(id))) {
           this.logger.warn(`order ${order.orderId} did not reach payment`);
           continue;
         }
-        const total = order.lines.reduce((sum, line) => sum + line.qty * (PRICES[line.sku] ?? 0), 0);
-        await this.engine.signal({ correlationKey: `order:${order.orderId}` }, 'payment_confirmed', {
-          amount: total,
-          reference: `demo-payment-${order.orderId}`,
-        }, { dedupKey: `demo-payment-${order.orderId}` });
+        const total = order.lines.reduce(
+          (sum, line) => sum + line.qty * (PRICES[line.sku] ?? 0),
+          0,
+        );
+        await this.engine.signal(
+          { correlationKey: `order:${order.orderId}` },
+          'payment_confirmed',
+          {
+            amount: total,
+            reference: `demo-payment-${order.orderId}`,
+          },
+          { dedupKey: `demo-payment-${order.orderId}` },
+        );
         this.logger.log(`paid order ${order.orderId}`);
         const paid = await this.engine.await(id, { until: 'terminal', timeout: 10_000 });
         this.logger.log(`order ${order.orderId} → ${JSON.stringify(paid)}`);
         for (const subject of ['Thanks for your order', 'Your receipt', 'Your order has shipped']) {
           await this.engine.insert(SendEmailJob, {
-            args: { customerId: order.customerId, to: `${order.customerId}@example.com`, subject: `${subject} (${order.orderId})` },
+            args: {
+              customerId: order.customerId,
+              to: `${order.customerId}@example.com`,
+              subject: `${subject} (${order.orderId})`,
+            },
             rateLimit: 'email',
             concurrencyKey: ['customer', order.customerId],
           });
         }
       } catch (err) {
-        if (err instanceof DuplicateError) this.logger.log(`order ${order.orderId} was seeded by an earlier run`);
-        else throw err;
+        if (err instanceof DuplicateError) {
+          this.logger.log(`order ${order.orderId} was seeded by an earlier run`);
+        } else throw err;
       }
     }
   }

@@ -1,4 +1,9 @@
-import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import {
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
 import type { Subscription } from 'rxjs';
 
 import { EngineService } from '../../lib';
@@ -19,8 +24,14 @@ export class TransitionLogger implements OnApplicationBootstrap, OnApplicationSh
     this.subscription = this.engine.events$.subscribe((event) => {
       if (event.event === 'step:stop') {
         const m = event.metadata;
-        this.logger.log(`${String(m['fsm'])}#${String(m['id'])} ${String(m['step'])} → ${String(m['kind'])}`);
-      } else if (event.event === 'outcome:stale' || event.event === 'executor:crash' || event.event === 'reaper:reaped') {
+        this.logger.log(
+          `${String(m['fsm'])}#${String(m['id'])} ${String(m['step'])} → ${String(m['kind'])}`,
+        );
+      } else if (
+        event.event === 'outcome:stale' ||
+        event.event === 'executor:crash' ||
+        event.event === 'reaper:reaped'
+      ) {
         this.logger.warn(`${event.event} ${JSON.stringify(event.metadata)}`);
       }
     });

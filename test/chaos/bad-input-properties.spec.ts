@@ -1,6 +1,13 @@
 import fc from 'fast-check';
 
-import { ConfigurationError, DurableFsm, InvalidInputError, PayloadTooLargeError, Step, done } from '../../lib';
+import {
+  ConfigurationError,
+  DurableFsm,
+  InvalidInputError,
+  PayloadTooLargeError,
+  Step,
+  done,
+} from '../../lib';
 import type { GenDurableOptions } from '../../lib';
 import { resolveOptions } from '../../lib/options/resolve-options';
 import { bootEngine, claimRows, type Harness } from '../support/engine-harness';
@@ -40,7 +47,10 @@ const INTEGERS: Record<string, number> = {
   minDemand: 1,
 };
 
-const FAKE_DATA_SOURCE = { options: { type: 'postgres' }, isInitialized: true } as unknown as GenDurableOptions['dataSource'];
+const FAKE_DATA_SOURCE = {
+  options: { type: 'postgres' },
+  isInitialized: true,
+} as unknown as GenDurableOptions['dataSource'];
 
 describe('S38: options as a property — a valid config or a ConfigurationError naming the option', () => {
   it(`${RUNS} random option records`, () => {
@@ -50,8 +60,19 @@ describe('S38: options as a property — a valid config or a ConfigurationError 
       {
         ...Object.fromEntries(Object.keys(INTEGERS).map((k) => [k, value])),
         preparedStatements: fc.oneof(fc.boolean(), fc.constant('no'), fc.constant(0)),
-        poke: fc.constantFrom<unknown>('local', 'postgres', 'none', 'redis', 42, { redis: 'redis://127.0.0.1:1' }, { redis: 1 }),
-        reaper: fc.oneof(fc.constant(false), fc.record({ interval: value, maxReaps: value }, { requiredKeys: [] })),
+        poke: fc.constantFrom<unknown>(
+          'local',
+          'postgres',
+          'none',
+          'redis',
+          42,
+          { redis: 'redis://127.0.0.1:1' },
+          { redis: 1 },
+        ),
+        reaper: fc.oneof(
+          fc.constant(false),
+          fc.record({ interval: value, maxReaps: value }, { requiredKeys: [] }),
+        ),
         queues: fc.dictionary(fc.constantFrom('default', 'a', 'b'), value, { maxKeys: 2 }),
         bogus: fc.constant(1),
       },
@@ -64,20 +85,31 @@ describe('S38: options as a property — a valid config or a ConfigurationError 
         const invalid: string[] = [];
         for (const [key, min] of Object.entries(INTEGERS)) {
           const v = (raw as Record<string, unknown>)[key];
-          if (v !== undefined && !(typeof v === 'number' && Number.isInteger(v) && v >= min)) invalid.push(key);
+          if (v !== undefined && !(typeof v === 'number' && Number.isInteger(v) && v >= min)) {
+            invalid.push(key);
+          }
         }
-        if (raw.preparedStatements !== undefined && typeof raw.preparedStatements !== 'boolean') invalid.push('preparedStatements');
+        if (raw.preparedStatements !== undefined && typeof raw.preparedStatements !== 'boolean') {
+          invalid.push('preparedStatements');
+        }
         if (raw.poke !== undefined && !['local', 'postgres', 'none'].includes(raw.poke as string)) {
-          const redis: unknown = typeof raw.poke === 'object' && raw.poke !== null ? (raw.poke as Record<string, unknown>)['redis'] : undefined;
+          const redis: unknown =
+            typeof raw.poke === 'object' && raw.poke !== null
+              ? (raw.poke as Record<string, unknown>)['redis']
+              : undefined;
           if (typeof redis !== 'string') invalid.push('poke');
         }
         if (raw.reaper !== undefined && raw.reaper !== false) {
           for (const [k, v] of Object.entries(raw.reaper)) {
-            if (!(typeof v === 'number' && Number.isInteger(v) && v >= 1)) invalid.push(`reaper.${k}`);
+            if (!(typeof v === 'number' && Number.isInteger(v) && v >= 1)) {
+              invalid.push(`reaper.${k}`);
+            }
           }
         }
         for (const [q, v] of Object.entries(raw.queues ?? {})) {
-          if (!(typeof v === 'number' && Number.isInteger(v) && v >= 1)) invalid.push(`queues.${q}`);
+          if (!(typeof v === 'number' && Number.isInteger(v) && v >= 1)) {
+            invalid.push(`queues.${q}`);
+          }
         }
         if (raw.bogus !== undefined) invalid.push('options.bogus');
         let resolved: ReturnType<typeof resolveOptions> | undefined;
@@ -91,7 +123,10 @@ describe('S38: options as a property — a valid config or a ConfigurationError 
           // Only ever a ConfigurationError, naming a provided key (or the lease/heartbeat rule).
           expect(error).toBeInstanceOf(ConfigurationError);
           const path = (error as ConfigurationError).path;
-          const named = invalid.some((k) => path === k || path.startsWith(`${k}.`)) || path === 'heartbeatInterval' || path === 'flushers';
+          const named =
+            invalid.some((k) => path === k || path.startsWith(`${k}.`)) ||
+            path === 'heartbeatInterval' ||
+            path === 'flushers';
           expect({ path, invalid, named }).toEqual({ path, invalid, named: true });
           return;
         }
@@ -99,9 +134,13 @@ describe('S38: options as a property — a valid config or a ConfigurationError 
         expect(invalid).toEqual([]);
         for (const key of Object.keys(INTEGERS)) {
           const v = (raw as Record<string, unknown>)[key];
-          if (v !== undefined && key !== 'maxPollInterval') expect((resolved as unknown as Record<string, unknown>)[key]).toBe(v);
+          if (v !== undefined && key !== 'maxPollInterval') {
+            expect((resolved as unknown as Record<string, unknown>)[key]).toBe(v);
+          }
         }
-        if (raw.preparedStatements !== undefined) expect(resolved!.preparedStatements).toBe(raw.preparedStatements);
+        if (raw.preparedStatements !== undefined) {
+          expect(resolved!.preparedStatements).toBe(raw.preparedStatements);
+        }
       }),
       { numRuns: RUNS * 4, seed: SEED },
     );
@@ -135,7 +174,12 @@ class CarrierFsm {
 }
 
 /** Strings mixing ordinary characters with the ones jsonb refuses (RELIABILITY §6.6). */
-const nasty = fc.string({ unit: fc.oneof(fc.constantFrom('\u0000', '\ud800', '\udfff', '\u00e9', '"', '\\'), fc.string({ minLength: 1, maxLength: 1 })) });
+const nasty = fc.string({
+  unit: fc.oneof(
+    fc.constantFrom('\u0000', '\ud800', '\udfff', '\u00e9', '"', '\\'),
+    fc.string({ minLength: 1, maxLength: 1 }),
+  ),
+});
 
 /**
  * Whether JSON (and so jsonb) holds `value` faithfully: no bigint, non-finite number,
@@ -158,16 +202,29 @@ function faithful(value: unknown, seen = new Set<object>()): boolean {
   }
   if (value === null) return true;
   if (seen.has(value)) return false;
-  if (value instanceof Map || value instanceof Set || ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return false;
-  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return faithful((value as { toJSON: () => unknown }).toJSON(), seen);
+  if (
+    value instanceof Map ||
+    value instanceof Set ||
+    ArrayBuffer.isView(value) ||
+    value instanceof ArrayBuffer
+  ) {
+    return false;
+  }
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+    return faithful((value as { toJSON: () => unknown }).toJSON(), seen);
+  }
   seen.add(value);
   try {
     if (Array.isArray(value)) {
-      for (let i = 0; i < value.length; i++) if (!(i in value) || !faithful(value[i], seen)) return false;
+      for (let i = 0; i < value.length; i++) {
+        if (!(i in value) || !faithful(value[i], seen)) return false;
+      }
       return true;
     }
     if (Object.getOwnPropertySymbols(value).length > 0) return false;
-    return Object.entries(value).every(([k, v]) => !k.includes('\u0000') && k.isWellFormed() && faithful(v, seen));
+    return Object.entries(value).every(
+      ([k, v]) => !k.includes('\u0000') && k.isWellFormed() && faithful(v, seen),
+    );
   } finally {
     seen.delete(value);
   }
@@ -178,7 +235,13 @@ describe('S36: state values as a property — a faithful round trip or a typed e
   let h: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
-    h = await bootEngine(db, [CarrierFsm], { queues: {}, reaper: false, gc: false, poke: 'none', maxStateBytes: 64 * 1024 });
+    h = await bootEngine(db, [CarrierFsm], {
+      queues: {},
+      reaper: false,
+      gc: false,
+      poke: 'none',
+      maxStateBytes: 64 * 1024,
+    });
   });
   afterAll(async () => {
     await h.close();
@@ -186,7 +249,9 @@ describe('S36: state values as a property — a faithful round trip or a typed e
   });
 
   let claimed = 0;
-  async function roundTrip(state: Record<string, unknown>): Promise<{ stored: unknown } | { error: unknown }> {
+  async function roundTrip(
+    state: Record<string, unknown>,
+  ): Promise<{ stored: unknown } | { error: unknown }> {
     try {
       const id = await h.engine.insert(CarrierFsm, { state });
       const [row] = await claimRows(h.engine, 'carrier', 1, `carrier-${++claimed}`);
@@ -197,7 +262,10 @@ describe('S36: state values as a property — a faithful round trip or a typed e
     }
   }
 
-  const check = (value: Record<string, unknown>, outcome: { stored: unknown } | { error: unknown }): void => {
+  const check = (
+    value: Record<string, unknown>,
+    outcome: { stored: unknown } | { error: unknown },
+  ): void => {
     if (faithful(value)) {
       expect(outcome).toEqual({ stored: JSON.parse(JSON.stringify(value)) as unknown });
       return;
@@ -211,9 +279,15 @@ describe('S36: state values as a property — a faithful round trip or a typed e
   it(`${RUNS} JSON values (with strings jsonb refuses) through insert → claim`, async () => {
     process.stdout.write(`[properties] json seed ${SEED}\n`);
     const json = fc.dictionary(fc.oneof(fc.string(), nasty), fc.jsonValue({ maxDepth: 3 }));
-    const withNasty = fc.dictionary(fc.string(), fc.oneof(nasty, fc.array(nasty, { maxLength: 3 })), { maxKeys: 3 });
+    const withNasty = fc.dictionary(
+      fc.string(),
+      fc.oneof(nasty, fc.array(nasty, { maxLength: 3 })),
+      { maxKeys: 3 },
+    );
     await fc.assert(
-      fc.asyncProperty(fc.oneof(json, withNasty), async (value) => check(value, await roundTrip(value))),
+      fc.asyncProperty(fc.oneof(json, withNasty), async (value) =>
+        check(value, await roundTrip(value)),
+      ),
       { numRuns: RUNS, seed: SEED },
     );
   });
@@ -243,14 +317,14 @@ describe('S36: state values as a property — a faithful round trip or a typed e
     cyclic['me'] = cyclic;
     const cases: [Record<string, unknown>, string][] = [
       [{ a: { b: cyclic } }, 'insert.state.a.b.me'],
-       
+
       [{ list: [1, , 3] }, 'insert.state.list[1]'],
       [{ bytes: new Uint8Array([1, 2]) }, 'insert.state.bytes'],
     ];
     for (const [state, path] of cases) {
       const outcome = await roundTrip(state);
       expect(outcome).toEqual({ error: expect.any(InvalidInputError) });
-      expect(((outcome as { error: InvalidInputError }).error).path).toBe(path);
+      expect((outcome as { error: InvalidInputError }).error.path).toBe(path);
     }
   });
 });

@@ -53,7 +53,9 @@ interface Typed {
   stateCodec: {
     load(stored: Record<string, unknown>): Typed {
       const order = stored['order'] as { id?: unknown } | undefined;
-      if (typeof order?.id !== 'number') throw new TypeError(`state.order.id must be a number, got ${JSON.stringify(order?.id)}`);
+      if (typeof order?.id !== 'number') {
+        throw new TypeError(`state.order.id must be a number, got ${JSON.stringify(order?.id)}`);
+      }
       return { order: { id: order.id } };
     },
     dump(state: unknown): Record<string, unknown> {
@@ -103,11 +105,22 @@ describe('bad input and misuse (S32–S35, S39)', () => {
       // Two engines in one process: "old" does not register input_v2, "new" does; both serve
       // queue `skew`. Rows the old node grabs take the crash path and wait for the lease.
       const dataSource = await db.dataSource();
-      const base = { dataSource, ...FAST, queues: { skew: 2 }, reaper: { interval: 250, maxReaps: 20 }, gc: false as const };
+      const base = {
+        dataSource,
+        ...FAST,
+        queues: { skew: 2 },
+        reaper: { interval: 250, maxReaps: 20 },
+        gc: false as const,
+      };
       @Module({
         imports: [
           GenDurableModule.forRoot({ ...base, name: 'old', nodeId: 'old-node', fsms: [PlainFsm] }),
-          GenDurableModule.forRoot({ ...base, name: 'new', nodeId: 'new-node', fsms: [PlainFsm, V2Fsm] }),
+          GenDurableModule.forRoot({
+            ...base,
+            name: 'new',
+            nodeId: 'new-node',
+            fsms: [PlainFsm, V2Fsm],
+          }),
         ],
         providers: [PlainFsm, V2Fsm],
       })
@@ -124,19 +137,30 @@ describe('bad input and misuse (S32–S35, S39)', () => {
           if (e.event === 'executor:crash') crashes.push(e);
         });
         const started = Date.now();
-        const ids = await newEngine.insertAll(V2Fsm, Array.from({ length: 8 }, (_, n) => ({ state: { n } })));
+        const ids = await newEngine.insertAll(
+          V2Fsm,
+          Array.from({ length: 8 }, (_, n) => ({ state: { n } })),
+        );
         // A row the old node grabbed waits out the lease, and each reap spreads its next pick
         // over reaps × leaseTtl (SPEC §26.5): 15–18 s for the last row is usual here, so wait
         // for all of them together, well past that.
-        const outcomes = await Promise.all(ids.map((id) => newEngine.await(id, { until: 'terminal', timeout: 50_000 })));
-        for (const outcome of outcomes) expect(outcome).toMatchObject({ kind: 'done', result: { ran: 'v2' } });
+        const outcomes = await Promise.all(
+          ids.map((id) => newEngine.await(id, { until: 'terminal', timeout: 50_000 })),
+        );
+        for (const outcome of outcomes) {
+          expect(outcome).toMatchObject({ kind: 'done', result: { ran: 'v2' } });
+        }
         const elapsed = Date.now() - started;
         sub.unsubscribe();
         // Not hot-looped: each row the old node grabbed waited a lease before it was picked
         // again, so per row at most one crash per lease (+1) over the run.
         const perRow = new Map<string, number>();
-        for (const c of crashes) perRow.set(String(c.metadata['id']), (perRow.get(String(c.metadata['id'])) ?? 0) + 1);
-        for (const n of perRow.values()) expect(n).toBeLessThanOrEqual(Math.ceil(elapsed / FAST.leaseTtl!) + 1);
+        for (const c of crashes) {
+          perRow.set(String(c.metadata['id']), (perRow.get(String(c.metadata['id'])) ?? 0) + 1);
+        }
+        for (const n of perRow.values()) {
+          expect(n).toBeLessThanOrEqual(Math.ceil(elapsed / FAST.leaseTtl!) + 1);
+        }
       } finally {
         await moduleRef.close();
         open = false;
@@ -144,13 +168,22 @@ describe('bad input and misuse (S32–S35, S39)', () => {
     }, 90_000);
 
     it('pinned (finding F-R4): when no node registers it, the row is failed as a poison pill after reaper.maxReaps reaps', async () => {
-      const h = await bootEngine(db, [PlainFsm], { queues: { skew: 2 }, reaper: { interval: 250, maxReaps: 2 }, gc: false });
+      const h = await bootEngine(db, [PlainFsm], {
+        queues: { skew: 2 },
+        reaper: { interval: 250, maxReaps: 2 },
+        gc: false,
+      });
       try {
-        const { rows } = await db.pool.query<{ id: string }>(`INSERT INTO gen_durable (fsm, step, queue) VALUES ('input_gone', 'start', 'skew') RETURNING id`);
+        const { rows } = await db.pool.query<{ id: string }>(
+          `INSERT INTO gen_durable (fsm, step, queue) VALUES ('input_gone', 'start', 'skew') RETURNING id`,
+        );
         const id = rows[0]!.id;
         const poisoned = await h.waitFor('reaper:poisoned', (e) => e.metadata['id'] === id, 20_000);
         expect(poisoned.metadata).toMatchObject({ fsm: 'input_gone', reaps: 2 });
-        expect(await rowOf(db, id)).toMatchObject({ status: 'failed', last_error: 'poison pill: step start lost its worker 2 times (reaper.maxReaps)' });
+        expect(await rowOf(db, id)).toMatchObject({
+          status: 'failed',
+          last_error: 'poison pill: step start lost its worker 2 times (reaper.maxReaps)',
+        });
         // Each pick was one crash per lease, never a hot loop, and the scheduler stayed up.
         expect(h.eventsOf('executor:crash', id)).toHaveLength(2);
         expect(h.engine.runtime.schedulers.get('skew')?.status).toBe('running');
@@ -181,22 +214,40 @@ describe('bad input and misuse (S32–S35, S39)', () => {
       for (const state of [{ order: {} }, { order: { id: 'seven' } }, { renamed: { id: 7 } }]) {
         const id = await h.engine.insert(TypedFsm, { state });
         const result = await terminal(id);
-        expect(result).toMatchObject({ kind: 'failed', error: expect.stringMatching(/state\.order\.id must be a number/) });
+        expect(result).toMatchObject({
+          kind: 'failed',
+          error: expect.stringMatching(/state\.order\.id must be a number/),
+        });
         expect(await rowOf(db, id)).toMatchObject({ attempt: 0, reaps: 0 });
       }
     });
 
     it('S34a: a row whose step no longer exists fails with UnknownStepError naming it', async () => {
-      const id = await h.engine.insert(TypedFsm, { state: { order: { id: 1 } }, scheduleIn: 60_000 });
-      await db.pool.query(`UPDATE gen_durable SET step = 'renamed_away', eligible_at = now() WHERE id = $1`, [id]);
+      const id = await h.engine.insert(TypedFsm, {
+        state: { order: { id: 1 } },
+        scheduleIn: 60_000,
+      });
+      await db.pool.query(
+        `UPDATE gen_durable SET step = 'renamed_away', eligible_at = now() WHERE id = $1`,
+        [id],
+      );
       h.engine.runtime.schedulers.get('input')?.poke();
-      expect(await terminal(id)).toMatchObject({ kind: 'failed', error: expect.stringMatching(/renamed_away/) });
+      expect(await terminal(id)).toMatchObject({
+        kind: 'failed',
+        error: expect.stringMatching(/renamed_away/),
+      });
     });
 
     it('S35: one oversize outcome among 100 in one group commit fails alone; the 99 commit in the same flushes', async () => {
       closeGate();
-      const ids = await h.engine.insertAll(BatchFsm, Array.from({ length: 100 }, (_, i) => ({ state: i === 42 ? { big: true } : {} })));
-      await eventually(async () => h.engine.runtime.schedulers.get('batch')!.inFlightCount === 100, 15_000);
+      const ids = await h.engine.insertAll(
+        BatchFsm,
+        Array.from({ length: 100 }, (_, i) => ({ state: i === 42 ? { big: true } : {} })),
+      );
+      await eventually(
+        async () => h.engine.runtime.schedulers.get('batch')!.inFlightCount === 100,
+        15_000,
+      );
       h.clear();
       gate.release();
       const results = await Promise.all(ids.map((id) => terminal(id)));
@@ -210,7 +261,13 @@ describe('bad input and misuse (S32–S35, S39)', () => {
 
     it('S35: insertAll of 70 000 rows (over the 65 535-parameter ceiling) is one statement with unique ids', async () => {
       h.clear();
-      const ids = await h.engine.insertAll(TypedFsm, Array.from({ length: 70_000 }, (_, i) => ({ state: { order: { id: i } }, scheduleIn: 3_600_000 })));
+      const ids = await h.engine.insertAll(
+        TypedFsm,
+        Array.from({ length: 70_000 }, (_, i) => ({
+          state: { order: { id: i } },
+          scheduleIn: 3_600_000,
+        })),
+      );
       expect(ids).toHaveLength(70_000);
       expect(new Set(ids).size).toBe(70_000);
       expect(h.statements.filter((s) => s === 'insert_instances')).toHaveLength(1);
@@ -226,8 +283,15 @@ describe('bad input and misuse (S32–S35, S39)', () => {
       // Past the lease TTL (2 s): renewed by heartbeats, same claim, attempt unchanged.
       await sleep(3_000);
       const later = await rowOf(db, hung);
-      expect(later).toMatchObject({ status: 'executing', claim_seq: claimed['claim_seq'], attempt: 0, reaps: 0 });
-      expect((later['lease_expires_at'] as Date).getTime()).toBeGreaterThan((claimed['lease_expires_at'] as Date).getTime());
+      expect(later).toMatchObject({
+        status: 'executing',
+        claim_seq: claimed['claim_seq'],
+        attempt: 0,
+        reaps: 0,
+      });
+      expect((later['lease_expires_at'] as Date).getTime()).toBeGreaterThan(
+        (claimed['lease_expires_at'] as Date).getTime(),
+      );
       // The other slots keep working.
       const other = await h.engine.insert(MisbehavingFsm, { state: { mode: 'mutate' } });
       expect(await terminal(other)).toEqual({ kind: 'done', result: { x: null } });

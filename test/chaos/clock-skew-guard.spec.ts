@@ -56,14 +56,19 @@ describe('S31 guard: a worker clock 30 s ahead', () => {
     expect(Number(rows[0]?.due_in)).toBeGreaterThan(1000);
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(started.has(id)).toBe(false); // the skewed clock says it is 28 s overdue: still not run
-    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toMatchObject({ kind: 'done' });
+    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toMatchObject({
+      kind: 'done',
+    });
   });
 
   it('the reaper does not take a live, heartbeated claim', async () => {
     const id = await t.engine.insert(SkewProbeFsm, { state: { hold: true } });
     await eventually(async () => started.has(id));
     await new Promise((resolve) => setTimeout(resolve, 2500)); // longer than the lease: heartbeats keep it
-    const { rows } = await db.pool.query<{ status: string; reaps: number }>(`SELECT status, reaps FROM gen_durable WHERE id = $1`, [id]);
+    const { rows } = await db.pool.query<{ status: string; reaps: number }>(
+      `SELECT status, reaps FROM gen_durable WHERE id = $1`,
+      [id],
+    );
     expect(rows[0]).toMatchObject({ status: 'executing', reaps: 0 });
     release?.();
     expect(await t.engine.await(id, { until: 'terminal' })).toMatchObject({ kind: 'done' });

@@ -22,13 +22,29 @@ describe('connection faults inside an engine transaction', () => {
   });
 
   it('S12: a backend terminated between two statements, or while its new connection is handed over, rejects — never crashes the process', () => {
-    const child = spawnSync(process.execPath, ['-r', path.join(ROOT, 'test/support/ts-register.cjs'), path.join(__dirname, 'support/terminate-child.ts')], {
-      env: { ...process.env, GD_TERMINATE_URL: db.url },
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
-    expect({ status: child.status, stderr: child.stderr.split('\n').slice(0, 3).join('\n') }).toEqual({ status: 0, stderr: '' });
-    const report = JSON.parse(child.stdout.trim()) as { answer: string; poolWorks: boolean; handoverAnswer: string; handoverPoolWorks: boolean };
+    const child = spawnSync(
+      process.execPath,
+      [
+        '-r',
+        path.join(ROOT, 'test/support/ts-register.cjs'),
+        path.join(__dirname, 'support/terminate-child.ts'),
+      ],
+      {
+        env: { ...process.env, GD_TERMINATE_URL: db.url },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
+    expect({
+      status: child.status,
+      stderr: child.stderr.split('\n').slice(0, 3).join('\n'),
+    }).toEqual({ status: 0, stderr: '' });
+    const report = JSON.parse(child.stdout.trim()) as {
+      answer: string;
+      poolWorks: boolean;
+      handoverAnswer: string;
+      handoverPoolWorks: boolean;
+    };
     expect(report.answer).toMatch(/^rejected: /);
     expect(report.poolWorks).toBe(true);
     // The fresh client terminated in the chunk that made it ready: rejected, not a crash.

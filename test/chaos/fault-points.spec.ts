@@ -4,7 +4,13 @@ import { type ChildProcess, fork, spawnSync } from 'node:child_process';
 import path from 'node:path';
 
 import { done, DurableFsm, next, Step, type StepContext } from '../../lib';
-import { armFault, clearFaults, disarmFaults, FAULTS_ENABLED, onFaultHit } from '../../lib/runtime/fault-points';
+import {
+  armFault,
+  clearFaults,
+  disarmFaults,
+  FAULTS_ENABLED,
+  onFaultHit,
+} from '../../lib/runtime/fault-points';
 import { eventually } from '../support/create-test-app';
 import { bootEngine, type Harness, rowOf } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
@@ -19,14 +25,22 @@ const ROOT = path.resolve(__dirname, '../..');
 const REGISTER = path.join(ROOT, 'test/support/ts-register.cjs');
 const CHILD = path.join(__dirname, 'support/fault-child.ts');
 
-function forkChild(env: Record<string, string>): Promise<{ child: ChildProcess; enabled: boolean }> {
-  const child = fork(CHILD, [], { execArgv: ['-r', REGISTER], env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+function forkChild(
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; enabled: boolean }> {
+  const child = fork(CHILD, [], {
+    execArgv: ['-r', REGISTER],
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   let alive = true;
   child.once('exit', () => (alive = false));
   trackResource(`fault child ${child.pid}`, () => alive);
   return new Promise((resolve, reject) => {
     child.once('error', reject);
-    child.once('message', (m: { type: string; enabled: boolean }) => resolve({ child, enabled: m.enabled }));
+    child.once('message', (m: { type: string; enabled: boolean }) =>
+      resolve({ child, enabled: m.enabled }),
+    );
   });
 }
 
@@ -41,8 +55,12 @@ function nextMessage<T>(child: ChildProcess, type: string): Promise<T> {
   });
 }
 
-function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+function exitOf(
+  child: ChildProcess,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  }
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
 }
 
@@ -51,9 +69,15 @@ describe('fault points: registry', () => {
     const probe = `process.stdout.write(String(require(${JSON.stringify(path.join(ROOT, 'lib/runtime/fault-points.ts'))}).FAULTS_ENABLED))`;
     const env = { ...process.env };
     delete env['GEN_DURABLE_FAULTS'];
-    const off = spawnSync(process.execPath, ['-r', REGISTER, '-e', probe], { env, encoding: 'utf8' });
+    const off = spawnSync(process.execPath, ['-r', REGISTER, '-e', probe], {
+      env,
+      encoding: 'utf8',
+    });
     expect(off.stdout).toBe('false');
-    const on = spawnSync(process.execPath, ['-r', REGISTER, '-e', probe], { env: { ...env, GEN_DURABLE_FAULTS: '1' }, encoding: 'utf8' });
+    const on = spawnSync(process.execPath, ['-r', REGISTER, '-e', probe], {
+      env: { ...env, GEN_DURABLE_FAULTS: '1' },
+      encoding: 'utf8',
+    });
     expect(on.stdout).toBe('true');
     expect(FAULTS_ENABLED).toBe(true);
   });
@@ -65,13 +89,24 @@ describe('fault points: registry', () => {
     try {
       // A non-matching id passes straight through.
       child.send({ type: 'hit', point: 'pick.afterClaim', id: '8' });
-      expect(await nextMessage(child, 'passed')).toEqual({ type: 'passed', point: 'pick.afterClaim', result: null });
+      expect(await nextMessage(child, 'passed')).toEqual({
+        type: 'passed',
+        point: 'pick.afterClaim',
+        result: null,
+      });
 
       // The matching id pauses and is reported; a release over IPC lets it go.
-      const hit = nextMessage<{ point: string; action: string; detail: unknown }>(child, 'gd-fault-hit');
+      const hit = nextMessage<{ point: string; action: string; detail: unknown }>(
+        child,
+        'gd-fault-hit',
+      );
       const passed = nextMessage(child, 'passed');
       child.send({ type: 'hit', point: 'pick.afterClaim', id: '7' });
-      expect(await hit).toMatchObject({ point: 'pick.afterClaim', action: 'pause', detail: { ids: ['7'] } });
+      expect(await hit).toMatchObject({
+        point: 'pick.afterClaim',
+        action: 'pause',
+        detail: { ids: ['7'] },
+      });
       let released = false;
       void passed.then(() => (released = true));
       await new Promise((r) => setTimeout(r, 100));
@@ -80,20 +115,45 @@ describe('fault points: registry', () => {
       await passed;
 
       // throw fires once, with a connection-class code; skip answers 'skip'.
-      child.send({ type: 'gd-fault', op: 'arm', rule: { point: 'flush.beforeCommit', action: { kind: 'throw' } } });
-      child.send({ type: 'gd-fault', op: 'arm', rule: { point: 'heartbeat.before', action: { kind: 'skip' } } });
+      child.send({
+        type: 'gd-fault',
+        op: 'arm',
+        rule: { point: 'flush.beforeCommit', action: { kind: 'throw' } },
+      });
+      child.send({
+        type: 'gd-fault',
+        op: 'arm',
+        rule: { point: 'heartbeat.before', action: { kind: 'skip' } },
+      });
       child.send({ type: 'hit', point: 'flush.beforeCommit' });
-      expect(await nextMessage(child, 'threw')).toEqual({ type: 'threw', point: 'flush.beforeCommit', code: '08006' });
+      expect(await nextMessage(child, 'threw')).toEqual({
+        type: 'threw',
+        point: 'flush.beforeCommit',
+        code: '08006',
+      });
       child.send({ type: 'hit', point: 'flush.beforeCommit' });
-      expect(await nextMessage(child, 'passed')).toMatchObject({ point: 'flush.beforeCommit', result: null });
+      expect(await nextMessage(child, 'passed')).toMatchObject({
+        point: 'flush.beforeCommit',
+        result: null,
+      });
       child.send({ type: 'hit', point: 'heartbeat.before' });
-      expect(await nextMessage(child, 'passed')).toMatchObject({ point: 'heartbeat.before', result: 'skip' });
+      expect(await nextMessage(child, 'passed')).toMatchObject({
+        point: 'heartbeat.before',
+        result: 'skip',
+      });
       child.send({ type: 'gd-fault', op: 'disarm', point: 'heartbeat.before' });
       child.send({ type: 'hit', point: 'heartbeat.before' });
-      expect(await nextMessage(child, 'passed')).toMatchObject({ point: 'heartbeat.before', result: null });
+      expect(await nextMessage(child, 'passed')).toMatchObject({
+        point: 'heartbeat.before',
+        result: null,
+      });
 
       // exit: the process dies by SIGKILL, nothing after the point runs.
-      child.send({ type: 'gd-fault', op: 'arm', rule: { point: 'step.beforeOutcome', action: { kind: 'exit' } } });
+      child.send({
+        type: 'gd-fault',
+        op: 'arm',
+        rule: { point: 'step.beforeOutcome', action: { kind: 'exit' } },
+      });
       child.send({ type: 'hit', point: 'step.beforeOutcome' });
       expect(await exitOf(child)).toEqual({ code: null, signal: 'SIGKILL' });
     } finally {
@@ -134,7 +194,8 @@ describe('fault points in the engine', () => {
   });
   afterEach(() => clearFaults());
 
-  const runsOf = (id: string, step: string) => executions.filter((e) => e.id === id && e.step === step);
+  const runsOf = (id: string, step: string) =>
+    executions.filter((e) => e.id === id && e.step === step);
 
   it('S02: a connection failure injected before COMMIT rolls the flush back; the retry commits it once', async () => {
     const hits: string[] = [];
@@ -142,7 +203,10 @@ describe('fault points in the engine', () => {
     try {
       armFault({ point: 'flush.beforeCommit', action: { kind: 'throw' }, times: 1 });
       const id = await h.engine.insert(FaultedFsm, { state: { seq: 0 } });
-      expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({ kind: 'done', result: { seq: 2, by: 0 } });
+      expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({
+        kind: 'done',
+        result: { seq: 2, by: 0 },
+      });
       expect(hits).toEqual(['flush.beforeCommit']);
       // Each step ran once: the failed transaction was retried by the flusher, not re-executed.
       expect(runsOf(id, 'a')).toHaveLength(1);
@@ -173,7 +237,11 @@ describe('fault points in the engine', () => {
     h.engine.runtime.schedulers.get('default')?.poke();
     await paused;
     const first = await rowOf(db, id);
-    expect(first).toMatchObject({ status: 'executing', locked_by: scheduler.workerId, claim_seq: '1' });
+    expect(first).toMatchObject({
+      status: 'executing',
+      locked_by: scheduler.workerId,
+      claim_seq: '1',
+    });
 
     // The reaper returns the row; the same scheduler (same worker id) claims it again (T2)
     // but holds it in its buffer while T1 is in flight (SPEC §26.1).
@@ -190,7 +258,10 @@ describe('fault points in the engine', () => {
     const stale = await h.waitFor('outcome:stale', (e) => e.metadata['id'] === id);
     expect(stale.metadata).toMatchObject({ step: 'a', kind: 'next' });
     // T2 (attempt 1) committed step a, not the stale T1: seq went 0 → 1 → 2, never back.
-    expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({ kind: 'done', result: { seq: 2, by: 1 } });
+    expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({
+      kind: 'done',
+      result: { seq: 2, by: 1 },
+    });
     // Step a executed twice (at-least-once) but committed once.
     expect(runsOf(id, 'a').map((e) => e.attempt)).toEqual([0, 1]);
     expect(runsOf(id, 'b')).toHaveLength(1);

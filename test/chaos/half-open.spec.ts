@@ -32,13 +32,22 @@ describe('half-open peer', () => {
   });
 
   it('a statement waiting for a connection gives up at statementTimeout (the pool has no connect timeout)', async () => {
-    const pool = new Pool({ connectionString: `postgres://postgres@127.0.0.1:${port}/none`, max: 2 });
+    const pool = new Pool({
+      connectionString: `postgres://postgres@127.0.0.1:${port}/none`,
+      max: 2,
+    });
     let open = true;
     trackResource('half-open pool', () => open);
     pool.on('error', () => undefined);
-    const executor = new SqlExecutor(pool, { schema: 'public', preparedStatements: true, statementTimeoutMs: 300 });
+    const executor = new SqlExecutor(pool, {
+      schema: 'public',
+      preparedStatements: true,
+      statementTimeoutMs: 300,
+    });
     const started = Date.now();
-    await expect(executor.query(PROBE)).rejects.toThrow(/timeout: no database connection within 300 ms/);
+    await expect(executor.query(PROBE)).rejects.toThrow(
+      /timeout: no database connection within 300 ms/,
+    );
     await expect(executor.transaction(async () => 'never')).rejects.toThrow(/timeout/);
     // Bounded (generously: a loaded CI box), not the hours a half-open socket can last.
     expect(Date.now() - started).toBeLessThan(10_000);

@@ -15,11 +15,23 @@ const ROOT = path.resolve(__dirname, '../..');
 /** name → { edits: [file, from, to][], tests: jest argument strings } */
 const MECHANISMS = {
   'fencing token (§26.1)': {
-    edits: [['lib/sql/outcome.sql.ts', "g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq", "g.locked_by = t.worker AND g.status = 'executing'"]],
+    edits: [
+      [
+        'lib/sql/outcome.sql.ts',
+        "g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq",
+        "g.locked_by = t.worker AND g.status = 'executing'",
+      ],
+    ],
     tests: ['test/chaos/races.spec.ts -t 26.1', 'test/chaos/fault-points.spec.ts -t S04'],
   },
   'stable node identity (§26.2)': {
-    edits: [['lib/options/resolve-options.ts', "process.env['GEN_DURABLE_NODE_ID'] ?? hostname()", "process.env['GEN_DURABLE_NODE_ID'] ?? `${hostname()}#${process.pid}`"]],
+    edits: [
+      [
+        'lib/options/resolve-options.ts',
+        "process.env['GEN_DURABLE_NODE_ID'] ?? hostname()",
+        "process.env['GEN_DURABLE_NODE_ID'] ?? `${hostname()}#${process.pid}`",
+      ],
+    ],
     tests: ['test/unit/node-identity.spec.ts'],
   },
   'flush retry (§26.3)': {
@@ -31,47 +43,113 @@ const MECHANISMS = {
     tests: ['test/engine/statement-timeout.spec.ts'],
   },
   'poison pills end (§26.5)': {
-    edits: [['lib/sql/lease.sql.ts', "SET status = (CASE WHEN g.reaps + 1 >= $1 THEN 'failed' ELSE 'runnable' END)", "SET status = (CASE WHEN false THEN 'failed' ELSE 'runnable' END)"]],
+    edits: [
+      [
+        'lib/sql/lease.sql.ts',
+        "SET status = (CASE WHEN g.reaps + 1 >= $1 THEN 'failed' ELSE 'runnable' END)",
+        "SET status = (CASE WHEN false THEN 'failed' ELSE 'runnable' END)",
+      ],
+    ],
     tests: ['test/chaos/poison-pill.spec.ts', 'test/chaos/model-regressions.spec.ts -t poison'],
   },
   'signal locks a live target first (§26.6)': {
-    edits: [['lib/sql/signal.sql.ts', "AND g.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')", '']],
+    edits: [
+      [
+        'lib/sql/signal.sql.ts',
+        "AND g.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')",
+        '',
+      ],
+    ],
     tests: ['test/chaos/races.spec.ts -t 26.6'],
   },
   'dedup for the instance life (§26.7)': {
-    edits: [['lib/sql/signal.sql.ts', 'WHERE $5::text IS NOT NULL AND s.target_id = r.id AND s.dedup_key = $5::text', 'WHERE $5::text IS NOT NULL AND s.target_id = r.id AND s.dedup_key = $5::text AND s.consumed_at IS NULL']],
+    edits: [
+      [
+        'lib/sql/signal.sql.ts',
+        'WHERE $5::text IS NOT NULL AND s.target_id = r.id AND s.dedup_key = $5::text',
+        'WHERE $5::text IS NOT NULL AND s.target_id = r.id AND s.dedup_key = $5::text AND s.consumed_at IS NULL',
+      ],
+    ],
     tests: ['test/chaos/model-regressions.spec.ts -t dedup'],
   },
   'input policies (§26.8)': {
-    edits: [['lib/serialization/json-value.ts', "if (value.includes('\\u0000')) throw", 'if (false) throw']],
+    edits: [
+      [
+        'lib/serialization/json-value.ts',
+        "if (value.includes('\\u0000')) throw",
+        'if (false) throw',
+      ],
+    ],
     tests: ['test/chaos/bad-input-properties.spec.ts -t JSON'],
   },
   'Redis re-seed of gate holders (§26.9)': {
-    edits: [['lib/limiter/redis.limiter.ts', 'const keys = [this.marker, ...holders.map((h) => gateKey(h.key))];\n        const args = holders.flatMap((h) => [h.id, Math.ceil(h.remaining_ms)]);', 'const keys = [this.marker];\n        const args: number[] = [];']],
+    edits: [
+      [
+        'lib/limiter/redis.limiter.ts',
+        'const keys = [this.marker, ...holders.map((h) => gateKey(h.key))];\n        const args = holders.flatMap((h) => [h.id, Math.ceil(h.remaining_ms)]);',
+        'const keys = [this.marker];\n        const args: number[] = [];',
+      ],
+    ],
     tests: ['test/limits/redis-engine.spec.ts -t closed'],
   },
   'event-loop stalls visible (§26.10)': {
-    edits: [['lib/runtime/stall-detector.ts', "this.telemetry.emit('scheduler:stall', { durationMs: delay }, {});", '']],
+    edits: [
+      [
+        'lib/runtime/stall-detector.ts',
+        "this.telemetry.emit('scheduler:stall', { durationMs: delay }, {});",
+        '',
+      ],
+    ],
     tests: ['test/engine/stall.spec.ts'],
   },
   'group-commit inserts ack only committed ids (§26.11)': {
-    edits: [['lib/runtime/insert-batcher.ts', '        const id = byOrd.get(ord);', '        const id = byOrd.get(ord) ?? String(ord);']],
+    edits: [
+      [
+        'lib/runtime/insert-batcher.ts',
+        '        const id = byOrd.get(ord);',
+        '        const id = byOrd.get(ord) ?? String(ord);',
+      ],
+    ],
     tests: ['test/distribution/group-commit-inserts.spec.ts'],
   },
   'lost-wakeup recheck (§8.4)': {
-    edits: [['lib/sql/outcome.sql.ts', "WHERE g.id = ANY ($1::bigint[]) AND g.status = 'awaiting_signal'", "WHERE false AND g.id = ANY ($1::bigint[]) AND g.status = 'awaiting_signal'"]],
+    edits: [
+      [
+        'lib/sql/outcome.sql.ts',
+        "WHERE g.id = ANY ($1::bigint[]) AND g.status = 'awaiting_signal'",
+        "WHERE false AND g.id = ANY ($1::bigint[]) AND g.status = 'awaiting_signal'",
+      ],
+    ],
     tests: ['test/chaos/races.spec.ts -t 8.4', 'test/chaos/model-regressions.spec.ts -t recheck'],
   },
   'parent locked mid-spawn (§10)': {
-    edits: [['lib/sql/outcome.sql.ts', '    ORDER BY g.id\n      FOR NO KEY UPDATE OF g`,', '    ORDER BY g.id`,']],
+    edits: [
+      [
+        'lib/sql/outcome.sql.ts',
+        '    ORDER BY g.id\n      FOR NO KEY UPDATE OF g`,',
+        '    ORDER BY g.id`,',
+      ],
+    ],
     tests: ['test/chaos/races.spec.ts -t §10'],
   },
   'F-R1 error listener on checked-out clients': {
-    edits: [['lib/db/sql-executor.ts', "        client.on('error', onError);\n        resolve({", '        resolve({']],
+    edits: [
+      [
+        'lib/db/sql-executor.ts',
+        "        client.on('error', onError);\n        resolve({",
+        '        resolve({',
+      ],
+    ],
     tests: ['test/chaos/connection-faults.spec.ts'],
   },
   'F-R2 reaped-again rows spread': {
-    edits: [['lib/runtime/reaper.ts', '[this.maxReaps, BATCH, this.spreadMs]', '[this.maxReaps, BATCH, 0]']],
+    edits: [
+      [
+        'lib/runtime/reaper.ts',
+        '[this.maxReaps, BATCH, this.spreadMs]',
+        '[this.maxReaps, BATCH, 0]',
+      ],
+    ],
     tests: ['test/chaos/poison-pill.spec.ts -t spread'],
   },
   'F-R3 startup reclaim counts toward the cap': {
@@ -79,13 +157,27 @@ const MECHANISMS = {
     tests: ['test/chaos/poison-pill.spec.ts -t reclaim'],
   },
   'F-R7 waiting for a connection is bounded': {
-    edits: [['lib/db/sql-executor.ts', '}, this.options.statementTimeoutMs);\n      this.pool.connect(', '}, 2 ** 31 - 1);\n      this.pool.connect(']],
+    edits: [
+      [
+        'lib/db/sql-executor.ts',
+        '}, this.options.statementTimeoutMs);\n      this.pool.connect(',
+        '}, 2 ** 31 - 1);\n      this.pool.connect(',
+      ],
+    ],
     tests: ['test/chaos/half-open.spec.ts'],
   },
   'F-R5 sparse holes and typed arrays refused': {
     edits: [
-      ['lib/serialization/json-value.ts', 'for (let i = 0; i < items.length; i++) {', 'for (const i of items.keys()) { if (!(i in items)) continue;'],
-      ['lib/serialization/json-value.ts', 'if (ArrayBuffer.isView(object) || object instanceof ArrayBuffer) {', 'if (false) {'],
+      [
+        'lib/serialization/json-value.ts',
+        'for (let i = 0; i < items.length; i++) {',
+        'for (const i of items.keys()) { if (!(i in items)) continue;',
+      ],
+      [
+        'lib/serialization/json-value.ts',
+        'if (ArrayBuffer.isView(object) || object instanceof ArrayBuffer) {',
+        'if (false) {',
+      ],
     ],
     tests: ['test/chaos/bad-input-properties.spec.ts -t pinned'],
   },
@@ -93,18 +185,37 @@ const MECHANISMS = {
 
 function run() {
   const wanted = process.argv.slice(2);
-  const names = wanted.length > 0 ? Object.keys(MECHANISMS).filter((n) => wanted.some((w) => n.includes(w))) : Object.keys(MECHANISMS);
+  const names =
+    wanted.length > 0
+      ? Object.keys(MECHANISMS).filter((n) => wanted.some((w) => n.includes(w)))
+      : Object.keys(MECHANISMS);
   let allCaught = true;
   for (const name of names) {
     const { edits, tests } = MECHANISMS[name];
     const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gd-mechanism-'));
     try {
-      execFileSync('rsync', ['-a', '--exclude', 'node_modules', '--exclude', '.git', '--exclude', '.tmp', '--exclude', 'bench', `${ROOT}/`, `${scratch}/`]);
+      execFileSync('rsync', [
+        '-a',
+        '--exclude',
+        'node_modules',
+        '--exclude',
+        '.git',
+        '--exclude',
+        '.tmp',
+        '--exclude',
+        'bench',
+        `${ROOT}/`,
+        `${scratch}/`,
+      ]);
       fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(scratch, 'node_modules'));
       for (const [file, from, to] of edits) {
         const target = path.join(scratch, file);
         const text = fs.readFileSync(target, 'utf8');
-        if (!text.includes(from)) throw new Error(`${name}: ${file} no longer contains the text to remove; update this script`);
+        if (!text.includes(from)) {
+          throw new Error(
+            `${name}: ${file} no longer contains the text to remove; update this script`,
+          );
+        }
         fs.writeFileSync(target, text.split(from).join(to));
       }
       for (const test of tests) {
@@ -112,10 +223,16 @@ function run() {
         const args = ['jest', '--rootDir', scratch, path.join(scratch, file)];
         if (rest[0] === '-t') args.push('-t', rest.slice(1).join(' '));
         const r = spawnSync('npx', args, { cwd: scratch, encoding: 'utf8', env: process.env });
-        const summary = `${r.stdout}${r.stderr}`.split('\n').filter((l) => l.startsWith('Tests:')).pop() ?? '?';
+        const summary =
+          `${r.stdout}${r.stderr}`
+            .split('\n')
+            .filter((l) => l.startsWith('Tests:'))
+            .pop() ?? '?';
         const caught = r.status !== 0;
         if (!caught) allCaught = false;
-        process.stdout.write(`${caught ? 'caught ' : 'MISSED '} ${name} — ${test}: ${summary.replace(/\s+/g, ' ')}\n`);
+        process.stdout.write(
+          `${caught ? 'caught ' : 'MISSED '} ${name} — ${test}: ${summary.replace(/\s+/g, ' ')}\n`,
+        );
       }
     } finally {
       fs.rmSync(scratch, { recursive: true, force: true });

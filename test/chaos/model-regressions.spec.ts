@@ -50,7 +50,12 @@ const sequences: Record<string, Cmd[]> = {
     new InsertCmd(null, null, false),
     new PickCmd(W_A1, 1),
     new CompleteCmd(W_A1, NEWEST, 'spawn2'),
-    ...[1, 2, 3].flatMap(() => [new PickCmd(W_B1, 2), new ExpireLeaseCmd(0), new ExpireLeaseCmd(1), new ReapCmd()]),
+    ...[1, 2, 3].flatMap(() => [
+      new PickCmd(W_B1, 2),
+      new ExpireLeaseCmd(0),
+      new ExpireLeaseCmd(1),
+      new ReapCmd(),
+    ]),
     new PickCmd(W_A2, 1),
     new CompleteCmd(W_A2, NEWEST, 'done'),
   ],

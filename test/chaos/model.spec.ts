@@ -32,12 +32,17 @@ describe('model-based: the status machine against its reference model (RELIABILI
   });
 
   it(`${RUNS} random command sequences keep the database equal to the model`, async () => {
-    process.stdout.write(`[model] fast-check seed ${SEED}, ${RUNS} runs (GD_MODEL_SEED=${SEED} to replay)\n`);
-    const commands = fc.commands(commandArbitraries().map((a) => a.map((c) => new Checked(c))), {
-      maxCommands: 40,
-      size: 'max',
-      ...(PATH ? { replayPath: PATH } : {}),
-    });
+    process.stdout.write(
+      `[model] fast-check seed ${SEED}, ${RUNS} runs (GD_MODEL_SEED=${SEED} to replay)\n`,
+    );
+    const commands = fc.commands(
+      commandArbitraries().map((a) => a.map((c) => new Checked(c))),
+      {
+        maxCommands: 40,
+        size: 'max',
+        ...(PATH ? { replayPath: PATH } : {}),
+      },
+    );
     await fc.assert(
       fc.asyncProperty(commands, async (cmds) => {
         const real = await rig.fresh();
@@ -45,8 +50,15 @@ describe('model-based: the status machine against its reference model (RELIABILI
       }),
       { numRuns: RUNS, seed: SEED, ...(PATH ? { path: PATH } : {}), endOnFailure: false },
     );
-    process.stdout.write(`[model] commands run: ${[...tally].map(([k, n]) => `${k} ${n}`).join(', ')}\n`);
-    process.stdout.write(`[model] outcomes: ${[...outcomes].sort().map(([k, n]) => `${k} ${n}`).join(', ')}\n`);
+    process.stdout.write(
+      `[model] commands run: ${[...tally].map(([k, n]) => `${k} ${n}`).join(', ')}\n`,
+    );
+    process.stdout.write(
+      `[model] outcomes: ${[...outcomes]
+        .sort()
+        .map(([k, n]) => `${k} ${n}`)
+        .join(', ')}\n`,
+    );
     // The stale path and the wake paths were really taken.
     expect(outcomes.get('next:stale') ?? 0).toBeGreaterThan(0);
     expect(outcomes.get('deliver:stored') ?? 0).toBeGreaterThan(0);

@@ -1,7 +1,14 @@
 import { done, DurableFsm, Step } from '../../lib';
 import { Reaper } from '../../lib/runtime/reaper';
 import { RECLAIM_PREDECESSOR } from '../../lib/sql/lease.sql';
-import { bootEngine, claimRows, execute, type Harness, rowOf, sleep } from '../support/engine-harness';
+import {
+  bootEngine,
+  claimRows,
+  execute,
+  type Harness,
+  rowOf,
+  sleep,
+} from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // RELIABILITY S09 (SPEC §26.5): a step that kills its worker ends as a poison pill after
@@ -27,9 +34,22 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
   let reaper: Reaper;
   beforeAll(async () => {
     db = await createTestDatabase();
-    h = await bootEngine(db, [CollateralFsm], { queues: {}, reaper: false, gc: false, poke: 'none' });
+    h = await bootEngine(db, [CollateralFsm], {
+      queues: {},
+      reaper: false,
+      gc: false,
+      poke: 'none',
+    });
     const runtime = h.engine.runtime;
-    reaper = new Reaper(runtime.sql, 60_000, MAX_REAPS, runtime.telemetry, () => undefined, () => undefined, SPREAD_MS);
+    reaper = new Reaper(
+      runtime.sql,
+      60_000,
+      MAX_REAPS,
+      runtime.telemetry,
+      () => undefined,
+      () => undefined,
+      SPREAD_MS,
+    );
   });
   afterAll(async () => {
     await h.close();
@@ -49,7 +69,10 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
       if (batch.some((r) => r.id === pill)) {
         // The pill runs: the worker dies with everything it holds.
         deaths++;
-        await db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = ANY ($1::bigint[])`, [batch.map((r) => r.id)]);
+        await db.pool.query(
+          `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = ANY ($1::bigint[])`,
+          [batch.map((r) => r.id)],
+        );
         await reaper.sweep();
       } else {
         for (const row of batch) expect(await execute(h.engine, row)).toBe('committed');
@@ -58,7 +81,9 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
     }
     expect(await rowOf(db, pill)).toMatchObject({ status: 'failed', reaps: MAX_REAPS });
     expect(deaths).toBe(MAX_REAPS);
-    for (const id of innocents) expect(await rowOf(db, id)).toMatchObject({ status: 'done', reaps: 0 });
+    for (const id of innocents) {
+      expect(await rowOf(db, id)).toMatchObject({ status: 'done', reaps: 0 });
+    }
   });
 
   it('a first reap keeps the row in place; a second one moves it within reaps × the spread', async () => {
@@ -66,7 +91,10 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
     const before = (await rowOf(db, id))['eligible_at'] as Date;
     for (const reap of [1, 2]) {
       await claimRows(h.engine, 'spread-q', 1, `spread-worker-${reap}`);
-      await db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+      await db.pool.query(
+        `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+        [id],
+      );
       const swept = Date.now();
       await reaper.sweep();
       const row = await rowOf(db, id);
@@ -88,9 +116,18 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
     for (let life = 1; life <= MAX_REAPS; life++) {
       const [claimed] = await claimRows(h.engine, 'reclaim-q', 1, `${prefix}${life}`);
       expect(claimed?.id).toBe(id);
-      await db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+      await db.pool.query(
+        `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+        [id],
+      );
       // The restarted node reclaims its dead predecessor's row (margin 0: expired ones).
-      const reclaimed = await h.engine.runtime.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, ['reclaim-q', prefix, 0, MAX_REAPS, SPREAD_MS]);
+      const reclaimed = await h.engine.runtime.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, [
+        'reclaim-q',
+        prefix,
+        0,
+        MAX_REAPS,
+        SPREAD_MS,
+      ]);
       if (life < MAX_REAPS) {
         expect(reclaimed.map((r) => r.id)).toEqual([id]);
         expect(await rowOf(db, id)).toMatchObject({ status: 'runnable', reaps: life, attempt: 0 });
@@ -101,6 +138,10 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
       }
     }
     await reaper.sweep();
-    expect(await rowOf(db, id)).toMatchObject({ status: 'failed', reaps: MAX_REAPS, last_error: `poison pill: step start lost its worker ${MAX_REAPS} times (reaper.maxReaps)` });
+    expect(await rowOf(db, id)).toMatchObject({
+      status: 'failed',
+      reaps: MAX_REAPS,
+      last_error: `poison pill: step start lost its worker ${MAX_REAPS} times (reaper.maxReaps)`,
+    });
   });
 });

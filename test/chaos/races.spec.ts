@@ -15,7 +15,17 @@ import {
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { type RaceReport, type RaceSpec, type RaceStep, runRace } from './support/isolation-runner';
-import { claim, expireLease, freshQueue, inboxOf, insertRow, row, rowView, runOn, unnestParams } from './support/race-fixtures';
+import {
+  claim,
+  expireLease,
+  freshQueue,
+  inboxOf,
+  insertRow,
+  row,
+  rowView,
+  runOn,
+  unnestParams,
+} from './support/race-fixtures';
 
 // R0 races (RELIABILITY §3.4): every interleaving of the production statements of two or
 // more sessions, on real connections, with pg_isolation_test_session_is_blocked telling the
@@ -44,12 +54,17 @@ describe('R0 races on real connections, all permutations', () => {
   });
   afterAll(async () => {
     for (const r of reports) {
-      process.stdout.write(`[races] ${r.spec}: ${r.total} permutations, ${r.valid} valid, ${r.invalid} invalid, ${r.withBlocking} with a blocked step\n`);
+      process.stdout.write(
+        `[races] ${r.spec}: ${r.total} permutations, ${r.valid} valid, ${r.invalid} invalid, ${r.withBlocking} with a blocked step\n`,
+      );
     }
     await db.drop();
   });
 
-  async function run<V>(spec: RaceSpec<V>, expected: { valid: number; blocking: boolean }): Promise<RaceReport> {
+  async function run<V>(
+    spec: RaceSpec<V>,
+    expected: { valid: number; blocking: boolean },
+  ): Promise<RaceReport> {
     const report = await runRace(db, spec);
     reports.push(report);
     expect(report.valid).toBe(expected.valid);
@@ -70,13 +85,22 @@ describe('R0 races on real connections, all permutations', () => {
     signalName: string;
   }
 
-  async function parkFixture(pool: Pool, options: { presentOld?: boolean; signalName?: string } = {}): Promise<ParkVars> {
+  async function parkFixture(
+    pool: Pool,
+    options: { presentOld?: boolean; signalName?: string } = {},
+  ): Promise<ParkVars> {
     const queue = freshQueue();
     const id = await insertRow(pool, row('parker', 'start', { seq: 0 }, queue));
     const presented: string[] = [];
     if (options.presentOld) {
       // A pack: the parking step was shown signal #1 and re-awaits it.
-      const [old] = await runOn<{ id: string }>(pool, DELIVER_SIGNAL, [id, null, 'go', '{"n":1}', null]);
+      const [old] = await runOn<{ id: string }>(pool, DELIVER_SIGNAL, [
+        id,
+        null,
+        'go',
+        '{"n":1}',
+        null,
+      ]);
       const inbox = await inboxOf(pool, old!.id);
       presented.push(...inbox.map((s) => s.id));
     }
@@ -87,7 +111,17 @@ describe('R0 races on real connections, all permutations', () => {
   const parkSteps: RaceStep<ParkVars>[] = [
     begin('p_begin'),
     step('p_park', ({ session, vars }) =>
-      session.run(FLUSH_PARKS, unnestParams(FLUSH_PARKS, { worker: W, id: vars.id, seq: vars.seq, step: 'woken', state: '{"seq":1}', names: '["go"]' })),
+      session.run(
+        FLUSH_PARKS,
+        unnestParams(FLUSH_PARKS, {
+          worker: W,
+          id: vars.id,
+          seq: vars.seq,
+          step: 'woken',
+          state: '{"seq":1}',
+          names: '["go"]',
+        }),
+      ),
     ),
     step('p_recheck', ({ session, vars }) =>
       session.run(RECHECK_PARKS, [[vars.id], vars.presented.map(() => vars.id), vars.presented]),
@@ -95,9 +129,15 @@ describe('R0 races on real connections, all permutations', () => {
     commit('p_commit'),
   ];
   const deliver = (name: string) =>
-    step<ParkVars>(name, ({ session, vars }) => session.run(DELIVER_SIGNAL, [vars.id, null, vars.signalName, '{"n":2}', null]));
+    step<ParkVars>(name, ({ session, vars }) =>
+      session.run(DELIVER_SIGNAL, [vars.id, null, vars.signalName, '{"n":2}', null]),
+    );
 
-  async function checkPark(result: { vars: ParkVars; steps: ReadonlyMap<string, { value?: unknown; error?: Error }> }, pool: Pool, deliverStep: string) {
+  async function checkPark(
+    result: { vars: ParkVars; steps: ReadonlyMap<string, { value?: unknown; error?: Error }> },
+    pool: Pool,
+    deliverStep: string,
+  ) {
     const { vars, steps } = result;
     for (const o of steps.values()) expect(o.error).toBeUndefined();
     expect(rowsOf(steps.get('p_park')!.value)).toHaveLength(1);
@@ -111,7 +151,12 @@ describe('R0 races on real connections, all permutations', () => {
     if (vars.signalName === 'go') {
       // No lost wake-up, and no double wake.
       expect(wokenByRecheck !== wokenByDelivery).toBe(true);
-      expect(final).toMatchObject({ status: 'runnable', step: 'woken', awaits: ['go'], state: { seq: 1 } });
+      expect(final).toMatchObject({
+        status: 'runnable',
+        step: 'woken',
+        awaits: ['go'],
+        state: { seq: 1 },
+      });
     } else {
       // Control: a signal the row does not await wakes nothing (so the check above can fail).
       expect(wokenByRecheck || wokenByDelivery).toBe(false);
@@ -123,7 +168,10 @@ describe('R0 races on real connections, all permutations', () => {
     await run<ParkVars>(
       {
         name: 'signal-vs-park (delivery in a transaction)',
-        sessions: { flush: parkSteps, signal: [begin('s_begin'), deliver('s_deliver'), commit('s_commit')] },
+        sessions: {
+          flush: parkSteps,
+          signal: [begin('s_begin'), deliver('s_deliver'), commit('s_commit')],
+        },
         setup: (pool) => parkFixture(pool),
         check: (r, pool) => checkPark(r, pool, 's_deliver'),
       },
@@ -189,15 +237,27 @@ describe('R0 races on real connections, all permutations', () => {
     const flush: RaceStep<SpawnVars>[] = [
       begin('f_begin'),
       step('f_lock', async ({ session, vars }) => {
-        const owned = await session.run<{ id: string }>(FANOUT_LOCK_PARENTS, [[W], [vars.parent], [vars.seq]]);
+        const owned = await session.run<{ id: string }>(FANOUT_LOCK_PARENTS, [
+          [W],
+          [vars.parent],
+          [vars.seq],
+        ]);
         vars.owned = owned.map((r) => r.id);
         return owned;
       }),
       step('f_children', async ({ session, vars }) => {
         // The flusher spawns only for parents FANOUT_LOCK_PARENTS returned.
         if (!vars.owned.includes(vars.parent)) return [];
-        const children = [1, 2, 3].map((n) => row('child', 'start', { n }, `${vars.queue}-children`));
-        const inserted = await session.run<{ id: string }>(INSERT_INSTANCES, insertArrays(children, children.map(() => vars.parent)));
+        const children = [1, 2, 3].map((n) =>
+          row('child', 'start', { n }, `${vars.queue}-children`),
+        );
+        const inserted = await session.run<{ id: string }>(
+          INSERT_INSTANCES,
+          insertArrays(
+            children,
+            children.map(() => vars.parent),
+          ),
+        );
         vars.landed = inserted.length;
         return inserted;
       }),
@@ -205,7 +265,14 @@ describe('R0 races on real connections, all permutations', () => {
         if (!vars.owned.includes(vars.parent)) return [];
         return session.run(
           FANOUT_PARK_PARENTS,
-          unnestParams(FANOUT_PARK_PARENTS, { worker: W, id: vars.parent, seq: vars.seq, step: 'joined', state: '{"seq":1}', landed: vars.landed }),
+          unnestParams(FANOUT_PARK_PARENTS, {
+            worker: W,
+            id: vars.parent,
+            seq: vars.seq,
+            step: 'joined',
+            state: '{"seq":1}',
+            landed: vars.landed,
+          }),
         );
       }),
       commit('f_commit'),
@@ -213,7 +280,12 @@ describe('R0 races on real connections, all permutations', () => {
     await run<SpawnVars>(
       {
         name: 'reaper-vs-parent-mid-spawn',
-        sessions: { flush, reaper: [step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000]))] },
+        sessions: {
+          flush,
+          reaper: [
+            step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000])),
+          ],
+        },
         async setup(pool) {
           await pool.query('TRUNCATE gen_durable CASCADE');
           const queue = freshQueue();
@@ -226,14 +298,29 @@ describe('R0 races on real connections, all permutations', () => {
           for (const o of steps.values()) expect(o.error).toBeUndefined();
           const reaped = rowsOf(steps.get('r_reap')!.value).map((r) => r['id']);
           const parent = await rowView(pool, vars.parent);
-          const { rows: children } = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM gen_durable WHERE parent_id = $1`, [vars.parent]);
+          const { rows: children } = await pool.query<{ n: string }>(
+            `SELECT count(*) AS n FROM gen_durable WHERE parent_id = $1`,
+            [vars.parent],
+          );
           const childCount = Number(children[0]!.n);
           if (reaped.includes(vars.parent)) {
             expect(childCount).toBe(0);
-            expect(parent).toMatchObject({ status: 'runnable', step: 'start', attempt: 1, reaps: 1, children_pending: 0 });
+            expect(parent).toMatchObject({
+              status: 'runnable',
+              step: 'start',
+              attempt: 1,
+              reaps: 1,
+              children_pending: 0,
+            });
           } else {
             expect(childCount).toBe(3);
-            expect(parent).toMatchObject({ status: 'awaiting_children', step: 'joined', attempt: 0, reaps: 0, children_pending: 3 });
+            expect(parent).toMatchObject({
+              status: 'awaiting_children',
+              step: 'joined',
+              attempt: 0,
+              reaps: 0,
+              children_pending: 3,
+            });
           }
         },
       },
@@ -256,7 +343,17 @@ describe('R0 races on real connections, all permutations', () => {
   }
 
   const transition = (worker: string, id: string, seq: string, step: string, state: object) =>
-    unnestParams(FLUSH_TRANSITIONS, { worker, id, seq, kind: 'next', step, state: JSON.stringify(state), delay_ms: 0, weight: 1, set_key: false });
+    unnestParams(FLUSH_TRANSITIONS, {
+      worker,
+      id,
+      seq,
+      kind: 'next',
+      step,
+      state: JSON.stringify(state),
+      delay_ms: 0,
+      weight: 1,
+      set_key: false,
+    });
 
   for (const [label, second] of [
     ['the same worker id', W],
@@ -265,19 +362,27 @@ describe('R0 races on real connections, all permutations', () => {
     it(`§26.1 stale worker vs re-claim by ${label}: 120 interleavings`, async () => {
       const t1: RaceStep<FenceVars>[] = [
         begin('t1_begin'),
-        step('t1_outcome', ({ session, vars }) => session.run(FLUSH_TRANSITIONS, transition(W, vars.id, vars.seq1, 'b', { seq: 1, by: 'T1' }))),
+        step('t1_outcome', ({ session, vars }) =>
+          session.run(
+            FLUSH_TRANSITIONS,
+            transition(W, vars.id, vars.seq1, 'b', { seq: 1, by: 'T1' }),
+          ),
+        ),
         commit('t1_commit'),
       ];
-      const reaper = [step<FenceVars>('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000]))];
+      const reaper = [
+        step<FenceVars>('r_reap', ({ session }) =>
+          session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000]),
+        ),
+      ];
       const claimer = [
         step<FenceVars>('c_claim', async ({ session, vars }) => {
-          const rows = await session.run<{ id: string; claim_seq: string; step: string; state: { seq: number } }>(CLAIM_RUNNABLE, [
-            vars.queue,
-            10,
-            second,
-            60_000,
-            [],
-          ]);
+          const rows = await session.run<{
+            id: string;
+            claim_seq: string;
+            step: string;
+            state: { seq: number };
+          }>(CLAIM_RUNNABLE, [vars.queue, 10, second, 60_000, []]);
           const r = rows[0];
           vars.claimed = r ? { seq: r.claim_seq, step: r.step, state: r.state } : null;
           return rows;
@@ -288,7 +393,13 @@ describe('R0 races on real connections, all permutations', () => {
           if (!vars.claimed) return 'nothing claimed';
           // T2 ran whatever step the claim handed it, from the state it was handed.
           const next = vars.claimed.step === 'start' ? 'b' : 'c';
-          return session.run(FLUSH_TRANSITIONS, transition(second, vars.id, vars.claimed.seq, next, { seq: vars.claimed.state.seq + 1, by: 'T2' }));
+          return session.run(
+            FLUSH_TRANSITIONS,
+            transition(second, vars.id, vars.claimed.seq, next, {
+              seq: vars.claimed.state.seq + 1,
+              by: 'T2',
+            }),
+          );
         }),
       ];
       await run<FenceVars>(
@@ -317,7 +428,9 @@ describe('R0 races on real connections, all permutations', () => {
             const final = await rowView(pool, vars.id);
             // No rewind, no double apply: the state's seq counts the committed outcomes.
             expect(final.state['seq']).toBe(Number(t1Committed) + Number(t2Committed));
-            if (t2Committed && t1Committed) expect(vars.claimed).toMatchObject({ step: 'b', state: { seq: 1, by: 'T1' } });
+            if (t2Committed && t1Committed) {
+              expect(vars.claimed).toMatchObject({ step: 'b', state: { seq: 1, by: 'T1' } });
+            }
             expect(Number(final.claim_seq)).toBe(Number(vars.seq1) + (vars.claimed ? 1 : 0));
           },
         },
@@ -343,7 +456,16 @@ describe('R0 races on real connections, all permutations', () => {
     step('f_done', ({ session, vars }) =>
       session.run(
         FLUSH_TRANSITIONS,
-        unnestParams(FLUSH_TRANSITIONS, { worker: W, id: vars.id, seq: vars.seq, kind: 'done', result: '{"ok":true}', delay_ms: 0, weight: 1, set_key: false }),
+        unnestParams(FLUSH_TRANSITIONS, {
+          worker: W,
+          id: vars.id,
+          seq: vars.seq,
+          kind: 'done',
+          result: '{"ok":true}',
+          delay_ms: 0,
+          weight: 1,
+          set_key: false,
+        }),
       ),
     ),
     step('f_consume', ({ session, vars }) => session.run(CONSUME_INBOXES, [[vars.id]])),
@@ -353,22 +475,38 @@ describe('R0 races on real connections, all permutations', () => {
   for (const by of ['id', 'key'] as const) {
     const deliverTo = (name: string) =>
       step<TerminalVars>(name, ({ session, vars }) =>
-        session.run(DELIVER_SIGNAL, by === 'id' ? [vars.id, null, 'go', '{}', 'd-1'] : [null, vars.key, 'go', '{}', 'd-1']),
+        session.run(
+          DELIVER_SIGNAL,
+          by === 'id' ? [vars.id, null, 'go', '{}', 'd-1'] : [null, vars.key, 'go', '{}', 'd-1'],
+        ),
       );
     const setup = async (pool: Pool): Promise<TerminalVars> => {
       const queue = freshQueue();
       const key = `order:${queue}`;
-      const id = await insertRow(pool, row('checkout', 'start', {}, queue, { correlationKey: key }));
+      const id = await insertRow(
+        pool,
+        row('checkout', 'start', {}, queue, { correlationKey: key }),
+      );
       const [claimed] = await claim(pool, queue, W);
       return { id, seq: claimed!.claim_seq, key };
     };
-    const check = async ({ vars, steps }: { vars: TerminalVars; steps: ReadonlyMap<string, { value?: unknown; error?: Error }> }, pool: Pool, name: string) => {
+    const check = async (
+      {
+        vars,
+        steps,
+      }: { vars: TerminalVars; steps: ReadonlyMap<string, { value?: unknown; error?: Error }> },
+      pool: Pool,
+      name: string,
+    ) => {
       for (const o of steps.values()) expect(o.error).toBeUndefined();
-      expect(rowsOf(steps.get('f_done')!.value)).toEqual([expect.objectContaining({ id: vars.id, status: 'done' })]);
+      expect(rowsOf(steps.get('f_done')!.value)).toEqual([
+        expect.objectContaining({ id: vars.id, status: 'done' }),
+      ]);
       const acknowledged = rowsOf(steps.get(name)!.value).length === 1;
       const inbox = await inboxOf(pool, vars.id);
-      if (acknowledged) expect(inbox).toEqual([expect.objectContaining({ name: 'go', consumed: true })]);
-      else expect(inbox).toEqual([]);
+      if (acknowledged) {
+        expect(inbox).toEqual([expect.objectContaining({ name: 'go', consumed: true })]);
+      } else expect(inbox).toEqual([]);
       expect((await rowView(pool, vars.id)).status).toBe('done');
     };
 
@@ -376,7 +514,10 @@ describe('R0 races on real connections, all permutations', () => {
       await run<TerminalVars>(
         {
           name: `signal-by-${by}-vs-terminal (delivery in a transaction)`,
-          sessions: { flush: terminalFlush, signal: [begin('s_begin'), deliverTo('s_deliver'), commit('s_commit')] },
+          sessions: {
+            flush: terminalFlush,
+            signal: [begin('s_begin'), deliverTo('s_deliver'), commit('s_commit')],
+          },
           setup,
           check: (r, pool) => check(r, pool, 's_deliver'),
         },
@@ -414,12 +555,30 @@ describe('R0 races on real connections, all permutations', () => {
     const queue = freshQueue();
     const id = await insertRow(pool, row('timed', 'start', { seq: 0 }, queue));
     const [claimed] = await claim(pool, queue, W);
-    await runOn(pool, FLUSH_PARKS, unnestParams(FLUSH_PARKS, { worker: W, id, seq: claimed!.claim_seq, step: 'woken', state: '{"seq":1}', names: '["go"]', timeout_ms: 60_000 }));
-    await pool.query(`UPDATE gen_durable SET await_deadline = now() - interval '1 second' WHERE id = $1`, [id]);
+    await runOn(
+      pool,
+      FLUSH_PARKS,
+      unnestParams(FLUSH_PARKS, {
+        worker: W,
+        id,
+        seq: claimed!.claim_seq,
+        step: 'woken',
+        state: '{"seq":1}',
+        names: '["go"]',
+        timeout_ms: 60_000,
+      }),
+    );
+    await pool.query(
+      `UPDATE gen_durable SET await_deadline = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
     return { id };
   };
   const deadlineCheck = async (
-    { vars, steps }: { vars: DeadlineVars; steps: ReadonlyMap<string, { value?: unknown; error?: Error }> },
+    {
+      vars,
+      steps,
+    }: { vars: DeadlineVars; steps: ReadonlyMap<string, { value?: unknown; error?: Error }> },
     pool: Pool,
   ): Promise<void> => {
     for (const o of steps.values()) expect(o.error).toBeUndefined();
@@ -428,19 +587,35 @@ describe('R0 races on real connections, all permutations', () => {
     expect(delivered).toEqual([expect.objectContaining({ id: vars.id, inserted: true })]);
     const bySignal = delivered[0]!['status'] === 'runnable' && !byTimeout;
     expect(byTimeout !== bySignal).toBe(true);
-    expect(await rowView(pool, vars.id)).toMatchObject({ status: 'runnable', step: 'woken', awaits: ['go'], attempt: 0 });
-    expect(await inboxOf(pool, vars.id)).toEqual([expect.objectContaining({ name: 'go', consumed: false })]);
-    const { rows } = await pool.query<{ deadline: Date | null }>(`SELECT await_deadline AS deadline FROM gen_durable WHERE id = $1`, [vars.id]);
+    expect(await rowView(pool, vars.id)).toMatchObject({
+      status: 'runnable',
+      step: 'woken',
+      awaits: ['go'],
+      attempt: 0,
+    });
+    expect(await inboxOf(pool, vars.id)).toEqual([
+      expect.objectContaining({ name: 'go', consumed: false }),
+    ]);
+    const { rows } = await pool.query<{ deadline: Date | null }>(
+      `SELECT await_deadline AS deadline FROM gen_durable WHERE id = $1`,
+      [vars.id],
+    );
     expect(rows[0]!.deadline).toBeNull();
   };
-  const deliverGo = step<DeadlineVars>('s_deliver', ({ session, vars }) => session.run(DELIVER_SIGNAL, [vars.id, null, 'go', '{}', null]));
+  const deliverGo = step<DeadlineVars>('s_deliver', ({ session, vars }) =>
+    session.run(DELIVER_SIGNAL, [vars.id, null, 'go', '{}', null]),
+  );
 
   it('S24 await timeout vs signal: sweep and delivery each in their own transaction, 20 interleavings', async () => {
     await run<DeadlineVars>(
       {
         name: 'await-timeout-vs-signal (transactions)',
         sessions: {
-          sweeper: [begin('t_begin'), step('t_fire', ({ session }) => session.run(FIRE_AWAIT_DEADLINES, [100])), commit('t_commit')],
+          sweeper: [
+            begin('t_begin'),
+            step('t_fire', ({ session }) => session.run(FIRE_AWAIT_DEADLINES, [100])),
+            commit('t_commit'),
+          ],
           signal: [begin('s_begin'), deliverGo, commit('s_commit')],
         },
         setup: deadlineSetup,
@@ -482,11 +657,19 @@ describe('R0 races on real connections, all permutations', () => {
         sessions: {
           foreign: [
             begin('x_begin'),
-            step('x_lock', ({ session, vars }) => session.exec('SELECT id FROM gen_durable WHERE id = $1 FOR UPDATE', [vars.id])),
+            step('x_lock', ({ session, vars }) =>
+              session.exec('SELECT id FROM gen_durable WHERE id = $1 FOR UPDATE', [vars.id]),
+            ),
             commit('x_commit'),
           ],
-          heartbeat: [step('h_beat', ({ session, vars }) => session.run(HEARTBEAT, [W, [vars.id], [vars.seq], 2000]))],
-          reaper: [step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000]))],
+          heartbeat: [
+            step('h_beat', ({ session, vars }) =>
+              session.run(HEARTBEAT, [W, [vars.id], [vars.seq], 2000]),
+            ),
+          ],
+          reaper: [
+            step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000])),
+          ],
         },
         async setup(pool) {
           await pool.query('TRUNCATE gen_durable CASCADE');
@@ -506,7 +689,9 @@ describe('R0 races on real connections, all permutations', () => {
           else expect(final).toMatchObject({ status: 'executing', attempt: 0, locked_by: W });
           if (!renewed && !reaped) {
             // Both were skipped under the foreign lock: the next sweep reaps the row.
-            expect(await runOn(pool, REAP_EXPIRED, [MAX_REAPS, 100, 2000])).toEqual([expect.objectContaining({ id: vars.id, status: 'runnable' })]);
+            expect(await runOn(pool, REAP_EXPIRED, [MAX_REAPS, 100, 2000])).toEqual([
+              expect.objectContaining({ id: vars.id, status: 'runnable' }),
+            ]);
           }
         },
       },

@@ -11,9 +11,15 @@ class TargetFsm {
 }
 
 /** Settles every promise; the outcome per position. */
-async function settle<T>(promises: Promise<T>[]): Promise<Array<{ ok: true; value: T } | { ok: false; error: unknown }>> {
+async function settle<T>(
+  promises: Promise<T>[],
+): Promise<Array<{ ok: true; value: T } | { ok: false; error: unknown }>> {
   const results = await Promise.allSettled(promises);
-  return results.map((r) => (r.status === 'fulfilled' ? { ok: true as const, value: r.value } : { ok: false as const, error: r.reason as unknown }));
+  return results.map((r) =>
+    r.status === 'fulfilled'
+      ? { ok: true as const, value: r.value }
+      : { ok: false as const, error: r.reason as unknown },
+  );
 }
 
 // SPEC §26.11: with `insertBatcher: { durable: true }` concurrent awaited insert() calls share
@@ -39,22 +45,47 @@ describe('group-commit inserts (insertBatcher.durable)', () => {
 
   it('50 concurrent callers share one statement and each gets its own committed id', async () => {
     h.clear();
-    const ids = await Promise.all(Array.from({ length: 50 }, (_, i) => h.engine.insert(TargetFsm, { state: { tag: 'fifty', i } })));
+    const ids = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        h.engine.insert(TargetFsm, { state: { tag: 'fifty', i } }),
+      ),
+    );
     expect(h.statements.filter((s) => s === 'insert_instances')).toHaveLength(1);
     expect(h.statements).not.toContain('insert_instance');
     expect(new Set(ids).size).toBe(50);
     // Every acknowledged id exists, and it is the row of the caller that got it.
-    const rows = (await db.pool.query<{ id: string; i: number }>(`SELECT id, (state->>'i')::int AS i FROM gen_durable WHERE id = ANY($1::bigint[])`, [ids])).rows;
+    const rows = (
+      await db.pool.query<{ id: string; i: number }>(
+        `SELECT id, (state->>'i')::int AS i FROM gen_durable WHERE id = ANY($1::bigint[])`,
+        [ids],
+      )
+    ).rows;
     expect(rows).toHaveLength(50);
     const byId = new Map(rows.map((r) => [r.id, r.i]));
     ids.forEach((id, i) => expect(byId.get(id)).toBe(i));
   });
 
   it('a duplicate key rejects only its own caller (against the table and within the batch)', async () => {
-    await h.engine.insert(TargetFsm, { state: { tag: 'dup-seed' }, correlationKey: 'dup-existing' });
+    await h.engine.insert(TargetFsm, {
+      state: { tag: 'dup-seed' },
+      correlationKey: 'dup-existing',
+    });
     h.clear();
-    const keys: Array<string | undefined> = [undefined, undefined, undefined, 'dup-existing', undefined, 'dup-pair', 'dup-pair', undefined];
-    const results = await settle(keys.map((correlationKey, i) => h.engine.insert(TargetFsm, { state: { tag: 'dup', i }, correlationKey })));
+    const keys: Array<string | undefined> = [
+      undefined,
+      undefined,
+      undefined,
+      'dup-existing',
+      undefined,
+      'dup-pair',
+      'dup-pair',
+      undefined,
+    ];
+    const results = await settle(
+      keys.map((correlationKey, i) =>
+        h.engine.insert(TargetFsm, { state: { tag: 'dup', i }, correlationKey }),
+      ),
+    );
     expect(h.statements.filter((s) => s === 'insert_instances')).toHaveLength(1);
 
     const third = results[3]!;
@@ -69,9 +100,15 @@ describe('group-commit inserts (insertBatcher.durable)', () => {
 
     // What the winners were told is what the table holds.
     const acknowledged = results.flatMap((r) => (r.ok ? [r.value] : []));
-    const rows = (await db.pool.query<{ id: string }>(`SELECT id FROM gen_durable WHERE state->>'tag' = 'dup'`)).rows;
+    const rows = (
+      await db.pool.query<{ id: string }>(`SELECT id FROM gen_durable WHERE state->>'tag' = 'dup'`)
+    ).rows;
     expect(rows.map((r) => r.id).sort()).toEqual([...acknowledged].sort());
-    const winner = (await db.pool.query<{ i: number }>(`SELECT (state->>'i')::int AS i FROM gen_durable WHERE correlation_key = 'dup-pair'`)).rows;
+    const winner = (
+      await db.pool.query<{ i: number }>(
+        `SELECT (state->>'i')::int AS i FROM gen_durable WHERE correlation_key = 'dup-pair'`,
+      )
+    ).rows;
     expect(winner).toHaveLength(1);
     expect(results[winner[0]!.i]!.ok).toBe(true);
   });
@@ -92,7 +129,11 @@ describe('group-commit inserts (insertBatcher.durable)', () => {
   it('a failed batch rejects every caller in it and acknowledges none', async () => {
     h.clear();
     const results = await settle(
-      Array.from({ length: 5 }, (_, i) => h.engine.insert(TargetFsm, { state: i === 2 ? { tag: 'failed-batch', poison: 'x' } : { tag: 'failed-batch', i } })),
+      Array.from({ length: 5 }, (_, i) =>
+        h.engine.insert(TargetFsm, {
+          state: i === 2 ? { tag: 'failed-batch', poison: 'x' } : { tag: 'failed-batch', i },
+        }),
+      ),
     );
     expect(results.every((r) => !r.ok)).toBe(true);
     for (const r of results) expect(!r.ok && String(r.error)).toMatch(/poisoned row/);
@@ -103,7 +144,11 @@ describe('group-commit inserts (insertBatcher.durable)', () => {
 
   it('a batch whose connection is killed before commit acknowledges none of its callers', async () => {
     const pending = settle(
-      Array.from({ length: 6 }, (_, i) => h.engine.insert(TargetFsm, { state: i === 0 ? { tag: 'killed', slow: 30 } : { tag: 'killed', i } })),
+      Array.from({ length: 6 }, (_, i) =>
+        h.engine.insert(TargetFsm, {
+          state: i === 0 ? { tag: 'killed', slow: 30 } : { tag: 'killed', i },
+        }),
+      ),
     );
     await killSleepingInsert(db);
     const results = await pending;

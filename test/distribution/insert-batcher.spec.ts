@@ -12,7 +12,12 @@ class BatchedFsm {
 }
 
 async function doneTagged(db: TestDatabase, tag: string): Promise<number> {
-  const rows = (await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM gen_durable WHERE state->>'tag' = $1 AND status = 'done'`, [tag])).rows;
+  const rows = (
+    await db.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM gen_durable WHERE state->>'tag' = $1 AND status = 'done'`,
+      [tag],
+    )
+  ).rows;
   return Number(rows[0]?.n ?? 0);
 }
 
@@ -32,7 +37,9 @@ describe('insert batcher (insertAsync)', () => {
   describe('on a worker node', () => {
     let h: Harness;
     beforeAll(async () => {
-      h = await bootEngine(db, [BatchedFsm], { insertBatcher: { maxBatch: 100, maxDelayMs: 50, maxBuffer: 1000 } });
+      h = await bootEngine(db, [BatchedFsm], {
+        insertBatcher: { maxBatch: 100, maxDelayMs: 50, maxBuffer: 1000 },
+      });
     });
     afterAll(async () => {
       await h.close();
@@ -40,7 +47,9 @@ describe('insert batcher (insertAsync)', () => {
 
     it('resolves before anything is written, then one statement per trigger, then the rows run', async () => {
       h.clear();
-      for (let i = 0; i < 30; i++) await h.engine.insertAsync(BatchedFsm, { state: { tag: 'trigger', i } });
+      for (let i = 0; i < 30; i++) {
+        await h.engine.insertAsync(BatchedFsm, { state: { tag: 'trigger', i } });
+      }
       // Every call has resolved, and nothing was written yet: the 50 ms timer has not fired.
       expect(h.statements.filter((s) => s.startsWith('insert_'))).toEqual([]);
       expect(h.engine.runtime.batcher?.pendingAsync).toBe(30);
@@ -50,7 +59,9 @@ describe('insert batcher (insertAsync)', () => {
 
     it('maxBatch rows fire at once without waiting for the timer', async () => {
       h.clear();
-      for (let i = 0; i < 250; i++) await h.engine.insertAsync(BatchedFsm, { state: { tag: 'full', i } });
+      for (let i = 0; i < 250; i++) {
+        await h.engine.insertAsync(BatchedFsm, { state: { tag: 'full', i } });
+      }
       // 100 and 100 left as full batches the moment they filled; the last 50 wait for the timer.
       await eventually(async () => (await doneTagged(db, 'full')) === 250, 20_000);
       const inserts = h.statements.filter((s) => s.startsWith('insert_'));
@@ -60,11 +71,17 @@ describe('insert batcher (insertAsync)', () => {
     });
 
     it('input errors reject the caller and buffer nothing; a manager is refused', async () => {
-      await expect(h.engine.insertAsync(BatchedFsm, { state: { tag: 'bad' }, priority: 1.5 })).rejects.toBeInstanceOf(InvalidInputError);
-      await expect(h.engine.insertAsync(BatchedFsm, { state: [] as unknown as Record<string, unknown> })).rejects.toBeInstanceOf(InvalidInputError);
+      await expect(
+        h.engine.insertAsync(BatchedFsm, { state: { tag: 'bad' }, priority: 1.5 }),
+      ).rejects.toBeInstanceOf(InvalidInputError);
+      await expect(
+        h.engine.insertAsync(BatchedFsm, { state: [] as unknown as Record<string, unknown> }),
+      ).rejects.toBeInstanceOf(InvalidInputError);
       const dataSource = await db.dataSource();
       await dataSource.transaction(async (manager) => {
-        await expect(h.engine.insertAsync(BatchedFsm, { state: { tag: 'bad' }, manager })).rejects.toBeInstanceOf(InvalidInputError);
+        await expect(
+          h.engine.insertAsync(BatchedFsm, { state: { tag: 'bad' }, manager }),
+        ).rejects.toBeInstanceOf(InvalidInputError);
       });
       expect(h.engine.runtime.batcher?.pendingAsync).toBe(0);
     });
@@ -101,13 +118,20 @@ describe('insert batcher (insertAsync)', () => {
     it('beyond maxBuffer inserts durably (a duplicate ignored), and shutdown drains the buffer', async () => {
       await h.engine.insert(BatchedFsm, { state: { tag: 'seed' }, correlationKey: 'taken' });
       h.clear();
-      for (let i = 0; i < 5; i++) await h.engine.insertAsync(BatchedFsm, { state: { tag: 'buffered', i } });
+      for (let i = 0; i < 5; i++) {
+        await h.engine.insertAsync(BatchedFsm, { state: { tag: 'buffered', i } });
+      }
       expect(await countTagged(db, 'buffered')).toBe(0);
       expect(h.engine.runtime.batcher?.pendingAsync).toBe(5);
 
       await h.engine.insertAsync(BatchedFsm, { state: { tag: 'overflow' } });
       expect(await countTagged(db, 'overflow')).toBe(1);
-      await expect(h.engine.insertAsync(BatchedFsm, { state: { tag: 'overflow-dup' }, correlationKey: 'taken' })).resolves.toBeUndefined();
+      await expect(
+        h.engine.insertAsync(BatchedFsm, {
+          state: { tag: 'overflow-dup' },
+          correlationKey: 'taken',
+        }),
+      ).resolves.toBeUndefined();
       expect(await countTagged(db, 'overflow-dup')).toBe(0);
       expect(h.statements).toEqual(['insert_instance', 'insert_instance']);
 
@@ -119,7 +143,12 @@ describe('insert batcher (insertAsync)', () => {
   describe('without a batcher', () => {
     let h: Harness;
     beforeAll(async () => {
-      h = await bootEngine(db, [BatchedFsm], { name: 'NoBatcher', queues: {}, reaper: false, gc: false });
+      h = await bootEngine(db, [BatchedFsm], {
+        name: 'NoBatcher',
+        queues: {},
+        reaper: false,
+        gc: false,
+      });
     });
     afterAll(async () => {
       await h.close();
@@ -127,9 +156,17 @@ describe('insert batcher (insertAsync)', () => {
 
     it('insertAsync is a durable insert that ignores duplicates', async () => {
       h.clear();
-      await h.engine.insertAsync(BatchedFsm, { state: { tag: 'direct' }, correlationKey: 'direct-key' });
+      await h.engine.insertAsync(BatchedFsm, {
+        state: { tag: 'direct' },
+        correlationKey: 'direct-key',
+      });
       expect(await countTagged(db, 'direct')).toBe(1);
-      await expect(h.engine.insertAsync(BatchedFsm, { state: { tag: 'direct' }, correlationKey: 'direct-key' })).resolves.toBeUndefined();
+      await expect(
+        h.engine.insertAsync(BatchedFsm, {
+          state: { tag: 'direct' },
+          correlationKey: 'direct-key',
+        }),
+      ).resolves.toBeUndefined();
       expect(await countTagged(db, 'direct')).toBe(1);
       expect(h.statements).toEqual(['insert_instance', 'insert_instance']);
     });

@@ -17,7 +17,9 @@ const SAMPLES = 20;
 const SPACING_MS = 150;
 
 function stepsOf(nodes: readonly NodeHandle[], step: 'start' | 'finish'): StepMessage[] {
-  return nodes.flatMap((n) => n.messages.filter((m): m is StepMessage => m.type === 'step' && m.step === step));
+  return nodes.flatMap((n) =>
+    n.messages.filter((m): m is StepMessage => m.type === 'step' && m.step === step),
+  );
 }
 
 /** First time each id reached `step`, across the given nodes. */
@@ -48,12 +50,22 @@ describe.each(MODES)('a cluster of processes with poke $label', ({ label, poke }
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    const base = { databaseUrl: db.url, poke, pollInterval: 1_000, maxPollInterval: 5_000, concurrency: 4 };
+    const base = {
+      databaseUrl: db.url,
+      poke,
+      pollInterval: 1_000,
+      maxPollInterval: 5_000,
+      concurrency: 4,
+    };
     [web, workerA, workerB, maintenance] = await Promise.all([
       startNode(`web-${label}`, { ...base, role: 'web', nodeId: `web-${label}` }),
       startNode(`worker-a-${label}`, { ...base, role: 'worker', nodeId: `worker-a-${label}` }),
       startNode(`worker-b-${label}`, { ...base, role: 'worker', nodeId: `worker-b-${label}` }),
-      startNode(`maintenance-${label}`, { ...base, role: 'maintenance', nodeId: `maintenance-${label}` }),
+      startNode(`maintenance-${label}`, {
+        ...base,
+        role: 'maintenance',
+        nodeId: `maintenance-${label}`,
+      }),
     ]);
     nodes = [web, workerA, workerB, maintenance];
   }, 180_000);
@@ -64,16 +76,30 @@ describe.each(MODES)('a cluster of processes with poke $label', ({ label, poke }
   }, 60_000);
 
   async function statusCounts(tag: string): Promise<Record<string, number>> {
-    const rows = (await db.pool.query<{ status: string; n: string }>(`SELECT status, count(*) AS n FROM gen_durable WHERE state->>'tag' = $1 GROUP BY status`, [tag])).rows;
+    const rows = (
+      await db.pool.query<{ status: string; n: string }>(
+        `SELECT status, count(*) AS n FROM gen_durable WHERE state->>'tag' = $1 GROUP BY status`,
+        [tag],
+      )
+    ).rows;
     return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
   }
 
   it('the web node inserts and signals, the workers run every step; insert→start latency is printed', async () => {
     const workers = [workerA, workerB];
     // Warm-up (prepared statements, JIT, connections), not measured.
-    const warm = await web.request<Array<{ id: string }>>({ cmd: 'insert', count: 3, spacingMs: SPACING_MS, sleepMs: 0, tag: `warm-${label}` });
+    const warm = await web.request<Array<{ id: string }>>({
+      cmd: 'insert',
+      count: 3,
+      spacingMs: SPACING_MS,
+      sleepMs: 0,
+      tag: `warm-${label}`,
+    });
     await eventually(async () => warm.every((w) => firstAt(workers, 'start').has(w.id)), 30_000);
-    await eventually(async () => (await statusCounts(`warm-${label}`))['awaiting_signal'] === 3, 30_000);
+    await eventually(
+      async () => (await statusCounts(`warm-${label}`))['awaiting_signal'] === 3,
+      30_000,
+    );
     await web.request({ cmd: 'signal', ids: warm.map((w) => w.id), spacingMs: 0 });
     await eventually(async () => (await statusCounts(`warm-${label}`))['done'] === 3, 30_000);
 
@@ -84,10 +110,23 @@ describe.each(MODES)('a cluster of processes with poke $label', ({ label, poke }
       sleepMs: 0,
       tag: `measured-${label}`,
     });
-    await eventually(async () => inserted.every((i) => firstAt(workers, 'start').has(i.id)), 60_000);
-    await eventually(async () => (await statusCounts(`measured-${label}`))['awaiting_signal'] === SAMPLES, 30_000);
-    const signalled = await web.request<Array<{ id: string; t0: number }>>({ cmd: 'signal', ids: inserted.map((i) => i.id), spacingMs: SPACING_MS });
-    await eventually(async () => (await statusCounts(`measured-${label}`))['done'] === SAMPLES, 60_000);
+    await eventually(
+      async () => inserted.every((i) => firstAt(workers, 'start').has(i.id)),
+      60_000,
+    );
+    await eventually(
+      async () => (await statusCounts(`measured-${label}`))['awaiting_signal'] === SAMPLES,
+      30_000,
+    );
+    const signalled = await web.request<Array<{ id: string; t0: number }>>({
+      cmd: 'signal',
+      ids: inserted.map((i) => i.id),
+      spacingMs: SPACING_MS,
+    });
+    await eventually(
+      async () => (await statusCounts(`measured-${label}`))['done'] === SAMPLES,
+      60_000,
+    );
 
     const starts = firstAt(workers, 'start');
     const finishes = firstAt(workers, 'finish');
@@ -115,7 +154,10 @@ describe.each(MODES)('a cluster of processes with poke $label', ({ label, poke }
     const count = 40;
     const ids = await web.request<string[]>({ cmd: 'insertAll', count, sleepMs: 600, tag });
     const idSet = new Set(ids);
-    const startsOn = (node: NodeHandle) => node.messages.filter((m): m is StepMessage => m.type === 'step' && m.step === 'start' && idSet.has(m.id));
+    const startsOn = (node: NodeHandle) =>
+      node.messages.filter(
+        (m): m is StepMessage => m.type === 'step' && m.step === 'start' && idSet.has(m.id),
+      );
     await eventually(async () => startsOn(workerA).length >= 2, 60_000);
     const inFlightOnA = startsOn(workerA).map((m) => m.id);
     await workerA.kill();
@@ -126,12 +168,19 @@ describe.each(MODES)('a cluster of processes with poke $label', ({ label, poke }
     await web.request({ cmd: 'signal', ids, spacingMs: 0 });
     await eventually(async () => (await statusCounts(tag))['done'] === count, 120_000);
 
-    const reaped = maintenance.messages.filter((m) => m.type === 'event' && m.event === 'reaper:reaped');
+    const reaped = maintenance.messages.filter(
+      (m) => m.type === 'event' && m.event === 'reaper:reaped',
+    );
     expect(reaped.length).toBeGreaterThan(0);
     // Some step A had started but could not commit was re-run by B with attempt ≥ 1.
     const rerun = startsOn(workerB).filter((m) => m.attempt >= 1 && inFlightOnA.includes(m.id));
     expect(rerun.length).toBeGreaterThan(0);
-    const results = (await db.pool.query<{ node: string }>(`SELECT result->>'node' AS node FROM gen_durable WHERE state->>'tag' = $1`, [tag])).rows;
+    const results = (
+      await db.pool.query<{ node: string }>(
+        `SELECT result->>'node' AS node FROM gen_durable WHERE state->>'tag' = $1`,
+        [tag],
+      )
+    ).rows;
     expect(results).toHaveLength(count);
     console.log(
       `[multi-process, poke ${label}] killed ${workerA.name} with ${inFlightOnA.length}+ steps started; ` +

@@ -4,7 +4,10 @@ import { Client } from 'pg';
 import { DurableFsm, done, Step } from '../../lib';
 import { SqlExecutor } from '../../lib/db/sql-executor';
 import type { PokeListener, PokeTransport } from '../../lib/poke/poke-transport.interface';
-import { listenerConnectionOf, PostgresPokeTransport } from '../../lib/poke/postgres.poke-transport';
+import {
+  listenerConnectionOf,
+  PostgresPokeTransport,
+} from '../../lib/poke/postgres.poke-transport';
 import { RedisPokeTransport } from '../../lib/poke/redis.poke-transport';
 import type { Scheduler } from '../../lib/runtime/scheduler';
 import { bootEngine, type Harness } from '../support/engine-harness';
@@ -85,7 +88,11 @@ describe('poke modes', () => {
   describe("'local'", () => {
     let h: Harness;
     beforeAll(async () => {
-      h = await bootEngine(db, [PokedJob, LongJob], { name: 'PokeLocal', poke: 'local', ...NO_POLL });
+      h = await bootEngine(db, [PokedJob, LongJob], {
+        name: 'PokeLocal',
+        poke: 'local',
+        ...NO_POLL,
+      });
       await idleAfterBoot(h);
     });
     afterAll(async () => {
@@ -97,7 +104,10 @@ describe('poke modes', () => {
       const pokes = jest.spyOn(schedulerOf(h), 'poke');
       try {
         const id = await h.engine.insert(PokedJob);
-        expect(await h.engine.await(id, { timeout: 20_000 })).toEqual({ kind: 'done', result: { ok: true } });
+        expect(await h.engine.await(id, { timeout: 20_000 })).toEqual({
+          kind: 'done',
+          result: { ok: true },
+        });
         expect(pokes).toHaveBeenCalledTimes(1);
       } finally {
         pokes.mockRestore();
@@ -112,11 +122,17 @@ describe('poke modes', () => {
         expect(schedulerOf(h).inFlightCount).toBe(1);
         const id = await h.engine.insert(PokedJob);
         // The poll is a minute away and the long step holds its slot: only the poke can run it.
-        expect(await h.engine.await(id, { timeout: 5_000 })).toEqual({ kind: 'done', result: { ok: true } });
+        expect(await h.engine.await(id, { timeout: 5_000 })).toEqual({
+          kind: 'done',
+          result: { ok: true },
+        });
       } finally {
         releaseLong();
       }
-      expect(await h.engine.await(long, { timeout: 20_000 })).toEqual({ kind: 'done', result: { ok: true } });
+      expect(await h.engine.await(long, { timeout: 20_000 })).toEqual({
+        kind: 'done',
+        result: { ok: true },
+      });
     });
 
     it('a poke that lands while an empty pick is in flight is not lost', async () => {
@@ -149,7 +165,12 @@ describe('poke modes', () => {
   describe("'none'", () => {
     let h: Harness;
     beforeAll(async () => {
-      h = await bootEngine(db, [PokedJob], { name: 'PokeNone', poke: 'none', pollInterval: 200, maxPollInterval: 400 });
+      h = await bootEngine(db, [PokedJob], {
+        name: 'PokeNone',
+        poke: 'none',
+        pollInterval: 200,
+        maxPollInterval: 400,
+      });
     });
     afterAll(async () => {
       await h.close();
@@ -172,11 +193,27 @@ describe('poke modes', () => {
     let sql: SqlExecutor;
     const channel = 'gen_durable:PgT:poke';
     beforeAll(() => {
-      sql = new SqlExecutor(db.pool, { schema: 'public', preparedStatements: true, statementTimeoutMs: 5_000 });
+      sql = new SqlExecutor(db.pool, {
+        schema: 'public',
+        preparedStatements: true,
+        statementTimeoutMs: 5_000,
+      });
     });
 
-    function transport(name: string, connection = listenerConnectionOf(db.pool, `poke-test-${name}`)): PostgresPokeTransport {
-      return tracked(`pg poke transport ${name}`, new PostgresPokeTransport(sql, { channel, sender: `${name}-0001`, connection, pingIntervalMs: 200, statementTimeoutMs: 2_000 }));
+    function transport(
+      name: string,
+      connection = listenerConnectionOf(db.pool, `poke-test-${name}`),
+    ): PostgresPokeTransport {
+      return tracked(
+        `pg poke transport ${name}`,
+        new PostgresPokeTransport(sql, {
+          channel,
+          sender: `${name}-0001`,
+          connection,
+          pingIntervalMs: 200,
+          statementTimeoutMs: 2_000,
+        }),
+      );
     }
 
     it('delivers to the other nodes, ignores its own, as an autocommit NOTIFY of its own', async () => {
@@ -215,7 +252,9 @@ describe('poke modes', () => {
       try {
         await a.start(recorder());
         await b.start(heardB);
-        const killed = await db.pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'poke-test-b2'`);
+        const killed = await db.pool.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'poke-test-b2'`,
+        );
         expect(killed.rowCount).toBe(1);
         await eventually(async () => heardB.resyncs === 1 && b.listening, 15_000);
         a.publish('after-reconnect');
@@ -227,7 +266,12 @@ describe('poke modes', () => {
     });
 
     it('a listener that cannot connect degrades to nothing: start resolves, nothing throws', async () => {
-      const dead = transport('dead', { host: '127.0.0.1', port: 1, user: 'nobody', database: 'none' });
+      const dead = transport('dead', {
+        host: '127.0.0.1',
+        port: 1,
+        user: 'nobody',
+        database: 'none',
+      });
       try {
         await dead.start(recorder());
         expect(dead.listening).toBe(false);
@@ -262,10 +306,14 @@ describe('poke modes', () => {
           const id = await h.engine.insert(PokedJob);
           await eventually(async () => heard.length === 1);
           expect(heard[0]).toMatch(/\|default$/);
-          expect(h.statements.indexOf('notify_poke')).toBeGreaterThan(h.statements.indexOf('insert_instance'));
+          expect(h.statements.indexOf('notify_poke')).toBeGreaterThan(
+            h.statements.indexOf('insert_instance'),
+          );
           // Another node's announcement for this queue arrives after our own (commit order):
           // once it is counted, our own copy was already heard — and ignored.
-          await db.pool.query(`SELECT pg_notify('gen_durable:PokePg:poke', 'other-node-0000|default')`);
+          await db.pool.query(
+            `SELECT pg_notify('gen_durable:PokePg:poke', 'other-node-0000|default')`,
+          );
           await eventually(async () => pokes.mock.calls.length >= 2);
           expect(pokes).toHaveBeenCalledTimes(2);
           expect(await h.engine.await(id, { timeout: 20_000 })).toMatchObject({ kind: 'done' });
@@ -290,7 +338,16 @@ describe('poke modes', () => {
       });
 
       function transport(name: string, redis: string = url as string): RedisPokeTransport {
-        return tracked(`redis poke transport ${name}`, new RedisPokeTransport({ channel, sender: `${name}-0001`, redis, clientName: `poke-test-${name}-${process.pid}`, commandTimeoutMs: 2_000 }));
+        return tracked(
+          `redis poke transport ${name}`,
+          new RedisPokeTransport({
+            channel,
+            sender: `${name}-0001`,
+            redis,
+            clientName: `poke-test-${name}-${process.pid}`,
+            commandTimeoutMs: 2_000,
+          }),
+        );
       }
 
       it('delivers to the other nodes and ignores its own', async () => {
@@ -323,7 +380,9 @@ describe('poke modes', () => {
           await b.start(heardB);
           await eventually(async () => a.listening && b.listening);
           const clients = String(await admin.call('CLIENT', 'LIST'));
-          const line = clients.split('\n').find((l) => l.includes(`name=poke-test-b2-${process.pid}-sub`));
+          const line = clients
+            .split('\n')
+            .find((l) => l.includes(`name=poke-test-b2-${process.pid}-sub`));
           const clientId = /\bid=(\d+)/.exec(line ?? '')?.[1];
           expect(clientId).toBeDefined();
           await admin.call('CLIENT', 'KILL', 'ID', clientId as string);
@@ -351,7 +410,11 @@ describe('poke modes', () => {
         let h: Harness;
         let witness: Redis;
         beforeAll(async () => {
-          h = await bootEngine(db, [PokedJob], { name: 'PokeRedis', poke: { redis: url }, ...NO_POLL });
+          h = await bootEngine(db, [PokedJob], {
+            name: 'PokeRedis',
+            poke: { redis: url },
+            ...NO_POLL,
+          });
           await idleAfterBoot(h);
           witness = new Redis(url);
           await witness.subscribe('gen_durable:PokeRedis:poke');
@@ -373,7 +436,12 @@ describe('poke modes', () => {
       });
 
       it('an engine whose Redis is down boots, and its work still runs', async () => {
-        const h = await bootEngine(db, [PokedJob], { name: 'PokeRedisDown', poke: { redis: 'redis://127.0.0.1:1' }, pollInterval: 200, maxPollInterval: 400 });
+        const h = await bootEngine(db, [PokedJob], {
+          name: 'PokeRedisDown',
+          poke: { redis: 'redis://127.0.0.1:1' },
+          pollInterval: 200,
+          maxPollInterval: 400,
+        });
         try {
           expect(h.engine.runtime.pokeTransport?.listening).toBe(false);
           const id = await h.engine.insert(PokedJob);

@@ -55,7 +55,12 @@ describe('topologies', () => {
     });
 
     it('a worker node elsewhere runs what the web node inserted; the web node awaits the result', async () => {
-      const worker = await bootEngine(db, [TopologyFlow], { name: 'Worker', queues: { topo: 2 }, reaper: false, gc: false });
+      const worker = await bootEngine(db, [TopologyFlow], {
+        name: 'Worker',
+        queues: { topo: 2 },
+        reaper: false,
+        gc: false,
+      });
       try {
         const id = await web.engine.insert(TopologyFlow, { state: { n: 2 } });
         expect(await web.engine.await(id, { timeout: 15_000 })).toEqual({
@@ -80,7 +85,13 @@ describe('topologies', () => {
 
   describe('boot warning', () => {
     it("warns when this node runs queues with poke 'local' and no reaper", async () => {
-      const h = await bootEngine(db, [TopologyFlow], { name: 'LonelyWorker', queues: { topo: 1 }, reaper: false, gc: false, poke: 'local' });
+      const h = await bootEngine(db, [TopologyFlow], {
+        name: 'LonelyWorker',
+        queues: { topo: 1 },
+        reaper: false,
+        gc: false,
+        poke: 'local',
+      });
       try {
         const warnings = h.eventsOf('boot:warning').map((e) => String(e.metadata['warning']));
         expect(warnings.some((w) => /poke 'local' and no reaper/.test(w))).toBe(true);
@@ -89,12 +100,26 @@ describe('topologies', () => {
       }
     });
 
-    it("does not warn with a cross-node poke, or on a node that runs a reaper", async () => {
-      const a = await bootEngine(db, [TopologyFlow], { name: 'PgWorker', queues: { topo: 1 }, reaper: false, gc: false, poke: 'postgres' });
-      const b = await bootEngine(db, [TopologyFlow], { name: 'FullNode', queues: { topo: 1 }, poke: 'local' });
+    it('does not warn with a cross-node poke, or on a node that runs a reaper', async () => {
+      const a = await bootEngine(db, [TopologyFlow], {
+        name: 'PgWorker',
+        queues: { topo: 1 },
+        reaper: false,
+        gc: false,
+        poke: 'postgres',
+      });
+      const b = await bootEngine(db, [TopologyFlow], {
+        name: 'FullNode',
+        queues: { topo: 1 },
+        poke: 'local',
+      });
       try {
         for (const h of [a, b]) {
-          expect(h.eventsOf('boot:warning').filter((e) => /no reaper/.test(String(e.metadata['warning'])))).toEqual([]);
+          expect(
+            h
+              .eventsOf('boot:warning')
+              .filter((e) => /no reaper/.test(String(e.metadata['warning']))),
+          ).toEqual([]);
         }
       } finally {
         await a.close();
@@ -108,7 +133,11 @@ describe('topologies', () => {
     let m2: Harness;
     beforeAll(async () => {
       // Timers far away: the test drives the sweeps so they overlap on purpose.
-      const maintenance = { queues: {}, reaper: { interval: 600_000 }, gc: { interval: 600_000, retention: 3_600_000, batch: 250 } };
+      const maintenance = {
+        queues: {},
+        reaper: { interval: 600_000 },
+        gc: { interval: 600_000, retention: 3_600_000, batch: 250 },
+      };
       m1 = await bootEngine(db, [TopologyFlow], { name: 'Maint1', ...maintenance });
       m2 = await bootEngine(db, [TopologyFlow], { name: 'Maint2', ...maintenance });
     });
@@ -118,7 +147,10 @@ describe('topologies', () => {
     });
 
     it('two reapers racing reap every expired lease exactly once', async () => {
-      const ids = await m1.engine.insertAll(TopologyFlow, Array.from({ length: 2_000 }, (_, n) => ({ state: { n }, queue: 'reap-race' })));
+      const ids = await m1.engine.insertAll(
+        TopologyFlow,
+        Array.from({ length: 2_000 }, (_, n) => ({ state: { n }, queue: 'reap-race' })),
+      );
       await db.pool.query(
         `UPDATE gen_durable SET status = 'executing', locked_by = 'dead-node', lease_expires_at = now() - interval '1 second', claim_seq = claim_seq + 1
           WHERE id = ANY($1::bigint[])`,
@@ -141,12 +173,26 @@ describe('topologies', () => {
     });
 
     it('two GCs racing delete every old terminal row exactly once', async () => {
-      const ids = await m1.engine.insertAll(TopologyFlow, Array.from({ length: 2_000 }, (_, n) => ({ state: { n }, queue: 'gc-race' })));
-      await db.pool.query(`UPDATE gen_durable SET status = 'done', result = '{}', updated_at = now() - interval '2 days' WHERE id = ANY($1::bigint[])`, [ids]);
-      const counts = await Promise.all([m1.engine.runtime.gc!.sweep(), m2.engine.runtime.gc!.sweep()]);
+      const ids = await m1.engine.insertAll(
+        TopologyFlow,
+        Array.from({ length: 2_000 }, (_, n) => ({ state: { n }, queue: 'gc-race' })),
+      );
+      await db.pool.query(
+        `UPDATE gen_durable SET status = 'done', result = '{}', updated_at = now() - interval '2 days' WHERE id = ANY($1::bigint[])`,
+        [ids],
+      );
+      const counts = await Promise.all([
+        m1.engine.runtime.gc!.sweep(),
+        m2.engine.runtime.gc!.sweep(),
+      ]);
       expect(counts[0] + counts[1]).toBe(2_000);
       await eventually(async () => {
-        const left = (await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM gen_durable WHERE id = ANY($1::bigint[])`, [ids])).rows;
+        const left = (
+          await db.pool.query<{ n: string }>(
+            `SELECT count(*) AS n FROM gen_durable WHERE id = ANY($1::bigint[])`,
+            [ids],
+          )
+        ).rows;
         return left[0]?.n === '0';
       });
     });

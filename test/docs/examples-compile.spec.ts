@@ -2,7 +2,14 @@ import { typeErrors, writeDocExample } from './support/doc-example';
 
 // jest only transpiles: this type-checks every doc page's runnable example together, under
 // the repository's strict tsconfig, so what a reader copies compiles.
-const DOCS = ['signals.md', 'children.md', 'identity.md', 'scheduling.md', 'concurrency.md', 'rate-limiting.md'];
+const DOCS = [
+  'signals.md',
+  'children.md',
+  'identity.md',
+  'scheduling.md',
+  'concurrency.md',
+  'rate-limiting.md',
+];
 
 describe('doc examples compile', () => {
   it(`${DOCS.join(', ')}: no type errors`, () => {

@@ -32,7 +32,10 @@ describe('README.md first FSM', () => {
   it('runs with schedulers and answers as the page says', async () => {
     const t: TestApp = await createTestApp(db, [module.CheckoutFsm]);
     try {
-      expect(await module.example(t.engine)).toEqual({ kind: 'done', result: { orderId: 'o-1', paid: true } });
+      expect(await module.example(t.engine)).toEqual({
+        kind: 'done',
+        result: { orderId: 'o-1', paid: true },
+      });
       expect(source).toContain(`// → { kind: 'done', result: { orderId: 'o-1', paid: true } }`);
     } finally {
       await t.close();
@@ -42,14 +45,26 @@ describe('README.md first FSM', () => {
   it('runs inline through gen-durable/testing on a web node', async () => {
     const dataSource = await db.dataSource();
     const moduleRef = await Test.createTestingModule({
-      imports: [GenDurableModule.forRoot({ dataSource, queues: {}, reaper: false, gc: false, poke: 'none' })],
+      imports: [
+        GenDurableModule.forRoot({
+          dataSource,
+          queues: {},
+          reaper: false,
+          gc: false,
+          poke: 'none',
+        }),
+      ],
       providers: [module.CheckoutFsm],
     }).compile();
     await moduleRef.init();
     let open = true;
     trackResource('readme testing module', () => open);
     try {
-      expect(await module.exampleInTest(moduleRef.get(EngineService))).toMatchObject({ steps: 2, next: 1, await: 1 });
+      expect(await module.exampleInTest(moduleRef.get(EngineService))).toMatchObject({
+        steps: 2,
+        next: 1,
+        await: 1,
+      });
     } finally {
       await moduleRef.close();
       open = false;

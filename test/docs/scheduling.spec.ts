@@ -24,6 +24,11 @@ describe('docs/scheduling.md example', () => {
   });
 
   it('ends as the page says', async () => {
-    expect(await module.example(t.engine)).toEqual(['password reset', 'receipt', 'newsletter', 'reminder']);
+    expect(await module.example(t.engine)).toEqual([
+      'password reset',
+      'receipt',
+      'newsletter',
+      'reminder',
+    ]);
   });
 });

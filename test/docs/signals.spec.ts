@@ -9,9 +9,10 @@ import { loadDocExample } from './support/doc-example';
 describe('docs/signals.md example', () => {
   let db: TestDatabase;
   let t: TestApp;
-  const { module, source } = loadDocExample<{ ExpenseApprovalFsm: Type<unknown>; example(engine: EngineService): Promise<AwaitResult> }>(
-    'signals.md',
-  );
+  const { module, source } = loadDocExample<{
+    ExpenseApprovalFsm: Type<unknown>;
+    example(engine: EngineService): Promise<AwaitResult>;
+  }>('signals.md');
   beforeAll(async () => {
     db = await createTestDatabase();
     t = await createTestApp(db, [module.ExpenseApprovalFsm]);

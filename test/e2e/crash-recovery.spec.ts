@@ -14,7 +14,13 @@ import type { WorkerConfig, WorkerMessage } from '../support/worker-process';
 
 jest.setTimeout(120_000);
 
-const LEASE = { leaseTtl: 2000, heartbeatInterval: 500, pollInterval: 50, maxPollInterval: 200, drainTimeout: 5000 };
+const LEASE = {
+  leaseTtl: 2000,
+  heartbeatInterval: 500,
+  pollInterval: 50,
+  maxPollInterval: 200,
+  drainTimeout: 5000,
+};
 
 interface Worker {
   readonly name: string;
@@ -27,7 +33,11 @@ interface Worker {
 
 const children: ChildProcess[] = [];
 
-async function forkWorker(name: string, url: string, options: WorkerConfig['options']): Promise<Worker> {
+async function forkWorker(
+  name: string,
+  url: string,
+  options: WorkerConfig['options'],
+): Promise<Worker> {
   const config: WorkerConfig = { name, url, options };
   const child = fork(join(__dirname, '..', 'support', 'worker-process.ts'), [], {
     execArgv: ['-r', join(__dirname, '..', 'support', 'ts-register.cjs')],
@@ -35,7 +45,10 @@ async function forkWorker(name: string, url: string, options: WorkerConfig['opti
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   children.push(child);
-  trackResource(`worker process ${name} (pid ${child.pid})`, () => child.exitCode === null && child.signalCode === null);
+  trackResource(
+    `worker process ${name} (pid ${child.pid})`,
+    () => child.exitCode === null && child.signalCode === null,
+  );
   const messages: WorkerMessage[] = [];
   const listeners = new Set<(m: WorkerMessage) => void>();
   child.on('message', (m: WorkerMessage) => {
@@ -45,11 +58,17 @@ async function forkWorker(name: string, url: string, options: WorkerConfig['opti
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
-  const waitFor = (match: (m: WorkerMessage) => boolean, timeoutMs = 60_000): Promise<WorkerMessage> => {
+  const waitFor = (
+    match: (m: WorkerMessage) => boolean,
+    timeoutMs = 60_000,
+  ): Promise<WorkerMessage> => {
     const past = messages.find(match);
     if (past) return Promise.resolve(past);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`worker ${name}: no matching message within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`worker ${name}: no matching message within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
       const listener = (m: WorkerMessage) => {
         if (!match(m)) return;
         clearTimeout(timer);
@@ -57,10 +76,15 @@ async function forkWorker(name: string, url: string, options: WorkerConfig['opti
         resolve(m);
       };
       listeners.add(listener);
-      void exit.then(({ code, signal }) => reject(new Error(`worker ${name} exited (${code ?? signal}) before the message`)));
+      void exit.then(({ code, signal }) =>
+        reject(new Error(`worker ${name} exited (${code ?? signal}) before the message`)),
+      );
     });
   };
-  const ready = (await waitFor((m) => m.type === 'ready')) as Extract<WorkerMessage, { type: 'ready' }>;
+  const ready = (await waitFor((m) => m.type === 'ready')) as Extract<
+    WorkerMessage,
+    { type: 'ready' }
+  >;
   return { name, child, messages, workerIds: ready.workerIds, waitFor, exited: () => exit };
 }
 
@@ -96,7 +120,14 @@ describe('crash recovery with real worker processes', () => {
         `SELECT id, status, attempt, reaps, locked_by, result FROM gen_durable WHERE id = ANY($1::bigint[]) ORDER BY id`,
         [ids],
       )
-    ).rows as { id: string; status: string; attempt: number; reaps: number; locked_by: string | null; result: Record<string, unknown> | null }[];
+    ).rows as {
+      id: string;
+      status: string;
+      attempt: number;
+      reaps: number;
+      locked_by: string | null;
+      result: Record<string, unknown> | null;
+    }[];
 
   const ledger = async (ids: string[]) =>
     (
@@ -108,9 +139,18 @@ describe('crash recovery with real worker processes', () => {
 
   it('SIGKILL mid-step: the rows finish on a second process after the lease; none is lost', async () => {
     const ids = await insert(8, 'crash', 1500);
-    const a = await forkWorker('A', db.url, { ...LEASE, nodeId: 'node-a', queues: { crash: 4 }, reaper: false, gc: false });
+    const a = await forkWorker('A', db.url, {
+      ...LEASE,
+      nodeId: 'node-a',
+      queues: { crash: 4 },
+      reaper: false,
+      gc: false,
+    });
     // Wait until A runs four steps, then kill it mid-step.
-    await eventually(async () => (await ledger(ids)).filter((e) => e.worker === 'A').length === 4, 30_000);
+    await eventually(
+      async () => (await ledger(ids)).filter((e) => e.worker === 'A').length === 4,
+      30_000,
+    );
     a.child.kill('SIGKILL');
     expect(await a.exited()).toEqual({ code: null, signal: 'SIGKILL' });
     const frozen = (await rows(ids)).filter((r) => r.status === 'executing');
@@ -120,9 +160,19 @@ describe('crash recovery with real worker processes', () => {
 
     // B (another node, with a reaper) finishes everything: the four A never took at once,
     // the four it held after their lease runs out and the reaper returns them.
-    const b = await forkWorker('B', db.url, { ...LEASE, nodeId: 'node-b', queues: { crash: 4 }, reaper: { interval: 250 }, gc: false });
+    const b = await forkWorker('B', db.url, {
+      ...LEASE,
+      nodeId: 'node-b',
+      queues: { crash: 4 },
+      reaper: { interval: 250 },
+      gc: false,
+    });
     try {
-      await eventually(async () => (await rows(ids)).every((r) => r.status === 'done'), 60_000, 100);
+      await eventually(
+        async () => (await rows(ids)).every((r) => r.status === 'done'),
+        60_000,
+        100,
+      );
       const final = await rows(ids);
       expect(final).toHaveLength(8);
       for (const r of final) {
@@ -134,13 +184,19 @@ describe('crash recovery with real worker processes', () => {
       // The ledger: A's four started once on A (attempt 0) and again on B (attempt 1).
       const entries = await ledger(ids);
       for (const id of killed) {
-        expect(entries.filter((e) => e.id === id && e.step === 'start').map((e) => [e.worker, e.attempt])).toEqual([
+        expect(
+          entries
+            .filter((e) => e.id === id && e.step === 'start')
+            .map((e) => [e.worker, e.attempt]),
+        ).toEqual([
           ['A', 0],
           ['B', 1],
         ]);
       }
       for (const id of ids.filter((i) => !killed.includes(i))) {
-        expect(entries.filter((e) => e.id === id && e.step === 'start').map((e) => e.worker)).toEqual(['B']);
+        expect(
+          entries.filter((e) => e.id === id && e.step === 'start').map((e) => e.worker),
+        ).toEqual(['B']);
       }
     } finally {
       b.child.send({ type: 'shutdown' });
@@ -150,24 +206,45 @@ describe('crash recovery with real worker processes', () => {
 
   it("SIGSTOP past the lease: another process finishes the row; the zombie's late outcome is stale", async () => {
     const [id] = await insert(1, 'pause', 1500);
-    const c = await forkWorker('C', db.url, { ...LEASE, nodeId: 'node-c', queues: { pause: 1 }, reaper: false, gc: false });
+    const c = await forkWorker('C', db.url, {
+      ...LEASE,
+      nodeId: 'node-c',
+      queues: { pause: 1 },
+      reaper: false,
+      gc: false,
+    });
     await eventually(async () => (await ledger([id!])).some((e) => e.worker === 'C'), 30_000);
     c.child.kill('SIGSTOP');
     let paused = true;
     // D reaps the row once C's lease runs out, runs both steps and commits.
-    const d = await forkWorker('D', db.url, { ...LEASE, nodeId: 'node-d', queues: { pause: 1 }, reaper: { interval: 250 }, gc: false });
+    const d = await forkWorker('D', db.url, {
+      ...LEASE,
+      nodeId: 'node-d',
+      queues: { pause: 1 },
+      reaper: { interval: 250 },
+      gc: false,
+    });
     try {
       await eventually(async () => (await rows([id!]))[0]?.status === 'done', 60_000, 100);
       const finished = (await rows([id!]))[0]!;
       expect(finished).toMatchObject({ result: { by: 'D', startedBy: 'D' } });
-      const { rows: before } = await db.pool.query(`SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`, [id]);
+      const { rows: before } = await db.pool.query(
+        `SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`,
+        [id],
+      );
 
       // C wakes up, its step finishes, and its outcome is refused.
       c.child.kill('SIGCONT');
       paused = false;
-      const stale = await c.waitFor((m) => m.type === 'event' && m.event === 'outcome:stale' && m.metadata['id'] === id, 30_000);
+      const stale = await c.waitFor(
+        (m) => m.type === 'event' && m.event === 'outcome:stale' && m.metadata['id'] === id,
+        30_000,
+      );
       expect(stale).toMatchObject({ metadata: { fsm: 'crashy', step: 'start', kind: 'next' } });
-      const { rows: after } = await db.pool.query(`SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`, [id]);
+      const { rows: after } = await db.pool.query(
+        `SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`,
+        [id],
+      );
       expect(after[0].r).toEqual(before[0].r);
       expect((await ledger([id!])).map((e) => [e.worker, e.step, e.attempt])).toEqual([
         ['C', 'start', 0],
@@ -184,15 +261,32 @@ describe('crash recovery with real worker processes', () => {
 
   it('SIGTERM mid-step: the process drains — the step commits — and exits', async () => {
     const [id] = await insert(1, 'term', 1500);
-    const e = await forkWorker('E', db.url, { ...LEASE, nodeId: 'node-e', queues: { term: 1 }, reaper: false, gc: false });
+    const e = await forkWorker('E', db.url, {
+      ...LEASE,
+      nodeId: 'node-e',
+      queues: { term: 1 },
+      reaper: false,
+      gc: false,
+    });
     await eventually(async () => (await ledger([id!])).some((x) => x.worker === 'E'), 30_000);
     e.child.kill('SIGTERM');
     const exit = await e.exited();
     expect(exit.signal === 'SIGTERM' || exit.code === 0).toBe(true);
-    expect(e.messages).toContainEqual({ type: 'event', event: 'scheduler:drain', metadata: { queue: 'term' } });
+    expect(e.messages).toContainEqual({
+      type: 'event',
+      event: 'scheduler:drain',
+      metadata: { queue: 'term' },
+    });
     // The in-flight step's outcome committed before the process went away.
-    expect((await rows([id!]))[0]).toMatchObject({ status: 'runnable', locked_by: null, attempt: 0 });
-    const { rows: state } = await db.pool.query(`SELECT step, state FROM gen_durable WHERE id = $1`, [id]);
+    expect((await rows([id!]))[0]).toMatchObject({
+      status: 'runnable',
+      locked_by: null,
+      attempt: 0,
+    });
+    const { rows: state } = await db.pool.query(
+      `SELECT step, state FROM gen_durable WHERE id = $1`,
+      [id],
+    );
     expect(state[0]).toEqual({ step: 'finish', state: { ms: 1500, startedBy: 'E' } });
   });
 });

@@ -31,15 +31,22 @@ describe('sample checkout over HTTP', () => {
   });
 
   /** GET /orders/:id until it answers 200 (each 202 must carry Retry-After). */
-  async function settledOrder(orderId: string, timeoutMs = 15_000): Promise<Record<string, unknown>> {
-    const response = await eventually(async () => {
-      const r = await http().get(`/orders/${orderId}`);
-      if (r.status === 202) {
-        expect(r.headers['retry-after']).toBe('1');
-        return undefined;
-      }
-      return r;
-    }, timeoutMs, 100);
+  async function settledOrder(
+    orderId: string,
+    timeoutMs = 15_000,
+  ): Promise<Record<string, unknown>> {
+    const response = await eventually(
+      async () => {
+        const r = await http().get(`/orders/${orderId}`);
+        if (r.status === 202) {
+          expect(r.headers['retry-after']).toBe('1');
+          return undefined;
+        }
+        return r;
+      },
+      timeoutMs,
+      100,
+    );
     expect(response.status).toBe(200);
     return response.body as Record<string, unknown>;
   }
@@ -47,7 +54,13 @@ describe('sample checkout over HTTP', () => {
   it('order → line reservations joined → awaiting payment (202) → payment by key → paid (200)', async () => {
     const created = await http()
       .post('/orders')
-      .send({ orderId: 'A-1001', lines: [{ sku: 'book', qty: 1 }, { sku: 'pen', qty: 3 }] })
+      .send({
+        orderId: 'A-1001',
+        lines: [
+          { sku: 'book', qty: 1 },
+          { sku: 'pen', qty: 3 },
+        ],
+      })
       .expect(201);
     expect(created.body).toEqual({ orderId: 'A-1001', instanceId: expect.stringMatching(/^\d+$/) });
     const instanceId = created.body.instanceId as string;
@@ -59,7 +72,11 @@ describe('sample checkout over HTTP', () => {
     expect(waiting.headers['retry-after']).toBe('1');
     expect(waiting.body).toEqual({ orderId: 'A-1001', status: 'awaiting_payment', step: 'paid' });
     // The fan-out: one child per line, both finished before the parent parked on the payment.
-    const { rows: children } = await db.pool.query<{ fsm: string; status: string; correlation_key: string }>(
+    const { rows: children } = await db.pool.query<{
+      fsm: string;
+      status: string;
+      correlation_key: string;
+    }>(
       `SELECT fsm, status, correlation_key FROM gen_durable WHERE parent_id = $1 ORDER BY correlation_key`,
       [instanceId],
     );
@@ -69,8 +86,14 @@ describe('sample checkout over HTTP', () => {
     ]);
 
     // The PSP retries its webhook: the same reference is stored once.
-    await http().post('/orders/A-1001/payment').send({ amount: 18, reference: 'psp_77' }).expect(202, { accepted: true });
-    await http().post('/orders/A-1001/payment').send({ amount: 18, reference: 'psp_77' }).expect(202, { accepted: true });
+    await http()
+      .post('/orders/A-1001/payment')
+      .send({ amount: 18, reference: 'psp_77' })
+      .expect(202, { accepted: true });
+    await http()
+      .post('/orders/A-1001/payment')
+      .send({ amount: 18, reference: 'psp_77' })
+      .expect(202, { accepted: true });
     expect(await settledOrder('A-1001')).toEqual({
       orderId: 'A-1001',
       status: 'paid',
@@ -81,20 +104,38 @@ describe('sample checkout over HTTP', () => {
         { sku: 'pen', qty: 3, unitPrice: 2 },
       ],
     });
-    const { rows: signals } = await db.pool.query(`SELECT name, dedup_key FROM signals WHERE target_id = $1`, [instanceId]);
+    const { rows: signals } = await db.pool.query(
+      `SELECT name, dedup_key FROM signals WHERE target_id = $1`,
+      [instanceId],
+    );
     expect(signals).toEqual([{ name: 'payment_confirmed', dedup_key: 'psp_77' }]);
     // A retry after completion is still accepted; a different payment is refused.
-    await http().post('/orders/A-1001/payment').send({ amount: 18, reference: 'psp_77' }).expect(202, { accepted: true });
+    await http()
+      .post('/orders/A-1001/payment')
+      .send({ amount: 18, reference: 'psp_77' })
+      .expect(202, { accepted: true });
 
     // Finished, but its key is held (the order scope includes done): one checkout per order id.
-    await http().post('/orders').send({ orderId: 'A-1001', lines: [{ sku: 'mug', qty: 1 }] }).expect(409);
-    await http().post('/orders/A-1001/payment').send({ amount: 18, reference: 'psp_78' }).expect(409);
+    await http()
+      .post('/orders')
+      .send({ orderId: 'A-1001', lines: [{ sku: 'mug', qty: 1 }] })
+      .expect(409);
+    await http()
+      .post('/orders/A-1001/payment')
+      .send({ amount: 18, reference: 'psp_78' })
+      .expect(409);
   });
 
   it('a line without stock fails the order once every line finished', async () => {
     await http()
       .post('/orders')
-      .send({ orderId: 'B-1', lines: [{ sku: 'ink', qty: 1 }, { sku: 'sold-out', qty: 1 }] })
+      .send({
+        orderId: 'B-1',
+        lines: [
+          { sku: 'ink', qty: 1 },
+          { sku: 'sold-out', qty: 1 },
+        ],
+      })
       .expect(201);
     expect(await settledOrder('B-1')).toEqual({
       orderId: 'B-1',
@@ -104,17 +145,30 @@ describe('sample checkout over HTTP', () => {
   });
 
   it('an unpaid order times out (the reaper’s deadline sweep wakes it with nothing awaited)', async () => {
-    const created = await http().post('/orders').send({ lines: [{ sku: 'mug', qty: 2 }], paymentTimeoutMs: 300 }).expect(201);
+    const created = await http()
+      .post('/orders')
+      .send({ lines: [{ sku: 'mug', qty: 2 }], paymentTimeoutMs: 300 })
+      .expect(201);
     const orderId = created.body.orderId as string;
-    expect(await settledOrder(orderId, 30_000)).toEqual({ orderId, status: 'failed', error: 'payment timed out' });
+    expect(await settledOrder(orderId, 30_000)).toEqual({
+      orderId,
+      status: 'failed',
+      error: 'payment timed out',
+    });
   });
 
   it('unknown orders are 404, bad input is 400', async () => {
     await http().get('/orders/nope').expect(404);
     await http().post('/orders/nope/payment').send({ amount: 1, reference: 'r' }).expect(404);
     await http().post('/orders').send({ lines: [] }).expect(400);
-    await http().post('/orders').send({ orderId: 'bad id!', lines: [{ sku: 'pen', qty: 1 }] }).expect(400);
-    await http().post('/orders').send({ lines: [{ sku: 'pen', qty: 0 }] }).expect(400);
+    await http()
+      .post('/orders')
+      .send({ orderId: 'bad id!', lines: [{ sku: 'pen', qty: 1 }] })
+      .expect(400);
+    await http()
+      .post('/orders')
+      .send({ lines: [{ sku: 'pen', qty: 0 }] })
+      .expect(400);
     await http().post('/orders/A-1001/payment').send({ amount: 'ten' }).expect(400);
   });
 });

@@ -13,7 +13,11 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 describe('sample demo (SAMPLE_SEED=1)', () => {
   let db: TestDatabase;
   let app: INestApplication | undefined;
-  const saved = { url: process.env['DATABASE_URL'], seed: process.env['SAMPLE_SEED'], quiet: process.env['SAMPLE_QUIET'] };
+  const saved = {
+    url: process.env['DATABASE_URL'],
+    seed: process.env['SAMPLE_SEED'],
+    quiet: process.env['SAMPLE_QUIET'],
+  };
 
   beforeAll(async () => {
     db = await createTestDatabase({ migrate: false });
@@ -28,7 +32,11 @@ describe('sample demo (SAMPLE_SEED=1)', () => {
   afterAll(async () => {
     await app?.close();
     app = undefined;
-    for (const [key, value] of [['DATABASE_URL', saved.url], ['SAMPLE_SEED', saved.seed], ['SAMPLE_QUIET', saved.quiet]] as const) {
+    for (const [key, value] of [
+      ['DATABASE_URL', saved.url],
+      ['SAMPLE_SEED', saved.seed],
+      ['SAMPLE_QUIET', saved.quiet],
+    ] as const) {
       if (value === undefined) delete process.env[key];
       else process.env[key] = value;
     }

@@ -3,7 +3,14 @@ import { NestFactory } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 
-import { done, DurableFsm, EngineService, GenDurableModule, Step, type StepContext } from '../../lib';
+import {
+  done,
+  DurableFsm,
+  EngineService,
+  GenDurableModule,
+  Step,
+  type StepContext,
+} from '../../lib';
 import { FAST } from '../support/create-test-app';
 import { Gates, sleep } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
@@ -56,7 +63,11 @@ describe('shutdown order against @nestjs/typeorm (SPEC §17.4)', () => {
   // global engine) last, in reverse registration order; non-global ones by depth. Depending on
   // where the engine sits, TypeORM's onApplicationShutdown can run before the engine's: only a
   // drain in beforeApplicationShutdown keeps the DataSource alive for the last commits.
-  it.each(['imported after TypeORM', 'imported before TypeORM', 'non-global in a nested feature module'])('app.close() during a running step commits its outcome first (engine %s)', async (where) => {
+  it.each([
+    'imported after TypeORM',
+    'imported before TypeORM',
+    'non-global in a nested feature module',
+  ])('app.close() during a running step commits its outcome first (engine %s)', async (where) => {
     const engineModule = GenDurableModule.forRootAsync({
       isGlobal: where !== 'non-global in a nested feature module',
       inject: [getDataSourceToken()],
@@ -77,13 +88,20 @@ describe('shutdown order against @nestjs/typeorm (SPEC §17.4)', () => {
     const typeorm = TypeOrmModule.forRoot({ type: 'postgres', url: db.url, retryAttempts: 0 });
     @Module({
       imports:
-        where === 'imported after TypeORM' ? [typeorm, engineModule] : where === 'imported before TypeORM' ? [engineModule, typeorm] : [typeorm, JobsModule],
+        where === 'imported after TypeORM'
+          ? [typeorm, engineModule]
+          : where === 'imported before TypeORM'
+            ? [engineModule, typeorm]
+            : [typeorm, JobsModule],
       providers: where === 'non-global in a nested feature module' ? [] : [SlowFsm],
     })
     class AppModule {}
 
     const logger = new CapturingLogger();
-    const app: INestApplicationContext = await NestFactory.createApplicationContext(AppModule, { logger, abortOnError: false });
+    const app: INestApplicationContext = await NestFactory.createApplicationContext(AppModule, {
+      logger,
+      abortOnError: false,
+    });
     let open = true;
     trackResource('shutdown-order app', () => open);
     let closing: Promise<void> | undefined;
@@ -92,8 +110,12 @@ describe('shutdown order against @nestjs/typeorm (SPEC §17.4)', () => {
       const dataSource = app.get<DataSource>(getDataSourceToken());
       const order: string[] = [];
       engine.events$.subscribe((e) => {
-        if (e.event === 'scheduler:drain') order.push(`drain(dataSource initialized: ${dataSource.isInitialized})`);
-        if (e.event === 'step:stop') order.push(`step:stop(dataSource initialized: ${dataSource.isInitialized})`);
+        if (e.event === 'scheduler:drain') {
+          order.push(`drain(dataSource initialized: ${dataSource.isInitialized})`);
+        }
+        if (e.event === 'step:stop') {
+          order.push(`step:stop(dataSource initialized: ${dataSource.isInitialized})`);
+        }
       });
       const destroy = dataSource.destroy.bind(dataSource);
       dataSource.destroy = async () => {
@@ -102,7 +124,11 @@ describe('shutdown order against @nestjs/typeorm (SPEC §17.4)', () => {
       };
 
       const [a, b, c] = ['a', 'b', 'c'].map((k) => `${where}:${k}`);
-      await engine.insertAll(SlowFsm, [{ state: { key: a } }, { state: { key: b } }, { state: { key: c } }]);
+      await engine.insertAll(SlowFsm, [
+        { state: { key: a } },
+        { state: { key: b } },
+        { state: { key: c } },
+      ]);
       await Promise.all([gates.reached(a!), gates.reached(b!)]);
       closing = app.close().then(() => {
         open = false;
@@ -119,7 +145,9 @@ describe('shutdown order against @nestjs/typeorm (SPEC §17.4)', () => {
         'step:stop(dataSource initialized: true)',
         'typeorm destroys the DataSource',
       ]);
-      const { rows } = await db.pool.query(`SELECT state->>'key' AS key, status, result, locked_by FROM gen_durable ORDER BY state->>'key'`);
+      const { rows } = await db.pool.query(
+        `SELECT state->>'key' AS key, status, result, locked_by FROM gen_durable ORDER BY state->>'key'`,
+      );
       await db.pool.query(`DELETE FROM gen_durable`);
       expect(rows).toEqual([
         { key: a, status: 'done', result: { finished: a }, locked_by: null },
@@ -127,7 +155,9 @@ describe('shutdown order against @nestjs/typeorm (SPEC §17.4)', () => {
         // Buffered behind the two running steps: released at once by the drain, for another node.
         { key: c, status: 'runnable', result: null, locked_by: null },
       ]);
-      const noise = logger.lines.filter((l) => l.level !== 'log' || /pool|terminated|Cannot use/i.test(l.message));
+      const noise = logger.lines.filter(
+        (l) => l.level !== 'log' || /pool|terminated|Cannot use/i.test(l.message),
+      );
       expect(noise.filter((l) => !/poke 'local' and no reaper/.test(l.message))).toEqual([]);
       await sleep(50);
       expect(rejections).toEqual([]);

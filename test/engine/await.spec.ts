@@ -1,7 +1,18 @@
 import { DataSource } from 'typeorm';
 import { Test } from '@nestjs/testing';
 
-import { awaitSignal, done, DurableFsm, EngineService, GenDurableModule, InvalidInputError, retry, Step, type StepContext, stop } from '../../lib';
+import {
+  awaitSignal,
+  done,
+  DurableFsm,
+  EngineService,
+  GenDurableModule,
+  InvalidInputError,
+  retry,
+  Step,
+  type StepContext,
+  stop,
+} from '../../lib';
 import { createTestApp, eventually, FAST, type TestApp } from '../support/create-test-app';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -28,7 +39,9 @@ type OrderState = { backoffMs?: number; gated?: boolean; fail?: string };
 class OrderFsm {
   @Step() async start(ctx: StepContext<OrderState>) {
     if (ctx.state.fail) return stop(ctx.state.fail);
-    if (ctx.state.backoffMs !== undefined && ctx.attempt === 0) return retry(ctx.state, ctx.state.backoffMs);
+    if (ctx.state.backoffMs !== undefined && ctx.attempt === 0) {
+      return retry(ctx.state, ctx.state.backoffMs);
+    }
     if (ctx.state.gated) {
       const g = gate(ctx.id);
       g.entered = true;
@@ -54,8 +67,17 @@ describe('caller-side await (SPEC §9)', () => {
     db = await createTestDatabase();
     // The worker's probe tick is long, so its waiters can only be woken by same-node pushes
     // (or the 1 s re-arm); the web node runs no queues and only awaits (tick 25 ms).
-    worker = await createTestApp(db, [OrderFsm], { queues: { default: 4 }, await: { tick: 60_000 } });
-    web = await createTestApp(db, [OrderFsm], { name: 'Web', queues: {}, reaper: false, gc: false, await: { tick: 25 } });
+    worker = await createTestApp(db, [OrderFsm], {
+      queues: { default: 4 },
+      await: { tick: 60_000 },
+    });
+    web = await createTestApp(db, [OrderFsm], {
+      name: 'Web',
+      queues: {},
+      reaper: false,
+      gc: false,
+      await: { tick: 25 },
+    });
   });
   afterAll(async () => {
     await web.close();
@@ -68,12 +90,21 @@ describe('caller-side await (SPEC §9)', () => {
 
   it('answers from the row: awaiting for parked rows, done with the result, failed, not_found', async () => {
     const id = await worker.engine.insert(OrderFsm);
-    expect(await worker.engine.await(id)).toEqual({ kind: 'awaiting', snapshot: { status: 'awaiting_signal', step: 'ship', attempt: 0 } });
+    expect(await worker.engine.await(id)).toEqual({
+      kind: 'awaiting',
+      snapshot: { status: 'awaiting_signal', step: 'ship', attempt: 0 },
+    });
     await worker.engine.signal({ id }, 'paid', { amount: 5 });
-    expect(await worker.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { shipped: [{ amount: 5 }] } });
+    expect(await worker.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { shipped: [{ amount: 5 }] },
+    });
     const failed = await worker.engine.insert(OrderFsm, { state: { fail: 'declined' } });
     expect(await worker.engine.await(failed)).toEqual({ kind: 'failed', error: 'declined' });
-    expect(await web.engine.await(failed, { until: 'terminal' })).toEqual({ kind: 'failed', error: 'declined' });
+    expect(await web.engine.await(failed, { until: 'terminal' })).toEqual({
+      kind: 'failed',
+      error: 'declined',
+    });
     expect(await web.engine.await('123456789')).toEqual({ kind: 'not_found' });
   });
 
@@ -87,7 +118,9 @@ describe('caller-side await (SPEC §9)', () => {
     });
     // Cross-node too: the probe does not wake a terminal waiter for a parked row.
     const from = web.statements.length;
-    expect(await web.engine.await(id, { until: 'terminal', timeout: 300 })).toMatchObject({ kind: 'busy' });
+    expect(await web.engine.await(id, { until: 'terminal', timeout: 300 })).toMatchObject({
+      kind: 'busy',
+    });
     expect(countAfter(web.statements, from, 'probe_statuses')).toBeGreaterThan(0);
     expect(countAfter(web.statements, from, 'get_instance_by_id')).toBe(2);
   });
@@ -95,13 +128,19 @@ describe('caller-side await (SPEC §9)', () => {
   it('busy is the retry protocol: a running or backing-off row answers busy, calling again gets the result', async () => {
     const id = await worker.engine.insert(OrderFsm, { state: { gated: true } });
     await eventually(async () => gate(id).entered);
-    expect(await worker.engine.await(id, { timeout: 100 })).toEqual({ kind: 'busy', snapshot: { status: 'executing', step: 'start', attempt: 0 } });
+    expect(await worker.engine.await(id, { timeout: 100 })).toEqual({
+      kind: 'busy',
+      snapshot: { status: 'executing', step: 'start', attempt: 0 },
+    });
     gate(id).open();
     expect(await worker.engine.await(id, { timeout: 10_000 })).toMatchObject({ kind: 'awaiting' });
 
     const backoff = await worker.engine.insert(OrderFsm, { state: { backoffMs: 60_000 } });
     await eventually(async () => (await worker.engine.get({ id: backoff }))?.attempt === 1);
-    expect(await worker.engine.await(backoff, { timeout: 50 })).toEqual({ kind: 'busy', snapshot: { status: 'runnable', step: 'start', attempt: 1 } });
+    expect(await worker.engine.await(backoff, { timeout: 50 })).toEqual({
+      kind: 'busy',
+      snapshot: { status: 'runnable', step: 'start', attempt: 1 },
+    });
     expect(await worker.engine.await(backoff, { timeout: 0 })).toMatchObject({ kind: 'busy' });
   });
 
@@ -110,9 +149,16 @@ describe('caller-side await (SPEC §9)', () => {
     await eventually(async () => gate(id).entered);
     const from = worker.statements.length;
     const answer = worker.engine.await(id, { timeout: 20_000 });
-    await eventually(async () => countAfter(worker.statements, from, 'get_instance_by_id') === 1, 5000, 1);
+    await eventually(
+      async () => countAfter(worker.statements, from, 'get_instance_by_id') === 1,
+      5000,
+      1,
+    );
     gate(id).open();
-    expect(await answer).toMatchObject({ kind: 'awaiting', snapshot: { status: 'awaiting_signal' } });
+    expect(await answer).toMatchObject({
+      kind: 'awaiting',
+      snapshot: { status: 'awaiting_signal' },
+    });
     // One read to register, one after the nudge: the 1 s re-arm never fired, the 60 s tick
     // never probed, so the commit's nudge woke the waiter.
     expect(countAfter(worker.statements, from, 'get_instance_by_id')).toBe(2);
@@ -157,13 +203,22 @@ describe('caller-side await (SPEC §9)', () => {
   it('rejects bad arguments with InvalidInputError', async () => {
     await expect(web.engine.await('1', { timeout: -1 })).rejects.toBeInstanceOf(InvalidInputError);
     await expect(web.engine.await('1', { timeout: 1.5 })).rejects.toBeInstanceOf(InvalidInputError);
-    await expect(web.engine.await('1', { until: 'soon' as 'terminal' })).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(web.engine.await('1', { until: 'soon' as 'terminal' })).rejects.toBeInstanceOf(
+      InvalidInputError,
+    );
     await expect(web.engine.await('abc')).rejects.toBeInstanceOf(InvalidInputError);
-    await expect(web.engine.await('99999999999999999999')).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(web.engine.await('99999999999999999999')).rejects.toBeInstanceOf(
+      InvalidInputError,
+    );
   });
 
   it('shutdown mid-wait degrades to a poll loop and still answers the result', async () => {
-    const closing = await createTestApp(db, [OrderFsm], { name: 'Closing', queues: {}, reaper: false, gc: false });
+    const closing = await createTestApp(db, [OrderFsm], {
+      name: 'Closing',
+      queues: {},
+      reaper: false,
+      gc: false,
+    });
     const id = await worker.engine.insert(OrderFsm);
     await eventually(() => parked(worker.engine, id));
     const answer = closing.engine.await(id, { until: 'terminal', timeout: 20_000 });
@@ -179,7 +234,16 @@ describe('caller-side await (SPEC §9)', () => {
     await ownDataSource.initialize();
     trackResource('await test DataSource', () => ownDataSource.isInitialized);
     const moduleRef = await Test.createTestingModule({
-      imports: [GenDurableModule.forRoot({ dataSource: ownDataSource, ...FAST, name: 'Dying', queues: {}, reaper: false, gc: false })],
+      imports: [
+        GenDurableModule.forRoot({
+          dataSource: ownDataSource,
+          ...FAST,
+          name: 'Dying',
+          queues: {},
+          reaper: false,
+          gc: false,
+        }),
+      ],
       providers: [OrderFsm],
     }).compile();
     await moduleRef.init();
@@ -190,6 +254,9 @@ describe('caller-side await (SPEC §9)', () => {
     await eventually(async () => engine.runtime.watcher.waiting === 1, 5000, 1);
     await moduleRef.close();
     await ownDataSource.destroy();
-    expect(await answer).toEqual({ kind: 'busy', snapshot: { status: 'awaiting_signal', step: 'ship', attempt: 0 } });
+    expect(await answer).toEqual({
+      kind: 'busy',
+      snapshot: { status: 'awaiting_signal', step: 'ship', attempt: 0 },
+    });
   });
 });

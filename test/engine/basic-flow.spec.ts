@@ -47,7 +47,10 @@ describe('basic flow', () => {
 
   it('insertAll inserts many in one statement and they all finish', async () => {
     t.resetStatements();
-    const ids = await t.engine.insertAll(CounterFsm, Array.from({ length: 50 }, (_, i) => ({ state: { n: i % 3 } })));
+    const ids = await t.engine.insertAll(
+      CounterFsm,
+      Array.from({ length: 50 }, (_, i) => ({ state: { n: i % 3 } })),
+    );
     expect(t.statements.filter((s) => s === 'insert_instances')).toHaveLength(1);
     expect(ids).toHaveLength(50);
     const results = await Promise.all(ids.map((id) => t.engine.await(id, { timeout: 10_000 })));

@@ -54,7 +54,12 @@ type BasketState = { rounds: ItemSpec[][] };
 const joins = new Map<string, ChildView[][]>();
 const toChild = (item: ItemSpec) => ({
   fsm: ItemFsm,
-  state: { sku: item.sku, ...(item.fail ? { fail: true } : {}), ...(item.park ? { park: true } : {}), ...(item.gate ? { gate: item.gate } : {}) },
+  state: {
+    sku: item.sku,
+    ...(item.fail ? { fail: true } : {}),
+    ...(item.park ? { park: true } : {}),
+    ...(item.gate ? { gate: item.gate } : {}),
+  },
   ...(item.key ? { correlationKey: item.key } : {}),
 });
 
@@ -70,7 +75,12 @@ class BasketFsm {
     const [nextRound, ...rest] = ctx.state.rounds;
     if (nextRound) return scheduleChildren('joined', nextRound.map(toChild), { rounds: rest });
     return done({
-      children: ctx.children.map((c) => ({ fsm: c.fsm, status: c.status, result: c.result, lastError: c.lastError })),
+      children: ctx.children.map((c) => ({
+        fsm: c.fsm,
+        status: c.status,
+        result: c.result,
+        lastError: c.lastError,
+      })),
     });
   }
 }
@@ -84,7 +94,9 @@ class TreeFsm {
     return scheduleChildren('joined', [child, child], ctx.state);
   }
   @Step() joined(ctx: StepContext<{ depth: number }>) {
-    return done({ leaves: ctx.children.reduce((n, c) => n + Number((c.result as { leaves: number }).leaves), 0) });
+    return done({
+      leaves: ctx.children.reduce((n, c) => n + Number((c.result as { leaves: number }).leaves), 0),
+    });
   }
 }
 
@@ -113,11 +125,18 @@ describe('child fan-out and join (SPEC §10)', () => {
     ).rows;
 
   it('full join: the parent runs nextStep once, after every child finished, seeing them all', async () => {
-    const id = await t.engine.insert(BasketFsm, { state: { rounds: [[{ sku: 'a' }, { sku: 'b' }, { sku: 'c' }]] } });
+    const id = await t.engine.insert(BasketFsm, {
+      state: { rounds: [[{ sku: 'a' }, { sku: 'b' }, { sku: 'c' }]] },
+    });
     expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
       kind: 'done',
       result: {
-        children: ['a', 'b', 'c'].map((sku) => ({ fsm: 'item', status: 'done', result: { sku }, lastError: null })),
+        children: ['a', 'b', 'c'].map((sku) => ({
+          fsm: 'item',
+          status: 'done',
+          result: { sku },
+          lastError: null,
+        })),
       },
     });
     expect(joins.get(id)).toHaveLength(1);
@@ -126,7 +145,9 @@ describe('child fan-out and join (SPEC §10)', () => {
   });
 
   it('a failed child releases the barrier: termination, not success', async () => {
-    const id = await t.engine.insert(BasketFsm, { state: { rounds: [[{ sku: 'ok' }, { sku: 'gone', fail: true }]] } });
+    const id = await t.engine.insert(BasketFsm, {
+      state: { rounds: [[{ sku: 'ok' }, { sku: 'gone', fail: true }]] },
+    });
     const result = await t.engine.await(id, { until: 'terminal', timeout: 10_000 });
     expect(result).toEqual({
       kind: 'done',
@@ -142,7 +163,10 @@ describe('child fan-out and join (SPEC §10)', () => {
   it('zero children: the parent goes straight on, in the same flush', async () => {
     t.resetStatements();
     const id = await t.engine.insert(BasketFsm, { state: { rounds: [[]] } });
-    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({ kind: 'done', result: { children: [] } });
+    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
+      kind: 'done',
+      result: { children: [] },
+    });
     expect(t.statements).toContain('fanout_park_parents');
     expect(t.statements).not.toContain('insert_instances');
     expect(t.statements).not.toContain('join_parents');
@@ -150,12 +174,16 @@ describe('child fan-out and join (SPEC §10)', () => {
 
   it('siblings finishing in one flush decrement their parent once, by their count', async () => {
     const keys = ['s1', 's2', 's3'].map((k) => `siblings-${k}`);
-    const id = await t.engine.insert(BasketFsm, { state: { rounds: [keys.map((k) => ({ sku: k, gate: k }))] } });
+    const id = await t.engine.insert(BasketFsm, {
+      state: { rounds: [keys.map((k) => ({ sku: k, gate: k }))] },
+    });
     await eventually(async () => keys.every((k) => gate(k).entered));
     expect(await view(id)).toMatchObject({ status: 'awaiting_children', childrenPending: 3 });
     t.resetStatements();
     for (const k of keys) gate(k).open();
-    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toMatchObject({ kind: 'done' });
+    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toMatchObject({
+      kind: 'done',
+    });
     // The three terminal children rode one flush: one join statement decremented by 3.
     expect(t.statements.filter((s) => s === 'join_parents')).toHaveLength(1);
     expect(joins.get(id)).toHaveLength(1);
@@ -177,7 +205,10 @@ describe('child fan-out and join (SPEC §10)', () => {
   });
 
   it('children duplicated by key drop out of the landed count', async () => {
-    const holder = await t.engine.insert(ItemFsm, { state: { sku: 'held', park: true }, correlationKey: 'line:held' });
+    const holder = await t.engine.insert(ItemFsm, {
+      state: { sku: 'held', park: true },
+      correlationKey: 'line:held',
+    });
     const id = await t.engine.insert(BasketFsm, {
       state: {
         rounds: [
@@ -209,14 +240,22 @@ describe('child fan-out and join (SPEC §10)', () => {
       },
     });
     // Only duplicates: nothing landed, so the parent goes straight on.
-    const allDup = await t.engine.insert(BasketFsm, { state: { rounds: [[{ sku: 'h', key: 'line:held' }]] } });
-    expect(await t.engine.await(allDup, { until: 'terminal', timeout: 10_000 })).toEqual({ kind: 'done', result: { children: [] } });
+    const allDup = await t.engine.insert(BasketFsm, {
+      state: { rounds: [[{ sku: 'h', key: 'line:held' }]] },
+    });
+    expect(await t.engine.await(allDup, { until: 'terminal', timeout: 10_000 })).toEqual({
+      kind: 'done',
+      result: { children: [] },
+    });
     await t.engine.signal({ id: holder }, 'release');
   });
 
   it('nesting works: a tree of depth 3 joins level by level', async () => {
     const id = await t.engine.insert(TreeFsm, { state: { depth: 3 } });
-    expect(await t.engine.await(id, { until: 'terminal', timeout: 20_000 })).toEqual({ kind: 'done', result: { leaves: 8 } });
+    expect(await t.engine.await(id, { until: 'terminal', timeout: 20_000 })).toEqual({
+      kind: 'done',
+      result: { leaves: 8 },
+    });
     const { rows } = await db.pool.query<{ n: string }>(
       `WITH RECURSIVE d AS (SELECT id FROM gen_durable WHERE id = $1
                             UNION ALL SELECT g.id FROM gen_durable g JOIN d ON g.parent_id = d.id)
@@ -235,35 +274,68 @@ describe('child fan-out and join (SPEC §10)', () => {
       const control = await t.engine.insert(BasketFsm, { queue: 'spawn', state: { rounds: [] } });
       const claimed = await claimRows(session, 'spawn', worker, { leaseMs: 1500 });
       expect(claimed.map((c) => c.id).sort()).toEqual([parent, control].sort());
-      const parentRow = claimedRow(claimed.find((c) => c.id === parent)!, worker);
+      const parentRow = claimedRow(
+        claimed.find((c) => c.id === parent)!,
+        worker,
+      );
 
       // Another transaction holds an uncommitted insert of the key one child will use, so the
       // flush stops inside its child insert: after locking the parent, before parking it.
       const definition = t.engine.runtime.registry.resolve(ItemFsm);
       await blocker.exec('BEGIN');
-      await blocker.run(INSERT_INSTANCE, insertParams(buildInsertRow(definition, { correlationKey: 'spawn:contended', state: { sku: 'other' } }, t.engine.runtime.options)));
+      await blocker.run(
+        INSERT_INSTANCE,
+        insertParams(
+          buildInsertRow(
+            definition,
+            { correlationKey: 'spawn:contended', state: { sku: 'other' } },
+            t.engine.runtime.options,
+          ),
+        ),
+      );
       t.resetStatements();
       const reply = submitTogether(t.engine, [
         flushEntry(
           t.engine,
           parentRow,
-          scheduleChildren('joined', [{ fsm: ItemFsm, state: { sku: 'p1' } }, { fsm: ItemFsm, state: { sku: 'p2' }, correlationKey: 'spawn:contended' }], {
-            rounds: [],
-          }),
+          scheduleChildren(
+            'joined',
+            [
+              { fsm: ItemFsm, state: { sku: 'p1' } },
+              { fsm: ItemFsm, state: { sku: 'p2' }, correlationKey: 'spawn:contended' },
+            ],
+            {
+              rounds: [],
+            },
+          ),
         ),
       ]);
       await waitUntilBlockedBy(db, blocker.pid);
-      expect(t.statements).toEqual(expect.arrayContaining(['fanout_lock_parents', 'insert_instances']));
+      expect(t.statements).toEqual(
+        expect.arrayContaining(['fanout_lock_parents', 'insert_instances']),
+      );
 
       // Both leases (claimed together) run out while the flush holds the parent's row lock. The
       // engine's own reaper may take the control row first: only the parent's lease is waited on.
-      await eventually(async () => {
-        const { rows } = await db.pool.query(`SELECT 1 FROM gen_durable WHERE id = $1 AND lease_expires_at < now()`, [parent]);
-        return rows.length === 1;
-      }, 10_000, 50);
+      await eventually(
+        async () => {
+          const { rows } = await db.pool.query(
+            `SELECT 1 FROM gen_durable WHERE id = $1 AND lease_expires_at < now()`,
+            [parent],
+          );
+          return rows.length === 1;
+        },
+        10_000,
+        50,
+      );
       await t.engine.runtime.reaper!.sweep();
       expect(await view(control)).toMatchObject({ status: 'runnable', attempt: 1, reaps: 1 });
-      expect(await view(parent)).toMatchObject({ status: 'executing', attempt: 0, reaps: 0, lockedBy: worker });
+      expect(await view(parent)).toMatchObject({
+        status: 'executing',
+        attempt: 0,
+        reaps: 0,
+        lockedBy: worker,
+      });
 
       // The other insert gives way: both children land and the parent parks on them.
       await blocker.exec('ROLLBACK');
@@ -272,7 +344,12 @@ describe('child fan-out and join (SPEC §10)', () => {
 
       // The children run on the default queue and release the (never reaped) parent.
       await eventually(async () => (await view(parent))?.status === 'runnable');
-      expect(await view(parent)).toMatchObject({ attempt: 0, reaps: 0, childrenPending: 0, step: 'joined' });
+      expect(await view(parent)).toMatchObject({
+        attempt: 0,
+        reaps: 0,
+        childrenPending: 0,
+        step: 'joined',
+      });
       expect((await childrenOf(parent)).map((c) => c.status)).toEqual(['done', 'done']);
     } finally {
       await blocker.close();
@@ -283,10 +360,14 @@ describe('child fan-out and join (SPEC §10)', () => {
   it('GC spares finished children of a live parent, then collects the whole family', async () => {
     const loner = await t.engine.insert(ItemFsm, { state: { sku: 'loner' } });
     expect(await t.engine.await(loner, { until: 'terminal' })).toMatchObject({ kind: 'done' });
-    const id = await t.engine.insert(BasketFsm, { state: { rounds: [[{ sku: 'quick' }, { sku: 'slow', park: true }]] } });
+    const id = await t.engine.insert(BasketFsm, {
+      state: { rounds: [[{ sku: 'quick' }, { sku: 'slow', park: true }]] },
+    });
     await eventually(async () => {
       const kids = await childrenOf(id);
-      return kids.length === 2 && kids[0]!.status === 'done' && kids[1]!.status === 'awaiting_signal';
+      return (
+        kids.length === 2 && kids[0]!.status === 'done' && kids[1]!.status === 'awaiting_signal'
+      );
     });
     const [quick, slow] = await childrenOf(id);
 
@@ -295,7 +376,9 @@ describe('child fan-out and join (SPEC §10)', () => {
     expect(await view(quick!.id)).toMatchObject({ status: 'done', parentId: id });
 
     await t.engine.signal({ id: slow!.id }, 'release');
-    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toMatchObject({ kind: 'done' });
+    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toMatchObject({
+      kind: 'done',
+    });
     await t.engine.runtime.gc!.sweep();
     expect(await view(id)).toBeNull();
     expect(await view(quick!.id)).toBeNull();

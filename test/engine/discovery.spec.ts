@@ -175,7 +175,11 @@ describe('discovery (SPEC §2.2)', () => {
       Greeting,
       { provide: SUFFIX, useValue: '!' },
       ByClassFsm,
-      { provide: ByFactoryFsm, useFactory: (g: Greeting, s: string) => new ByFactoryFsm(g, s), inject: [Greeting, SUFFIX] },
+      {
+        provide: ByFactoryFsm,
+        useFactory: (g: Greeting, s: string) => new ByFactoryFsm(g, s),
+        inject: [Greeting, SUFFIX],
+      },
       { provide: 'VALUE_FSM', useValue: new ByValueFsm('from a value') },
       VersionedV1,
       VersionedV2,
@@ -184,16 +188,33 @@ describe('discovery (SPEC §2.2)', () => {
     const h = await bootEngine(db, providers, { queues: { disc: 2 }, reaper: false, gc: false });
     try {
       const terminal = async (id: string) => h.engine.await(id, { until: 'terminal' });
-      expect(await terminal(await h.engine.insert(ByClassFsm, { state: { who: 'class' } }))).toEqual({
+      expect(
+        await terminal(await h.engine.insert(ByClassFsm, { state: { who: 'class' } })),
+      ).toEqual({
         kind: 'done',
         result: { text: 'hello class' },
       });
-      expect(await terminal(await h.engine.insert(ByFactoryFsm))).toEqual({ kind: 'done', result: { text: 'hello!' } });
-      expect(await terminal(await h.engine.insert('by-value'))).toEqual({ kind: 'done', result: { text: 'from a value' } });
-      expect(await terminal(await h.engine.insert(ByValueFsm))).toEqual({ kind: 'done', result: { text: 'from a value' } });
+      expect(await terminal(await h.engine.insert(ByFactoryFsm))).toEqual({
+        kind: 'done',
+        result: { text: 'hello!' },
+      });
+      expect(await terminal(await h.engine.insert('by-value'))).toEqual({
+        kind: 'done',
+        result: { text: 'from a value' },
+      });
+      expect(await terminal(await h.engine.insert(ByValueFsm))).toEqual({
+        kind: 'done',
+        result: { text: 'from a value' },
+      });
       // Versions: a name resolves to the newest; a row keeps the version it started on.
-      expect(await terminal(await h.engine.insert('versioned'))).toEqual({ kind: 'done', result: { version: 2 } });
-      expect(await terminal(await h.engine.insert(VersionedV1))).toEqual({ kind: 'done', result: { version: 1 } });
+      expect(await terminal(await h.engine.insert('versioned'))).toEqual({
+        kind: 'done',
+        result: { version: 2 },
+      });
+      expect(await terminal(await h.engine.insert(VersionedV1))).toEqual({
+        kind: 'done',
+        result: { version: 1 },
+      });
       // No name: the class name is the fsm column.
       const id = await h.engine.insert(DefaultNamedFsm);
       expect(await terminal(id)).toEqual({ kind: 'done', result: {} });
@@ -223,14 +244,34 @@ describe('discovery (SPEC §2.2)', () => {
     }
 
     it.each([
-      ['steps and perform', [StepsAndPerformFsm], 'fsm both', /both @Step\(\) methods and perform\(\)/],
+      [
+        'steps and perform',
+        [StepsAndPerformFsm],
+        'fsm both',
+        /both @Step\(\) methods and perform\(\)/,
+      ],
       ['no steps', [NoStepsFsm], 'fsm empty', /no @Step\(\) methods and no perform\(\)/],
       ['duplicate step names', [DuplicateStepFsm], 'fsm twice.start', /used twice/],
-      ['missing initial step', [MissingInitialFsm], 'fsm no-initial.initial', /"begin" does not exist/],
+      [
+        'missing initial step',
+        [MissingInitialFsm],
+        'fsm no-initial.initial',
+        /"begin" does not exist/,
+      ],
       ['duplicate (name, version)', [DupA, DupB], 'fsm dup', /version 3 is registered twice/],
       ['request-scoped class', [RequestScopedFsm], 'fsm RequestScopedFsm', /singleton/],
-      ['request-scoped provider', [{ provide: PlainScopedFsm, useClass: PlainScopedFsm, scope: Scope.REQUEST }], 'fsm PlainScopedFsm', /singleton/],
-      ['request-scoped dependency', [PerRequest, RequestDependentFsm], 'fsm RequestDependentFsm', /singleton/],
+      [
+        'request-scoped provider',
+        [{ provide: PlainScopedFsm, useClass: PlainScopedFsm, scope: Scope.REQUEST }],
+        'fsm PlainScopedFsm',
+        /singleton/,
+      ],
+      [
+        'request-scoped dependency',
+        [PerRequest, RequestDependentFsm],
+        'fsm RequestDependentFsm',
+        /singleton/,
+      ],
       ['maxAttempts < 1', [BadMaxAttemptsJob], 'fsm inline.maxAttempts', /integer ≥ 1/],
     ] as [string, Provider[], string, RegExp][])('%s', async (_label, providers, path, message) => {
       const err = await bootError(providers);
@@ -249,7 +290,12 @@ describe('discovery (SPEC §2.2)', () => {
         gc: false,
       });
       try {
-        expect(h.engine.runtime.registry.all().map((d) => `${d.name}@${d.version}`).sort()).toEqual(['by-class@1', 'versioned@1', 'versioned@2']);
+        expect(
+          h.engine.runtime.registry
+            .all()
+            .map((d) => `${d.name}@${d.version}`)
+            .sort(),
+        ).toEqual(['by-class@1', 'versioned@1', 'versioned@2']);
         await expect(h.engine.insert('by-factory')).rejects.toBeInstanceOf(FsmNotRegisteredError);
         await expect(h.engine.insert(ByFactoryFsm)).rejects.toBeInstanceOf(FsmNotRegisteredError);
         const { rows } = await db.pool.query<{ id: string }>(
@@ -264,13 +310,22 @@ describe('discovery (SPEC §2.2)', () => {
 
     it('a listed FSM that is not a provider fails boot', async () => {
       const app = await Test.createTestingModule({
-        imports: [GenDurableModule.forRoot({ dataSource: await db.dataSource(), ...FAST, fsms: ['nobody'] })],
+        imports: [
+          GenDurableModule.forRoot({
+            dataSource: await db.dataSource(),
+            ...FAST,
+            fsms: ['nobody'],
+          }),
+        ],
         providers: [Greeting, ByClassFsm],
       }).compile();
       let open = true;
       trackResource('fsms failing app', () => open);
       try {
-        const err = await app.init().then(() => undefined, (e: unknown) => e);
+        const err = await app.init().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         expect(err).toBeInstanceOf(ConfigurationError);
         expect((err as ConfigurationError).path).toBe('fsms');
       } finally {
@@ -289,12 +344,19 @@ describe('discovery (SPEC §2.2)', () => {
         return done({ spawned: id });
       }
     }
-    const h = await bootEngine(db, [Greeting, ByClassFsm, SpawnerFsm], { queues: { disc: 2 }, reaper: false, gc: false });
+    const h = await bootEngine(db, [Greeting, ByClassFsm, SpawnerFsm], {
+      queues: { disc: 2 },
+      reaper: false,
+      gc: false,
+    });
     try {
       const r = await h.engine.await(await h.engine.insert(SpawnerFsm), { until: 'terminal' });
       expect(r.kind).toBe('done');
       const spawned = r.kind === 'done' ? String(r.result['spawned']) : '';
-      expect(await h.engine.await(spawned, { until: 'terminal' })).toEqual({ kind: 'done', result: { text: 'hello spawned' } });
+      expect(await h.engine.await(spawned, { until: 'terminal' })).toEqual({
+        kind: 'done',
+        result: { text: 'hello spawned' },
+      });
     } finally {
       await h.close();
     }

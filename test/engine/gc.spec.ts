@@ -24,7 +24,11 @@ describe('GC of terminal rows (SPEC §18)', () => {
   });
 
   /** Inserts a row straight into a status, `ageMs` old by updated_at. */
-  async function row(status: string, ageMs: number, parentId: string | null = null): Promise<string> {
+  async function row(
+    status: string,
+    ageMs: number,
+    parentId: string | null = null,
+  ): Promise<string> {
     const { rows } = await db.pool.query<{ id: string }>(
       `INSERT INTO gen_durable (fsm, step, queue, status, parent_id, children_pending, updated_at)
        VALUES ('collected', 'start', 'gc-none', $1::durable_status, $2, CASE WHEN $1::text = 'awaiting_children' THEN 1 ELSE 0 END,
@@ -36,12 +40,21 @@ describe('GC of terminal rows (SPEC §18)', () => {
   }
 
   const existing = async (ids: string[]) =>
-    (await db.pool.query<{ id: string }>(`SELECT id FROM gen_durable WHERE id = ANY($1::bigint[]) ORDER BY id`, [ids])).rows.map((r) => r.id);
+    (
+      await db.pool.query<{ id: string }>(
+        `SELECT id FROM gen_durable WHERE id = ANY($1::bigint[]) ORDER BY id`,
+        [ids],
+      )
+    ).rows.map((r) => r.id);
 
   describe('one sweep', () => {
     let h: Harness;
     beforeAll(async () => {
-      h = await bootEngine(db, [CollectedFsm], { queues: {}, reaper: false, gc: { interval: 3_600_000, retention: 60_000, batch: 2 } });
+      h = await bootEngine(db, [CollectedFsm], {
+        queues: {},
+        reaper: false,
+        gc: { interval: 3_600_000, retention: 60_000, batch: 2 },
+      });
     });
     afterAll(async () => {
       await h.close();
@@ -49,7 +62,12 @@ describe('GC of terminal rows (SPEC §18)', () => {
 
     it('deletes old terminal rows in full batches until one comes back short, sparing the rest', async () => {
       const HOUR = 3_600_000;
-      const oldDone = [await row('done', HOUR), await row('failed', HOUR), await row('done', HOUR), await row('failed', 2 * HOUR)];
+      const oldDone = [
+        await row('done', HOUR),
+        await row('failed', HOUR),
+        await row('done', HOUR),
+        await row('failed', 2 * HOUR),
+      ];
       const young = [await row('done', 1000), await row('failed', 0)];
       const oldLive = [await row('runnable', HOUR), await row('awaiting_signal', HOUR)];
       // A parent mid-join: its old terminal child is spared until the parent ends.
@@ -60,7 +78,10 @@ describe('GC of terminal rows (SPEC §18)', () => {
       const orphanedChild = await row('failed', HOUR, deadParent);
       // An old terminal row with an inbox: the signals go with it.
       const withInbox = await row('done', HOUR);
-      await db.pool.query(`INSERT INTO signals (target_id, name, consumed_at) VALUES ($1, 'a', now()), ($1, 'b', NULL)`, [withInbox]);
+      await db.pool.query(
+        `INSERT INTO signals (target_id, name, consumed_at) VALUES ($1, 'a', now()), ($1, 'b', NULL)`,
+        [withInbox],
+      );
       const deleted = [...oldDone, deadParent, orphanedChild, withInbox];
       const kept = [...young, ...oldLive, liveParent, sparedChild];
 
@@ -71,12 +92,20 @@ describe('GC of terminal rows (SPEC §18)', () => {
       // 7 rows, batch 2: three full batches re-sweep at once, the fourth comes back short.
       expect(h.statements.filter((s) => s === 'gc_select_terminal')).toHaveLength(4);
       expect(h.statements.filter((s) => s === 'gc_delete')).toHaveLength(4);
-      expect(h.eventsOf('gc:swept')).toEqual([expect.objectContaining({ measurements: { count: 7, buckets: 0, gates: 0 } })]);
-      const { rows: signals } = await db.pool.query(`SELECT count(*)::int AS n FROM signals WHERE target_id = $1`, [withInbox]);
+      expect(h.eventsOf('gc:swept')).toEqual([
+        expect.objectContaining({ measurements: { count: 7, buckets: 0, gates: 0 } }),
+      ]);
+      const { rows: signals } = await db.pool.query(
+        `SELECT count(*)::int AS n FROM signals WHERE target_id = $1`,
+        [withInbox],
+      );
       expect(signals[0].n).toBe(0);
 
       // Once the parent ends, its old child goes on the next sweep.
-      await db.pool.query(`UPDATE gen_durable SET status = 'done', children_pending = 0, updated_at = now() WHERE id = $1`, [liveParent]);
+      await db.pool.query(
+        `UPDATE gen_durable SET status = 'done', children_pending = 0, updated_at = now() WHERE id = $1`,
+        [liveParent],
+      );
       h.clear();
       expect(await h.engine.runtime.gc!.sweep()).toBe(1);
       expect(await existing([sparedChild])).toEqual([]);
@@ -97,7 +126,11 @@ describe('GC of terminal rows (SPEC §18)', () => {
       await off.close();
     }
     expect(await existing([target])).toEqual([target]);
-    const on = await bootEngine(db, [CollectedFsm], { queues: {}, reaper: false, gc: { interval: 100, retention: 5000 } });
+    const on = await bootEngine(db, [CollectedFsm], {
+      queues: {},
+      reaper: false,
+      gc: { interval: 100, retention: 5000 },
+    });
     try {
       await eventually(async () => (await existing([target])).length === 0, 5000);
       // The emit follows the DELETE's reply, which may land after another session already sees the row gone.

@@ -85,11 +85,15 @@ describe('jobs (SPEC §13)', () => {
   let h: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
-    h = await bootEngine(db, [ResultsJob, FlakyJob, DefaultBackoffJob, CustomBackoffJob, HandledJob], {
-      queues: { jobs: 4, 'jobs-parked': 1 },
-      reaper: false,
-      gc: false,
-    });
+    h = await bootEngine(
+      db,
+      [ResultsJob, FlakyJob, DefaultBackoffJob, CustomBackoffJob, HandledJob],
+      {
+        queues: { jobs: 4, 'jobs-parked': 1 },
+        reaper: false,
+        gc: false,
+      },
+    );
   });
   afterAll(async () => {
     await h.close();
@@ -102,7 +106,10 @@ describe('jobs (SPEC §13)', () => {
     const a = await h.engine.insert(ResultsJob, { args: { mode: 'undefined' } });
     const b = await h.engine.insert(ResultsJob, { args: { mode: 'object' } });
     expect(await terminal(a)).toEqual({ kind: 'done', result: {} });
-    expect(await terminal(b)).toEqual({ kind: 'done', result: { total: 3, args: { mode: 'object' } } });
+    expect(await terminal(b)).toEqual({
+      kind: 'done',
+      result: { total: 3, args: { mode: 'object' } },
+    });
   });
 
   it('cancel ⇒ stop at once, attempt unchanged', async () => {
@@ -124,17 +131,23 @@ describe('jobs (SPEC §13)', () => {
     ['date', '1970-01-01T00:00:00.000Z'],
   ])('an invalid return (%s) ⇒ stop naming the value', async (mode, shown) => {
     const id = await h.engine.insert(ResultsJob, { args: { mode } });
-    expect(await terminal(id)).toEqual({ kind: 'failed', error: `perform returned an invalid value: ${shown}` });
+    expect(await terminal(id)).toEqual({
+      kind: 'failed',
+      error: `perform returned an invalid value: ${shown}`,
+    });
     expect(calls.get(id)).toEqual([0]);
   });
 
-  it.each(['jobError', 'throw'] as const)('%s ⇒ retried until maxAttempts executions, then stop(reason)', async (mode) => {
-    const id = await h.engine.insert(FlakyJob, { args: { mode } });
-    const reason = mode === 'throw' ? 'boom 2' : 'failed 2';
-    expect(await terminal(id)).toEqual({ kind: 'failed', error: reason });
-    expect(calls.get(id)).toEqual([0, 1, 2]);
-    expect(await rowOf(db, id)).toMatchObject({ attempt: 2, status: 'failed' });
-  });
+  it.each(['jobError', 'throw'] as const)(
+    '%s ⇒ retried until maxAttempts executions, then stop(reason)',
+    async (mode) => {
+      const id = await h.engine.insert(FlakyJob, { args: { mode } });
+      const reason = mode === 'throw' ? 'boom 2' : 'failed 2';
+      expect(await terminal(id)).toEqual({ kind: 'failed', error: reason });
+      expect(calls.get(id)).toEqual([0, 1, 2]);
+      expect(await rowOf(db, id)).toMatchObject({ attempt: 2, status: 'failed' });
+    },
+  );
 
   it('default backoff is min(1000 · 2^attempt, 300 000) ms on the database clock', async () => {
     const id = await h.engine.insert(DefaultBackoffJob);
@@ -151,20 +164,28 @@ describe('jobs (SPEC §13)', () => {
     }
     expect(delays).toEqual([1000, 2000, 4000]);
     await eventually(async () => (await rowOf(db, id))['attempt'] === 4);
-    await db.pool.query(`UPDATE gen_durable SET attempt = 12, eligible_at = now() WHERE id = $1`, [id]);
+    await db.pool.query(`UPDATE gen_durable SET attempt = 12, eligible_at = now() WHERE id = $1`, [
+      id,
+    ]);
     await eventually(async () => (await rowOf(db, id))['attempt'] === 13);
-    const { rows } = await db.pool.query(`SELECT (extract(epoch FROM eligible_at - updated_at) * 1000)::int AS delay FROM gen_durable WHERE id = $1`, [id]);
+    const { rows } = await db.pool.query(
+      `SELECT (extract(epoch FROM eligible_at - updated_at) * 1000)::int AS delay FROM gen_durable WHERE id = $1`,
+      [id],
+    );
     expect(rows[0].delay).toBe(300_000);
   });
 
   it('a backoff(attempt) method sets the delay', async () => {
     const id = await h.engine.insert(CustomBackoffJob);
     await eventually(async () => (await rowOf(db, id))['attempt'] === 1);
-    const { rows } = await db.pool.query(`SELECT (extract(epoch FROM eligible_at - updated_at) * 1000)::int AS delay FROM gen_durable WHERE id = $1`, [id]);
+    const { rows } = await db.pool.query(
+      `SELECT (extract(epoch FROM eligible_at - updated_at) * 1000)::int AS delay FROM gen_durable WHERE id = $1`,
+      [id],
+    );
     expect(rows[0].delay).toBe(1234);
   });
 
-  it("a class onError replaces the rule for throws; jobError keeps the built-in rule", async () => {
+  it('a class onError replaces the rule for throws; jobError keeps the built-in rule', async () => {
     const thrown = await h.engine.insert(HandledJob, { args: { mode: 'throw' } });
     expect(await terminal(thrown)).toEqual({ kind: 'done', result: { recovered: 'thrown' } });
     expect(calls.get(thrown)).toEqual([0]);

@@ -1,5 +1,13 @@
 import { done, DurableFsm, retry, scheduleChildren, Step, type StepContext } from '../../lib';
-import { bootEngine, claimRows, execute, Gates, type Harness, rowOf, sleep } from '../support/engine-harness';
+import {
+  bootEngine,
+  claimRows,
+  execute,
+  Gates,
+  type Harness,
+  rowOf,
+  sleep,
+} from '../support/engine-harness';
 import { eventually } from '../support/create-test-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -45,7 +53,9 @@ class PillParentFsm {
     return scheduleChildren('after', [{ fsm: 'pill', queue: 'pill-nowhere' }], {});
   }
   @Step() after(ctx: StepContext) {
-    return done({ children: ctx.children.map((c) => ({ status: c.status, lastError: c.lastError })) });
+    return done({
+      children: ctx.children.map((c) => ({ status: c.status, lastError: c.lastError })),
+    });
   }
 }
 
@@ -65,7 +75,10 @@ class DrainedFsm {
 }
 
 async function expireLease(db: TestDatabase, id: string): Promise<void> {
-  await db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+  await db.pool.query(
+    `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+    [id],
+  );
 }
 
 describe('leases (SPEC §17, §25.7)', () => {
@@ -100,7 +113,13 @@ describe('leases (SPEC §17, §25.7)', () => {
       const reaped = await h.waitFor('reaper:reaped', undefined, 10_000);
       expect(reaped.measurements['count']).toBeGreaterThanOrEqual(1);
       const row = await rowOf(db, id);
-      expect(row).toMatchObject({ status: 'runnable', attempt: 1, reaps: 1, locked_by: null, lease_expires_at: null });
+      expect(row).toMatchObject({
+        status: 'runnable',
+        attempt: 1,
+        reaps: 1,
+        locked_by: null,
+        lease_expires_at: null,
+      });
       expect(row['eligible_at']).toEqual(before['eligible_at']);
       expect(onErrorCalls).toEqual([]);
     });
@@ -108,10 +127,15 @@ describe('leases (SPEC §17, §25.7)', () => {
     it('poison pill: reaped reaper.maxReaps times ⇒ failed naming step and count, inbox consumed, parent joined', async () => {
       const parentId = await h.engine.insert(PillParentFsm);
       const childId = await eventually(async () => {
-        const { rows } = await db.pool.query<{ id: string }>(`SELECT id FROM gen_durable WHERE parent_id = $1`, [parentId]);
+        const { rows } = await db.pool.query<{ id: string }>(
+          `SELECT id FROM gen_durable WHERE parent_id = $1`,
+          [parentId],
+        );
         return rows[0]?.id;
       });
-      await eventually(async () => (await h.engine.get({ id: parentId }))?.status === 'awaiting_children');
+      await eventually(
+        async () => (await h.engine.get({ id: parentId }))?.status === 'awaiting_children',
+      );
       await h.engine.signal({ id: childId }, 'unrelated');
       h.clear();
       for (let reap = 1; reap <= 2; reap++) {
@@ -129,11 +153,21 @@ describe('leases (SPEC §17, §25.7)', () => {
         locked_by: null,
         last_error: 'poison pill: step start lost its worker 2 times (reaper.maxReaps)',
       });
-      const { rows: inbox } = await db.pool.query(`SELECT consumed_at FROM signals WHERE target_id = $1`, [childId]);
+      const { rows: inbox } = await db.pool.query(
+        `SELECT consumed_at FROM signals WHERE target_id = $1`,
+        [childId],
+      );
       expect(inbox[0].consumed_at).not.toBeNull();
       expect(await h.engine.await(parentId, { until: 'terminal', timeout: 10_000 })).toEqual({
         kind: 'done',
-        result: { children: [{ status: 'failed', lastError: 'poison pill: step start lost its worker 2 times (reaper.maxReaps)' }] },
+        result: {
+          children: [
+            {
+              status: 'failed',
+              lastError: 'poison pill: step start lost its worker 2 times (reaper.maxReaps)',
+            },
+          ],
+        },
       });
     });
 
@@ -150,26 +184,42 @@ describe('leases (SPEC §17, §25.7)', () => {
           END IF;
           RETURN NEW;
         END $$`);
-      await db.pool.query(`CREATE TRIGGER refuse_join BEFORE UPDATE ON gen_durable FOR EACH ROW EXECUTE FUNCTION refuse_join()`);
+      await db.pool.query(
+        `CREATE TRIGGER refuse_join BEFORE UPDATE ON gen_durable FOR EACH ROW EXECUTE FUNCTION refuse_join()`,
+      );
       try {
         const parentId = await h.engine.insert(PillParentFsm);
         const childId = await eventually(async () => {
-          const { rows } = await db.pool.query<{ id: string }>(`SELECT id FROM gen_durable WHERE parent_id = $1`, [parentId]);
+          const { rows } = await db.pool.query<{ id: string }>(
+            `SELECT id FROM gen_durable WHERE parent_id = $1`,
+            [parentId],
+          );
           return rows[0]?.id;
         });
-        await eventually(async () => (await h.engine.get({ id: parentId }))?.status === 'awaiting_children');
+        await eventually(
+          async () => (await h.engine.get({ id: parentId }))?.status === 'awaiting_children',
+        );
         await db.pool.query(`UPDATE gen_durable SET reaps = 1 WHERE id = $1`, [childId]); // one reap from the cap
         await claimRows(h.engine, 'pill-nowhere', 1, 'killed-again');
         await expireLease(db, childId);
         // Sweeps fail while the join is refused: the child stays as it was, expired.
         const swept = await h.engine.runtime.reaper!.sweep();
         expect(swept).toEqual({ reaped: 0, poisoned: 0, timeouts: 0 });
-        expect(await rowOf(db, childId)).toMatchObject({ status: 'executing', reaps: 1, last_error: null });
-        expect(await rowOf(db, parentId)).toMatchObject({ status: 'awaiting_children', children_pending: 1 });
+        expect(await rowOf(db, childId)).toMatchObject({
+          status: 'executing',
+          reaps: 1,
+          last_error: null,
+        });
+        expect(await rowOf(db, parentId)).toMatchObject({
+          status: 'awaiting_children',
+          children_pending: 1,
+        });
         // Once the join goes through, the pill fails and the parent runs on.
         await db.pool.query(`UPDATE refuse_join SET active = false`);
         await eventually(async () => (await rowOf(db, childId))['status'] === 'failed');
-        expect((await h.engine.await(parentId, { until: 'terminal', timeout: 10_000 })).kind).toBe('done');
+        expect((await h.engine.await(parentId, { until: 'terminal', timeout: 10_000 })).kind).toBe(
+          'done',
+        );
       } finally {
         await db.pool.query(`DROP TRIGGER refuse_join ON gen_durable`);
       }
@@ -189,7 +239,12 @@ describe('leases (SPEC §17, §25.7)', () => {
   describe('heartbeats', () => {
     let h: Harness;
     beforeAll(async () => {
-      h = await bootEngine(db, [SleeperFsm], { queues: { long: 1 }, prefetch: 3, reaper: { interval: 100 }, gc: false });
+      h = await bootEngine(db, [SleeperFsm], {
+        queues: { long: 1 },
+        prefetch: 3,
+        reaper: { interval: 100 },
+        gc: false,
+      });
     });
     afterAll(async () => {
       await h.close();
@@ -199,13 +254,22 @@ describe('leases (SPEC §17, §25.7)', () => {
       // One step of 2.5 × leaseTtl, then three prefetched rows that wait in the buffer for
       // up to 2.5 s + 3 × 0.6 s — all longer than the 2 s lease.
       const long = await h.engine.insert(SleeperFsm, { state: { ms: 5000 } });
-      const queued = await h.engine.insertAll(SleeperFsm, [1, 2, 3].map(() => ({ state: { ms: 600 }, scheduleIn: 0 })));
+      const queued = await h.engine.insertAll(
+        SleeperFsm,
+        [1, 2, 3].map(() => ({ state: { ms: 600 }, scheduleIn: 0 })),
+      );
       await eventually(async () => (await rowOf(db, long))['status'] === 'executing');
       const firstLease = (await rowOf(db, long))['lease_expires_at'] as Date;
-      await eventually(async () => ((await rowOf(db, long))['lease_expires_at'] as Date) > firstLease, 5000);
+      await eventually(
+        async () => ((await rowOf(db, long))['lease_expires_at'] as Date) > firstLease,
+        5000,
+      );
       const all = [long, ...queued];
       for (const id of all) {
-        expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({ kind: 'done', result: { attempt: 0 } });
+        expect(await h.engine.await(id, { until: 'terminal', timeout: 15_000 })).toEqual({
+          kind: 'done',
+          result: { attempt: 0 },
+        });
       }
       expect(h.eventsOf('reaper:reaped')).toEqual([]);
       expect(h.eventsOf('outcome:stale')).toEqual([]);
@@ -230,15 +294,30 @@ describe('leases (SPEC §17, §25.7)', () => {
       const expired = await insert(`${prefix}dead0002`, -5000);
       const live = await insert(`${prefix}live0001`, 1900);
       const otherNode = await insert('GenDurable:reclaim@reclaim-node2-dead0003', 100);
-      const otherQueue = await insert('GenDurable:elsewhere@reclaim-node-dead0004', 100, 'elsewhere');
-      const h = await bootEngine(db, [ReclaimableFsm], { queues: { reclaim: 2 }, nodeId: 'reclaim-node', reaper: false, gc: false });
+      const otherQueue = await insert(
+        'GenDurable:elsewhere@reclaim-node-dead0004',
+        100,
+        'elsewhere',
+      );
+      const h = await bootEngine(db, [ReclaimableFsm], {
+        queues: { reclaim: 2 },
+        nodeId: 'reclaim-node',
+        reaper: false,
+        gc: false,
+      });
       try {
         const reclaimed = await h.waitFor('scheduler:reclaimed');
         expect(reclaimed.measurements).toEqual({ count: 2 });
         expect(reclaimed.metadata).toEqual({ queue: 'reclaim' });
         // Reclaimed rows run again with no attempt bump.
-        expect(await h.engine.await(dead, { until: 'terminal' })).toEqual({ kind: 'done', result: { attempt: 0 } });
-        expect(await h.engine.await(expired, { until: 'terminal' })).toEqual({ kind: 'done', result: { attempt: 0 } });
+        expect(await h.engine.await(dead, { until: 'terminal' })).toEqual({
+          kind: 'done',
+          result: { attempt: 0 },
+        });
+        expect(await h.engine.await(expired, { until: 'terminal' })).toEqual({
+          kind: 'done',
+          result: { attempt: 0 },
+        });
         for (const [id, lockedBy] of [
           [live, `${prefix}live0001`],
           [otherNode, 'GenDurable:reclaim@reclaim-node2-dead0003'],
@@ -255,13 +334,24 @@ describe('leases (SPEC §17, §25.7)', () => {
 
   describe('graceful drain (SPEC §17.4)', () => {
     it('releases buffered rows at once and lets the in-flight step finish and commit', async () => {
-      const h = await bootEngine(db, [DrainedFsm], { queues: { drain: 1 }, prefetch: 3, drainTimeout: 20_000, reaper: false, gc: false });
+      const h = await bootEngine(db, [DrainedFsm], {
+        queues: { drain: 1 },
+        prefetch: 3,
+        drainTimeout: 20_000,
+        reaper: false,
+        gc: false,
+      });
       let closed = false;
       try {
         const keys = ['d1', 'd2', 'd3', 'd4'];
-        const ids = await h.engine.insertAll(DrainedFsm, keys.map((key) => ({ state: { key } })));
+        const ids = await h.engine.insertAll(
+          DrainedFsm,
+          keys.map((key) => ({ state: { key } })),
+        );
         await eventually(async () => {
-          const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable WHERE queue = 'drain' AND status = 'executing'`);
+          const { rows } = await db.pool.query(
+            `SELECT count(*)::int AS n FROM gen_durable WHERE queue = 'drain' AND status = 'executing'`,
+          );
           return rows[0].n === 4;
         });
         const running = await Promise.race(keys.map((k) => gates.reached(k).then(() => k)));
@@ -273,14 +363,19 @@ describe('leases (SPEC §17, §25.7)', () => {
           [ids],
         );
         expect(rows.filter((r) => r.key !== running)).toEqual(
-          keys.filter((k) => k !== running).map((key) => ({ key, status: 'runnable', attempt: 0, locked_by: null })),
+          keys
+            .filter((k) => k !== running)
+            .map((key) => ({ key, status: 'runnable', attempt: 0, locked_by: null })),
         );
         expect(rows.find((r) => r.key === running)).toMatchObject({ status: 'executing' });
         await sleep(300);
         expect(closed).toBe(false); // the drain waits for the in-flight step
         gates.open(running);
         await closing;
-        const { rows: finished } = await db.pool.query(`SELECT status, result FROM gen_durable WHERE state->>'key' = $1`, [running]);
+        const { rows: finished } = await db.pool.query(
+          `SELECT status, result FROM gen_durable WHERE state->>'key' = $1`,
+          [running],
+        );
         expect(finished).toEqual([{ status: 'done', result: { key: running } }]);
       } finally {
         gates.openAll();

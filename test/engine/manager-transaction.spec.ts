@@ -1,6 +1,13 @@
 import type { DataSource } from 'typeorm';
 
-import { awaitSignal, done, DurableFsm, InvalidInputError, Step, type StepContext } from '../../lib';
+import {
+  awaitSignal,
+  done,
+  DurableFsm,
+  InvalidInputError,
+  Step,
+  type StepContext,
+} from '../../lib';
 import { bootEngine, type Harness, rowOf } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -34,25 +41,35 @@ describe('manager joins the caller transaction (SPEC §2.5)', () => {
     db = await createTestDatabase();
     ds = await db.dataSource();
     await db.pool.query(`CREATE TABLE orders (id int PRIMARY KEY)`);
-    h = await bootEngine(db, [FulfilFsm, WaiterFsm], { queues: { tx: 2 }, reaper: false, gc: false });
+    h = await bootEngine(db, [FulfilFsm, WaiterFsm], {
+      queues: { tx: 2 },
+      reaper: false,
+      gc: false,
+    });
   });
   afterAll(async () => {
     await h.close();
     await db.drop();
   });
 
-  const count = async (sql: string, params: unknown[] = []) => (await db.pool.query(sql, params)).rows[0].n as number;
+  const count = async (sql: string, params: unknown[] = []) =>
+    (await db.pool.query(sql, params)).rows[0].n as number;
 
   it('insert: invisible until commit, then it runs', async () => {
     let insideVisible = -1;
     const id = await ds.transaction(async (manager) => {
       await manager.query(`INSERT INTO orders (id) VALUES (1)`);
       const inserted = await h.engine.insert(FulfilFsm, { state: { order: 1 }, manager });
-      insideVisible = await count(`SELECT count(*)::int AS n FROM gen_durable WHERE id = $1`, [inserted]);
+      insideVisible = await count(`SELECT count(*)::int AS n FROM gen_durable WHERE id = $1`, [
+        inserted,
+      ]);
       return inserted;
     });
     expect(insideVisible).toBe(0);
-    expect(await h.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { order: 1 } });
+    expect(await h.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { order: 1 },
+    });
     expect(await count(`SELECT count(*)::int AS n FROM orders WHERE id = 1`)).toBe(1);
   });
 
@@ -74,17 +91,29 @@ describe('manager joins the caller transaction (SPEC §2.5)', () => {
     let rolledBack: string[] = [];
     await expect(
       ds.transaction(async (manager) => {
-        rolledBack = await h.engine.insertAll(FulfilFsm, [{ state: { order: 3 } }, { state: { order: 4 } }], { manager });
+        rolledBack = await h.engine.insertAll(
+          FulfilFsm,
+          [{ state: { order: 3 } }, { state: { order: 4 } }],
+          { manager },
+        );
         throw new Rollback();
       }),
     ).rejects.toBeInstanceOf(Rollback);
     expect(rolledBack).toHaveLength(2);
-    expect(await count(`SELECT count(*)::int AS n FROM gen_durable WHERE id = ANY($1::bigint[])`, [rolledBack])).toBe(0);
+    expect(
+      await count(`SELECT count(*)::int AS n FROM gen_durable WHERE id = ANY($1::bigint[])`, [
+        rolledBack,
+      ]),
+    ).toBe(0);
 
     const committed = await ds.transaction((manager) =>
-      h.engine.insertAll(FulfilFsm, [{ state: { order: 5 } }, { state: { order: 6 } }], { manager }),
+      h.engine.insertAll(FulfilFsm, [{ state: { order: 5 } }, { state: { order: 6 } }], {
+        manager,
+      }),
     );
-    for (const id of committed) expect((await h.engine.await(id, { until: 'terminal' })).kind).toBe('done');
+    for (const id of committed) {
+      expect((await h.engine.await(id, { until: 'terminal' })).kind).toBe('done');
+    }
   });
 
   it('signal: rolled back with the caller (nothing stored, nothing woken), delivered on commit', async () => {
@@ -96,11 +125,16 @@ describe('manager joins the caller transaction (SPEC §2.5)', () => {
         throw new Rollback();
       }),
     ).rejects.toBeInstanceOf(Rollback);
-    expect(await count(`SELECT count(*)::int AS n FROM signals WHERE target_id = $1`, [id])).toBe(0);
+    expect(await count(`SELECT count(*)::int AS n FROM signals WHERE target_id = $1`, [id])).toBe(
+      0,
+    );
     expect(await rowOf(db, id)).toMatchObject({ status: 'awaiting_signal' });
 
     await ds.transaction((manager) => h.engine.signal({ id }, 'paid', { amount: 2 }, { manager }));
-    expect(await h.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { paid: [{ amount: 2 }] } });
+    expect(await h.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { paid: [{ amount: 2 }] },
+    });
   });
 
   it('a manager outside an active transaction is refused', async () => {

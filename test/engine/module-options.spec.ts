@@ -26,7 +26,9 @@ class PingJob {
 }
 
 /** Boots `imports` (+ PingJob), runs one job to completion, closes. */
-async function roundTrip(imports: NonNullable<Parameters<typeof Test.createTestingModule>[0]['imports']>): Promise<EngineService> {
+async function roundTrip(
+  imports: NonNullable<Parameters<typeof Test.createTestingModule>[0]['imports']>,
+): Promise<EngineService> {
   const app = await Test.createTestingModule({ imports, providers: [PingJob] }).compile();
   let open = true;
   trackResource('module-options app', () => open);
@@ -34,7 +36,10 @@ async function roundTrip(imports: NonNullable<Parameters<typeof Test.createTesti
     await app.init();
     const engine = app.get(EngineService);
     const id = await engine.insert(PingJob, { args: { n: 7 } });
-    expect(await engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { pong: 7 } });
+    expect(await engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { pong: 7 },
+    });
     return engine;
   } finally {
     await app.close();
@@ -160,7 +165,11 @@ describe('module and options (SPEC §2.1, §22)', () => {
 
     it('a non-PostgreSQL DataSource', async () => {
       // CockroachDB rides on the pg driver, so this DataSource is real, just not PostgreSQL.
-      const cockroach = new DataSource({ type: 'cockroachdb', url: db.url, timeTravelQueries: false });
+      const cockroach = new DataSource({
+        type: 'cockroachdb',
+        url: db.url,
+        timeTravelQueries: false,
+      });
       const err = await bootError(GenDurableModule.forRoot({ dataSource: cockroach }));
       expect(err).toBeInstanceOf(ConfigurationError);
       expect((err as ConfigurationError).path).toBe('dataSource');
@@ -188,7 +197,9 @@ describe('module and options (SPEC §2.1, §22)', () => {
     it('SchemaVersionError when the schema is missing; a failed boot releases the engine name', async () => {
       const empty = await createTestDatabase({ migrate: false });
       try {
-        const err = await bootError(GenDurableModule.forRoot({ dataSource: await empty.dataSource(), ...FAST }));
+        const err = await bootError(
+          GenDurableModule.forRoot({ dataSource: await empty.dataSource(), ...FAST }),
+        );
         expect(err).toBeInstanceOf(SchemaVersionError);
         expect(err).toMatchObject({ schema: 'public', installed: 0 });
       } finally {
@@ -199,7 +210,9 @@ describe('module and options (SPEC §2.1, §22)', () => {
     });
 
     it('SchemaVersionError names a schema the migration never created', async () => {
-      const err = await bootError(GenDurableModule.forRoot({ dataSource, schema: 'jobs', ...FAST }));
+      const err = await bootError(
+        GenDurableModule.forRoot({ dataSource, schema: 'jobs', ...FAST }),
+      );
       expect(err).toBeInstanceOf(SchemaVersionError);
       expect(err).toMatchObject({ schema: 'jobs', installed: 0 });
     });

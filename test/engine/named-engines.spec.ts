@@ -91,18 +91,27 @@ describe('named engines (SPEC §2.1)', () => {
       // Each engine runs its own queue with its own FSM subset and worker ids.
       expect([...consumer.main.runtime.schedulers.keys()]).toEqual(['main']);
       expect([...consumer.billing.runtime.schedulers.keys()]).toEqual(['billing']);
-      expect(consumer.billing.runtime.schedulers.get('billing')?.workerId).toMatch(/^Billing:billing@/);
+      expect(consumer.billing.runtime.schedulers.get('billing')?.workerId).toMatch(
+        /^Billing:billing@/,
+      );
       const order = await consumer.main.insert(OrderFsm);
       const invoice = await consumer.billing.insert(InvoiceFsm);
-      expect(await consumer.main.await(order, { until: 'terminal' })).toEqual({ kind: 'done', result: { engine: 'main', id: order } });
+      expect(await consumer.main.await(order, { until: 'terminal' })).toEqual({
+        kind: 'done',
+        result: { engine: 'main', id: order },
+      });
       expect(await consumer.billing.await(invoice, { until: 'terminal' })).toEqual({
         kind: 'done',
         result: { engine: 'billing', id: invoice },
       });
       await expect(consumer.billing.insert(OrderFsm)).rejects.toBeInstanceOf(FsmNotRegisteredError);
       // Telemetry carries the engine name on both transports.
-      expect(published.filter((e) => e.metadata['id'] === order).map((e) => e.engine)).toEqual(['GenDurable']);
-      expect(published.filter((e) => e.metadata['id'] === invoice).map((e) => e.engine)).toEqual(['Billing']);
+      expect(published.filter((e) => e.metadata['id'] === order).map((e) => e.engine)).toEqual([
+        'GenDurable',
+      ]);
+      expect(published.filter((e) => e.metadata['id'] === invoice).map((e) => e.engine)).toEqual([
+        'Billing',
+      ]);
     } finally {
       unsubscribe('gen_durable:step:stop', onStep);
       await app.close();
@@ -129,7 +138,10 @@ describe('named engines (SPEC §2.1)', () => {
         }).compile();
         let secondOpen = true;
         trackResource(`second app #${attempt}`, () => secondOpen);
-        const err = await second.init().then(() => undefined, (e: unknown) => e);
+        const err = await second.init().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         await second.close().catch(() => undefined);
         secondOpen = false;
         expect(err).toBeInstanceOf(AlreadyStartedError);

@@ -1,10 +1,25 @@
-import { awaitSignal, done, DurableFsm, NoTargetError, scheduleChildren, Step, type StepContext } from '../../lib';
+import {
+  awaitSignal,
+  done,
+  DurableFsm,
+  NoTargetError,
+  scheduleChildren,
+  Step,
+  type StepContext,
+} from '../../lib';
 import type { ClaimedRow } from '../../lib/runtime/claimed-row';
 import { LOAD_ENRICHMENT } from '../../lib/sql/claim.sql';
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
 import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
 import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
-import { claimRows, holdRowLock, isBlockedBy, openRawSession, type RawSession, waitUntilBlockedBy } from '../support/raw-session';
+import {
+  claimRows,
+  holdRowLock,
+  isBlockedBy,
+  openRawSession,
+  type RawSession,
+  waitUntilBlockedBy,
+} from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // Deterministic races on real connections (SPEC §8.4, §26.6). One side holds its transaction
@@ -62,7 +77,12 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
 
   const status = async (id: string) =>
     (
-      await db.pool.query<{ status: string; awaits: string[] | null; await_deadline: Date | null; due: boolean }>(
+      await db.pool.query<{
+        status: string;
+        awaits: string[] | null;
+        await_deadline: Date | null;
+        due: boolean;
+      }>(
         `SELECT status, awaits, await_deadline, eligible_at <= now() AS due FROM gen_durable WHERE id = $1`,
         [id],
       )
@@ -78,13 +98,23 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
   /** A row of a queue no scheduler runs, claimed by WORKER through the production claim. */
   let queues = 0;
   /** Rows of a fresh queue no scheduler runs, claimed by WORKER through the production claim. */
-  async function claimedManualRows(n: number, options: { correlationKey?: string } = {}): Promise<ClaimedRow[]> {
+  async function claimedManualRows(
+    n: number,
+    options: { correlationKey?: string } = {},
+  ): Promise<ClaimedRow[]> {
     const queue = `race-${++queues}`;
     const ids: string[] = [];
-    for (let i = 0; i < n; i++) ids.push(await t.engine.insert(RacerFsm, { queue, ...(i === 0 ? options : {}) }));
+    for (let i = 0; i < n; i++) {
+      ids.push(await t.engine.insert(RacerFsm, { queue, ...(i === 0 ? options : {}) }));
+    }
     const claimed = await claimRows(a, queue, WORKER, { batch: n });
     expect(claimed.map((c) => c.id).sort()).toEqual([...ids].sort());
-    return ids.map((id) => claimedRow(claimed.find((c) => c.id === id)!, WORKER));
+    return ids.map((id) =>
+      claimedRow(
+        claimed.find((c) => c.id === id)!,
+        WORKER,
+      ),
+    );
   }
 
   /**
@@ -92,7 +122,11 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
    * whose row lock session `b` holds: resolves once the flush transaction has written `row`
    * and waits on `b`, with the flusher's backend pid and the flush's replies.
    */
-  async function flushHeldOpen(row: ClaimedRow, entryOutcome: Parameters<typeof flushEntry>[2], blocker: ClaimedRow) {
+  async function flushHeldOpen(
+    row: ClaimedRow,
+    entryOutcome: Parameters<typeof flushEntry>[2],
+    blocker: ClaimedRow,
+  ) {
     await holdRowLock(b, blocker.id);
     const replies = submitTogether(t.engine, [
       flushEntry(t.engine, row, entryOutcome),
@@ -106,9 +140,15 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
     it('park first: delivery waits on the parked, uncommitted row and flips it once the park commits', async () => {
       const [row, blocker] = await claimedManualRows(2);
       t.resetStatements();
-      const { flusherPid, replies } = await flushHeldOpen(row!, awaitSignal('go', 'woken', {}, { timeout: 60_000 }), blocker!);
+      const { flusherPid, replies } = await flushHeldOpen(
+        row!,
+        awaitSignal('go', 'woken', {}, { timeout: 60_000 }),
+        blocker!,
+      );
       // The park and its recheck ran in the open transaction; the recheck found nothing.
-      expect(t.statements).toEqual(expect.arrayContaining(['flush_parks', 'recheck_parks', 'fanout_lock_parents']));
+      expect(t.statements).toEqual(
+        expect.arrayContaining(['flush_parks', 'recheck_parks', 'fanout_lock_parents']),
+      );
 
       const delivery = t.engine.signal({ id: row!.id }, 'go', { n: 1 });
       const [waiter] = await waitUntilBlockedBy(db, flusherPid);
@@ -121,11 +161,18 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
       expect(await replies).toEqual(['committed', 'committed']);
       await delivery;
       // The delivery's CASE was re-evaluated on the parked row after the lock: no lost wake-up.
-      expect(await status(row!.id)).toEqual({ status: 'runnable', awaits: ['go'], await_deadline: null, due: true });
+      expect(await status(row!.id)).toEqual({
+        status: 'runnable',
+        awaits: ['go'],
+        await_deadline: null,
+        due: true,
+      });
       expect(await inbox(row!.id)).toEqual([{ name: 'go', consumed: false }]);
       // And the next claim presents it.
       const again = await claimRows(a, row!.queue, WORKER, { batch: 2 });
-      expect(again.find((c) => c.id === row!.id)?.inbox).toEqual([expect.objectContaining({ name: 'go' })]);
+      expect(again.find((c) => c.id === row!.id)?.inbox).toEqual([
+        expect.objectContaining({ name: 'go' }),
+      ]);
     });
 
     it('delivery first: the park waits on the delivery, then its recheck sees the signal', async () => {
@@ -136,7 +183,9 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
         expect.objectContaining({ id: row!.id, status: 'executing', inserted: true }),
       ]);
       t.resetStatements();
-      const replies = submitTogether(t.engine, [flushEntry(t.engine, row!, awaitSignal('go', 'woken', {}))]);
+      const replies = submitTogether(t.engine, [
+        flushEntry(t.engine, row!, awaitSignal('go', 'woken', {})),
+      ]);
       const [flusherPid] = await waitUntilBlockedBy(db, b.pid);
       expect(await isBlockedBy(db, flusherPid!, b.pid)).toBe(true);
       expect(t.statements).toContain('flush_parks');
@@ -145,7 +194,12 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
       expect(await replies).toEqual(['committed']);
       // The recheck is a new statement: its snapshot saw the committed, unpresented signal.
       expect(t.statements).toContain('recheck_parks');
-      expect(await status(row!.id)).toEqual({ status: 'runnable', awaits: ['go'], await_deadline: null, due: true });
+      expect(await status(row!.id)).toEqual({
+        status: 'runnable',
+        awaits: ['go'],
+        await_deadline: null,
+        due: true,
+      });
     });
 
     it('delivery first: the production flush parks behind the delivery and wakes at once', async () => {
@@ -160,7 +214,10 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
       expect(await isBlockedBy(db, flusherPid!, b.pid)).toBe(true);
       expect(t.statements).toContain('flush_parks');
       await b.exec('COMMIT');
-      expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({ kind: 'done', result: { payloads: [{ n: 3 }] } });
+      expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
+        kind: 'done',
+        result: { payloads: [{ n: 3 }] },
+      });
       expect(t.statements).toContain('recheck_parks');
       expect(await inbox(id)).toEqual([{ name: 'go', consumed: true }]);
     });
@@ -168,9 +225,13 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
     it('a presented signal is excluded by the recheck: re-parking on it does not wake', async () => {
       const [row] = await claimedManualRows(1);
       await b.run(DELIVER_SIGNAL, [row!.id, null, 'go', '{"n":4}', null]);
-      const [enrichment] = await a.run<{ inbox: Array<{ id: string }> | null }>(LOAD_ENRICHMENT, [[row!.id]]);
+      const [enrichment] = await a.run<{ inbox: Array<{ id: string }> | null }>(LOAD_ENRICHMENT, [
+        [row!.id],
+      ]);
       const presented = enrichment?.inbox?.[0];
-      const replies = submitTogether(t.engine, [flushEntry(t.engine, row!, awaitSignal('go', 'woken', {}), [presented!.id])]);
+      const replies = submitTogether(t.engine, [
+        flushEntry(t.engine, row!, awaitSignal('go', 'woken', {}), [presented!.id]),
+      ]);
       expect(await replies).toEqual(['committed']);
       expect((await status(row!.id))!.status).toBe('awaiting_signal');
       // A new arrival wakes it.
@@ -186,7 +247,12 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
         const [row, blocker] = await claimedManualRows(2, { correlationKey: key });
         const { flusherPid, replies } = await flushHeldOpen(row!, done({ ok: true }), blocker!);
 
-        const delivery = t.engine.signal(by === 'id' ? { id: row!.id } : { correlationKey: key }, 'go', { late: true }, { dedupKey: `d-${by}` });
+        const delivery = t.engine.signal(
+          by === 'id' ? { id: row!.id } : { correlationKey: key },
+          'go',
+          { late: true },
+          { dedupKey: `d-${by}` },
+        );
         const settled = delivery.then(
           () => 'delivered',
           (err: unknown) => err,
@@ -212,16 +278,28 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
       const [flusherPid] = await waitUntilBlockedBy(db, b.pid);
       expect(await isBlockedBy(db, flusherPid!, b.pid)).toBe(true);
       // The flush is the solo UPDATE (no rider known before it), waiting on the delivery's lock.
-      const flushStatements = () => t.statements.filter((s) => ['flush_transitions', 'begin', 'consume_inboxes', 'commit'].includes(s));
+      const flushStatements = () =>
+        t.statements.filter((s) =>
+          ['flush_transitions', 'begin', 'consume_inboxes', 'commit'].includes(s),
+        );
       // (The blocked pid may be a heartbeat of the row: wait for the flush statement itself.)
       await eventually(async () => flushStatements().length > 0);
       expect(flushStatements()).toEqual(['flush_transitions']);
       expect((await status(id))!.status).toBe('executing');
       await b.exec('COMMIT');
-      expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({ kind: 'done', result: { finished: true } });
+      expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
+        kind: 'done',
+        result: { finished: true },
+      });
       // After the lock it found the row signaled and refused the terminal; the flusher then
       // committed it in a transaction with the inbox sweep.
-      expect(flushStatements().slice(0, 5)).toEqual(['flush_transitions', 'begin', 'flush_transitions', 'consume_inboxes', 'commit']);
+      expect(flushStatements().slice(0, 5)).toEqual([
+        'flush_transitions',
+        'begin',
+        'flush_transitions',
+        'consume_inboxes',
+        'commit',
+      ]);
       // Delivered while live, then consumed by the terminal outcome: not orphaned.
       expect(await inbox(id)).toEqual([{ name: 'go', consumed: true }]);
     });

@@ -98,7 +98,9 @@ class UnrulyFsm {
 
 @DurableFsm({ name: 'defaulted', queue: 'robust' })
 class DefaultOnErrorFsm {
-  @Step() async start(ctx: StepContext<{ case: 'string' | 'undefined' | 'null' | 'error' }>): Promise<unknown> {
+  @Step() async start(
+    ctx: StepContext<{ case: 'string' | 'undefined' | 'null' | 'error' }>,
+  ): Promise<unknown> {
     switch (ctx.state.case) {
       case 'string':
         // eslint-disable-next-line @typescript-eslint/only-throw-error -- the point: a non-Error throw
@@ -161,7 +163,9 @@ describe('robustness (SPEC §25.9, §26.8)', () => {
   };
 
   it("stores state, result and nested arrays as JSON objects (jsonb_typeof = 'object')", async () => {
-    const id = await h.engine.insert(HealthyFsm, { state: { list: [1, 2, 3], nested: { deep: 'x' } } });
+    const id = await h.engine.insert(HealthyFsm, {
+      state: { list: [1, 2, 3], nested: { deep: 'x' } },
+    });
     const { rows: first } = await db.pool.query(
       `SELECT jsonb_typeof(state) AS s, jsonb_typeof(state->'list') AS l FROM gen_durable WHERE id = $1`,
       [id],
@@ -247,13 +251,22 @@ describe('robustness (SPEC §25.9, §26.8)', () => {
     );
     const ghost = rows[0]!.id;
     const crash = await h.waitFor('executor:crash', (e) => e.metadata['id'] === ghost);
-    expect(crash.metadata).toMatchObject({ fsm: 'ghost', step: 'start', error: expect.stringContaining('no FSM "ghost"') });
+    expect(crash.metadata).toMatchObject({
+      fsm: 'ghost',
+      step: 'start',
+      error: expect.stringContaining('no FSM "ghost"'),
+    });
     const held = await rowOf(db, ghost);
     expect(held).toMatchObject({ status: 'executing', attempt: 0 });
     expect(held['locked_by']).toEqual(expect.stringContaining('GenDurable:robust@'));
     // Other rows run to completion meanwhile, on the same scheduler.
-    const others = await h.engine.insertAll(HealthyFsm, Array.from({ length: 6 }, () => ({ state: { list: [], nested: { deep: '' } } })));
-    for (const id of others) expect((await h.engine.await(id, { until: 'terminal' })).kind).toBe('done');
+    const others = await h.engine.insertAll(
+      HealthyFsm,
+      Array.from({ length: 6 }, () => ({ state: { list: [], nested: { deep: '' } } })),
+    );
+    for (const id of others) {
+      expect((await h.engine.await(id, { until: 'terminal' })).kind).toBe('done');
+    }
     // The crashed row left the in-flight set: no heartbeat renews its lease (heartbeat 0.5 s).
     await sleep(1500);
     const later = await rowOf(db, ghost);
@@ -264,7 +277,8 @@ describe('robustness (SPEC §25.9, §26.8)', () => {
   });
 
   describe('typed errors at insert (nothing written)', () => {
-    const rowCount = async () => (await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable`)).rows[0].n as number;
+    const rowCount = async () =>
+      (await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable`)).rows[0].n as number;
 
     it.each([
       ['negative scheduleIn', { scheduleIn: -1 }, InvalidInputError, 'insert.scheduleIn'],
@@ -272,14 +286,26 @@ describe('robustness (SPEC §25.9, §26.8)', () => {
       ['priority above smallint', { priority: 32768 }, InvalidInputError, 'insert.priority'],
       ['priority below smallint', { priority: -32769 }, InvalidInputError, 'insert.priority'],
       ['non-integer priority', { priority: 0.5 }, InvalidInputError, 'insert.priority'],
-      ['array state', { state: [] as unknown as Record<string, unknown> }, InvalidInputError, 'insert.state'],
+      [
+        'array state',
+        { state: [] as unknown as Record<string, unknown> },
+        InvalidInputError,
+        'insert.state',
+      ],
       ['bigint in state', { state: { big: 1n } }, InvalidInputError, 'insert.state.big'],
-      ['oversize state', { state: { s: 'x'.repeat(MAX_STATE_BYTES) } }, PayloadTooLargeError, 'insert.state'],
+      [
+        'oversize state',
+        { state: { s: 'x'.repeat(MAX_STATE_BYTES) } },
+        PayloadTooLargeError,
+        'insert.state',
+      ],
       ['empty correlation key', { correlationKey: '' }, InvalidInputError, 'insert.correlationKey'],
       ['unknown option', { bogus: 1 }, InvalidInputError, 'insert.bogus'],
     ])('%s', async (_label, options, errorClass, path) => {
       const before = await rowCount();
-      const err = await h.engine.insert(HealthyFsm, options as InsertOptions).catch((e: unknown) => e);
+      const err = await h.engine
+        .insert(HealthyFsm, options as InsertOptions)
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(errorClass);
       expect((err as { path: string }).path).toBe(path);
       expect(await rowCount()).toBe(before);
@@ -287,13 +313,17 @@ describe('robustness (SPEC §25.9, §26.8)', () => {
 
     it('an unknown first step is an UnknownStepError', async () => {
       const before = await rowCount();
-      await expect(h.engine.insert(HealthyFsm, { step: 'nowhere' })).rejects.toThrow(UnknownStepError);
+      await expect(h.engine.insert(HealthyFsm, { step: 'nowhere' })).rejects.toThrow(
+        UnknownStepError,
+      );
       expect(await rowCount()).toBe(before);
     });
 
     it('one bad entry rejects the whole insertAll before anything is written', async () => {
       const before = await rowCount();
-      const entries = Array.from({ length: 10 }, (_, i) => ({ state: i === 7 ? { n: Number.POSITIVE_INFINITY } : { n: i } }));
+      const entries = Array.from({ length: 10 }, (_, i) => ({
+        state: i === 7 ? { n: Number.POSITIVE_INFINITY } : { n: i },
+      }));
       const err = await h.engine.insertAll(HealthyFsm, entries).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(InvalidInputError);
       expect((err as InvalidInputError).path).toBe('insertAll[7].state.n');

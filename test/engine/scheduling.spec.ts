@@ -1,4 +1,12 @@
-import { done, DurableFsm, InvalidInputError, InvalidOutcomeError, retry, Step, type StepContext } from '../../lib';
+import {
+  done,
+  DurableFsm,
+  InvalidInputError,
+  InvalidOutcomeError,
+  retry,
+  Step,
+  type StepContext,
+} from '../../lib';
 import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -31,7 +39,9 @@ class TaskFsm {
       g.entered = true;
       await g.opened;
     }
-    if (ctx.state.retryOnceMs !== undefined && ctx.attempt === 0) return retry(ctx.state, ctx.state.retryOnceMs);
+    if (ctx.state.retryOnceMs !== undefined && ctx.attempt === 0) {
+      return retry(ctx.state, ctx.state.retryOnceMs);
+    }
     return done({ label: ctx.state.label, attempt: ctx.attempt });
   }
 }
@@ -51,7 +61,9 @@ describe('scheduling: delays, priority, queues, retry delays (SPEC §12)', () =>
   beforeAll(async () => {
     db = await createTestDatabase();
     // `serial` runs one step at a time, so execution order is the claim order.
-    t = await createTestApp(db, [TaskFsm, ReportFsm], { queues: { default: 4, serial: 1, reports: 1 } });
+    t = await createTestApp(db, [TaskFsm, ReportFsm], {
+      queues: { default: 4, serial: 1, reports: 1 },
+    });
   });
   afterAll(async () => {
     await t.close();
@@ -67,7 +79,8 @@ describe('scheduling: delays, priority, queues, retry delays (SPEC §12)', () =>
         )
       ).rows[0]!.ms,
     );
-  const picksSince = (from: number): number => t.statements.slice(from).filter((s) => s === 'claim_runnable').length;
+  const picksSince = (from: number): number =>
+    t.statements.slice(from).filter((s) => s === 'claim_runnable').length;
 
   it('scheduleIn counts on the database clock; a delayed row is not claimed before it is due', async () => {
     const id = await t.engine.insert(TaskFsm, { state: { label: 'later' }, scheduleIn: 1500 });
@@ -75,13 +88,21 @@ describe('scheduling: delays, priority, queues, retry delays (SPEC §12)', () =>
     const from = t.statements.length;
     await eventually(async () => picksSince(from) >= 3);
     expect((await t.engine.get({ id }))?.status).toBe('runnable');
-    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({ kind: 'done', result: { label: 'later', attempt: 0 } });
+    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
+      kind: 'done',
+      result: { label: 'later', attempt: 0 },
+    });
   });
 
   it('precedence: eligibleAt > scheduleAt > scheduleIn', async () => {
     const eligibleAt = new Date(Date.now() + 3_600_000);
     const scheduleAt = new Date(Date.now() + 7_200_000);
-    const a = await t.engine.insert(TaskFsm, { state: { label: 'p1' }, eligibleAt, scheduleAt, scheduleIn: 5 });
+    const a = await t.engine.insert(TaskFsm, {
+      state: { label: 'p1' },
+      eligibleAt,
+      scheduleAt,
+      scheduleIn: 5,
+    });
     const b = await t.engine.insert(TaskFsm, { state: { label: 'p2' }, scheduleAt, scheduleIn: 5 });
     const c = await t.engine.insert(TaskFsm, { state: { label: 'p3' }, scheduleIn: 86_400_000 });
     expect((await t.engine.get({ id: a }))!.eligibleAt.getTime()).toBe(eligibleAt.getTime());
@@ -104,7 +125,12 @@ describe('scheduling: delays, priority, queues, retry delays (SPEC §12)', () =>
     const shuffled = [...entries].sort(() => Math.random() - 0.5);
     const ids = await t.engine.insertAll(
       TaskFsm,
-      shuffled.map((e) => ({ state: { label: e.label }, queue: 'serial', priority: e.priority, eligibleAt: e.eligibleAt })),
+      shuffled.map((e) => ({
+        state: { label: e.label },
+        queue: 'serial',
+        priority: e.priority,
+        eligibleAt: e.eligibleAt,
+      })),
     );
     await Promise.all(ids.map((id) => t.engine.await(id, { until: 'terminal', timeout: 10_000 })));
     expect(ran).toEqual(['neg#0', 'p0-early#0', 'p0-mid#0', 'p0-late#0', 'p1#0', 'p5-early#0']);
@@ -115,7 +141,12 @@ describe('scheduling: delays, priority, queues, retry delays (SPEC §12)', () =>
     const base = Date.now() - 60_000;
     const at = (s: number) => new Date(base + s * 1000);
     const ids = await t.engine.insertAll(TaskFsm, [
-      { state: { label: 'flaky', retryOnceMs: 0 }, queue: 'serial', priority: 0, eligibleAt: at(1) },
+      {
+        state: { label: 'flaky', retryOnceMs: 0 },
+        queue: 'serial',
+        priority: 0,
+        eligibleAt: at(1),
+      },
       { state: { label: 'older' }, queue: 'serial', priority: 0, eligibleAt: at(2) },
       { state: { label: 'oldest-low' }, queue: 'serial', priority: 1, eligibleAt: at(0) },
     ]);
@@ -132,17 +163,30 @@ describe('scheduling: delays, priority, queues, retry delays (SPEC §12)', () =>
       [id],
     );
     expect(rows[0]).toEqual({ status: 'runnable', ms: '1200' });
-    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({ kind: 'done', result: { label: 'backoff', attempt: 1 } });
+    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
+      kind: 'done',
+      result: { label: 'backoff', attempt: 1 },
+    });
   });
 
   it('queue: the insert option overrides the FSM queue; rows of a queue no node runs wait', async () => {
-    const onSerial = await t.engine.insert(ReportFsm, { state: { label: 'moved' }, queue: 'serial' });
+    const onSerial = await t.engine.insert(ReportFsm, {
+      state: { label: 'moved' },
+      queue: 'serial',
+    });
     const onDefault = await t.engine.insert(ReportFsm, { state: { label: 'native' } });
-    const nowhere = await t.engine.insert(TaskFsm, { state: { label: 'nowhere' }, queue: 'nowhere' });
+    const nowhere = await t.engine.insert(TaskFsm, {
+      state: { label: 'nowhere' },
+      queue: 'nowhere',
+    });
     expect((await t.engine.get({ id: onSerial }))?.queue).toBe('serial');
     expect((await t.engine.get({ id: onDefault }))?.queue).toBe('reports');
-    expect(await t.engine.await(onSerial, { until: 'terminal', timeout: 10_000 })).toMatchObject({ kind: 'done' });
-    expect(await t.engine.await(onDefault, { until: 'terminal', timeout: 10_000 })).toMatchObject({ kind: 'done' });
+    expect(await t.engine.await(onSerial, { until: 'terminal', timeout: 10_000 })).toMatchObject({
+      kind: 'done',
+    });
+    expect(await t.engine.await(onDefault, { until: 'terminal', timeout: 10_000 })).toMatchObject({
+      kind: 'done',
+    });
     const serialWorker = t.engine.runtime.schedulers.get('serial')!.workerId;
     expect(serialWorker).toContain(':serial@');
     const from = t.statements.length;
@@ -151,21 +195,33 @@ describe('scheduling: delays, priority, queues, retry delays (SPEC §12)', () =>
   });
 
   it('the row is claimed by the scheduler of its own queue', async () => {
-    const gated = await t.engine.insert(TaskFsm, { state: { label: 'held', gate: 'held' }, queue: 'serial' });
+    const gated = await t.engine.insert(TaskFsm, {
+      state: { label: 'held', gate: 'held' },
+      queue: 'serial',
+    });
     await eventually(async () => gate('held').entered);
-    expect((await t.engine.get({ id: gated }))?.lockedBy).toBe(t.engine.runtime.schedulers.get('serial')!.workerId);
+    expect((await t.engine.get({ id: gated }))?.lockedBy).toBe(
+      t.engine.runtime.schedulers.get('serial')!.workerId,
+    );
     gate('held').open();
-    expect(await t.engine.await(gated, { until: 'terminal', timeout: 10_000 })).toMatchObject({ kind: 'done' });
+    expect(await t.engine.await(gated, { until: 'terminal', timeout: 10_000 })).toMatchObject({
+      kind: 'done',
+    });
   });
 
   it('bad delays and priorities are typed errors; nothing is written', async () => {
-    const count = async () => (await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM gen_durable`)).rows[0]!.n;
+    const count = async () =>
+      (await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM gen_durable`)).rows[0]!.n;
     const before = await count();
     await expect(t.engine.insert(TaskFsm, { scheduleIn: -1 })).rejects.toThrow(InvalidInputError);
     await expect(t.engine.insert(TaskFsm, { scheduleIn: 1.5 })).rejects.toThrow(/scheduleIn/);
-    await expect(t.engine.insert(TaskFsm, { scheduleAt: new Date(Number.NaN) })).rejects.toThrow(/scheduleAt/);
+    await expect(t.engine.insert(TaskFsm, { scheduleAt: new Date(Number.NaN) })).rejects.toThrow(
+      /scheduleAt/,
+    );
     await expect(t.engine.insert(TaskFsm, { priority: 40_000 })).rejects.toThrow(/priority/);
-    await expect(t.engine.insertAll(TaskFsm, [{}, { priority: 0.5 }])).rejects.toThrow(/insertAll\[1\]\.priority/);
+    await expect(t.engine.insertAll(TaskFsm, [{}, { priority: 0.5 }])).rejects.toThrow(
+      /insertAll\[1\]\.priority/,
+    );
     expect(await count()).toBe(before);
     expect(() => retry({}, -5)).toThrow(InvalidOutcomeError);
   });

@@ -67,27 +67,50 @@ describe('signal stress (SPEC §8.4)', () => {
     expect(ids).toHaveLength(INSTANCES);
 
     // Deliveries start at once, racing the first claims and park flushes.
-    const work = shuffle(ids.flatMap((id) => [{ id, name: 'a' }, { id, name: 'b' }]));
+    const work = shuffle(
+      ids.flatMap((id) => [
+        { id, name: 'a' },
+        { id, name: 'b' },
+      ]),
+    );
     let next = 0;
     const sender = async (): Promise<void> => {
       while (next < work.length) {
         const item = work[next++]!;
-        await t.engine.signal({ id: item.id }, item.name, { to: item.id, name: item.name }, { dedupKey: `${item.name}-${item.id}` });
+        await t.engine.signal(
+          { id: item.id },
+          item.name,
+          { to: item.id, name: item.name },
+          { dedupKey: `${item.name}-${item.id}` },
+        );
         // Pace the senders over roughly the processing time, so deliveries keep meeting parks.
         await new Promise((resolve) => setTimeout(resolve, Math.random() * 16));
       }
     };
     await Promise.all(Array.from({ length: SENDERS }, sender));
 
-    await eventually(async () => {
-      const { rows } = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM gen_durable WHERE status = 'done'`);
-      return rows[0]!.n === String(INSTANCES);
-    }, 240_000, 200);
-
-    const { rows: results } = await db.pool.query<{ id: string; result: { a: string[]; b: string[] } }>(
-      `SELECT id, result FROM gen_durable ORDER BY id`,
+    await eventually(
+      async () => {
+        const { rows } = await db.pool.query<{ n: string }>(
+          `SELECT count(*) AS n FROM gen_durable WHERE status = 'done'`,
+        );
+        return rows[0]!.n === String(INSTANCES);
+      },
+      240_000,
+      200,
     );
-    const { rows: signals } = await db.pool.query<{ id: string; target_id: string; name: string; consumed: boolean; payload: { to: string } }>(
+
+    const { rows: results } = await db.pool.query<{
+      id: string;
+      result: { a: string[]; b: string[] };
+    }>(`SELECT id, result FROM gen_durable ORDER BY id`);
+    const { rows: signals } = await db.pool.query<{
+      id: string;
+      target_id: string;
+      name: string;
+      consumed: boolean;
+      payload: { to: string };
+    }>(
       `SELECT id, target_id, name, consumed_at IS NOT NULL AS consumed, payload FROM signals ORDER BY id`,
     );
     expect(signals).toHaveLength(2 * INSTANCES);

@@ -30,10 +30,18 @@ describe('signals: delivery and parking', () => {
 
   it('parks, wakes on the signal and consumes it', async () => {
     const id = await t.engine.insert(CheckoutFsm, { correlationKey: 'order:1' });
-    expect(await t.engine.await(id)).toMatchObject({ kind: 'awaiting', snapshot: { status: 'awaiting_signal', step: 'ship' } });
+    expect(await t.engine.await(id)).toMatchObject({
+      kind: 'awaiting',
+      snapshot: { status: 'awaiting_signal', step: 'ship' },
+    });
     await t.engine.signal({ correlationKey: 'order:1' }, 'paid', { amount: 100 });
-    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { paid: [{ amount: 100 }] } });
-    const { rows } = await db.pool.query(`SELECT consumed_at FROM signals WHERE target_id = $1`, [id]);
+    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { paid: [{ amount: 100 }] },
+    });
+    const { rows } = await db.pool.query(`SELECT consumed_at FROM signals WHERE target_id = $1`, [
+      id,
+    ]);
     expect(rows).toHaveLength(1);
     expect(rows[0].consumed_at).not.toBeNull();
   });
@@ -41,7 +49,10 @@ describe('signals: delivery and parking', () => {
   it('a signal delivered before the park wakes it at once (recheck)', async () => {
     const id = await t.engine.insert(CheckoutFsm, { scheduleIn: 300 });
     await t.engine.signal({ id }, 'paid', { early: true });
-    expect(await t.engine.await(id, { until: 'terminal', timeout: 5000 })).toEqual({ kind: 'done', result: { paid: [{ early: true }] } });
+    expect(await t.engine.await(id, { until: 'terminal', timeout: 5000 })).toEqual({
+      kind: 'done',
+      result: { paid: [{ early: true }] },
+    });
   });
 
   it('NoTargetError for missing and terminal targets; dedup answers success once', async () => {
@@ -59,8 +70,13 @@ describe('signals: delivery and parking', () => {
       openShip();
       shipGate = undefined;
     }
-    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { paid: [{ n: 1 }] } });
+    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { paid: [{ n: 1 }] },
+    });
     await expect(t.engine.signal({ id }, 'paid')).rejects.toBeInstanceOf(NoTargetError);
-    await expect(t.engine.signal({ correlationKey: 'nobody' }, 'paid')).rejects.toBeInstanceOf(NoTargetError);
+    await expect(t.engine.signal({ correlationKey: 'nobody' }, 'paid')).rejects.toBeInstanceOf(
+      NoTargetError,
+    );
   });
 });

@@ -37,7 +37,8 @@ function record(ctx: StepContext<unknown>): void {
   });
   seen.set(ctx.id, list);
 }
-const runsOf = (id: string, step?: string): Seen[] => (seen.get(id) ?? []).filter((s) => step === undefined || s.step === step);
+const runsOf = (id: string, step?: string): Seen[] =>
+  (seen.get(id) ?? []).filter((s) => step === undefined || s.step === step);
 
 /** Test-controlled gates a step waits on, by instance id. */
 const gates = new Map<string, { opened: Promise<void>; open(): void; entered: boolean }>();
@@ -57,7 +58,12 @@ type WaitState = { names?: string[]; timeout?: number; failWith?: string };
 @DurableFsm({ name: 'wait-once' })
 class WaitOnceFsm {
   @Step() start(ctx: StepContext<WaitState>) {
-    return awaitSignal(ctx.state.names ?? 'go', 'got', ctx.state, ctx.state.timeout ? { timeout: ctx.state.timeout } : {});
+    return awaitSignal(
+      ctx.state.names ?? 'go',
+      'got',
+      ctx.state,
+      ctx.state.timeout ? { timeout: ctx.state.timeout } : {},
+    );
   }
   @Step() got(ctx: StepContext<WaitState>) {
     record(ctx);
@@ -72,15 +78,27 @@ type PackState = { seenCount: number; timeout?: number };
 @DurableFsm({ name: 'pack' })
 class PackFsm {
   @Step() start(ctx: StepContext<PackState>) {
-    return awaitSignal(['a', 'b'], 'collect', ctx.state, ctx.state.timeout ? { timeout: ctx.state.timeout } : {});
+    return awaitSignal(
+      ['a', 'b'],
+      'collect',
+      ctx.state,
+      ctx.state.timeout ? { timeout: ctx.state.timeout } : {},
+    );
   }
   @Step() collect(ctx: StepContext<PackState>) {
     record(ctx);
     const names = new Set(ctx.awaited.map((s) => s.name));
     if (names.has('a') && names.has('b')) return done({ complete: true });
-    if (ctx.awaited.length === ctx.state.seenCount) return done({ complete: false, partial: [...names] });
+    if (ctx.awaited.length === ctx.state.seenCount) {
+      return done({ complete: false, partial: [...names] });
+    }
     const state = { ...ctx.state, seenCount: ctx.awaited.length };
-    return awaitSignal(['a', 'b'], 'collect', state, ctx.state.timeout ? { timeout: ctx.state.timeout } : {});
+    return awaitSignal(
+      ['a', 'b'],
+      'collect',
+      state,
+      ctx.state.timeout ? { timeout: ctx.state.timeout } : {},
+    );
   }
 }
 
@@ -135,7 +153,9 @@ class LooperFsm {
     return next('rest', ctx.state);
   }
   @Step() rest(ctx: StepContext<{ n: number }>) {
-    return ctx.state.n < 1 ? awaitSignal('ping', 'pong', { n: ctx.state.n + 1 }) : done({ rounds: ctx.state.n + 1 });
+    return ctx.state.n < 1
+      ? awaitSignal('ping', 'pong', { n: ctx.state.n + 1 })
+      : done({ rounds: ctx.state.n + 1 });
   }
 }
 
@@ -144,17 +164,25 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
   let t: TestApp;
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [WaitOnceFsm, PackFsm, LatecomerFsm, RetrierFsm, LooperFsm], { queues: { default: 8 } });
+    t = await createTestApp(db, [WaitOnceFsm, PackFsm, LatecomerFsm, RetrierFsm, LooperFsm], {
+      queues: { default: 8 },
+    });
   });
   afterAll(async () => {
     await t.close();
     await db.drop();
   });
 
-  const status = async (id: string): Promise<string | undefined> => (await t.engine.get({ id }))?.status;
+  const status = async (id: string): Promise<string | undefined> =>
+    (await t.engine.get({ id }))?.status;
   const inbox = async (id: string) =>
     (
-      await db.pool.query<{ id: string; name: string; consumed: boolean; dedup_key: string | null }>(
+      await db.pool.query<{
+        id: string;
+        name: string;
+        consumed: boolean;
+        dedup_key: string | null;
+      }>(
         `SELECT id, name, consumed_at IS NOT NULL AS consumed, dedup_key FROM signals WHERE target_id = $1 ORDER BY id`,
         [id],
       )
@@ -167,7 +195,10 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
     await t.engine.signal({ id }, 'go', { n: 1 });
     expect(t.statements.filter((s) => s === 'deliver_signal')).toHaveLength(1);
     expect(t.statements.slice(0, 1)).toEqual(['deliver_signal']);
-    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { payloads: [{ n: 1 }] } });
+    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { payloads: [{ n: 1 }] },
+    });
   });
 
   it('a signal delivered before the park wakes the row through the recheck', async () => {
@@ -186,15 +217,22 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
     const id = await t.engine.insert(PackFsm, { state: { seenCount: 0 } });
     await eventually(async () => (await status(id)) === 'awaiting_signal');
     await t.engine.signal({ id }, 'a', { part: 'a' });
-    await eventually(async () => runsOf(id, 'collect').length === 1 && (await status(id)) === 'awaiting_signal');
+    await eventually(
+      async () => runsOf(id, 'collect').length === 1 && (await status(id)) === 'awaiting_signal',
+    );
     // Parked on a set whose only inbox member was presented: it must stay parked.
     const picks = t.statements.length;
-    await eventually(async () => t.statements.slice(picks).filter((s) => s === 'claim_runnable').length >= 3);
+    await eventually(
+      async () => t.statements.slice(picks).filter((s) => s === 'claim_runnable').length >= 3,
+    );
     expect(await status(id)).toBe('awaiting_signal');
     expect(runsOf(id, 'collect')).toHaveLength(1);
 
     await t.engine.signal({ id }, 'b', { part: 'b' });
-    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { complete: true } });
+    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { complete: true },
+    });
     const runs = runsOf(id, 'collect');
     expect(runs).toHaveLength(2);
     expect(runs[0]!.awaited.map((s) => s.name)).toEqual(['a']);
@@ -210,9 +248,16 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
     // The step is executing and holds x#1; x#2 arrives meanwhile.
     await t.engine.signal({ id }, 'x', { n: 2 });
     gate(id).open();
-    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { payloads: [{ n: 2 }] } });
+    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { payloads: [{ n: 2 }] },
+    });
 
-    const [work, again, end] = [runsOf(id, 'work')[0]!, runsOf(id, 'again')[0]!, runsOf(id, 'end')[0]!];
+    const [work, again, end] = [
+      runsOf(id, 'work')[0]!,
+      runsOf(id, 'again')[0]!,
+      runsOf(id, 'end')[0]!,
+    ];
     expect(work.awaited.map((s) => s.payload)).toEqual([{ n: 1 }]);
     // `again` ran after next committed: x#1 was consumed, x#2 (never presented) was not.
     expect(again.all).toHaveLength(1);
@@ -242,7 +287,10 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
     const id = await t.engine.insert(RetrierFsm);
     await eventually(async () => (await status(id)) === 'awaiting_signal');
     await t.engine.signal({ id }, 'go', { once: true });
-    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { attempts: 3 } });
+    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { attempts: 3 },
+    });
     const runs = runsOf(id, 'flaky');
     expect(runs.map((r) => r.attempt)).toEqual([0, 1, 2]);
     const ids = runs.map((r) => r.awaited.map((s) => s.id));
@@ -255,20 +303,32 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
     const id = await t.engine.insert(LooperFsm, { state: { n: 0 } });
     await eventually(async () => (await status(id)) === 'awaiting_signal');
     await t.engine.signal({ id }, 'ping', { k: 1 }, { dedupKey: 'hook-1' });
-    await eventually(async () => runsOf(id, 'pong').length === 1 && (await status(id)) === 'awaiting_signal');
-    expect(await inbox(id)).toEqual([expect.objectContaining({ dedup_key: 'hook-1', consumed: true })]);
+    await eventually(
+      async () => runsOf(id, 'pong').length === 1 && (await status(id)) === 'awaiting_signal',
+    );
+    expect(await inbox(id)).toEqual([
+      expect.objectContaining({ dedup_key: 'hook-1', consumed: true }),
+    ]);
 
     // The webhook retries: success, nothing stored, nothing woken.
     await t.engine.signal({ id }, 'ping', { k: 1 }, { dedupKey: 'hook-1' });
     expect(await status(id)).toBe('awaiting_signal');
     expect(await inbox(id)).toHaveLength(1);
     const picks = t.statements.length;
-    await eventually(async () => t.statements.slice(picks).filter((s) => s === 'claim_runnable').length >= 3);
+    await eventually(
+      async () => t.statements.slice(picks).filter((s) => s === 'claim_runnable').length >= 3,
+    );
     expect(runsOf(id, 'pong')).toHaveLength(1);
 
     await t.engine.signal({ id }, 'ping', { k: 2 }, { dedupKey: 'hook-2' });
-    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { rounds: 2 } });
-    expect(runsOf(id, 'pong').map((r) => r.awaited.map((s) => s.payload))).toEqual([[{ k: 1 }], [{ k: 2 }]]);
+    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { rounds: 2 },
+    });
+    expect(runsOf(id, 'pong').map((r) => r.awaited.map((s) => s.payload))).toEqual([
+      [{ k: 1 }],
+      [{ k: 2 }],
+    ]);
   });
 
   it('a duplicate dedup key on an unconsumed signal answers success and wakes nothing extra', async () => {
@@ -281,7 +341,9 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
 
   it('NoTargetError for missing, future, terminal and freed targets; nothing is stored', async () => {
     await expect(t.engine.signal({ id: '987654321' }, 'go')).rejects.toBeInstanceOf(NoTargetError);
-    await expect(t.engine.signal({ correlationKey: 'order:future' }, 'go')).rejects.toBeInstanceOf(NoTargetError);
+    await expect(t.engine.signal({ correlationKey: 'order:future' }, 'go')).rejects.toBeInstanceOf(
+      NoTargetError,
+    );
 
     const id = await t.engine.insert(WaitOnceFsm, { correlationKey: 'order:freed' });
     await eventually(async () => (await status(id)) === 'awaiting_signal');
@@ -290,10 +352,16 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
     const before = (await inbox(id)).length;
     // Terminal by id; the default scope freed the key at termination.
     await expect(t.engine.signal({ id }, 'go')).rejects.toBeInstanceOf(NoTargetError);
-    await expect(t.engine.signal({ correlationKey: 'order:freed' }, 'go')).rejects.toBeInstanceOf(NoTargetError);
-    await expect(t.engine.signal({ id }, 'go', {}, { dedupKey: 'late' })).rejects.toBeInstanceOf(NoTargetError);
+    await expect(t.engine.signal({ correlationKey: 'order:freed' }, 'go')).rejects.toBeInstanceOf(
+      NoTargetError,
+    );
+    await expect(t.engine.signal({ id }, 'go', {}, { dedupKey: 'late' })).rejects.toBeInstanceOf(
+      NoTargetError,
+    );
     expect(await inbox(id)).toHaveLength(before);
-    const { rows } = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM signals WHERE target_id = 987654321`);
+    const { rows } = await db.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM signals WHERE target_id = 987654321`,
+    );
     expect(rows[0]!.n).toBe('0');
   });
 
@@ -310,7 +378,10 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
     expect(await inbox(id)).toHaveLength(0);
     expect(await status(id)).toBe('awaiting_signal');
     await ds.transaction((manager) => t.engine.signal({ id }, 'go', { n: 'kept' }, { manager }));
-    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { payloads: [{ n: 'kept' }] } });
+    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { payloads: [{ n: 'kept' }] },
+    });
   });
 
   it('a delivery that wakes a row pokes its queue: no poll needed', async () => {
@@ -337,9 +408,14 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
   });
 
   it('a timeout wakes a fresh await with an empty awaited at attempt 0 and emits await:timeout', async () => {
-    const timeoutEvent = firstValueFrom(t.engine.events$.pipe(filter((e) => e.event === 'await:timeout')));
+    const timeoutEvent = firstValueFrom(
+      t.engine.events$.pipe(filter((e) => e.event === 'await:timeout')),
+    );
     const id = await t.engine.insert(WaitOnceFsm, { state: { timeout: 300 } });
-    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({ kind: 'done', result: { payloads: [] } });
+    expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
+      kind: 'done',
+      result: { payloads: [] },
+    });
     const [got] = runsOf(id, 'got');
     expect(got).toMatchObject({ attempt: 0, awaited: [] });
     expect((await timeoutEvent).measurements['count']).toBeGreaterThanOrEqual(1);
@@ -355,7 +431,10 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
     });
     const runs = runsOf(id, 'collect');
     expect(runs).toHaveLength(2);
-    expect(runs[1]).toMatchObject({ attempt: 0, awaited: [expect.objectContaining({ name: 'b' })] });
+    expect(runs[1]).toMatchObject({
+      attempt: 0,
+      awaited: [expect.objectContaining({ name: 'b' })],
+    });
   });
 
   it('the deadline sweep keeps awaits and attempt, clears the deadline and makes the row due now', async () => {
@@ -366,9 +445,11 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
       const [claim] = await claimRows(session, 'manual', 'test-worker');
       expect(claim!.id).toBe(id);
       const row = claimedRow(claim!, 'test-worker');
-      expect(await submitTogether(t.engine, [flushEntry(t.engine, row, awaitSignal(['a', 'b'], 'collect', {}, { timeout: 1 }))])).toEqual([
-        'committed',
-      ]);
+      expect(
+        await submitTogether(t.engine, [
+          flushEntry(t.engine, row, awaitSignal(['a', 'b'], 'collect', {}, { timeout: 1 })),
+        ]),
+      ).toEqual(['committed']);
       // Stand-in for earlier reaps: the sweep must neither reset nor bump the attempt.
       await db.pool.query(`UPDATE gen_durable SET attempt = 3 WHERE id = $1`, [id]);
       await eventually(async () => {
@@ -376,7 +457,13 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
         return (await status(id)) === 'runnable';
       });
       const view = await t.engine.get({ id });
-      expect(view).toMatchObject({ status: 'runnable', step: 'collect', attempt: 3, awaits: ['a', 'b'], awaitDeadline: null });
+      expect(view).toMatchObject({
+        status: 'runnable',
+        step: 'collect',
+        attempt: 3,
+        awaits: ['a', 'b'],
+        awaitDeadline: null,
+      });
       expect(view!.eligibleAt.getTime()).toBeLessThanOrEqual(Date.now() + 1000);
     } finally {
       await session.close();

@@ -42,7 +42,11 @@ class FencedFsm {
       case 'await':
         return awaitSignal('go', 'after', state);
       case 'scheduleChildren':
-        return scheduleChildren('after', [{ fsm: StaleChildFsm, queue: 'nowhere' }, StaleChildFsm], state);
+        return scheduleChildren(
+          'after',
+          [{ fsm: StaleChildFsm, queue: 'nowhere' }, StaleChildFsm],
+          state,
+        );
       case 'done':
         return done({ by: ctx.attempt });
       case 'stop':
@@ -57,7 +61,11 @@ class FencedFsm {
 @DurableFsm({ name: 'stale-parent', queue: 'parents' })
 class StaleParentFsm {
   @Step() start(ctx: StepContext<{ kind: Kind; queue: string }>) {
-    return scheduleChildren('after', [{ fsm: FencedFsm, queue: ctx.state.queue, state: { kind: ctx.state.kind } }], {});
+    return scheduleChildren(
+      'after',
+      [{ fsm: FencedFsm, queue: ctx.state.queue, state: { kind: ctx.state.kind } }],
+      {},
+    );
   }
   @Step() after() {
     return done({});
@@ -100,7 +108,9 @@ describe('stale outcomes (SPEC §25.2, §26.1)', () => {
     const q = async (text: string, params: unknown[]) => (await db.pool.query(text, params)).rows;
     return {
       row: await q(`SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`, [id]),
-      inbox: await q(`SELECT to_jsonb(s) AS s FROM signals s WHERE target_id = $1 ORDER BY id`, [id]),
+      inbox: await q(`SELECT to_jsonb(s) AS s FROM signals s WHERE target_id = $1 ORDER BY id`, [
+        id,
+      ]),
       parent: await q(`SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`, [parentId]),
       children: await q(`SELECT count(*)::int AS n FROM gen_durable WHERE parent_id = $1`, [id]),
     };
@@ -110,11 +120,17 @@ describe('stale outcomes (SPEC §25.2, §26.1)', () => {
   async function prepare(kind: Kind, worker: string) {
     // Each scenario runs its child on its own queue, so leftovers of others are never claimed.
     const queue = `stale-${worker}`;
-    const parentId = await h.engine.insert(StaleParentFsm, { state: { kind, queue }, queue: `parent-${worker}` });
+    const parentId = await h.engine.insert(StaleParentFsm, {
+      state: { kind, queue },
+      queue: `parent-${worker}`,
+    });
     const [parentRow] = await claimRows(h.engine, `parent-${worker}`, 1, `parent-${worker}`);
     expect(parentRow?.id).toBe(parentId);
     expect(await execute(h.engine, parentRow!)).toBe('committed');
-    const { rows } = await db.pool.query<{ id: string }>(`SELECT id FROM gen_durable WHERE parent_id = $1`, [parentId]);
+    const { rows } = await db.pool.query<{ id: string }>(
+      `SELECT id FROM gen_durable WHERE parent_id = $1`,
+      [parentId],
+    );
     const id = rows[0]!.id;
     await h.engine.signal({ id }, 'note', { n: 1 });
     // As if woken from a park on 'note': the step is presented the signal as `awaited`.
@@ -126,7 +142,10 @@ describe('stale outcomes (SPEC §25.2, §26.1)', () => {
   }
 
   async function expire(id: string): Promise<void> {
-    await db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+    await db.pool.query(
+      `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
     const swept = await h.engine.runtime.reaper!.sweep();
     expect(swept.reaped).toBe(1);
   }
@@ -144,7 +163,10 @@ describe('stale outcomes (SPEC §25.2, §26.1)', () => {
       expect(await running).toBe('stale');
       expect(await snapshot(id, parentId)).toEqual(before);
       expect(h.eventsOf('outcome:stale', id)).toEqual([
-        expect.objectContaining({ measurements: { count: 1 }, metadata: { id, fsm: 'fenced', step: 'start', kind } }),
+        expect.objectContaining({
+          measurements: { count: 1 },
+          metadata: { id, fsm: 'fenced', step: 'start', kind },
+        }),
       ]);
     });
 
@@ -196,7 +218,12 @@ describe('stale outcomes (SPEC §25.2, §26.1)', () => {
               (SELECT result FROM gen_durable WHERE id = $1) AS result`,
       [id, parentId],
     );
-    expect(end[0]).toEqual({ pending: 0, parent_status: 'runnable', unconsumed: 0, result: { by: 1 } });
+    expect(end[0]).toEqual({
+      pending: 0,
+      parent_status: 'runnable',
+      unconsumed: 0,
+      result: { by: 1 },
+    });
   });
 
   it('fencing (RELIABILITY S04): the old task of a re-claimed row cannot rewind it', async () => {
@@ -216,14 +243,23 @@ describe('stale outcomes (SPEC §25.2, §26.1)', () => {
     expect(t3).toMatchObject({ id, step: 'middle', state: { seq: 1, startAttempt: 1 } });
     const third = execute(h.engine, t3!);
     await gates.reached(`${id}:middle:0`);
-    const before = (await db.pool.query(`SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`, [id])).rows[0].r;
-    expect(before).toMatchObject({ status: 'executing', step: 'middle', locked_by: worker, claim_seq: 3 });
+    const before = (
+      await db.pool.query(`SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`, [id])
+    ).rows[0].r;
+    expect(before).toMatchObject({
+      status: 'executing',
+      step: 'middle',
+      locked_by: worker,
+      claim_seq: 3,
+    });
     // Now T1 finishes step 1 late: same worker id, row executing — only claim_seq tells it apart.
     h.clear();
     gates.open(`${id}:start:0`);
     expect(await first).toBe('stale');
     expect(h.eventsOf('outcome:stale', id)).toHaveLength(1);
-    const after = (await db.pool.query(`SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`, [id])).rows[0].r;
+    const after = (
+      await db.pool.query(`SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`, [id])
+    ).rows[0].r;
     expect(after).toEqual(before);
     gates.open(`${id}:middle:0`);
     expect(await third).toBe('committed');

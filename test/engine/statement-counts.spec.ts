@@ -68,7 +68,11 @@ describe('statement counts (SPEC §25.1)', () => {
       });
       const t = timeline(h);
       // Wait for four empty picks after the recording started.
-      await h.waitFor('pick:stop', () => t.log.filter((l) => l.startsWith('pick:stop')).length >= 4, 10_000);
+      await h.waitFor(
+        'pick:stop',
+        () => t.log.filter((l) => l.startsWith('pick:stop')).length >= 4,
+        10_000,
+      );
       t.stop();
       const firstPick = t.log.findIndex((l) => l.startsWith('pick:stop'));
       const windows: string[][] = [];
@@ -81,7 +85,9 @@ describe('statement counts (SPEC §25.1)', () => {
       }
       expect(windows.length).toBeGreaterThanOrEqual(3);
       for (const w of windows) expect(w).toEqual(['claim_runnable']);
-      expect(t.log.filter((l) => l.startsWith('pick:stop')).every((l) => l === 'pick:stop(0)')).toBe(true);
+      expect(
+        t.log.filter((l) => l.startsWith('pick:stop')).every((l) => l === 'pick:stop(0)'),
+      ).toBe(true);
     });
 
     it('a pick with claims is 1 statement (the claim carries the enrichment) for any batch', async () => {
@@ -98,7 +104,10 @@ describe('statement counts (SPEC §25.1)', () => {
       await h.waitFor('pick:stop'); // the boot poll (empty)
       const t = timeline(h);
       const keys = ['c1', 'c2', 'c3', 'c4', 'c5'];
-      await h.engine.insertAll(HeldFsm, keys.map((key) => ({ state: { key } })));
+      await h.engine.insertAll(
+        HeldFsm,
+        keys.map((key) => ({ state: { key } })),
+      );
       await Promise.all(keys.map((k) => gates.reached(k)));
       t.stop();
       expect(t.log).toEqual(['insert_instances', 'claim_runnable', 'pick:stop(5)']);
@@ -114,34 +123,57 @@ describe('statement counts (SPEC §25.1)', () => {
       await h.close();
     });
 
-    it.each([3, 30])('a flush of %i `next` outcomes is 1 statement (the UPDATE, autocommit)', async (n) => {
-      const queue = `flush-${n}`;
-      await h.engine.insertAll(StepperFsm, Array.from({ length: n }, (_, i) => ({ state: { n: i }, queue })));
-      const rows = await claimRows(h.engine, queue, n, `counts-${n}`);
-      expect(rows).toHaveLength(n);
-      h.clear();
-      const replies = await Promise.all(rows.map((row) => execute(h.engine, row)));
-      expect(replies).toEqual(Array.from({ length: n }, () => 'committed'));
-      expect(h.statements).toEqual(['flush_transitions']);
-      const { rows: after } = await db.pool.query(
-        `SELECT count(*)::int AS n FROM gen_durable WHERE id = ANY($1::bigint[]) AND status = 'runnable' AND step = 'second'`,
-        [rows.map((r) => r.id)],
-      );
-      expect(after[0].n).toBe(n);
-    });
+    it.each([3, 30])(
+      'a flush of %i `next` outcomes is 1 statement (the UPDATE, autocommit)',
+      async (n) => {
+        const queue = `flush-${n}`;
+        await h.engine.insertAll(
+          StepperFsm,
+          Array.from({ length: n }, (_, i) => ({ state: { n: i }, queue })),
+        );
+        const rows = await claimRows(h.engine, queue, n, `counts-${n}`);
+        expect(rows).toHaveLength(n);
+        h.clear();
+        const replies = await Promise.all(rows.map((row) => execute(h.engine, row)));
+        expect(replies).toEqual(Array.from({ length: n }, () => 'committed'));
+        expect(h.statements).toEqual(['flush_transitions']);
+        const { rows: after } = await db.pool.query(
+          `SELECT count(*)::int AS n FROM gen_durable WHERE id = ANY($1::bigint[]) AND status = 'runnable' AND step = 'second'`,
+          [rows.map((r) => r.id)],
+        );
+        expect(after[0].n).toBe(n);
+      },
+    );
 
     it('terminal flushes: rows never signaled in 1 statement; a signaled row adds a transaction with its inbox sweep', async () => {
       const queue = 'terminals';
-      await h.engine.insertAll(StepperFsm, [0, 1, 2].map((n) => ({ state: { n }, queue })));
+      await h.engine.insertAll(
+        StepperFsm,
+        [0, 1, 2].map((n) => ({ state: { n }, queue })),
+      );
       const first = await claimRows(h.engine, queue, 3, 'counts-t');
-      expect(await Promise.all(first.map((row) => execute(h.engine, row)))).toEqual(['committed', 'committed', 'committed']);
+      expect(await Promise.all(first.map((row) => execute(h.engine, row)))).toEqual([
+        'committed',
+        'committed',
+        'committed',
+      ]);
       const second = await claimRows(h.engine, queue, 3, 'counts-t');
       expect(second.map((r) => r.step)).toEqual(['second', 'second', 'second']);
       // A signal reaches the middle row while its step runs.
       await h.engine.signal({ id: second[1]!.id }, 'late', {});
       h.clear();
-      expect(await Promise.all(second.map((row) => execute(h.engine, row)))).toEqual(['committed', 'committed', 'committed']);
-      expect(h.statements).toEqual(['flush_transitions', 'begin', 'flush_transitions', 'consume_inboxes', 'commit']);
+      expect(await Promise.all(second.map((row) => execute(h.engine, row)))).toEqual([
+        'committed',
+        'committed',
+        'committed',
+      ]);
+      expect(h.statements).toEqual([
+        'flush_transitions',
+        'begin',
+        'flush_transitions',
+        'consume_inboxes',
+        'commit',
+      ]);
       const { rows } = await db.pool.query(
         `SELECT g.status, count(s.id) FILTER (WHERE s.consumed_at IS NULL)::int AS unconsumed
            FROM gen_durable g LEFT JOIN signals s ON s.target_id = g.id
@@ -151,12 +183,19 @@ describe('statement counts (SPEC §25.1)', () => {
       expect(rows).toEqual([0, 1, 2].map(() => ({ status: 'done', unconsumed: 0 })));
 
       // Without any signal, three terminals are the UPDATE alone.
-      await h.engine.insertAll(StepperFsm, [0, 1, 2].map((n) => ({ state: { n }, queue })));
+      await h.engine.insertAll(
+        StepperFsm,
+        [0, 1, 2].map((n) => ({ state: { n }, queue })),
+      );
       const again = await claimRows(h.engine, queue, 3, 'counts-t');
       await Promise.all(again.map((row) => execute(h.engine, row)));
       const last = await claimRows(h.engine, queue, 3, 'counts-t');
       h.clear();
-      expect(await Promise.all(last.map((row) => execute(h.engine, row)))).toEqual(['committed', 'committed', 'committed']);
+      expect(await Promise.all(last.map((row) => execute(h.engine, row)))).toEqual([
+        'committed',
+        'committed',
+        'committed',
+      ]);
       expect(h.statements).toEqual(['flush_transitions']);
     });
 
@@ -164,11 +203,17 @@ describe('statement counts (SPEC §25.1)', () => {
       h.clear();
       const ids = await h.engine.insertAll(
         StepperFsm,
-        Array.from({ length: 6000 }, (_, i) => ({ state: { n: i }, queue: 'bulk', correlationKey: `bulk-${i}` })),
+        Array.from({ length: 6000 }, (_, i) => ({
+          state: { n: i },
+          queue: 'bulk',
+          correlationKey: `bulk-${i}`,
+        })),
       );
       expect(h.statements).toEqual(['insert_instances']);
       expect(new Set(ids).size).toBe(6000);
-      const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable WHERE queue = 'bulk'`);
+      const { rows } = await db.pool.query(
+        `SELECT count(*)::int AS n FROM gen_durable WHERE queue = 'bulk'`,
+      );
       expect(rows[0].n).toBe(6000);
     });
 
@@ -179,7 +224,10 @@ describe('statement counts (SPEC §25.1)', () => {
       h.clear();
       await h.engine.signal({ id }, 'hello', { x: 1 });
       expect(h.statements).toEqual(['deliver_signal']);
-      const { rows } = await db.pool.query(`SELECT name, payload FROM signals WHERE target_id = $1`, [id]);
+      const { rows } = await db.pool.query(
+        `SELECT name, payload FROM signals WHERE target_id = $1`,
+        [id],
+      );
       expect(rows).toEqual([{ name: 'hello', payload: { x: 1 } }]);
     });
   });

@@ -26,7 +26,11 @@ describe('statementTimeout', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [HeldFsm], { statementTimeout: 300, reaper: false, queues: { default: 1 } });
+    t = await createTestApp(db, [HeldFsm], {
+      statementTimeout: 300,
+      reaper: false,
+      queues: { default: 1 },
+    });
     t.engine.events$.subscribe((e) => events.push(e));
   });
   afterAll(async () => {
@@ -44,9 +48,14 @@ describe('statementTimeout', () => {
       await locker.query('BEGIN');
       await locker.query('SELECT id FROM gen_durable WHERE id = $1 FOR UPDATE', [id]);
       release?.();
-      const failed = await eventually(async () => events.find((e) => e.event === 'flush:error'), 15_000);
+      const failed = await eventually(
+        async () => events.find((e) => e.event === 'flush:error'),
+        15_000,
+      );
       expect(String(failed.metadata['error'])).toMatch(/timeout/i);
-      const row = await db.pool.query(`SELECT status, locked_by FROM gen_durable WHERE id = $1`, [id]);
+      const row = await db.pool.query(`SELECT status, locked_by FROM gen_durable WHERE id = $1`, [
+        id,
+      ]);
       expect(row.rows[0]).toMatchObject({ status: 'executing' });
       expect(row.rows[0].locked_by).not.toBeNull();
     } finally {

@@ -2,7 +2,15 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 
 import { Logger } from '@nestjs/common';
 
-import { done, DurableFsm, type GenDurableEvent, type GenDurableEventName, next, Step, type StepContext } from '../../lib';
+import {
+  done,
+  DurableFsm,
+  type GenDurableEvent,
+  type GenDurableEventName,
+  next,
+  Step,
+  type StepContext,
+} from '../../lib';
 import { eventually } from '../support/create-test-app';
 import { bootEngine, Gates, type Harness, rowOf } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -83,7 +91,12 @@ describe('telemetry (SPEC §20)', () => {
     errorSpy = jest.spyOn(Logger.prototype, 'error').mockImplementation((message: unknown) => {
       loggedErrors.push(String(message));
     });
-    h = await bootEngine(db, [ObservedFsm], { queues: { tel: 3 }, nodeId: 'tel-node', reaper: { interval: 100 }, gc: false });
+    h = await bootEngine(db, [ObservedFsm], {
+      queues: { tel: 3 },
+      nodeId: 'tel-node',
+      reaper: { interval: 100 },
+      gc: false,
+    });
     h.engine.events$.subscribe(throwing);
     h.engine.events$.subscribe({ next: throwing });
   });
@@ -97,9 +110,14 @@ describe('telemetry (SPEC §20)', () => {
   });
 
   /** The event on both transports, identical. */
-  async function both(name: GenDurableEventName, match: (e: GenDurableEvent) => boolean = () => true): Promise<GenDurableEvent> {
+  async function both(
+    name: GenDurableEventName,
+    match: (e: GenDurableEvent) => boolean = () => true,
+  ): Promise<GenDurableEvent> {
     const viaEvents = await h.waitFor(name, match);
-    const viaChannel = await eventually(async () => published.find((e) => e.event === name && match(e)));
+    const viaChannel = await eventually(async () =>
+      published.find((e) => e.event === name && match(e)),
+    );
     expect(viaChannel).toEqual(viaEvents);
     expect(viaEvents.engine).toBe('GenDurable');
     expect(typeof viaEvents.at).toBe('number');
@@ -107,11 +125,16 @@ describe('telemetry (SPEC §20)', () => {
   }
 
   it('boot:warning when synchronous_commit is off; scheduler:reclaimed at start', async () => {
-    const warning = await both('boot:warning', (e) => String(e.metadata['warning']).includes('synchronous_commit'));
+    const warning = await both('boot:warning', (e) =>
+      String(e.metadata['warning']).includes('synchronous_commit'),
+    );
     expect(warning.measurements).toEqual({ count: 1 });
     const reclaimed = await both('scheduler:reclaimed');
     expect(reclaimed).toMatchObject({ measurements: { count: 1 }, metadata: { queue: 'tel' } });
-    expect(await h.engine.await(seeded, { until: 'terminal' })).toEqual({ kind: 'done', result: { attempt: 0 } });
+    expect(await h.engine.await(seeded, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { attempt: 0 },
+    });
   });
 
   it('step:stop, pick:stop and scheduler:saturation while rows run', async () => {
@@ -121,11 +144,19 @@ describe('telemetry (SPEC §20)', () => {
     expect(step.metadata).toEqual({ id, fsm: 'observed', step: 'start', kind: 'done' });
     expect(step.measurements['durationMs']).toBeGreaterThanOrEqual(0);
     const pick = await both('pick:stop', (e) => e.measurements['count']! > 0);
-    expect(pick.metadata).toEqual({ queue: 'tel', worker: h.engine.runtime.schedulers.get('tel')?.workerId });
+    expect(pick.metadata).toEqual({
+      queue: 'tel',
+      worker: h.engine.runtime.schedulers.get('tel')?.workerId,
+    });
     expect(pick.measurements['demand']).toBeGreaterThanOrEqual(pick.measurements['count']!);
     const saturation = await both('scheduler:saturation');
     expect(saturation.metadata).toEqual({ queue: 'tel' });
-    expect(Object.keys(saturation.measurements).sort()).toEqual(['buffer', 'concurrency', 'inFlight', 'prefetch']);
+    expect(Object.keys(saturation.measurements).sort()).toEqual([
+      'buffer',
+      'concurrency',
+      'inFlight',
+      'prefetch',
+    ]);
     expect(saturation.measurements['concurrency']).toBe(3);
   });
 
@@ -134,7 +165,10 @@ describe('telemetry (SPEC §20)', () => {
     await gates.reached(`${id}:0`);
     // Expire the lease until the reaper (every 100 ms) wins against the heartbeat (500 ms).
     await eventually(async () => {
-      await db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1 AND attempt = 0`, [id]);
+      await db.pool.query(
+        `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1 AND attempt = 0`,
+        [id],
+      );
       return (await rowOf(db, id))['attempt'] === 1;
     });
     const reaped = await both('reaper:reaped');
@@ -142,37 +176,65 @@ describe('telemetry (SPEC §20)', () => {
     gates.open(`${id}:1`);
     gates.open(`${id}:0`);
     const stale = await both('outcome:stale', (e) => e.metadata['id'] === id);
-    expect(stale).toMatchObject({ measurements: { count: 1 }, metadata: { id, fsm: 'observed', step: 'start', kind: 'done' } });
-    expect(await h.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { attempt: 1 } });
+    expect(stale).toMatchObject({
+      measurements: { count: 1 },
+      metadata: { id, fsm: 'observed', step: 'start', kind: 'done' },
+    });
+    expect(await h.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { attempt: 1 },
+    });
   });
 
   it('executor:crash for an FSM this node does not know', async () => {
-    const { rows } = await db.pool.query<{ id: string }>(`INSERT INTO gen_durable (fsm, step, queue) VALUES ('ghost', 'start', 'tel') RETURNING id`);
+    const { rows } = await db.pool.query<{ id: string }>(
+      `INSERT INTO gen_durable (fsm, step, queue) VALUES ('ghost', 'start', 'tel') RETURNING id`,
+    );
     const crash = await both('executor:crash', (e) => e.metadata['id'] === rows[0]!.id);
-    expect(crash).toMatchObject({ measurements: { count: 1 }, metadata: { fsm: 'ghost', step: 'start' } });
+    expect(crash).toMatchObject({
+      measurements: { count: 1 },
+      metadata: { fsm: 'ghost', step: 'start' },
+    });
   });
 
   it('flush:error (and executor:crash) when PostgreSQL refuses the flush; the row stays executing', async () => {
     const id = await h.engine.insert(ObservedFsm, { state: { mode: 'poison' } });
-    const error = await both('flush:error', (e) => String(e.metadata['error']).includes('poisoned state refused'));
+    const error = await both('flush:error', (e) =>
+      String(e.metadata['error']).includes('poisoned state refused'),
+    );
     expect(error.measurements['count']).toBeGreaterThanOrEqual(1);
-    await both('executor:crash', (e) => e.metadata['id'] === id && e.metadata['error'] === 'flush failed');
+    await both(
+      'executor:crash',
+      (e) => e.metadata['id'] === id && e.metadata['error'] === 'flush failed',
+    );
     expect(await rowOf(db, id)).toMatchObject({ status: 'executing', step: 'start' });
   });
 
   it('a transient flush failure is retried within the flush (no flush:error)', async () => {
     h.clear();
     const id = await h.engine.insert(ObservedFsm, { state: { mode: 'flaky' } });
-    expect(await h.engine.await(id, { until: 'terminal' })).toEqual({ kind: 'done', result: { finished: true } });
+    expect(await h.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { finished: true },
+    });
     const { rows } = await db.pool.query(`SELECT last_value FROM flaky_failures`);
     expect(Number(rows[0].last_value)).toBeGreaterThanOrEqual(3); // two refusals, then success
-    expect(h.eventsOf('flush:error').filter((e) => String(e.metadata['error']).includes('serialization'))).toEqual([]);
+    expect(
+      h
+        .eventsOf('flush:error')
+        .filter((e) => String(e.metadata['error']).includes('serialization')),
+    ).toEqual([]);
   });
 
   it('a throwing events$ subscriber is caught and logged; the engine carries on', async () => {
     expect(loggedErrors.some((m) => m.includes('a broken events$ subscriber'))).toBe(true);
-    const ids = await h.engine.insertAll(ObservedFsm, [1, 2, 3].map(() => ({ state: { mode: 'plain' } })));
-    for (const id of ids) expect((await h.engine.await(id, { until: 'terminal' })).kind).toBe('done');
+    const ids = await h.engine.insertAll(
+      ObservedFsm,
+      [1, 2, 3].map(() => ({ state: { mode: 'plain' } })),
+    );
+    for (const id of ids) {
+      expect((await h.engine.await(id, { until: 'terminal' })).kind).toBe('done');
+    }
   });
 
   it('scheduler:drain at shutdown', async () => {
@@ -180,7 +242,10 @@ describe('telemetry (SPEC §20)', () => {
     await gates.reached(`${id}:0`);
     const closing = h.close();
     const drain = await both('scheduler:drain');
-    expect(drain).toMatchObject({ measurements: { released: 0, inFlight: 1 }, metadata: { queue: 'tel' } });
+    expect(drain).toMatchObject({
+      measurements: { released: 0, inFlight: 1 },
+      metadata: { queue: 'tel' },
+    });
     gates.open(`${id}:0`);
     await closing;
     expect(await rowOf(db, id)).toMatchObject({ status: 'done' });

@@ -6,7 +6,14 @@ import { HealthCheck, HealthCheckService } from '@nestjs/terminus';
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
 
-import { DurableFsm, EngineService, GenDurableModule, next, Step, type StepContext } from '../../lib';
+import {
+  DurableFsm,
+  EngineService,
+  GenDurableModule,
+  next,
+  Step,
+  type StepContext,
+} from '../../lib';
 import { GenDurableHealthIndicator, GenDurableHealthModule } from '../../lib/health';
 import { eventually, FAST } from '../support/create-test-app';
 import { trackResource } from '../support/open-resources';
@@ -58,7 +65,13 @@ describe('health (Terminus)', () => {
     const dataSource = await db.dataSource();
     const moduleRef = await Test.createTestingModule({
       imports: [
-        GenDurableModule.forRoot({ dataSource, ...FAST, reaper: false, heartbeatInterval: 300, leaseTtl: 1000 }),
+        GenDurableModule.forRoot({
+          dataSource,
+          ...FAST,
+          reaper: false,
+          heartbeatInterval: 300,
+          leaseTtl: 1000,
+        }),
         GenDurableHealthModule.forFeature(),
       ],
       controllers: [HealthController],
@@ -92,14 +105,26 @@ describe('health (Terminus)', () => {
     expect(down.body.error.leases).toMatchObject({ status: 'down', expiredLeases: 1 });
     // a reaper (here: one sweep of this engine's reaper machinery run by a maintenance node) heals it
     const { Reaper } = await import('../../lib/runtime/reaper');
-    const reaper = new Reaper(engine.runtime.sql, 1000, 5, engine.runtime.telemetry, () => undefined, () => undefined);
+    const reaper = new Reaper(
+      engine.runtime.sql,
+      1000,
+      5,
+      engine.runtime.telemetry,
+      () => undefined,
+      () => undefined,
+    );
     expect(await reaper.sweep()).toMatchObject({ reaped: 1 });
     await db.pool.query(`DELETE FROM gen_durable WHERE fsm = 'ghost'`);
-    expect((await indicator.leaseBacklog('leases', { graceMs: 0 })).leases).toMatchObject({ status: 'up', expiredLeases: 0 });
+    expect((await indicator.leaseBacklog('leases', { graceMs: 0 })).leases).toMatchObject({
+      status: 'up',
+      expiredLeases: 0,
+    });
   });
 
   it('runnableBacklog goes down when a queue has no scheduler', async () => {
-    await db.pool.query(`INSERT INTO gen_durable (fsm, step, queue, eligible_at) VALUES ('health-spin', 'start', 'orphan', now() - interval '1 second')`);
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at) VALUES ('health-spin', 'start', 'orphan', now() - interval '1 second')`,
+    );
     const res = await request(app.getHttpServer()).get('/health/ready');
     expect(res.status).toBe(503);
     expect(res.body.details.queues.status).toBe('down');
@@ -136,7 +161,10 @@ describe('health (Terminus)', () => {
         const path = join(dir, name);
         if (statSync(path).isDirectory()) {
           if (name !== 'health') walk(path);
-        } else if (name.endsWith('.ts') && readFileSync(path, 'utf8').includes('@nestjs/terminus')) {
+        } else if (
+          name.endsWith('.ts') &&
+          readFileSync(path, 'utf8').includes('@nestjs/terminus')
+        ) {
           offenders.push(path);
         }
       }

@@ -308,7 +308,9 @@ describe('a gated pick, step by step', () => {
       throw new Error('after admission failed');
     };
     try {
-      await expect(picker.pick('manual', 10, 'failing-worker')).rejects.toThrow('after admission failed');
+      await expect(picker.pick('manual', 10, 'failing-worker')).rejects.toThrow(
+        'after admission failed',
+      );
     } finally {
       picker.admit = admitRows;
     }

@@ -10,11 +10,15 @@ describe('schema constraints refuse bad writes', () => {
     await db.drop();
   });
   beforeEach(async () => {
-    await db.pool.query('TRUNCATE gen_durable, signals, gen_durable_buckets, gen_durable_bucket_configs RESTART IDENTITY CASCADE');
+    await db.pool.query(
+      'TRUNCATE gen_durable, signals, gen_durable_buckets, gen_durable_bucket_configs RESTART IDENTITY CASCADE',
+    );
   });
 
   const insert = (cols: string, vals: string) =>
-    db.pool.query(`INSERT INTO gen_durable (fsm, step${cols ? `, ${cols}` : ''}) VALUES ('f', 's'${vals ? `, ${vals}` : ''}) RETURNING id`);
+    db.pool.query(
+      `INSERT INTO gen_durable (fsm, step${cols ? `, ${cols}` : ''}) VALUES ('f', 's'${vals ? `, ${vals}` : ''}) RETURNING id`,
+    );
 
   it('two executing NULL-shard rows with one concurrency key (K = 1 arbiter)', async () => {
     await insert(`status, concurrency_key`, `'executing', 'acct:1'`);
@@ -30,14 +34,18 @@ describe('schema constraints refuse bad writes', () => {
 
   it('concurrency_name is the key part before the first colon', async () => {
     const { rows } = await insert(`concurrency_key`, `'stripe:cust:9'`);
-    const r = await db.pool.query(`SELECT concurrency_name FROM gen_durable WHERE id = $1`, [rows[0].id]);
+    const r = await db.pool.query(`SELECT concurrency_name FROM gen_durable WHERE id = $1`, [
+      rows[0].id,
+    ]);
     expect(r.rows[0].concurrency_name).toBe('stripe');
   });
 
   it('two occupants of one correlation key within its scope', async () => {
     const live = `'{runnable,executing,awaiting_signal,awaiting_children}'`;
     await insert(`correlation_key, correlation_scope`, `'order:1', ${live}`);
-    await expect(insert(`correlation_key, correlation_scope`, `'order:1', ${live}`)).rejects.toMatchObject({
+    await expect(
+      insert(`correlation_key, correlation_scope`, `'order:1', ${live}`),
+    ).rejects.toMatchObject({
       code: '23505',
       constraint: 'gen_durable_correlation',
     });
@@ -50,32 +58,49 @@ describe('schema constraints refuse bad writes', () => {
   });
 
   it('bucket counters outside [0, capacity] and duplicate (kind, key, shard)', async () => {
-    await db.pool.query(`INSERT INTO gen_durable_buckets (kind, key, shard, capacity, available) VALUES ('conc', 'g', 0, 5, 5)`);
-    await expect(db.pool.query(`UPDATE gen_durable_buckets SET available = available - 6`)).rejects.toMatchObject({
+    await db.pool.query(
+      `INSERT INTO gen_durable_buckets (kind, key, shard, capacity, available) VALUES ('conc', 'g', 0, 5, 5)`,
+    );
+    await expect(
+      db.pool.query(`UPDATE gen_durable_buckets SET available = available - 6`),
+    ).rejects.toMatchObject({
       code: '23514',
       constraint: 'gen_durable_buckets_check',
     });
-    await expect(db.pool.query(`UPDATE gen_durable_buckets SET available = available + 1`)).rejects.toMatchObject({
+    await expect(
+      db.pool.query(`UPDATE gen_durable_buckets SET available = available + 1`),
+    ).rejects.toMatchObject({
       constraint: 'gen_durable_buckets_check',
     });
     await expect(
-      db.pool.query(`INSERT INTO gen_durable_buckets (kind, key, shard, capacity, available) VALUES ('conc', 'g', 0, 5, 5)`),
+      db.pool.query(
+        `INSERT INTO gen_durable_buckets (kind, key, shard, capacity, available) VALUES ('conc', 'g', 0, 5, 5)`,
+      ),
     ).rejects.toMatchObject({ code: '23505', constraint: 'gen_durable_buckets_pkey' });
     // the same name as a rate bucket is a different key
-    await db.pool.query(`INSERT INTO gen_durable_buckets (kind, key, shard, capacity, available) VALUES ('rate', 'g', 0, 5, 5)`);
+    await db.pool.query(
+      `INSERT INTO gen_durable_buckets (kind, key, shard, capacity, available) VALUES ('rate', 'g', 0, 5, 5)`,
+    );
   });
 
   it('a duplicate (target_id, dedup_key) and a signal without target', async () => {
     const { rows } = await insert('', '');
     const id = rows[0].id as string;
-    await db.pool.query(`INSERT INTO signals (target_id, name, dedup_key) VALUES ($1, 'paid', 'k')`, [id]);
+    await db.pool.query(
+      `INSERT INTO signals (target_id, name, dedup_key) VALUES ($1, 'paid', 'k')`,
+      [id],
+    );
     await expect(
-      db.pool.query(`INSERT INTO signals (target_id, name, dedup_key) VALUES ($1, 'paid', 'k')`, [id]),
+      db.pool.query(`INSERT INTO signals (target_id, name, dedup_key) VALUES ($1, 'paid', 'k')`, [
+        id,
+      ]),
     ).rejects.toMatchObject({ code: '23505', constraint: 'signals_target_dedup' });
     // NULL dedup keys never conflict
     await db.pool.query(`INSERT INTO signals (target_id, name) VALUES ($1, 'paid')`, [id]);
     await db.pool.query(`INSERT INTO signals (target_id, name) VALUES ($1, 'paid')`, [id]);
-    await expect(db.pool.query(`INSERT INTO signals (target_id, name) VALUES (999999, 'paid')`)).rejects.toMatchObject({
+    await expect(
+      db.pool.query(`INSERT INTO signals (target_id, name) VALUES (999999, 'paid')`),
+    ).rejects.toMatchObject({
       code: '23503',
     });
   });
@@ -90,6 +115,9 @@ describe('schema constraints refuse bad writes', () => {
     await db.pool.query(`INSERT INTO signals (target_id, name) VALUES ($1, 'x')`, [parent]);
     await db.pool.query(`DELETE FROM gen_durable WHERE id = $1`, [parent]);
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM signals`)).rows[0].n).toBe(0);
-    expect((await db.pool.query(`SELECT parent_id FROM gen_durable WHERE id = $1`, [child])).rows[0].parent_id).toBeNull();
+    expect(
+      (await db.pool.query(`SELECT parent_id FROM gen_durable WHERE id = $1`, [child])).rows[0]
+        .parent_id,
+    ).toBeNull();
   });
 });

@@ -12,7 +12,10 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 const DUMP_FILE = join(__dirname, '..', 'schema.sql');
 
 function conn(client: PoolClient | Pool) {
-  return { query: (text: string, params?: unknown[]) => client.query(text, params), inTransaction: false };
+  return {
+    query: (text: string, params?: unknown[]) => client.query(text, params),
+    inTransaction: false,
+  };
 }
 
 async function objectCount(pool: Pool, schema: string): Promise<number> {
@@ -51,7 +54,10 @@ describe('GenDurableMigration', () => {
   it('lets two concurrent ups both succeed on a fresh schema', async () => {
     const [a, b] = await Promise.all([db.pool.connect(), db.pool.connect()]);
     try {
-      await Promise.all([migrateUp(conn(a), { schema: 'race' }), migrateUp(conn(b), { schema: 'race' })]);
+      await Promise.all([
+        migrateUp(conn(a), { schema: 'race' }),
+        migrateUp(conn(b), { schema: 'race' }),
+      ]);
     } finally {
       a.release();
       b.release();
@@ -111,7 +117,10 @@ describe('GenDurableMigration', () => {
     );
     const [withInbox, withConsumed, without] = made.map((r) => r.id);
     await db.pool.query(`INSERT INTO v1.signals (target_id, name) VALUES ($1, 'go')`, [withInbox]);
-    await db.pool.query(`INSERT INTO v1.signals (target_id, name, consumed_at) VALUES ($1, 'go', now())`, [withConsumed]);
+    await db.pool.query(
+      `INSERT INTO v1.signals (target_id, name, consumed_at) VALUES ($1, 'go', now())`,
+      [withConsumed],
+    );
     await migrateUp(conn(db.pool), { schema: 'v1' });
     expect(await readSchemaVersion(conn(db.pool), 'v1')).toBe(2);
     const { rows } = await db.pool.query(`SELECT id, signaled FROM v1.gen_durable ORDER BY id`);
@@ -123,7 +132,10 @@ describe('GenDurableMigration', () => {
     // A signal written by anything but the engine's delivery (an old node, a hand insert) marks
     // its target too: the trigger.
     await db.pool.query(`INSERT INTO v1.signals (target_id, name) VALUES ($1, 'late')`, [without]);
-    const { rows: marked } = await db.pool.query(`SELECT signaled FROM v1.gen_durable WHERE id = $1`, [without]);
+    const { rows: marked } = await db.pool.query(
+      `SELECT signaled FROM v1.gen_durable WHERE id = $1`,
+      [without],
+    );
     expect(marked).toEqual([{ signaled: true }]);
     await migrateDown(conn(db.pool), { schema: 'v1', version: 1 });
     expect(await readSchemaVersion(conn(db.pool), 'v1')).toBe(1);
@@ -139,6 +151,8 @@ describe('GenDurableMigration', () => {
   });
 
   it('rejects a version it does not ship', async () => {
-    await expect(migrateUp(conn(db.pool), { version: CURRENT_SCHEMA_VERSION + 1 })).rejects.toThrow(RangeError);
+    await expect(migrateUp(conn(db.pool), { version: CURRENT_SCHEMA_VERSION + 1 })).rejects.toThrow(
+      RangeError,
+    );
   });
 });

@@ -61,7 +61,11 @@ export async function createTestApp(
 }
 
 /** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
-export async function eventually<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 10_000, everyMs = 20): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T | undefined | null | false>,
+  timeoutMs = 10_000,
+  everyMs = 20,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -71,7 +75,9 @@ export async function eventually<T>(fn: () => Promise<T | undefined | null | fal
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > deadline) {
+      throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
+    }
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

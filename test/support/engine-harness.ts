@@ -1,7 +1,13 @@
 import type { INestApplicationContext, ModuleMetadata, Provider } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 
-import { EngineService, GenDurableModule, type GenDurableEvent, type GenDurableEventName, type GenDurableOptions } from '../../lib';
+import {
+  EngineService,
+  GenDurableModule,
+  type GenDurableEvent,
+  type GenDurableEventName,
+  type GenDurableOptions,
+} from '../../lib';
 import type { ClaimedRow } from '../../lib/runtime/claimed-row';
 import { FAST } from './create-test-app';
 import { trackResource } from './open-resources';
@@ -22,7 +28,11 @@ export interface Harness {
   /** Events named `name` (optionally filtered by metadata.id). */
   eventsOf(name: GenDurableEventName, id?: string): GenDurableEvent[];
   /** Resolves with the first event named `name` matching `match` (past or future). */
-  waitFor(name: GenDurableEventName, match?: (e: GenDurableEvent) => boolean, timeoutMs?: number): Promise<GenDurableEvent>;
+  waitFor(
+    name: GenDurableEventName,
+    match?: (e: GenDurableEvent) => boolean,
+    timeoutMs?: number,
+  ): Promise<GenDurableEvent>;
   close(): Promise<void>;
 }
 
@@ -41,7 +51,10 @@ export async function bootEngine(
 ): Promise<Harness> {
   const dataSource = await db.dataSource();
   const moduleRef = await Test.createTestingModule({
-    imports: [GenDurableModule.forRoot({ dataSource, ...(boot.raw ? {} : FAST), ...options }), ...(boot.imports ?? [])],
+    imports: [
+      GenDurableModule.forRoot({ dataSource, ...(boot.raw ? {} : FAST), ...options }),
+      ...(boot.imports ?? []),
+    ],
     providers,
   }).compile();
   const engine = moduleRef.get(EngineService);
@@ -74,7 +87,9 @@ export async function bootEngine(
       stmts.length = 0;
     },
     eventsOf(name, id) {
-      return events.filter((e) => e.event === name && (id === undefined || e.metadata['id'] === id));
+      return events.filter(
+        (e) => e.event === name && (id === undefined || e.metadata['id'] === id),
+      );
     },
     waitFor(name, match = () => true, timeoutMs = 15_000) {
       const past = events.find((e) => e.event === name && match(e));
@@ -113,7 +128,12 @@ export async function bootEngine(
  * (claim + enrichment), without a scheduler: for tests that drive the executor by hand on a
  * queue no scheduler serves.
  */
-export function claimRows(engine: EngineService, queue: string, batch: number, worker: string): Promise<ClaimedRow[]> {
+export function claimRows(
+  engine: EngineService,
+  queue: string,
+  batch: number,
+  worker: string,
+): Promise<ClaimedRow[]> {
   return engine.runtime.picker.pick(queue, batch, worker);
 }
 
@@ -175,4 +195,5 @@ export async function rowOf(db: TestDatabase, id: string): Promise<Record<string
   return rows[0] as Record<string, unknown>;
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+export const sleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, ms));

@@ -35,14 +35,24 @@ export function claimedRow(record: ClaimRecord, worker: string): ClaimedRow {
 }
 
 /** The flush entry the executor would submit for `outcome` (awaitedIds = signals presented). */
-export function flushEntry(engine: EngineService, row: ClaimedRow, outcome: Outcome, awaitedIds: readonly string[] = []): FlushEntry {
+export function flushEntry(
+  engine: EngineService,
+  row: ClaimedRow,
+  outcome: Outcome,
+  awaitedIds: readonly string[] = [],
+): FlushEntry {
   const runtime = engine.runtime;
   const definition = runtime.registry.find(row.fsm, row.fsmVersion);
-  if (!definition) throw new Error(`no FSM ${row.fsm} v${row.fsmVersion} registered in the test app`);
+  if (!definition) {
+    throw new Error(`no FSM ${row.fsm} v${row.fsmVersion} registered in the test app`);
+  }
   return outcomeToEntry(outcome, row, definition, runtime.registry, runtime.options, awaitedIds);
 }
 
 /** Submits `entries` to the engine's flusher in one synchronous burst: they share one flush. */
-export function submitTogether(engine: EngineService, entries: readonly FlushEntry[]): Promise<FlushReply[]> {
+export function submitTogether(
+  engine: EngineService,
+  entries: readonly FlushEntry[],
+): Promise<FlushReply[]> {
   return Promise.all(entries.map((entry) => engine.runtime.flusherFor(entry.queue).submit(entry)));
 }

@@ -36,15 +36,21 @@ module.exports = async function globalSetup() {
     const pg = await startEmbeddedPostgres();
     globalThis.__GEN_DURABLE_EMBEDDED_PG__ = pg;
     process.env.GEN_DURABLE_TEST_DATABASE_URL = pg.url;
-    process.stdout.write(`\n[gen-durable tests] embedded PostgreSQL on ${pg.url} (no DATABASE_URL)\n`);
+    process.stdout.write(
+      `\n[gen-durable tests] embedded PostgreSQL on ${pg.url} (no DATABASE_URL)\n`,
+    );
   }
   const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
   if (await reachable(redisUrl)) {
     process.env.GEN_DURABLE_TEST_REDIS_URL = redisUrl;
   } else if (process.env.CI) {
-    throw new Error(`Redis is not reachable at ${redisUrl}; CI runs the Redis-backed tests (start it or set REDIS_URL)`);
+    throw new Error(
+      `Redis is not reachable at ${redisUrl}; CI runs the Redis-backed tests (start it or set REDIS_URL)`,
+    );
   } else {
-    process.stdout.write(`[gen-durable tests] Redis not reachable at ${redisUrl}: Redis-backed tests are skipped\n`);
+    process.stdout.write(
+      `[gen-durable tests] Redis not reachable at ${redisUrl}: Redis-backed tests are skipped\n`,
+    );
   }
   process.env.GEN_DURABLE_ROOT = path.resolve(__dirname, '../..');
 };

@@ -15,9 +15,15 @@ import type { TestDatabase } from './test-database';
 export interface RawSession {
   readonly pid: number;
   /** Runs a lib/sql statement (unprepared; same text the engine prepares). */
-  run<R extends Record<string, unknown> = Record<string, unknown>>(statement: Statement, params?: readonly unknown[]): Promise<R[]>;
+  run<R extends Record<string, unknown> = Record<string, unknown>>(
+    statement: Statement,
+    params?: readonly unknown[],
+  ): Promise<R[]>;
   /** Runs plain SQL (BEGIN, COMMIT, test-side reads). */
-  exec<R extends Record<string, unknown> = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<R[]>;
+  exec<R extends Record<string, unknown> = Record<string, unknown>>(
+    text: string,
+    params?: readonly unknown[],
+  ): Promise<R[]>;
   close(): Promise<void>;
 }
 
@@ -30,7 +36,10 @@ export async function openRawSession(db: TestDatabase, schema = 'public'): Promi
   const pid = pidRow.rows[0]!.pid;
   return {
     pid,
-    async run<R extends Record<string, unknown>>(statement: Statement, params: readonly unknown[] = []) {
+    async run<R extends Record<string, unknown>>(
+      statement: Statement,
+      params: readonly unknown[] = [],
+    ) {
       const result = await client.query<R>(renderStatement(statement, schema), params as unknown[]);
       return result.rows;
     },
@@ -51,7 +60,11 @@ export async function openRawSession(db: TestDatabase, schema = 'public'): Promi
  * and returns those waiting pids. Uses pg_blocking_pids, so it observes the engine's own pool
  * connections too (whose pids the test does not know in advance).
  */
-export async function waitUntilBlockedBy(db: TestDatabase, holderPid: number, timeoutMs = 10_000): Promise<number[]> {
+export async function waitUntilBlockedBy(
+  db: TestDatabase,
+  holderPid: number,
+  timeoutMs = 10_000,
+): Promise<number[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const { rows } = await db.pool.query<{ pid: number }>(
@@ -60,13 +73,19 @@ export async function waitUntilBlockedBy(db: TestDatabase, holderPid: number, ti
       [holderPid],
     );
     if (rows.length > 0) return rows.map((r) => r.pid);
-    if (Date.now() > deadline) throw new Error(`no session became blocked by pid ${holderPid} within ${timeoutMs} ms`);
+    if (Date.now() > deadline) {
+      throw new Error(`no session became blocked by pid ${holderPid} within ${timeoutMs} ms`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
 
 /** True when `pid` is waiting on a lock held by `holderPid` (isolation-tester primitive). */
-export async function isBlockedBy(db: TestDatabase, pid: number, holderPid: number): Promise<boolean> {
+export async function isBlockedBy(
+  db: TestDatabase,
+  pid: number,
+  holderPid: number,
+): Promise<boolean> {
   const { rows } = await db.pool.query<{ blocked: boolean }>(
     'SELECT pg_isolation_test_session_is_blocked($1, ARRAY[$2]::int[]) AS blocked',
     [pid, holderPid],
@@ -81,7 +100,13 @@ export async function claimRows(
   worker: string,
   options: { batch?: number; leaseMs?: number } = {},
 ): Promise<ClaimRecord[]> {
-  return session.run<ClaimRecord & Record<string, unknown>>(CLAIM_RUNNABLE, [queue, options.batch ?? 100, worker, options.leaseMs ?? 60_000, []]);
+  return session.run<ClaimRecord & Record<string, unknown>>(CLAIM_RUNNABLE, [
+    queue,
+    options.batch ?? 100,
+    worker,
+    options.leaseMs ?? 60_000,
+    [],
+  ]);
 }
 
 /** Opens a transaction on `session` that holds the row lock of `id` (FOR NO KEY UPDATE). */

@@ -8,7 +8,8 @@ import type { Pool } from 'pg';
  */
 export async function dumpSchema(pool: Pool, schema: string): Promise<string> {
   const lines: string[] = [];
-  const q = async (text: string) => (await pool.query(text, [schema])).rows as Record<string, unknown>[];
+  const q = async (text: string) =>
+    (await pool.query(text, [schema])).rows as Record<string, unknown>[];
 
   for (const t of await q(
     `SELECT t.typname, array_to_string(array_agg(e.enumlabel ORDER BY e.enumsortorder), ', ') AS labels
@@ -23,7 +24,10 @@ export async function dumpSchema(pool: Pool, schema: string): Promise<string> {
       WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY c.relname`,
   )) {
     const name = String(table['relname']);
-    lines.push('', `TABLE ${name}${table['comment'] ? `  -- comment: ${String(table['comment'])}` : ''}`);
+    lines.push(
+      '',
+      `TABLE ${name}${table['comment'] ? `  -- comment: ${String(table['comment'])}` : ''}`,
+    );
     for (const col of (
       await pool.query(
         `SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull, a.attgenerated, a.attidentity,
@@ -36,7 +40,10 @@ export async function dumpSchema(pool: Pool, schema: string): Promise<string> {
     ).rows as Record<string, unknown>[]) {
       const type = String(col['type']).replace(`${schema}.`, '').replace(`"${schema}".`, '');
       let line = `  ${String(col['attname'])} ${type}${col['attnotnull'] ? ' NOT NULL' : ''}`;
-      const expr = col['expr'] == null ? '' : String(col['expr']).split(`${schema}.`).join('').split(`"${schema}".`).join('');
+      const expr =
+        col['expr'] == null
+          ? ''
+          : String(col['expr']).split(`${schema}.`).join('').split(`"${schema}".`).join('');
       if (col['attidentity']) line += ` IDENTITY(${String(col['attidentity'])})`;
       if (col['attgenerated'] === 's') line += ` GENERATED AS (${expr}) STORED`;
       else if (expr) line += ` DEFAULT ${expr}`;
@@ -50,7 +57,9 @@ export async function dumpSchema(pool: Pool, schema: string): Promise<string> {
         [schema, name],
       )
     ).rows as Record<string, unknown>[]) {
-      lines.push(`  CONSTRAINT ${String(con['conname'])} ${String(con['def']).split(`${schema}.`).join('').split(`"${schema}".`).join('')}`);
+      lines.push(
+        `  CONSTRAINT ${String(con['conname'])} ${String(con['def']).split(`${schema}.`).join('').split(`"${schema}".`).join('')}`,
+      );
     }
     for (const idx of (
       await pool.query(
@@ -62,7 +71,9 @@ export async function dumpSchema(pool: Pool, schema: string): Promise<string> {
       )
     ).rows as Record<string, unknown>[]) {
       const def = String(idx['def']).split(`${schema}.`).join('').split(`"${schema}".`).join('');
-      lines.push(`  INDEX ${def.replace(/^CREATE (UNIQUE )?INDEX \S+ ON /, (_m, u: string | undefined) => (u ? 'UNIQUE ON ' : 'ON '))}  -- ${String(idx['relname'])}`);
+      lines.push(
+        `  INDEX ${def.replace(/^CREATE (UNIQUE )?INDEX \S+ ON /, (_m, u: string | undefined) => (u ? 'UNIQUE ON ' : 'ON '))}  -- ${String(idx['relname'])}`,
+      );
     }
   }
   return `${lines.join('\n').trim()}\n`;

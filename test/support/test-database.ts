@@ -9,7 +9,11 @@ import { trackResource } from './open-resources';
 /** The server of this jest run (global-setup.cjs). */
 export function serverUrl(): string {
   const url = process.env['GEN_DURABLE_TEST_DATABASE_URL'];
-  if (!url) throw new Error('GEN_DURABLE_TEST_DATABASE_URL is not set: run the tests through jest (global-setup.cjs)');
+  if (!url) {
+    throw new Error(
+      'GEN_DURABLE_TEST_DATABASE_URL is not set: run the tests through jest (global-setup.cjs)',
+    );
+  }
   return url;
 }
 

@@ -23,19 +23,36 @@ export type WorkerMessage =
   | { readonly type: 'ready'; readonly workerIds: Record<string, string> }
   | { readonly type: 'event'; readonly event: string; readonly metadata: Record<string, unknown> };
 
-const FORWARDED = new Set(['outcome:stale', 'executor:crash', 'reaper:reaped', 'scheduler:drain', 'scheduler:reclaimed', 'scheduler:stall']);
+const FORWARDED = new Set([
+  'outcome:stale',
+  'executor:crash',
+  'reaper:reaped',
+  'scheduler:drain',
+  'scheduler:reclaimed',
+  'scheduler:stall',
+]);
 
 async function main(): Promise<void> {
   const config = JSON.parse(process.env['GD_WORKER'] ?? '') as WorkerConfig;
-  const dataSource = await new DataSource({ type: 'postgres', url: config.url, poolSize: 6 }).initialize();
+  const dataSource = await new DataSource({
+    type: 'postgres',
+    url: config.url,
+    poolSize: 6,
+  }).initialize();
 
   @Module({
     imports: [GenDurableModule.forRoot({ dataSource, ...config.options })],
-    providers: [CrashyFsm, { provide: LEDGER_DATA_SOURCE, useValue: dataSource }, { provide: WORKER_NAME, useValue: config.name }],
+    providers: [
+      CrashyFsm,
+      { provide: LEDGER_DATA_SOURCE, useValue: dataSource },
+      { provide: WORKER_NAME, useValue: config.name },
+    ],
   })
   class WorkerModule {}
 
-  const app = await NestFactory.createApplicationContext(WorkerModule, { logger: ['error', 'warn'] });
+  const app = await NestFactory.createApplicationContext(WorkerModule, {
+    logger: ['error', 'warn'],
+  });
   app.enableShutdownHooks();
   const engine = app.get(EngineService);
   engine.events$.subscribe((e) => {
@@ -43,7 +60,10 @@ async function main(): Promise<void> {
   });
   process.on('message', (message: unknown) => {
     if ((message as { type?: string }).type === 'shutdown') {
-      void app.close().then(() => dataSource.destroy()).then(() => process.exit(0));
+      void app
+        .close()
+        .then(() => dataSource.destroy())
+        .then(() => process.exit(0));
     }
   });
   const workerIds: Record<string, string> = {};

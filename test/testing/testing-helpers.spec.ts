@@ -34,7 +34,9 @@ class OrderFsm {
 @DurableFsm({ name: 'flaky' })
 class FlakyFsm {
   @Step() start(ctx: StepContext<{ tries: number }>) {
-    return ctx.attempt < 2 ? retry({ tries: ctx.attempt + 1 }, 60_000) : done({ tries: ctx.attempt });
+    return ctx.attempt < 2
+      ? retry({ tries: ctx.attempt + 1 }, 60_000)
+      : done({ tries: ctx.attempt });
   }
 }
 
@@ -48,7 +50,11 @@ class ForeverFsm {
 @DurableFsm({ name: 'parent' })
 class ParentFsm {
   @Step() start(ctx: StepContext) {
-    return scheduleChildren('joined', [{ fsm: 'flaky' }, { fsm: 'flaky', queue: 'other' }], ctx.state);
+    return scheduleChildren(
+      'joined',
+      [{ fsm: 'flaky' }, { fsm: 'flaky', queue: 'other' }],
+      ctx.state,
+    );
   }
   @Step() joined(ctx: StepContext) {
     return done({ children: ctx.children.map((c) => c.status) });
@@ -66,7 +72,15 @@ describe('gen-durable/testing', () => {
     const dataSource = await db.dataSource();
     // The way a host app writes it: the engine as a web node, driven inline.
     const moduleRef = await Test.createTestingModule({
-      imports: [GenDurableModule.forRoot({ dataSource, queues: {}, reaper: false, gc: false, poke: 'none' })],
+      imports: [
+        GenDurableModule.forRoot({
+          dataSource,
+          queues: {},
+          reaper: false,
+          gc: false,
+          poke: 'none',
+        }),
+      ],
       providers: [OrderFsm, FlakyFsm, ForeverFsm, ParentFsm],
     }).compile();
     await moduleRef.init();
@@ -91,7 +105,15 @@ describe('gen-durable/testing', () => {
     await gd.assertAwaiting({ id }, 'paid');
     await gd.assertStatus({ correlationKey: 'order:42' }, 'awaiting_signal');
     await engine.signal({ id }, 'paid', { amount: 100 });
-    expect(await gd.drain()).toEqual({ steps: 1, next: 0, retry: 0, await: 0, scheduleChildren: 0, done: 1, stop: 0 });
+    expect(await gd.drain()).toEqual({
+      steps: 1,
+      next: 0,
+      retry: 0,
+      await: 0,
+      scheduleChildren: 0,
+      done: 1,
+      stop: 0,
+    });
     await gd.assertDone({ id }, { order: 42, paid: { amount: 100 } });
     // by key, the finished row is still found (latest row for the key)
     expect((await gd.get({ correlationKey: 'order:42' }))?.id).toBe(id);
@@ -134,13 +156,19 @@ describe('gen-durable/testing', () => {
     await gd.drain();
     const err = await gd.assertDone({ id }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AssertionError);
-    expect((err as Error).message).toMatch(/expected status done, but it is failed at step "ship" \(attempt 0, last error: payment timed out\)/);
+    expect((err as Error).message).toMatch(
+      /expected status done, but it is failed at step "ship" \(attempt 0, last error: payment timed out\)/,
+    );
     await expect(gd.assertAwaiting({ id })).rejects.toThrow(/expected status awaiting_signal/);
-    await expect(gd.assertStatus({ id: '999999' }, 'done')).rejects.toThrow(/no instance for id 999999/);
+    await expect(gd.assertStatus({ id: '999999' }, 'done')).rejects.toThrow(
+      /no instance for id 999999/,
+    );
     await expect(gd.assertFailed({ id }, 'other')).rejects.toThrow(/expected last error other/);
     const done2 = await engine.insert(FlakyFsm);
     await gd.drain();
-    await expect(gd.assertDone({ id: done2 }, { tries: 9 })).rejects.toThrow(/expected result \{"tries":9\}, got \{"tries":2\}/);
+    await expect(gd.assertDone({ id: done2 }, { tries: 9 })).rejects.toThrow(
+      /expected result \{"tries":9\}, got \{"tries":2\}/,
+    );
   });
 
   it('reset empties the tables', async () => {

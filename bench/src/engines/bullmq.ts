@@ -4,7 +4,15 @@
 // usual production setting); Worker `concurrency` = the case concurrency. Inserts: Queue.add
 // (single) and Queue.addBulk (bulk). fsm3 is a chain: step n adds the job for step n+1 before it
 // completes.
-import { Queue, Worker, createPostgresBackend, type Job, type JobProgress, type PostgresConnectionOptions, type PostgresQueueBackend } from 'bullmq';
+import {
+  Queue,
+  Worker,
+  createPostgresBackend,
+  type Job,
+  type JobProgress,
+  type PostgresConnectionOptions,
+  type PostgresQueueBackend,
+} from 'bullmq';
 import Redis from 'ioredis';
 import type { Adapter, CaseContext, Hooks, Instance, Kind } from './types';
 import { version } from './types';
@@ -36,9 +44,17 @@ class BullInstance implements Instance {
 
   private makeQueue(kind: Kind): Queue {
     if (this.backend === 'redis') {
-      return new Queue(this.name(kind), { connection: this.redis!, prefix: this.ctx.redisPrefix, defaultJobOptions: JOB_OPTS });
+      return new Queue(this.name(kind), {
+        connection: this.redis!,
+        prefix: this.ctx.redisPrefix,
+        defaultJobOptions: JOB_OPTS,
+      });
     }
-    return new Queue(this.name(kind), { connection: this.pgConnection(), defaultJobOptions: JOB_OPTS }, createPostgresBackend) as unknown as Queue;
+    return new Queue(
+      this.name(kind),
+      { connection: this.pgConnection(), defaultJobOptions: JOB_OPTS },
+      createPostgresBackend,
+    ) as unknown as Queue;
   }
 
   async setup(): Promise<void> {
@@ -83,8 +99,19 @@ class BullInstance implements Instance {
     };
     const w =
       this.backend === 'redis'
-        ? new Worker<Payload>(this.name(kind), processor, { connection: this.redis!, prefix: this.ctx.redisPrefix, concurrency })
-        : (new Worker<Payload, void, string, PostgresQueueBackend, JobProgress, PostgresConnectionOptions>(
+        ? new Worker<Payload>(this.name(kind), processor, {
+            connection: this.redis!,
+            prefix: this.ctx.redisPrefix,
+            concurrency,
+          })
+        : (new Worker<
+            Payload,
+            void,
+            string,
+            PostgresQueueBackend,
+            JobProgress,
+            PostgresConnectionOptions
+          >(
             this.name(kind),
             processor,
             { connection: this.pgConnection(), concurrency },
@@ -96,7 +123,9 @@ class BullInstance implements Instance {
   }
 
   async remaining(kind: Kind): Promise<number> {
-    const counts = await this.queues.get(kind)!.getJobCounts('wait', 'active', 'delayed', 'prioritized', 'waiting-children');
+    const counts = await this.queues
+      .get(kind)!
+      .getJobCounts('wait', 'active', 'delayed', 'prioritized', 'waiting-children');
     return Object.values(counts).reduce((a, b) => a + b, 0);
   }
 
@@ -125,9 +154,12 @@ export const bullPostgres: Adapter = {
   id: 'bullmq:postgres',
   family: 'bullmq',
   peer: `bullmq ${v} (built-in PostgreSQL backend)`,
-  settings: 'createPostgresBackend, pool 10 per Queue/Worker, Worker concurrency = C, removeOnComplete/removeOnFail',
+  settings:
+    'createPostgresBackend, pool 10 per Queue/Worker, Worker concurrency = C, removeOnComplete/removeOnFail',
   backend: 'postgres',
-  unsupported: { memory: 'about 1 000 jobs/s here: a 100 000 backlog takes minutes (see drain for its rate)' },
+  unsupported: {
+    memory: 'about 1 000 jobs/s here: a 100 000 backlog takes minutes (see drain for its rate)',
+  },
   maxN: { job: [5000, 3000], fsm3: [1000, 500] },
   notInQuick: { 'latency-xproc': 'full run only' },
   create: async (ctx: CaseContext) => new BullInstance(ctx, 'postgres'),

@@ -35,7 +35,11 @@ class DbosInstance implements Instance {
 
   async setup(): Promise<void> {
     await DBOS.migrate(this.ctx.pgUrl);
-    this.client = await DBOSClient.create({ systemDatabaseUrl: this.ctx.pgUrl, applicationName: APP, systemDatabasePoolSize: 10 });
+    this.client = await DBOSClient.create({
+      systemDatabaseUrl: this.ctx.pgUrl,
+      applicationName: APP,
+      systemDatabasePoolSize: 10,
+    });
   }
 
   async insertBulk(kind: Kind, n: number): Promise<void> {
@@ -56,7 +60,10 @@ class DbosInstance implements Instance {
     if (this.launched && fn) {
       await DBOS.startWorkflow(fn, { queueName: QUEUE })(marker);
     } else {
-      await this.client!.enqueue({ queueName: QUEUE, workflowName: wfName(kind), appVersion: APP_VERSION }, marker);
+      await this.client!.enqueue(
+        { queueName: QUEUE, workflowName: wfName(kind), appVersion: APP_VERSION },
+        marker,
+      );
     }
   }
 
@@ -96,7 +103,11 @@ class DbosInstance implements Instance {
     );
     await DBOS.launch();
     this.launched = true;
-    await DBOS.registerQueue(QUEUE, { workerConcurrency: concurrency, minPollingIntervalMs: 10, onConflict: 'always_update' });
+    await DBOS.registerQueue(QUEUE, {
+      workerConcurrency: concurrency,
+      minPollingIntervalMs: 10,
+      onConflict: 'always_update',
+    });
   }
 
   private sigWorkflows: string[] = [];
@@ -112,7 +123,8 @@ class DbosInstance implements Instance {
     await this.start('job', concurrency, hooks);
     const fn = this.sigFn!;
     this.sigWorkflows = [];
-    for (let i = 0; i < count; i++) this.sigWorkflows.push((await DBOS.startWorkflow(fn)(i)).workflowID);
+    for (let i = 0; i < count; i++)
+      this.sigWorkflows.push((await DBOS.startWorkflow(fn)(i)).workflowID);
     await parkedAll;
     await sleep(200); // recv registers its wait right after the step before it
   }
@@ -130,7 +142,10 @@ class DbosInstance implements Instance {
   }
 
   async close(): Promise<void> {
-    if (this.launched) await DBOS.shutdown({ deregister: true }).catch((e) => this.ctx.log(`dbos shutdown: ${String(e)}`));
+    if (this.launched)
+      await DBOS.shutdown({ deregister: true }).catch((e) =>
+        this.ctx.log(`dbos shutdown: ${String(e)}`),
+      );
     this.launched = false;
     await this.client?.destroy().catch(() => undefined);
     await this.pool.end().catch(() => undefined);
@@ -141,7 +156,8 @@ export const dbosAdapter: Adapter = {
   id: 'dbos',
   family: 'dbos',
   peer: `@dbos-inc/dbos-sdk ${version('@dbos-inc/dbos-sdk')}`,
-  settings: 'queue workerConcurrency = C, minPollingIntervalMs 10, 1-step / 3-step workflows, pool 10',
+  settings:
+    'queue workerConcurrency = C, minPollingIntervalMs 10, 1-step / 3-step workflows, pool 10',
   backend: 'postgres',
   unsupported: {
     'enqueue-bulk': 'no bulk enqueue API',

@@ -158,9 +158,12 @@ class GenDurableInstance implements Instance {
   async parkForSignals(count: number, concurrency: number, hooks: Hooks): Promise<void> {
     await this.start('job', concurrency, hooks);
     this.parked = [];
-    for (let i = 0; i < count; i++) this.parked.push(await this.engine!.insert(BenchSigFsm, { state: { m: i } }));
+    for (let i = 0; i < count; i++)
+      this.parked.push(await this.engine!.insert(BenchSigFsm, { state: { m: i } }));
     for (let k = 0; k < 600; k++) {
-      const r = (await this.ds!.query(`SELECT count(*) AS n FROM gen_durable WHERE fsm = 'benchsig' AND status = 'awaiting_signal'`)) as Array<{ n: string }>;
+      const r = (await this.ds!.query(
+        `SELECT count(*) AS n FROM gen_durable WHERE fsm = 'benchsig' AND status = 'awaiting_signal'`,
+      )) as Array<{ n: string }>;
       if (Number(r[0]!.n) >= count) return;
       await sleep(50);
     }
@@ -183,7 +186,11 @@ class GenDurableInstance implements Instance {
  * first `take` completions with `total` rows in gen_durable (70 % done, 29.5 % runnable in the
  * served queue, 0.5 % parked on a signal), at concurrency 50.
  */
-async function genDurableScale(ctx: CaseContext, total: number, repeats: number): Promise<ScaleResult> {
+async function genDurableScale(
+  ctx: CaseContext,
+  total: number,
+  repeats: number,
+): Promise<ScaleResult> {
   void repeats;
   const inst = new GenDurableInstance(ctx);
   try {
@@ -192,7 +199,8 @@ async function genDurableScale(ctx: CaseContext, total: number, repeats: number)
     // Runnable rows through the public API, in chunks; terminal and parked rows cloned from one
     // of them by SQL (same columns the engine wrote, different status).
     const runnable = Math.round(total * 0.295);
-    for (let doneN = 0; doneN < runnable; doneN += 20000) await inst.insertBulk('job', Math.min(20000, runnable - doneN));
+    for (let doneN = 0; doneN < runnable; doneN += 20000)
+      await inst.insertBulk('job', Math.min(20000, runnable - doneN));
     const doneRows = Math.round(total * 0.7);
     const parked = total - runnable - doneRows;
     await ds.query(
@@ -224,7 +232,10 @@ async function genDurableScale(ctx: CaseContext, total: number, repeats: number)
         },
       });
     });
-    await Promise.race([reached, sleep(120_000).then(() => Promise.reject(new Error('gen-durable scale: timeout')))]);
+    await Promise.race([
+      reached,
+      sleep(120_000).then(() => Promise.reject(new Error('gen-durable scale: timeout'))),
+    ]);
     return {
       metric: 'drain rate, first ≤ 5 000 steps, c=50',
       unit: 'steps/s',
@@ -241,7 +252,8 @@ export const genDurableAdapter: Adapter = {
   id: 'gen-durable',
   family: 'gen-durable',
   peer: 'gen-durable (this repo, lib/)',
-  settings: "queues { default: C }, prefetch max(100, 2C) − C, poke 'local', reaper/gc off, flusher defaults, plain insert(), DataSource pool 10",
+  settings:
+    "queues { default: C }, prefetch max(100, 2C) − C, poke 'local', reaper/gc off, flusher defaults, plain insert(), DataSource pool 10",
   backend: 'postgres',
   unsupported: {},
   create: async (ctx: CaseContext) => new GenDurableInstance(ctx),
@@ -254,7 +266,8 @@ export const genDurableGroupInsert: Adapter = {
   id: 'gen-durable:group-insert',
   family: 'gen-durable',
   peer: 'gen-durable (this repo, lib/)',
-  settings: "as gen-durable, plus insertBatcher { durable: true } (awaited insert() calls share group-commit statements)",
+  settings:
+    'as gen-durable, plus insertBatcher { durable: true } (awaited insert() calls share group-commit statements)',
   backend: 'postgres',
   unsupported: {
     drain: 'same engine as gen-durable: only inserts differ',

@@ -4,7 +4,15 @@
 //   batched  — localQueue (jobs fetched and locked in batches of max(100, 2 × concurrency)) plus
 //              completeJobBatchDelay / failJobBatchDelay = 0 (completions batched per tick).
 // fsm3 is a chain: step n adds the job for step n+1 (helpers.addJob) before it completes.
-import { Logger, makeWorkerUtils, run, runMigrations, type Runner, type Task, type WorkerUtils } from 'graphile-worker';
+import {
+  Logger,
+  makeWorkerUtils,
+  run,
+  runMigrations,
+  type Runner,
+  type Task,
+  type WorkerUtils,
+} from 'graphile-worker';
 import { Pool } from 'pg';
 import type { Adapter, CaseContext, Hooks, Instance, Kind } from './types';
 import { version } from './types';
@@ -44,7 +52,10 @@ class GraphileInstance implements Instance {
 
   async insertBulk(kind: Kind, n: number): Promise<void> {
     const identifier = this.task(kind);
-    const specs = Array.from({ length: n }, () => ({ identifier, payload: kind === 'fsm3' ? { s: 1 } : {} }));
+    const specs = Array.from({ length: n }, () => ({
+      identifier,
+      payload: kind === 'fsm3' ? { s: 1 } : {},
+    }));
     await this.utils!.addJobs(specs);
   }
 
@@ -111,7 +122,10 @@ export const graphileDefault: Adapter = {
   peer: `graphile-worker ${v}`,
   settings: 'defaults (LISTEN/NOTIFY, one job per fetch), pool 10',
   backend: 'postgres',
-  unsupported: { memory: 'one job per fetch, about 1 000 jobs/s here: a 100 000 backlog takes minutes (see drain for its rate)' },
+  unsupported: {
+    memory:
+      'one job per fetch, about 1 000 jobs/s here: a 100 000 backlog takes minutes (see drain for its rate)',
+  },
   maxN: { job: [5000, 3000], fsm3: [1000, 300] },
   create: async (ctx: CaseContext) => new GraphileInstance(ctx, false),
 };
@@ -120,7 +134,8 @@ export const graphileBatched: Adapter = {
   id: 'graphile-worker:batched',
   family: 'graphile-worker',
   peer: `graphile-worker ${v}`,
-  settings: 'localQueue.size = max(100, 2×concurrency), completeJobBatchDelay = failJobBatchDelay = 0, pool 10',
+  settings:
+    'localQueue.size = max(100, 2×concurrency), completeJobBatchDelay = failJobBatchDelay = 0, pool 10',
   backend: 'postgres',
   unsupported: {},
   maxN: { fsm3: [2000, 500] },

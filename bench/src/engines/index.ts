@@ -20,7 +20,8 @@ export function loadAdapters(): Loaded {
   let genDurableMissing: string | undefined;
   const file = path.join(__dirname, 'gen-durable.js');
   if (!fs.existsSync(file)) {
-    genDurableMissing = 'gen-durable: not built yet (lib/index.ts does not export the public API; adapter not compiled)';
+    genDurableMissing =
+      'gen-durable: not built yet (lib/index.ts does not export the public API; adapter not compiled)';
   } else {
     try {
       // eslint-disable-next-line @typescript-eslint/no-require-imports

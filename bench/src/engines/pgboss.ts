@@ -102,15 +102,20 @@ class PgBossInstance implements Instance {
 }
 
 const v = version('pg-boss');
-const XPROC = 'no cross-process wake-up in pg-boss 10: a worker in another process waits for its poll (≥ 0.5 s)';
+const XPROC =
+  'no cross-process wake-up in pg-boss 10: a worker in another process waits for its poll (≥ 0.5 s)';
 
 export const pgBoss1: Adapter = {
   id: 'pg-boss:b1',
   family: 'pg-boss',
   peer: `pg-boss ${v}`,
-  settings: 'batchSize 1, C work() registrations, pollingIntervalSeconds 0.5 + notifyWorker, pool 10',
+  settings:
+    'batchSize 1, C work() registrations, pollingIntervalSeconds 0.5 + notifyWorker, pool 10',
   backend: 'postgres',
-  unsupported: { memory: 'one job per fetch: a 100 000 backlog takes minutes (see drain for its rate)', 'latency-xproc': XPROC },
+  unsupported: {
+    memory: 'one job per fetch: a 100 000 backlog takes minutes (see drain for its rate)',
+    'latency-xproc': XPROC,
+  },
   maxN: { job: [2000, 1000], fsm3: [500, 300] },
   create: async (ctx: CaseContext) => new PgBossInstance(ctx, 1),
 };
@@ -119,7 +124,8 @@ export const pgBoss50: Adapter = {
   id: 'pg-boss:b50',
   family: 'pg-boss',
   peer: `pg-boss ${v}`,
-  settings: 'batchSize min(50, C), ceil(C/50) work() registrations, pollingIntervalSeconds 0.5 + notifyWorker, pool 10',
+  settings:
+    'batchSize min(50, C), ceil(C/50) work() registrations, pollingIntervalSeconds 0.5 + notifyWorker, pool 10',
   backend: 'postgres',
   unsupported: { 'latency-xproc': XPROC },
   maxN: { job: [3000, 3000], fsm3: [1000, 1000] },

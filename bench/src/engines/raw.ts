@@ -76,7 +76,9 @@ class RawInstance implements Instance {
 
   async insertOne(kind: Kind, marker?: number): Promise<void> {
     void kind;
-    await this.pool.query('INSERT INTO jobs (payload) VALUES ($1)', [JSON.stringify(marker === undefined ? {} : { m: marker })]);
+    await this.pool.query('INSERT INTO jobs (payload) VALUES ($1)', [
+      JSON.stringify(marker === undefined ? {} : { m: marker }),
+    ]);
     this.schedulePump();
   }
 
@@ -166,7 +168,9 @@ class RawInstance implements Instance {
 
   async remaining(kind: Kind): Promise<number> {
     void kind;
-    const r = await this.pool.query<{ n: string }>(`SELECT count(*) AS n FROM jobs WHERE status <> 'done'`);
+    const r = await this.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM jobs WHERE status <> 'done'`,
+    );
     return Number(r.rows[0]!.n);
   }
 
@@ -174,7 +178,8 @@ class RawInstance implements Instance {
     this.running = false;
     clearTimeout(this.pollTimer);
     this.stopped ??= (async () => {
-      for (let i = 0; i < 100 && (this.fetching || this.flushing || this.flushQueued); i++) await new Promise((r) => setTimeout(r, 10));
+      for (let i = 0; i < 100 && (this.fetching || this.flushing || this.flushQueued); i++)
+        await new Promise((r) => setTimeout(r, 10));
       await this.pool.end();
     })();
     await this.stopped;
@@ -230,7 +235,10 @@ async function rawScale(ctx: CaseContext, total: number, repeats: number): Promi
 async function explainClaim(c: PoolClient): Promise<string[]> {
   await c.query('BEGIN');
   try {
-    const r = await c.query<{ 'QUERY PLAN': string }>('EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ' + RAW_CLAIM, [BATCH]);
+    const r = await c.query<{ 'QUERY PLAN': string }>(
+      'EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ' + RAW_CLAIM,
+      [BATCH],
+    );
     return r.rows.map((x) => x['QUERY PLAN']);
   } finally {
     await c.query('ROLLBACK');

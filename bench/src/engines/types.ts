@@ -8,7 +8,16 @@ import { repoRoot } from '../infra';
 /** `job`: trivial one-step job. `fsm3`: three steps (next, next, done) per instance. */
 export type Kind = 'job' | 'fsm3';
 
-export type CaseName = 'drain' | 'fsm3' | 'enqueue-single' | 'enqueue-bulk' | 'latency' | 'latency-xproc' | 'signal' | 'scale' | 'memory';
+export type CaseName =
+  | 'drain'
+  | 'fsm3'
+  | 'enqueue-single'
+  | 'enqueue-bulk'
+  | 'latency'
+  | 'latency-xproc'
+  | 'signal'
+  | 'scale'
+  | 'memory';
 
 export interface CaseContext {
   /** URL of the case's own, freshly created database. */

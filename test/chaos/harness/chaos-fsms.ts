@@ -2,7 +2,17 @@ import { randomUUID } from 'node:crypto';
 
 import { Inject } from '@nestjs/common';
 
-import { awaitSignal, done, DurableFsm, next, type Outcome, retry, scheduleChildren, Step, type StepContext } from '../../../lib';
+import {
+  awaitSignal,
+  done,
+  DurableFsm,
+  next,
+  type Outcome,
+  retry,
+  scheduleChildren,
+  Step,
+  type StepContext,
+} from '../../../lib';
 import type { LedgerWriter } from './ledger';
 
 /**
@@ -89,7 +99,9 @@ export class ChaosRetrier {
 export class ChaosParker {
   constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
   @Step() start(ctx: StepContext<Base>) {
-    return recorded(this.ledger, ctx, null, (exec, seq) => awaitSignal('go', 'woken', { seq, exec }));
+    return recorded(this.ledger, ctx, null, (exec, seq) =>
+      awaitSignal('go', 'woken', { seq, exec }),
+    );
   }
   @Step() async woken(ctx: StepContext<Base>) {
     return recorded(this.ledger, ctx, null, async (exec, seq) => {
@@ -110,7 +122,11 @@ export class ChaosFanout {
     return recorded(this.ledger, ctx, null, (exec, seq) =>
       scheduleChildren(
         'join',
-        Array.from({ length: 10 }, (_, i) => ({ fsm: 'chaos_child', queue: 'children', state: { seq: 0, n: i } })),
+        Array.from({ length: 10 }, (_, i) => ({
+          fsm: 'chaos_child',
+          queue: 'children',
+          state: { seq: 0, n: i },
+        })),
         { seq, exec },
       ),
     );
@@ -132,7 +148,9 @@ export class ChaosFanout {
 export class ChaosChild {
   constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
   @Step() start(ctx: StepContext<Base>) {
-    return recorded(this.ledger, ctx, null, (exec, seq) => next('fin', { ...ctx.state, seq, exec }));
+    return recorded(this.ledger, ctx, null, (exec, seq) =>
+      next('fin', { ...ctx.state, seq, exec }),
+    );
   }
   @Step() fin(ctx: StepContext<Base>) {
     return recorded(this.ledger, ctx, null, (exec, seq) => done({ seq, exec }));
@@ -150,7 +168,11 @@ export class ChaosTree {
       const queue = level === 0 ? 'children' : 'default';
       return scheduleChildren(
         'join',
-        Array.from({ length: 5 }, () => ({ fsm: 'chaos_tree', queue, state: { seq: 0, level: level + 1 } })),
+        Array.from({ length: 5 }, () => ({
+          fsm: 'chaos_tree',
+          queue,
+          state: { seq: 0, level: level + 1 },
+        })),
         { seq, exec, level },
       );
     });
@@ -207,4 +229,13 @@ export class ChaosPill {
   }
 }
 
-export const CHAOS_FSMS = [ChaosLinear, ChaosRetrier, ChaosParker, ChaosFanout, ChaosChild, ChaosTree, ChaosSpinner, ChaosPill];
+export const CHAOS_FSMS = [
+  ChaosLinear,
+  ChaosRetrier,
+  ChaosParker,
+  ChaosFanout,
+  ChaosChild,
+  ChaosTree,
+  ChaosSpinner,
+  ChaosPill,
+];

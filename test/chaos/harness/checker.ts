@@ -44,11 +44,19 @@ async function list(pool: Pool, text: string, params: unknown[] = []): Promise<u
   return (await pool.query(text, params)).rows.slice(0, 10);
 }
 
-export async function audit(pool: Pool, options: { since?: Date; monitor: Record<string, number>; crashes: number; deadlocks: number }): Promise<Audit> {
+export async function audit(
+  pool: Pool,
+  options: { since?: Date; monitor: Record<string, number>; crashes: number; deadlocks: number },
+): Promise<Audit> {
   const hard: Record<string, number> = {};
   const figures: Record<string, number | string | null> = {};
   const examples: Record<string, unknown[]> = {};
-  const check = async (name: string, countSql: string, exampleSql: string, params: unknown[] = []): Promise<void> => {
+  const check = async (
+    name: string,
+    countSql: string,
+    exampleSql: string,
+    params: unknown[] = [],
+  ): Promise<void> => {
     hard[name] = await one(pool, countSql, params);
     if (hard[name] > 0) examples[name] = await list(pool, exampleSql, params);
   };
@@ -112,14 +120,23 @@ export async function audit(pool: Pool, options: { since?: Date; monitor: Record
                         WHERE s.worker = l.worker AND s.event = 'scheduler:stall'
                           AND s.at BETWEEN l.started_at - interval '2 seconds' AND l.until + interval '4 seconds')`;
   const since = options.since ?? new Date(0);
-  await check('I-REEXEC-EXPLAINED', unexplained.replace('%s', 'count(*) AS n'), unexplained.replace('%s', 'l.instance_id, l.fsm, l.step, l.worker, l.started_at, l.ended_at'), [since]);
+  await check(
+    'I-REEXEC-EXPLAINED',
+    unexplained.replace('%s', 'count(*) AS n'),
+    unexplained.replace('%s', 'l.instance_id, l.fsm, l.step, l.worker, l.started_at, l.ended_at'),
+    [since],
+  );
   // I-SIG-LOST: an acknowledged `go` never handed to a committed execution of its parker.
   const sigLost = `WITH ${COMMITTED}, acked AS (
       SELECT DISTINCT instance_id, dedup_key FROM chaos.client_ops WHERE op = 'signal' AND name = 'go' AND result = 'ok')
     SELECT %s FROM acked a
      WHERE NOT EXISTS (SELECT 1 FROM chaos.observed o JOIN committed c ON c.exec = o.exec_id::text
                         WHERE o.instance_id = a.instance_id AND o.dedup_key = a.dedup_key)`;
-  await check('I-SIG-LOST', sigLost.replace('%s', 'count(*) AS n'), sigLost.replace('%s', 'a.instance_id, a.dedup_key'));
+  await check(
+    'I-SIG-LOST',
+    sigLost.replace('%s', 'count(*) AS n'),
+    sigLost.replace('%s', 'a.instance_id, a.dedup_key'),
+  );
   // I-DEDUP: one dedup key handed twice to committed executions, or stored twice.
   await check(
     'I-DEDUP',
@@ -142,8 +159,16 @@ export async function audit(pool: Pool, options: { since?: Date; monitor: Record
       SELECT e.*, EXISTS (SELECT 1 FROM committed c WHERE c.exec = e.exec_id::text) AS ok FROM chaos.executions e WHERE e.ckey IS NOT NULL)
     SELECT %s FROM k a JOIN k b ON a.ckey = b.ckey AND a.exec_id < b.exec_id
        AND a.started_at < COALESCE(b.ended_at, b.started_at) AND b.started_at < COALESCE(a.ended_at, a.started_at)`;
-  await check('I-K1-PHYS', overlap.replace('%s', 'count(*) FILTER (WHERE a.ok AND b.ok) AS n'), overlap.replace('%s', 'a.ckey, a.instance_id, b.instance_id, a.started_at, b.started_at') + ' WHERE a.ok AND b.ok');
-  figures['K1 overlaps explained by a lost claim'] = await one(pool, overlap.replace('%s', 'count(*) FILTER (WHERE NOT (a.ok AND b.ok)) AS n'));
+  await check(
+    'I-K1-PHYS',
+    overlap.replace('%s', 'count(*) FILTER (WHERE a.ok AND b.ok) AS n'),
+    overlap.replace('%s', 'a.ckey, a.instance_id, b.instance_id, a.started_at, b.started_at') +
+      ' WHERE a.ok AND b.ok',
+  );
+  figures['K1 overlaps explained by a lost claim'] = await one(
+    pool,
+    overlap.replace('%s', 'count(*) FILTER (WHERE NOT (a.ok AND b.ok)) AS n'),
+  );
   // I-JOIN: a parent joined with a wrong child count, woken more than once per round, or a
   // negative counter in the committed history.
   await check(
@@ -166,35 +191,86 @@ export async function audit(pool: Pool, options: { since?: Date; monitor: Record
     `SELECT * FROM chaos.deleted WHERE status NOT IN ('done', 'failed') OR parent_status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`,
   );
   for (const [name, n] of Object.entries(options.monitor)) hard[name] = (hard[name] ?? 0) + n;
-  hard['F-CRASH'] = options.crashes + (await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'fatal'`));
+  hard['F-CRASH'] =
+    options.crashes +
+    (await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'fatal'`));
   hard['F-DEADLOCK'] = options.deadlocks;
 
   // Reported figures.
-  figures['instances'] = await one(pool, `SELECT count(DISTINCT instance_id) AS n FROM chaos.client_ops WHERE op = 'insert' AND result = 'ok'`);
-  figures['instances incl. children'] = await one(pool, `SELECT (SELECT count(*) FROM gen_durable) + (SELECT count(*) FROM chaos.deleted) AS n`);
-  figures['step executions'] = await one(pool, `SELECT count(*) AS n FROM chaos.executions`);
-  figures['committed steps'] = await one(pool, `WITH ${COMMITTED} SELECT count(*) AS n FROM committed`);
-  figures['re-executions'] = Number(figures['step executions']) - Number(figures['committed steps']);
-  figures['signals acknowledged'] = await one(pool, `SELECT count(*) AS n FROM chaos.client_ops WHERE op = 'signal' AND result = 'ok'`);
-  figures['signals refused (no_target)'] = await one(pool, `SELECT count(*) AS n FROM chaos.client_ops WHERE op = 'signal' AND result = 'no_target'`);
-  figures['client calls ambiguous (unknown)'] = await one(pool, `SELECT count(*) AS n FROM chaos.client_ops WHERE result = 'unknown'`);
-  figures['fan-outs'] = await one(pool, `SELECT count(DISTINCT instance_id) AS n FROM chaos.client_ops WHERE op = 'insert' AND result = 'ok' AND fsm = 'chaos_fanout'`);
-  figures['stale outcomes rejected'] = await one(pool, `SELECT COALESCE(sum(count), 0) AS n FROM chaos.events WHERE event = 'outcome:stale'`);
-  figures['rows reaped'] = await one(pool, `SELECT COALESCE(sum(count), 0) AS n FROM chaos.events WHERE event = 'reaper:reaped'`);
-  figures['rows reclaimed at startup'] = await one(pool, `SELECT COALESCE(sum(count), 0) AS n FROM chaos.events WHERE event = 'scheduler:reclaimed'`);
-  figures['poison pills failed'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'reaper:poisoned'`);
-  figures['flush errors'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'flush:error'`);
-  figures['executor crash paths'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'executor:crash'`);
-  figures['event-loop stalls'] = await one(pool, `SELECT count(*) AS n FROM chaos.events WHERE event = 'scheduler:stall'`);
-  figures['re-executions explained only by a reported stall'] = await one(
+  figures['instances'] = await one(
     pool,
-    unexplained.replace('%s', 'count(*) AS n').replace(/AND NOT EXISTS \(SELECT 1 FROM chaos\.events s[\s\S]*$/, ''),
-    [since],
-  ) - (hard['I-REEXEC-EXPLAINED'] ?? 0);
+    `SELECT count(DISTINCT instance_id) AS n FROM chaos.client_ops WHERE op = 'insert' AND result = 'ok'`,
+  );
+  figures['instances incl. children'] = await one(
+    pool,
+    `SELECT (SELECT count(*) FROM gen_durable) + (SELECT count(*) FROM chaos.deleted) AS n`,
+  );
+  figures['step executions'] = await one(pool, `SELECT count(*) AS n FROM chaos.executions`);
+  figures['committed steps'] = await one(
+    pool,
+    `WITH ${COMMITTED} SELECT count(*) AS n FROM committed`,
+  );
+  figures['re-executions'] =
+    Number(figures['step executions']) - Number(figures['committed steps']);
+  figures['signals acknowledged'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.client_ops WHERE op = 'signal' AND result = 'ok'`,
+  );
+  figures['signals refused (no_target)'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.client_ops WHERE op = 'signal' AND result = 'no_target'`,
+  );
+  figures['client calls ambiguous (unknown)'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.client_ops WHERE result = 'unknown'`,
+  );
+  figures['fan-outs'] = await one(
+    pool,
+    `SELECT count(DISTINCT instance_id) AS n FROM chaos.client_ops WHERE op = 'insert' AND result = 'ok' AND fsm = 'chaos_fanout'`,
+  );
+  figures['stale outcomes rejected'] = await one(
+    pool,
+    `SELECT COALESCE(sum(count), 0) AS n FROM chaos.events WHERE event = 'outcome:stale'`,
+  );
+  figures['rows reaped'] = await one(
+    pool,
+    `SELECT COALESCE(sum(count), 0) AS n FROM chaos.events WHERE event = 'reaper:reaped'`,
+  );
+  figures['rows reclaimed at startup'] = await one(
+    pool,
+    `SELECT COALESCE(sum(count), 0) AS n FROM chaos.events WHERE event = 'scheduler:reclaimed'`,
+  );
+  figures['poison pills failed'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.events WHERE event = 'reaper:poisoned'`,
+  );
+  figures['flush errors'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.events WHERE event = 'flush:error'`,
+  );
+  figures['executor crash paths'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.events WHERE event = 'executor:crash'`,
+  );
+  figures['event-loop stalls'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.events WHERE event = 'scheduler:stall'`,
+  );
+  figures['re-executions explained only by a reported stall'] =
+    (await one(
+      pool,
+      unexplained
+        .replace('%s', 'count(*) AS n')
+        .replace(/AND NOT EXISTS \(SELECT 1 FROM chaos\.events s[\s\S]*$/, ''),
+      [since],
+    )) - (hard['I-REEXEC-EXPLAINED'] ?? 0);
   figures['GC deleted'] = await one(pool, `SELECT count(*) AS n FROM chaos.deleted`);
   const counters = await pool.query<{ key: string; n: number; runs: string }>(
     `SELECT c.key, c.n, (SELECT count(*) FROM chaos.executions e WHERE e.ckey = c.key AND e.ended_at IS NOT NULL) AS runs FROM chaos.counters c`,
   );
-  figures['K1 racy counter lost updates'] = counters.rows.reduce((acc, r) => acc + Math.max(0, Number(r.runs) - r.n), 0);
+  figures['K1 racy counter lost updates'] = counters.rows.reduce(
+    (acc, r) => acc + Math.max(0, Number(r.runs) - r.n),
+    0,
+  );
   return { hard, figures, examples };
 }

@@ -5,7 +5,8 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
  * directions but keeps every socket open (a half-open peer: the pg-boss trick), new
  * connections included; `reset` is an action, not a mode (destroys every open pair).
  */
-export type ProxyMode = { kind: 'pass' } | { kind: 'latency'; ms: number; jitterMs: number } | { kind: 'blackhole' };
+export type ProxyMode =
+  { kind: 'pass' } | { kind: 'latency'; ms: number; jitterMs: number } | { kind: 'blackhole' };
 
 interface Pair {
   readonly client: Socket;

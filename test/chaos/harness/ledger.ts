@@ -138,7 +138,11 @@ export class LedgerWriter {
     }
   }
 
-  async read<R extends Record<string, unknown>>(text: string, params: readonly unknown[], deadlineMs = 120_000): Promise<R[]> {
+  async read<R extends Record<string, unknown>>(
+    text: string,
+    params: readonly unknown[],
+    deadlineMs = 120_000,
+  ): Promise<R[]> {
     const deadline = Date.now() + deadlineMs;
     let wait = 25;
     for (;;) {
@@ -153,7 +157,15 @@ export class LedgerWriter {
   }
 
   /** An execution starts: records the claim token it runs under (read at start). */
-  begin(exec: string, id: string, fsm: string, step: string, stepSeq: number, attempt: number, key: string | null): Promise<void> {
+  begin(
+    exec: string,
+    id: string,
+    fsm: string,
+    step: string,
+    stepSeq: number,
+    attempt: number,
+    key: string | null,
+  ): Promise<void> {
     return this.write(
       `INSERT INTO chaos.executions (exec_id, instance_id, fsm, step, step_seq, attempt, worker, claim_seq, ckey)
        SELECT $1, $2, $3, $4, $5, $6, $7, (SELECT claim_seq FROM public.gen_durable WHERE id = $2), $8`,
@@ -162,36 +174,41 @@ export class LedgerWriter {
   }
 
   end(exec: string): Promise<void> {
-    return this.write(`UPDATE chaos.executions SET ended_at = clock_timestamp() WHERE exec_id = $1`, [exec]);
+    return this.write(
+      `UPDATE chaos.executions SET ended_at = clock_timestamp() WHERE exec_id = $1`,
+      [exec],
+    );
   }
 
-  observe(id: string, exec: string, signalId: string, name: string, dedup: string | null): Promise<void> {
-    return this.write(`INSERT INTO chaos.observed (instance_id, exec_id, signal_id, name, dedup_key) VALUES ($1, $2, $3, $4, $5)`, [
-      id,
-      exec,
-      signalId,
-      name,
-      dedup,
-    ]);
+  observe(
+    id: string,
+    exec: string,
+    signalId: string,
+    name: string,
+    dedup: string | null,
+  ): Promise<void> {
+    return this.write(
+      `INSERT INTO chaos.observed (instance_id, exec_id, signal_id, name, dedup_key) VALUES ($1, $2, $3, $4, $5)`,
+      [id, exec, signalId, name, dedup],
+    );
   }
 
-  event(event: string, options: { id?: string | null; count?: number; detail?: string } = {}): Promise<void> {
-    return this.write(`INSERT INTO chaos.events (worker, event, instance_id, count, detail) VALUES ($1, $2, $3, $4, $5)`, [
-      this.worker,
-      event,
-      options.id ?? null,
-      options.count ?? null,
-      options.detail ?? null,
-    ]);
+  event(
+    event: string,
+    options: { id?: string | null; count?: number; detail?: string } = {},
+  ): Promise<void> {
+    return this.write(
+      `INSERT INTO chaos.events (worker, event, instance_id, count, detail) VALUES ($1, $2, $3, $4, $5)`,
+      [this.worker, event, options.id ?? null, options.count ?? null, options.detail ?? null],
+    );
   }
 
   /** A fault the workload inflicts on itself (a spinning step, a poison pill). */
   fault(kind: string, detail: Record<string, unknown>): Promise<void> {
-    return this.write(`INSERT INTO chaos.faults (kind, target, injected_at, healed_at, detail) VALUES ($1, $2, clock_timestamp(), NULL, $3)`, [
-      kind,
-      this.worker,
-      JSON.stringify(detail),
-    ]);
+    return this.write(
+      `INSERT INTO chaos.faults (kind, target, injected_at, healed_at, detail) VALUES ($1, $2, clock_timestamp(), NULL, $3)`,
+      [kind, this.worker, JSON.stringify(detail)],
+    );
   }
 
   healFault(kind: string): Promise<void> {
@@ -206,10 +223,15 @@ export class LedgerWriter {
    * statements with a sleep between, so any concurrent execution of one key loses an update.
    */
   async racyIncrement(key: string): Promise<void> {
-    const rows = await this.read<{ n: number }>(`SELECT n FROM chaos.counters WHERE key = $1`, [key]);
+    const rows = await this.read<{ n: number }>(`SELECT n FROM chaos.counters WHERE key = $1`, [
+      key,
+    ]);
     const read = rows[0]?.n ?? 0;
     await sleep(5);
-    await this.write(`INSERT INTO chaos.counters (key, n) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET n = EXCLUDED.n`, [key, read + 1]);
+    await this.write(
+      `INSERT INTO chaos.counters (key, n) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET n = EXCLUDED.n`,
+      [key, read + 1],
+    );
   }
 }
 

@@ -55,9 +55,16 @@ export class Monitor {
   }
 
   /** Runs one query on the monitor connection (reconnecting); throws when Postgres is down. */
-  async query<R extends Record<string, unknown>>(text: string, params: unknown[] = []): Promise<R[]> {
+  async query<R extends Record<string, unknown>>(
+    text: string,
+    params: unknown[] = [],
+  ): Promise<R[]> {
     if (!this.client) {
-      const client = new Client({ connectionString: this.url, application_name: 'gd-monitor', connectionTimeoutMillis: 2_000 });
+      const client = new Client({
+        connectionString: this.url,
+        application_name: 'gd-monitor',
+        connectionTimeoutMillis: 2_000,
+      });
       client.on('error', () => {
         if (this.client === client) this.client = undefined;
       });
@@ -75,9 +82,20 @@ export class Monitor {
   }
 
   /** Starts timing a recovery: done when every row's claim_seq moved past its value now. */
-  trackRecovery(kind: string, target: string, from: number, rows: readonly { id: string; claim_seq: string }[]): void {
+  trackRecovery(
+    kind: string,
+    target: string,
+    from: number,
+    rows: readonly { id: string; claim_seq: string }[],
+  ): void {
     if (rows.length === 0) return;
-    this.recoveries.push({ kind, target, from, rows: new Map(rows.map((r) => [r.id, BigInt(r.claim_seq)])), recovered: new Map() });
+    this.recoveries.push({
+      kind,
+      target,
+      from,
+      rows: new Map(rows.map((r) => [r.id, BigInt(r.claim_seq)])),
+      recovered: new Map(),
+    });
   }
 
   private note(kind: string, detail: string): void {
@@ -112,10 +130,14 @@ export class Monitor {
         for (const r of slow) this.note(r.kind, r.detail);
       }
       if (this.tick % 25 === 0) {
-        const [d] = await this.query<{ deadlocks: string }>(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`);
+        const [d] = await this.query<{ deadlocks: string }>(
+          `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`,
+        );
         const now = Number(d?.deadlocks ?? 0);
         // Crash recovery resets the statistics: a drop starts a new baseline.
-        if (this.lastDeadlocks !== undefined && now > this.lastDeadlocks) this.deadlocks += now - this.lastDeadlocks;
+        if (this.lastDeadlocks !== undefined && now > this.lastDeadlocks) {
+          this.deadlocks += now - this.lastDeadlocks;
+        }
         this.lastDeadlocks = now;
       }
       const open = this.recoveries.filter((r) => r.done === undefined);
@@ -130,7 +152,11 @@ export class Monitor {
           const now = Date.now();
           const pending = [...r.rows].filter(([id, seq]) => {
             const row = byId.get(id);
-            const waiting = row !== undefined && BigInt(row.claim_seq) <= seq && row.status !== 'done' && row.status !== 'failed';
+            const waiting =
+              row !== undefined &&
+              BigInt(row.claim_seq) <= seq &&
+              row.status !== 'done' &&
+              row.status !== 'failed';
             if (!waiting && !r.recovered.has(id)) r.recovered.set(id, now);
             return waiting;
           });

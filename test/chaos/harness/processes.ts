@@ -67,11 +67,16 @@ export class ChaosProcess {
       if (this.child === child) this.child = undefined;
       const record: ExitRecord = { at: Date.now(), code, signal, expected: this.expecting };
       this.exits.push(record);
-      this.log.write(`--- exit code ${String(code)} signal ${String(signal)} expected ${this.expecting}\n`);
+      this.log.write(
+        `--- exit code ${String(code)} signal ${String(signal)} expected ${this.expecting}\n`,
+      );
       this.onExit?.(record);
     });
     return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${this.name} did not become ready within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`${this.name} did not become ready within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
       const onMessage = (raw: unknown): void => {
         const m = raw as ChildMessage;
         if (m.type === 'ready') {

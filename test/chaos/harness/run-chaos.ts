@@ -25,7 +25,8 @@ import { LEASE_MS } from './chaos-fsms';
 
 const ROOT = resolve(__dirname, '../../..');
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-const log = (line: string): void => void process.stdout.write(`[chaos ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
+const log = (line: string): void =>
+  void process.stdout.write(`[chaos ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
 
 function args(): { profile: Profile; seed: number; report: string; keep: boolean } {
   const argv = process.argv.slice(2);
@@ -35,10 +36,17 @@ function args(): { profile: Profile; seed: number; report: string; keep: boolean
   };
   const name = value('--profile') ?? 'R1';
   const profile = PROFILES[name];
-  if (!profile) throw new Error(`unknown profile ${name} (known: ${Object.keys(PROFILES).join(', ')})`);
+  if (!profile) {
+    throw new Error(`unknown profile ${name} (known: ${Object.keys(PROFILES).join(', ')})`);
+  }
   const seed = Number(value('--seed') ?? Math.floor(Math.random() * 2 ** 31));
   if (!Number.isInteger(seed)) throw new Error('--seed must be an integer');
-  return { profile, seed, report: resolve(value('--report') ?? join(ROOT, 'test/chaos/report.json')), keep: argv.includes('--keep') };
+  return {
+    profile,
+    seed,
+    report: resolve(value('--report') ?? join(ROOT, 'test/chaos/report.json')),
+    keep: argv.includes('--keep'),
+  };
 }
 
 /** Run on a failed run (exit 2): nothing of ours may outlive the orchestrator. */
@@ -87,7 +95,10 @@ async function main(): Promise<void> {
   {
     const c = await pool.connect();
     try {
-      await migrateUp({ query: (text, params) => c.query(text, params), inTransaction: false }, { schema: 'public' });
+      await migrateUp(
+        { query: (text, params) => c.query(text, params), inTransaction: false },
+        { schema: 'public' },
+      );
     } finally {
       c.release();
     }
@@ -95,7 +106,9 @@ async function main(): Promise<void> {
   await createLedger(pool);
   const redis = profile.redis ? await PrivateRedis.start() : undefined;
   if (redis) cleanups.push(() => redis.kill());
-  log(`PostgreSQL on ${cluster.port} (${cluster.baseDir})${redis ? `, Redis on ${redis.port}` : ''}`);
+  log(
+    `PostgreSQL on ${cluster.port} (${cluster.baseDir})${redis ? `, Redis on ${redis.port}` : ''}`,
+  );
 
   const faults: FaultLog[] = [];
   const recordFault = async (f: FaultLog): Promise<void> => {
@@ -128,9 +141,23 @@ async function main(): Promise<void> {
       statementTimeoutMs: profile.statementTimeoutMs,
       connectTimeoutMs: 0,
     };
-    const proc = new ChaosProcess(name, 'worker-main.ts', { GD_CHAOS_WORKER: JSON.stringify(config) }, artifacts);
+    const proc = new ChaosProcess(
+      name,
+      'worker-main.ts',
+      { GD_CHAOS_WORKER: JSON.stringify(config) },
+      artifacts,
+    );
     cleanups.unshift(() => proc.kill());
-    workers.push({ name, proc, proxy, down: true, paused: false, blackholed: false, ready: false, armedExit: false });
+    workers.push({
+      name,
+      proc,
+      proxy,
+      down: true,
+      paused: false,
+      blackholed: false,
+      ready: false,
+      armedExit: false,
+    });
   }
   let crashes = 0;
   /** Worker → when its flush exit was armed (S02). */
@@ -156,20 +183,32 @@ async function main(): Promise<void> {
           await startWorker(w);
           const armed = flushExits.get(w.name);
           flushExits.delete(w.name);
-          if (armed) await recordFault({ kind: 'flush-exit', target: w.name, at: armed, healed: Date.now() });
+          if (armed) {
+            await recordFault({
+              kind: 'flush-exit',
+              target: w.name,
+              at: armed,
+              healed: Date.now(),
+            });
+          }
         })().catch((err: unknown) => log(`restarting ${w.name} failed: ${String(err)}`));
         return;
       }
       // Not ours: the poison pill (it records a 'pill' fault just before it kills), or a crash.
       void (async () => {
         const pill = await pool
-          .query(`SELECT 1 FROM chaos.faults WHERE kind = 'pill' AND target = $1 AND injected_at > now() - interval '10 seconds'`, [w.name])
+          .query(
+            `SELECT 1 FROM chaos.faults WHERE kind = 'pill' AND target = $1 AND injected_at > now() - interval '10 seconds'`,
+            [w.name],
+          )
           .then((r) => r.rows.length > 0)
           .catch(() => false);
         if (pill) pillDeaths++;
         else {
           crashes++;
-          log(`worker ${w.name} exited unexpectedly (code ${String(exit.code)}, signal ${String(exit.signal)})`);
+          log(
+            `worker ${w.name} exited unexpectedly (code ${String(exit.code)}, signal ${String(exit.signal)})`,
+          );
         }
         await sleep(500);
         await startWorker(w);
@@ -206,9 +245,24 @@ async function main(): Promise<void> {
   const monitor = new Monitor(dbUrl, 15);
   monitor.start();
 
-  const startSender = async (workload: Workload, feedMs: number, tag: string): Promise<{ proc: ChaosProcess; fed: Promise<void> }> => {
-    const config: SenderConfig = { databaseUrl: dbUrl, redisUrl: redis?.url ?? null, seed: seed + tag.length, feedMs, workload };
-    const proc = new ChaosProcess(`sender-${tag}`, 'sender-main.ts', { GD_CHAOS_SENDER: JSON.stringify(config) }, artifacts);
+  const startSender = async (
+    workload: Workload,
+    feedMs: number,
+    tag: string,
+  ): Promise<{ proc: ChaosProcess; fed: Promise<void> }> => {
+    const config: SenderConfig = {
+      databaseUrl: dbUrl,
+      redisUrl: redis?.url ?? null,
+      seed: seed + tag.length,
+      feedMs,
+      workload,
+    };
+    const proc = new ChaosProcess(
+      `sender-${tag}`,
+      'sender-main.ts',
+      { GD_CHAOS_SENDER: JSON.stringify(config) },
+      artifacts,
+    );
     cleanups.unshift(() => proc.kill());
     let fedResolve!: () => void;
     let fedReject!: (e: Error) => void;
@@ -221,13 +275,17 @@ async function main(): Promise<void> {
       if (m.type === 'fatal') fedReject(new Error(`sender failed: ${m.error}`));
     };
     proc.onExit = (exit) => {
-      if (!exit.expected) fedReject(new Error(`sender exited (${String(exit.code ?? exit.signal)})`));
+      if (!exit.expected) {
+        fedReject(new Error(`sender exited (${String(exit.code ?? exit.signal)})`));
+      }
     };
     await proc.start();
     return { proc, fed };
   };
   const live = async (): Promise<number> => {
-    const { rows } = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM gen_durable WHERE status NOT IN ('done', 'failed')`);
+    const { rows } = await pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM gen_durable WHERE status NOT IN ('done', 'failed')`,
+    );
     return Number(rows[0]?.n ?? 0);
   };
   const drain = async (deadlineMs: number): Promise<boolean> => {
@@ -250,19 +308,29 @@ async function main(): Promise<void> {
             (SELECT count(*) FROM chaos.history WHERE old_seq IS DISTINCT FROM new_seq AND old_seq IS NOT NULL AND new_seq IS NOT NULL) AS committed`,
   );
   const controlReexec = Number(controlRows[0]!.executions) - Number(controlRows[0]!.committed);
-  log(`control phase: ${controlRows[0]!.executions} executions, ${controlReexec} re-executions, drained ${controlDrained}`);
+  log(
+    `control phase: ${controlRows[0]!.executions} executions, ${controlReexec} re-executions, drained ${controlDrained}`,
+  );
   const chaosSince = new Date();
 
   // Phase 2: the workload under the nemesis.
-  const plan = planFaults(random, profile.budget, profile.faultStartMs, profile.faultEndMs, LEASE_MS);
+  const plan = planFaults(
+    random,
+    profile.budget,
+    profile.faultStartMs,
+    profile.faultEndMs,
+    LEASE_MS,
+  );
   writeFileSync(join(artifacts, 'nemesis-plan.json'), JSON.stringify(plan, null, 2));
   const sender = await startSender(profile.workload, profile.feedMs, 'chaos');
   const phaseStart = Date.now();
   const counts = new Map<FaultKind, number>();
   const pgRecoveries: number[] = [];
   const inFlight = new Set<Promise<void>>();
-  const pick = <T>(list: readonly T[]): T | undefined => (list.length === 0 ? undefined : list[Math.floor(random() * list.length)]);
-  const available = (): Worker[] => workers.filter((w) => w.ready && !w.down && !w.paused && !w.blackholed && w.proc.running);
+  const pick = <T>(list: readonly T[]): T | undefined =>
+    list.length === 0 ? undefined : list[Math.floor(random() * list.length)];
+  const available = (): Worker[] =>
+    workers.filter((w) => w.ready && !w.down && !w.paused && !w.blackholed && w.proc.running);
   // One process-level fault at a time (SIGKILL, SIGSTOP, blackhole), so the other workers are
   // there to recover its rows and the recovery figure measures the engine, not an empty fleet.
   // Backend kills, Postgres and Redis faults overlap freely; the workload's own pill and
@@ -281,7 +349,9 @@ async function main(): Promise<void> {
   const inject = async (f: PlannedFault): Promise<boolean> => {
     const count = (target = ''): void => {
       counts.set(f.kind, (counts.get(f.kind) ?? 0) + 1);
-      log(`fault ${f.kind} ${target} (+${((Date.now() - phaseStart) / 1000).toFixed(1)} s${f.holdMs ? `, hold ${f.holdMs} ms` : ''})`);
+      log(
+        `fault ${f.kind} ${target} (+${((Date.now() - phaseStart) / 1000).toFixed(1)} s${f.holdMs ? `, hold ${f.holdMs} ms` : ''})`,
+      );
     };
     switch (f.kind) {
       case 'sigkill': {
@@ -317,7 +387,10 @@ async function main(): Promise<void> {
         const w = pick(available());
         if (!w) return false;
         const { rows } = await pool
-          .query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 ORDER BY pid`, [`gd-${w.name}-engine`])
+          .query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE application_name = $1 ORDER BY pid`,
+            [`gd-${w.name}-engine`],
+          )
           .catch(() => ({ rows: [] as { pid: number }[] }));
         const victim = pick(rows);
         if (!victim) return false;
@@ -376,7 +449,11 @@ async function main(): Promise<void> {
         const point = random() < 0.5 ? 'flush.beforeCommit' : 'flush.afterCommit';
         w.armedExit = true;
         flushExits.set(w.name, Date.now());
-        w.proc.send({ type: 'gd-fault', op: 'arm', rule: { point, action: { kind: 'exit' }, times: 1 } });
+        w.proc.send({
+          type: 'gd-fault',
+          op: 'arm',
+          rule: { point, action: { kind: 'exit' }, times: 1 },
+        });
         count(`${w.name} at ${point}`);
         // An idle worker may not flush soon: disarm after a while so the exit stays near the arm.
         // The disarm message can cross a flush already at the point, so the exit stays
@@ -425,7 +502,9 @@ async function main(): Promise<void> {
     if (wait > 0) await sleep(wait);
     const p = inject(f).then(
       (done) => {
-        if (!done && f.at < profile.faultEndMs + 45_000) queue.push({ ...f, at: Date.now() - phaseStart + 1_000 });
+        if (!done && f.at < profile.faultEndMs + 45_000) {
+          queue.push({ ...f, at: Date.now() - phaseStart + 1_000 });
+        }
       },
       (err: unknown) => log(`fault ${f.kind} failed: ${String(err)}`),
     );
@@ -437,7 +516,9 @@ async function main(): Promise<void> {
   }
   while (inFlight.size > 0) await Promise.all([...inFlight]);
   await sender.fed;
-  log(`feed done after ${((Date.now() - phaseStart) / 1000).toFixed(1)} s; faults: ${[...counts].map(([k, n]) => `${k} ${n}`).join(', ')}`);
+  log(
+    `feed done after ${((Date.now() - phaseStart) / 1000).toFixed(1)} s; faults: ${[...counts].map(([k, n]) => `${k} ${n}`).join(', ')}`,
+  );
 
   // Heal and drain.
 
@@ -449,15 +530,27 @@ async function main(): Promise<void> {
   await Promise.all(workers.map((w) => startWorker(w)));
   const drainStart = Date.now();
   const drained = await drain(profile.drainMs);
-  log(`drain ${drained ? 'complete' : 'TIMED OUT'} after ${((Date.now() - drainStart) / 1000).toFixed(1)} s (${await live().catch(() => -1)} live rows)`);
+  log(
+    `drain ${drained ? 'complete' : 'TIMED OUT'} after ${((Date.now() - drainStart) / 1000).toFixed(1)} s (${await live().catch(() => -1)} live rows)`,
+  );
   await sender.proc.shutdown();
   await Promise.all(workers.map((w) => w.proc.shutdown()));
   await flushFaults();
   await monitor.stop();
 
-  const monitorHard: Record<string, number> = { 'I-K1-DB': 0, 'I-STALL': 0, 'I-DEDUP': 0, 'I-JOIN': 0 };
+  const monitorHard: Record<string, number> = {
+    'I-K1-DB': 0,
+    'I-STALL': 0,
+    'I-DEDUP': 0,
+    'I-JOIN': 0,
+  };
   for (const [k, v] of monitor.violations) monitorHard[k] = v.count;
-  const result: Audit = await audit(pool, { since: chaosSince, monitor: monitorHard, crashes, deadlocks: monitor.deadlocks });
+  const result: Audit = await audit(pool, {
+    since: chaosSince,
+    monitor: monitorHard,
+    crashes,
+    deadlocks: monitor.deadlocks,
+  });
   result.hard['I-REEXEC-CONTROL'] = controlReexec;
   result.hard['DRAIN'] = drained && controlDrained ? 0 : 1;
 
@@ -471,23 +564,33 @@ async function main(): Promise<void> {
   const figures: Record<string, number | string | null> = {
     ...result.figures,
     'SIGKILL recoveries measured': rec.length,
-    'SIGKILLs with no held rows': recoveries.length === 0 ? counts.get('sigkill') ?? 0 : (counts.get('sigkill') ?? 0) - recoveries.length,
+    'SIGKILLs with no held rows':
+      recoveries.length === 0
+        ? (counts.get('sigkill') ?? 0)
+        : (counts.get('sigkill') ?? 0) - recoveries.length,
     'SIGKILLs not recovered': recoveries.length - rec.length,
     'recovery p50 s': percentile(rec, 50),
     'recovery p99 s': percentile(rec, 99),
     'recovery max s': rec.length ? Math.max(...rec) : Number.NaN,
-    'Postgres back → first commit s': pgRecoveries.length ? Math.max(...pgRecoveries) / 1000 : Number.NaN,
-    'blackhole → worker noticed s': halfOpen.rows.length ? Math.max(...halfOpen.rows.map((r) => Number(r.ms ?? Number.NaN))) / 1000 : Number.NaN,
+    'Postgres back → first commit s': pgRecoveries.length
+      ? Math.max(...pgRecoveries) / 1000
+      : Number.NaN,
+    'blackhole → worker noticed s': halfOpen.rows.length
+      ? Math.max(...halfOpen.rows.map((r) => Number(r.ms ?? Number.NaN))) / 1000
+      : Number.NaN,
     'poison-pill worker deaths': pillDeaths,
     'worker boot p50 s': percentile(boots, 50) / 1000,
     'worker boot max s': boots.length ? Math.max(...boots) / 1000 : Number.NaN,
     'monitor samples': monitor.samples,
     'wall time s': Math.round((Date.now() - began) / 1000),
   };
-  if (result.hard['SIGKILL-NOT-RECOVERED'] === undefined) result.hard['SIGKILL-NOT-RECOVERED'] = recoveries.length - rec.length;
+  if (result.hard['SIGKILL-NOT-RECOVERED'] === undefined) {
+    result.hard['SIGKILL-NOT-RECOVERED'] = recoveries.length - rec.length;
+  }
 
   const c = (k: FaultKind): number => counts.get(k) ?? 0;
-  const f2 = (n: number | string | null | undefined): string => (typeof n === 'number' && Number.isFinite(n) ? n.toFixed(2) : String(n));
+  const f2 = (n: number | string | null | undefined): string =>
+    typeof n === 'number' && Number.isFinite(n) ? n.toFixed(2) : String(n);
   const zero = (name: string): string => `${result.hard[name] ?? 0}`;
   const failed = Object.entries(result.hard).filter(([, n]) => n !== 0);
   const headline =
@@ -512,14 +615,36 @@ async function main(): Promise<void> {
       slowest: slowest ? { id: slowest[0], afterS: (slowest[1] - r.from) / 1000 } : null,
     };
   });
-  const out = { recoveries: recoveryDetail, profile: profile.name, seed, command: `npm run ${profile.name === 'R1' ? 'test:chaos' : 'chaos:soak'} -- --seed ${seed}`, headline, hard: result.hard, figures, examples: result.examples, faults: Object.fromEntries(counts), monitorExamples: Object.fromEntries(monitor.violations), artifacts };
+  const out = {
+    recoveries: recoveryDetail,
+    profile: profile.name,
+    seed,
+    command: `npm run ${profile.name === 'R1' ? 'test:chaos' : 'chaos:soak'} -- --seed ${seed}`,
+    headline,
+    hard: result.hard,
+    figures,
+    examples: result.examples,
+    faults: Object.fromEntries(counts),
+    monitorExamples: Object.fromEntries(monitor.violations),
+    artifacts,
+  };
   writeFileSync(report, `${JSON.stringify(out, null, 2)}\n`);
   process.stdout.write('\nHard invariants (RELIABILITY §5.1, each must be 0):\n');
-  for (const [k, v] of Object.entries(result.hard)) process.stdout.write(`  ${v === 0 ? 'ok ' : 'BAD'} ${k} = ${v}\n`);
+  for (const [k, v] of Object.entries(result.hard)) {
+    process.stdout.write(`  ${v === 0 ? 'ok ' : 'BAD'} ${k} = ${v}\n`);
+  }
   process.stdout.write('Figures:\n');
-  for (const [k, v] of Object.entries(figures)) process.stdout.write(`  ${k}: ${typeof v === 'number' && !Number.isInteger(v) ? f2(v) : String(v)}\n`);
-  for (const [k, v] of Object.entries(result.examples)) process.stdout.write(`Examples of ${k}: ${JSON.stringify(v).slice(0, 2000)}\n`);
-  process.stdout.write(`\n${headline}\n${Object.keys(result.hard).length - failed.length} passed, ${failed.length} failed. report: ${report}\n`);
+  for (const [k, v] of Object.entries(figures)) {
+    process.stdout.write(
+      `  ${k}: ${typeof v === 'number' && !Number.isInteger(v) ? f2(v) : String(v)}\n`,
+    );
+  }
+  for (const [k, v] of Object.entries(result.examples)) {
+    process.stdout.write(`Examples of ${k}: ${JSON.stringify(v).slice(0, 2000)}\n`);
+  }
+  process.stdout.write(
+    `\n${headline}\n${Object.keys(result.hard).length - failed.length} passed, ${failed.length} failed. report: ${report}\n`,
+  );
 
   await pool.end();
   for (const w of workers) {
@@ -534,7 +659,9 @@ async function main(): Promise<void> {
 
 for (const kind of ['uncaughtException', 'unhandledRejection'] as const) {
   process.on(kind, (err: unknown) => {
-    process.stderr.write(`chaos orchestrator ${kind}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.stderr.write(
+      `chaos orchestrator ${kind}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
     void (async () => {
       for (const cleanup of cleanups) await cleanup().catch(() => undefined);
       process.exit(2);
@@ -543,7 +670,9 @@ for (const kind of ['uncaughtException', 'unhandledRejection'] as const) {
 }
 
 main().catch(async (err: unknown) => {
-  process.stderr.write(`chaos run failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.stderr.write(
+    `chaos run failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
   for (const cleanup of cleanups) await cleanup().catch(() => undefined);
   process.exit(2);
 });

@@ -23,7 +23,11 @@ const cfg: SenderConfig = config;
 const random = mulberry32(cfg.seed ^ 0x5eed);
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-const ledgerPool = new Pool({ connectionString: cfg.databaseUrl, max: 4, application_name: 'gd-sender-ledger' });
+const ledgerPool = new Pool({
+  connectionString: cfg.databaseUrl,
+  max: 4,
+  application_name: 'gd-sender-ledger',
+});
 ledgerPool.on('error', () => undefined);
 const ledger = new LedgerWriter(ledgerPool, 'sender');
 
@@ -48,16 +52,40 @@ function plan(): Job[] {
   shuffle(jobs, random);
   // The self-inflicted faults go in after the first third, when every worker is busy.
   const third = Math.floor(jobs.length / 3);
-  for (let i = 0; i < w.spinner; i++) jobs.splice(third + i * 7, 0, { fsm: 'chaos_spinner', state: { seq: 0 } });
-  for (let i = 0; i < w.pill; i++) jobs.splice(third + 3, 0, { fsm: 'chaos_pill', state: { seq: 0 } });
+  for (let i = 0; i < w.spinner; i++) {
+    jobs.splice(third + i * 7, 0, { fsm: 'chaos_spinner', state: { seq: 0 } });
+  }
+  for (let i = 0; i < w.pill; i++) {
+    jobs.splice(third + 3, 0, { fsm: 'chaos_pill', state: { seq: 0 } });
+  }
   return jobs;
 }
 
-function op(row: { op: string; id?: string | null; fsm?: string | null; name?: string | null; dedup?: string | null; invoked: number; completed: number | null; result: string; detail?: string }): Promise<void> {
+function op(row: {
+  op: string;
+  id?: string | null;
+  fsm?: string | null;
+  name?: string | null;
+  dedup?: string | null;
+  invoked: number;
+  completed: number | null;
+  result: string;
+  detail?: string;
+}): Promise<void> {
   return ledger.write(
     `INSERT INTO chaos.client_ops (op, instance_id, fsm, name, dedup_key, invoked_at, completed_at, result, detail)
      VALUES ($1, $2, $3, $4, $5, to_timestamp($6::float8 / 1000), to_timestamp($7::float8 / 1000), $8, $9)`,
-    [row.op, row.id ?? null, row.fsm ?? null, row.name ?? null, row.dedup ?? null, row.invoked, row.completed, row.result, row.detail ?? null],
+    [
+      row.op,
+      row.id ?? null,
+      row.fsm ?? null,
+      row.name ?? null,
+      row.dedup ?? null,
+      row.invoked,
+      row.completed,
+      row.result,
+      row.detail ?? null,
+    ],
   );
 }
 
@@ -66,7 +94,13 @@ function classify(err: unknown): 'unknown' | 'error' {
 }
 
 async function main(): Promise<void> {
-  const dataSource = new DataSource({ type: 'postgres', url: cfg.databaseUrl, poolSize: 12, applicationName: 'gd-sender-engine', extra: { connectionTimeoutMillis: 5_000 } });
+  const dataSource = new DataSource({
+    type: 'postgres',
+    url: cfg.databaseUrl,
+    poolSize: 12,
+    applicationName: 'gd-sender-engine',
+    extra: { connectionTimeoutMillis: 5_000 },
+  });
   await dataSource.initialize();
 
   @Module({
@@ -115,10 +149,25 @@ async function main(): Promise<void> {
         const id = await engine.insert(job.fsm, {
           state: job.state,
           correlationKey: key,
-          correlationScope: ['runnable', 'executing', 'awaiting_signal', 'awaiting_children', 'done', 'failed'],
+          correlationScope: [
+            'runnable',
+            'executing',
+            'awaiting_signal',
+            'awaiting_children',
+            'done',
+            'failed',
+          ],
           ...(job.concurrencyKey ? { concurrencyKey: job.concurrencyKey } : {}),
         });
-        await op({ op: 'insert', id, fsm: job.fsm, invoked, completed: Date.now(), result: 'ok', detail: attempt > 0 ? `attempt ${attempt}` : undefined });
+        await op({
+          op: 'insert',
+          id,
+          fsm: job.fsm,
+          invoked,
+          completed: Date.now(),
+          result: 'ok',
+          detail: attempt > 0 ? `attempt ${attempt}` : undefined,
+        });
         if (job.fsm === 'chaos_parker') {
           parkers.push(id);
           track(signalParker(id));
@@ -129,7 +178,15 @@ async function main(): Promise<void> {
           // An earlier, ambiguous attempt committed: the key finds it.
           const found = await engine.get({ correlationKey: key }).catch(() => null);
           if (found) {
-            await op({ op: 'insert', id: found.id, fsm: job.fsm, invoked, completed: Date.now(), result: 'ok', detail: 'found after an ambiguous attempt' });
+            await op({
+              op: 'insert',
+              id: found.id,
+              fsm: job.fsm,
+              invoked,
+              completed: Date.now(),
+              result: 'ok',
+              detail: 'found after an ambiguous attempt',
+            });
             if (job.fsm === 'chaos_parker') {
               parkers.push(found.id);
               track(signalParker(found.id));
@@ -137,7 +194,14 @@ async function main(): Promise<void> {
             return;
           }
         }
-        await op({ op: 'insert', fsm: job.fsm, invoked, completed: Date.now(), result: err instanceof DuplicateError ? 'duplicate' : classify(err), detail: String(err).slice(0, 300) });
+        await op({
+          op: 'insert',
+          fsm: job.fsm,
+          invoked,
+          completed: Date.now(),
+          result: err instanceof DuplicateError ? 'duplicate' : classify(err),
+          detail: String(err).slice(0, 300),
+        });
         await sleep(Math.min(100 * 2 ** attempt, 1_000));
       }
     }
@@ -154,10 +218,27 @@ async function main(): Promise<void> {
         return 'ok';
       } catch (err) {
         if (err instanceof NoTargetError) {
-          await op({ op: 'signal', id, name, dedup, invoked, completed: Date.now(), result: 'no_target' });
+          await op({
+            op: 'signal',
+            id,
+            name,
+            dedup,
+            invoked,
+            completed: Date.now(),
+            result: 'no_target',
+          });
           return 'no_target';
         }
-        await op({ op: 'signal', id, name, dedup, invoked, completed: Date.now(), result: classify(err), detail: String(err).slice(0, 300) });
+        await op({
+          op: 'signal',
+          id,
+          name,
+          dedup,
+          invoked,
+          completed: Date.now(),
+          result: classify(err),
+          detail: String(err).slice(0, 300),
+        });
         await sleep(Math.min(100 * 2 ** attempt, 1_000));
       }
     }
@@ -202,6 +283,9 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.send?.({ type: 'fatal', error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+  process.send?.({
+    type: 'fatal',
+    error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+  });
   process.exit(1);
 });

@@ -18,7 +18,11 @@ const config = JSON.parse(process.env['GD_CHAOS_WORKER'] ?? 'null') as WorkerCon
 if (!config) throw new Error('worker-main: GD_CHAOS_WORKER is not set');
 const cfg: WorkerConfig = config;
 
-const ledgerPool = new Pool({ connectionString: cfg.ledgerUrl, max: 6, application_name: `gd-${cfg.name}-ledger` });
+const ledgerPool = new Pool({
+  connectionString: cfg.ledgerUrl,
+  max: 6,
+  application_name: `gd-${cfg.name}-ledger`,
+});
 ledgerPool.on('error', () => undefined);
 const ledger = new LedgerWriter(ledgerPool, cfg.name);
 
@@ -46,7 +50,9 @@ class ChaosLogger implements LoggerService {
   }
   error(message: unknown): void {
     process.stderr.write(`[${cfg.name}] ${String(message)}\n`);
-    void ledger.event('log:error', { detail: String(message).slice(0, 500) }).catch(() => undefined);
+    void ledger
+      .event('log:error', { detail: String(message).slice(0, 500) })
+      .catch(() => undefined);
   }
 }
 
@@ -56,7 +62,10 @@ async function main(): Promise<void> {
     url: cfg.databaseUrl,
     poolSize: 10,
     applicationName: `gd-${cfg.name}-engine`,
-    extra: { keepAlive: true, ...(cfg.connectTimeoutMs ? { connectionTimeoutMillis: cfg.connectTimeoutMs } : {}) },
+    extra: {
+      keepAlive: true,
+      ...(cfg.connectTimeoutMs ? { connectionTimeoutMillis: cfg.connectTimeoutMs } : {}),
+    },
   });
   // The data source must come up even while Postgres restarts.
   for (let attempt = 0; ; attempt++) {
@@ -92,13 +101,19 @@ async function main(): Promise<void> {
   })
   class WorkerModule {}
 
-  const app = await NestFactory.createApplicationContext(WorkerModule, { logger: new ChaosLogger() });
+  const app = await NestFactory.createApplicationContext(WorkerModule, {
+    logger: new ChaosLogger(),
+  });
   const engine = app.get(EngineService);
   engine.events$.subscribe((e) => {
     if (!RECORDED.includes(e.event)) return;
     const id = typeof e.metadata['id'] === 'string' ? e.metadata['id'] : null;
     void ledger
-      .event(e.event, { id, count: e.measurements['count'] ?? 1, detail: JSON.stringify({ ...e.metadata, ...e.measurements }).slice(0, 500) })
+      .event(e.event, {
+        id,
+        count: e.measurements['count'] ?? 1,
+        detail: JSON.stringify({ ...e.metadata, ...e.measurements }).slice(0, 500),
+      })
       .catch(() => undefined);
   });
 
@@ -116,7 +131,11 @@ async function main(): Promise<void> {
   });
   process.on('SIGTERM', () => void shutdown(0));
   process.on('disconnect', () => process.exit(1)); // the orchestrator died: never linger
-  process.send?.({ type: 'ready', pid: process.pid, workers: [...engine.runtime.schedulers.values()].map((s) => s.workerId) });
+  process.send?.({
+    type: 'ready',
+    pid: process.pid,
+    workers: [...engine.runtime.schedulers.values()].map((s) => s.workerId),
+  });
 }
 
 for (const kind of ['uncaughtException', 'unhandledRejection'] as const) {
@@ -132,6 +151,9 @@ for (const kind of ['uncaughtException', 'unhandledRejection'] as const) {
 }
 
 main().catch((err: unknown) => {
-  process.send?.({ type: 'fatal', error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+  process.send?.({
+    type: 'fatal',
+    error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+  });
   process.exit(1);
 });

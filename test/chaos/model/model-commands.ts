@@ -1,6 +1,19 @@
 import fc from 'fast-check';
 
-import { awaitSignal, done, DuplicateError, DurableFsm, type EngineService, next, NoTargetError, type Outcome, retry, scheduleChildren, Step, stop } from '../../../lib';
+import {
+  awaitSignal,
+  done,
+  DuplicateError,
+  DurableFsm,
+  type EngineService,
+  next,
+  NoTargetError,
+  type Outcome,
+  retry,
+  scheduleChildren,
+  Step,
+  stop,
+} from '../../../lib';
 import type { FsmDefinition } from '../../../lib/discovery/fsm-definition';
 import type { ClaimedRow } from '../../../lib/runtime/claimed-row';
 import type { Flusher } from '../../../lib/runtime/flusher';
@@ -9,7 +22,16 @@ import { outcomeToEntry } from '../../../lib/runtime/outcome-entry';
 import type { Reaper } from '../../../lib/runtime/reaper';
 import { HEARTBEAT, RECLAIM_PREDECESSOR } from '../../../lib/sql/lease.sql';
 import type { TestDatabase } from '../../support/test-database';
-import { byId, LIVE, MAX_REAPS, type MClaim, type MRow, type OutcomeKind, ReferenceModel, type Status } from './reference-model';
+import {
+  byId,
+  LIVE,
+  MAX_REAPS,
+  type MClaim,
+  type MRow,
+  type OutcomeKind,
+  ReferenceModel,
+  type Status,
+} from './reference-model';
 
 /** The FSM the model's rows belong to; its steps never run (outcomes are built directly). */
 @DurableFsm({ name: 'm', queue: 'm' })
@@ -54,9 +76,18 @@ export type Cmd = fc.AsyncCommand<World, Real, false>;
 export const outcomes = new Map<string, number>();
 const count = (what: string): void => void outcomes.set(what, (outcomes.get(what) ?? 0) + 1);
 
-const ids = (m: ReferenceModel, filter: (r: MRow) => boolean): string[] => [...m.rows.values()].filter(filter).sort(byId).map((r) => r.id);
-const pickOf = <T>(list: readonly T[], n: number): T | undefined => (list.length === 0 ? undefined : list[n % list.length]);
-const claimOf = (row: ClaimedRow): MClaim => ({ id: row.id, worker: row.worker, claimSeq: Number(row.claimSeq) });
+const ids = (m: ReferenceModel, filter: (r: MRow) => boolean): string[] =>
+  [...m.rows.values()]
+    .filter(filter)
+    .sort(byId)
+    .map((r) => r.id);
+const pickOf = <T>(list: readonly T[], n: number): T | undefined =>
+  list.length === 0 ? undefined : list[n % list.length];
+const claimOf = (row: ClaimedRow): MClaim => ({
+  id: row.id,
+  worker: row.worker,
+  claimSeq: Number(row.claimSeq),
+});
 
 export class InsertCmd implements Cmd {
   constructor(
@@ -81,7 +112,8 @@ export class InsertCmd implements Cmd {
       if (!(err instanceof DuplicateError) || !occupied) throw err;
     }
   }
-  toString = (): string => `Insert(key=${this.key}, corr=${this.corrKey}${this.delayed ? ', delayed' : ''})`;
+  toString = (): string =>
+    `Insert(key=${this.key}, corr=${this.corrKey}${this.delayed ? ', delayed' : ''})`;
 }
 
 export class PickCmd implements Cmd {
@@ -111,9 +143,13 @@ export class PickCmd implements Cmd {
       expect(row.step).toBe(m.step);
       expect(row.state).toEqual({ seq: m.seq });
       // Enrichment: the unconsumed inbox and every stored child, by id.
-      expect(row.inbox.map((s) => [s.id, s.name])).toEqual(m.inbox.filter((s) => !s.consumed).map((s) => [s.id, s.name]));
+      expect(row.inbox.map((s) => [s.id, s.name])).toEqual(
+        m.inbox.filter((s) => !s.consumed).map((s) => [s.id, s.name]),
+      );
       const children = [...model.rows.values()].filter((c) => c.parent === row.id).sort(byId);
-      expect(row.children.map((c) => [c.id, c.status])).toEqual(children.map((c) => [c.id, c.status]));
+      expect(row.children.map((c) => [c.id, c.status])).toEqual(
+        children.map((c) => [c.id, c.status]),
+      );
     }
     for (const row of rows) model.adoptClaim(row.id, worker, Number(row.claimSeq));
     const list = real.held.get(worker) ?? [];
@@ -139,7 +175,14 @@ function outcomeFor(kind: OutcomeKind, row: ClaimedRow, seq: number): Outcome {
     case 'spawn0':
       return scheduleChildren('c', [], state);
     case 'spawn2':
-      return scheduleChildren('c', [{ fsm: ModelFsm, state: { seq: 0 } }, { fsm: ModelFsm, state: { seq: 0 } }], state);
+      return scheduleChildren(
+        'c',
+        [
+          { fsm: ModelFsm, state: { seq: 0 } },
+          { fsm: ModelFsm, state: { seq: 0 } },
+        ],
+        state,
+      );
     case 'done':
       return done({ seq });
     case 'stop':
@@ -156,27 +199,53 @@ export class CompleteCmd implements Cmd {
   check = (): boolean => true;
   async run({ model }: World, real: Real): Promise<void> {
     // The chosen worker, or the next one that holds any claim.
-    const worker = [0, 1, 2].map((d) => WORKERS[(this.worker + d) % WORKERS.length]!).find((w) => (real.held.get(w) ?? []).length > 0);
+    const worker = [0, 1, 2]
+      .map((d) => WORKERS[(this.worker + d) % WORKERS.length]!)
+      .find((w) => (real.held.get(w) ?? []).length > 0);
     if (!worker) return;
     const held = real.held.get(worker) ?? [];
     // `claim` ≥ 0 counts back from the newest claim; -1 asks for a claim the worker still owns
     // (the common case of a live task finishing), falling back to the newest.
     const current = held.filter((r) => model.owns(claimOf(r)));
-    const row = this.claim < 0 ? (current[current.length - 1] ?? held[held.length - 1]) : held[Math.max(0, held.length - 1 - (this.claim % held.length))];
+    const row =
+      this.claim < 0
+        ? (current[current.length - 1] ?? held[held.length - 1])
+        : held[Math.max(0, held.length - 1 - (this.claim % held.length))];
     if (!row) return;
     const claim = claimOf(row);
     const owned = model.owns(claim);
     // The step computes from the state it was handed at claim time.
     const seq = (row.state as { seq: number }).seq + 1;
-    const presented = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)).map((s) => s.id) : [];
-    const entry = outcomeToEntry(outcomeFor(this.kind, row, seq), row, real.definition, real.engine.runtime.registry, real.engine.runtime.options, presented);
-    const before = new Set((await real.db.pool.query<{ id: string }>('SELECT id FROM gen_durable WHERE parent_id = $1', [row.id])).rows.map((r) => r.id));
+    const presented = row.awaits
+      ? row.inbox.filter((s) => row.awaits?.includes(s.name)).map((s) => s.id)
+      : [];
+    const entry = outcomeToEntry(
+      outcomeFor(this.kind, row, seq),
+      row,
+      real.definition,
+      real.engine.runtime.registry,
+      real.engine.runtime.options,
+      presented,
+    );
+    const before = new Set(
+      (
+        await real.db.pool.query<{ id: string }>(
+          'SELECT id FROM gen_durable WHERE parent_id = $1',
+          [row.id],
+        )
+      ).rows.map((r) => r.id),
+    );
     const reply = await real.flusher.submit(entry);
     // Exactly once per claim: committed iff this claim is the row's current one.
     expect(reply).toBe(owned ? 'committed' : 'stale');
     count(`${this.kind}:${reply}`);
     if (!owned) return;
-    const children = (await real.db.pool.query<{ id: string }>('SELECT id FROM gen_durable WHERE parent_id = $1 ORDER BY id', [row.id])).rows
+    const children = (
+      await real.db.pool.query<{ id: string }>(
+        'SELECT id FROM gen_durable WHERE parent_id = $1 ORDER BY id',
+        [row.id],
+      )
+    ).rows
       .map((r) => r.id)
       .filter((id) => !before.has(id));
     expect(children).toHaveLength(this.kind === 'spawn2' ? 2 : 0);
@@ -184,7 +253,8 @@ export class CompleteCmd implements Cmd {
     expect(model.must(row.id).seq).toBe(seq - 1);
     model.applyOutcome(claim, this.kind, presented, children);
   }
-  toString = (): string => `Complete(${WORKERS[this.worker]}, ${this.claim < 0 ? 'current' : `claim-${this.claim}`}, ${this.kind})`;
+  toString = (): string =>
+    `Complete(${WORKERS[this.worker]}, ${this.claim < 0 ? 'current' : `claim-${this.claim}`}, ${this.kind})`;
 }
 
 export class HeartbeatCmd implements Cmd {
@@ -194,7 +264,12 @@ export class HeartbeatCmd implements Cmd {
     const worker = WORKERS[this.worker]!;
     const held = real.held.get(worker) ?? [];
     if (held.length === 0) return;
-    const renewed = await real.engine.runtime.sql.query<{ id: string }>(HEARTBEAT, [worker, held.map((r) => r.id), held.map((r) => r.claimSeq), LEASE_MS]);
+    const renewed = await real.engine.runtime.sql.query<{ id: string }>(HEARTBEAT, [
+      worker,
+      held.map((r) => r.id),
+      held.map((r) => r.claimSeq),
+      LEASE_MS,
+    ]);
     const expected = model.heartbeat(held.map(claimOf));
     expect(renewed.map((r) => r.id).sort()).toEqual([...new Set(expected)].sort());
   }
@@ -205,8 +280,14 @@ export class ExpireLeaseCmd implements Cmd {
   constructor(readonly n: number) {}
   check = ({ model }: World): boolean => ids(model, (r) => r.status === 'executing').length > 0;
   async run({ model }: World, real: Real): Promise<void> {
-    const id = pickOf(ids(model, (r) => r.status === 'executing'), this.n)!;
-    await real.db.pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+    const id = pickOf(
+      ids(model, (r) => r.status === 'executing'),
+      this.n,
+    )!;
+    await real.db.pool.query(
+      `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
     model.must(id).leaseExpired = true;
   }
   toString = (): string => `ExpireLease(#${this.n})`;
@@ -220,7 +301,11 @@ export class ReapCmd implements Cmd {
     if (expected.reaped.length) count('reaped');
     if (expected.poisoned.length) count('poisoned');
     if (expected.timeouts.length) count('await-timeout');
-    expect(result).toEqual({ reaped: expected.reaped.length, poisoned: expected.poisoned.length, timeouts: expected.timeouts.length });
+    expect(result).toEqual({
+      reaped: expected.reaped.length,
+      poisoned: expected.poisoned.length,
+      timeouts: expected.timeouts.length,
+    });
   }
   toString = (): string => 'Reap()';
 }
@@ -230,7 +315,13 @@ export class ReclaimCmd implements Cmd {
   check = (): boolean => true;
   async run({ model }: World, real: Real): Promise<void> {
     const prefix = PREFIXES[this.prefix]!;
-    const rows = await real.engine.runtime.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, ['m', prefix, 0, MAX_REAPS, 0]);
+    const rows = await real.engine.runtime.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, [
+      'm',
+      prefix,
+      0,
+      MAX_REAPS,
+      0,
+    ]);
     expect(rows.map((r) => r.id).sort()).toEqual(model.reclaim(prefix).sort());
   }
   toString = (): string => `StartupReclaim(${PREFIXES[this.prefix]})`;
@@ -263,15 +354,28 @@ export class DeliverCmd implements Cmd {
     const expected = model.deliver(target, this.name, this.dedup);
     count(`deliver:${expected}`);
     try {
-      await real.engine.signal(address, this.name, { n: this.n }, this.dedup ? { dedupKey: this.dedup } : {});
+      await real.engine.signal(
+        address,
+        this.name,
+        { n: this.n },
+        this.dedup ? { dedupKey: this.dedup } : {},
+      );
     } catch (err) {
       if (err instanceof NoTargetError && expected === 'no_target') return;
       throw err;
     }
     expect(expected).not.toBe('no_target');
     if (expected === 'stored') {
-      const { rows } = await real.db.pool.query<{ id: string }>('SELECT max(id) AS id FROM signals WHERE target_id = $1', [target]);
-      model.addSignal(target!, { id: rows[0]!.id, name: this.name, dedup: this.dedup, consumed: false });
+      const { rows } = await real.db.pool.query<{ id: string }>(
+        'SELECT max(id) AS id FROM signals WHERE target_id = $1',
+        [target],
+      );
+      model.addSignal(target!, {
+        id: rows[0]!.id,
+        name: this.name,
+        dedup: this.dedup,
+        consumed: false,
+      });
     }
   }
   toString = (): string =>
@@ -280,10 +384,17 @@ export class DeliverCmd implements Cmd {
 
 export class ExpireAwaitCmd implements Cmd {
   constructor(readonly n: number) {}
-  check = ({ model }: World): boolean => ids(model, (r) => r.status === 'awaiting_signal' && r.deadline === 'future').length > 0;
+  check = ({ model }: World): boolean =>
+    ids(model, (r) => r.status === 'awaiting_signal' && r.deadline === 'future').length > 0;
   async run({ model }: World, real: Real): Promise<void> {
-    const id = pickOf(ids(model, (r) => r.status === 'awaiting_signal' && r.deadline === 'future'), this.n)!;
-    await real.db.pool.query(`UPDATE gen_durable SET await_deadline = now() - interval '1 second' WHERE id = $1`, [id]);
+    const id = pickOf(
+      ids(model, (r) => r.status === 'awaiting_signal' && r.deadline === 'future'),
+      this.n,
+    )!;
+    await real.db.pool.query(
+      `UPDATE gen_durable SET await_deadline = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
     model.must(id).deadline = 'past';
   }
   toString = (): string => `ExpireAwait(#${this.n})`;
@@ -291,10 +402,17 @@ export class ExpireAwaitCmd implements Cmd {
 
 export class MakeDueCmd implements Cmd {
   constructor(readonly n: number) {}
-  check = ({ model }: World): boolean => ids(model, (r) => r.status === 'runnable' && !r.eligible).length > 0;
+  check = ({ model }: World): boolean =>
+    ids(model, (r) => r.status === 'runnable' && !r.eligible).length > 0;
   async run({ model }: World, real: Real): Promise<void> {
-    const id = pickOf(ids(model, (r) => r.status === 'runnable' && !r.eligible), this.n)!;
-    await real.db.pool.query(`UPDATE gen_durable SET eligible_at = now() - interval '1 millisecond' WHERE id = $1`, [id]);
+    const id = pickOf(
+      ids(model, (r) => r.status === 'runnable' && !r.eligible),
+      this.n,
+    )!;
+    await real.db.pool.query(
+      `UPDATE gen_durable SET eligible_at = now() - interval '1 millisecond' WHERE id = $1`,
+      [id],
+    );
     model.must(id).eligible = true;
   }
   toString = (): string => `MakeDue(#${this.n})`;
@@ -302,10 +420,17 @@ export class MakeDueCmd implements Cmd {
 
 export class AgeCmd implements Cmd {
   constructor(readonly n: number) {}
-  check = ({ model }: World): boolean => ids(model, (r) => (r.status === 'done' || r.status === 'failed') && !r.aged).length > 0;
+  check = ({ model }: World): boolean =>
+    ids(model, (r) => (r.status === 'done' || r.status === 'failed') && !r.aged).length > 0;
   async run({ model }: World, real: Real): Promise<void> {
-    const id = pickOf(ids(model, (r) => (r.status === 'done' || r.status === 'failed') && !r.aged), this.n)!;
-    await real.db.pool.query(`UPDATE gen_durable SET updated_at = now() - interval '2 hours' WHERE id = $1`, [id]);
+    const id = pickOf(
+      ids(model, (r) => (r.status === 'done' || r.status === 'failed') && !r.aged),
+      this.n,
+    )!;
+    await real.db.pool.query(
+      `UPDATE gen_durable SET updated_at = now() - interval '2 hours' WHERE id = $1`,
+      [id],
+    );
     model.must(id).aged = true;
   }
   toString = (): string => `AgePastRetention(#${this.n})`;
@@ -320,13 +445,28 @@ export class GcCmd implements Cmd {
   toString = (): string => 'GC()';
 }
 
-const KINDS: OutcomeKind[] = ['next', 'next', 'retry', 'retryLater', 'await', 'awaitTimeout', 'spawn0', 'spawn2', 'done', 'stop'];
+const KINDS: OutcomeKind[] = [
+  'next',
+  'next',
+  'retry',
+  'retryLater',
+  'await',
+  'awaitTimeout',
+  'spawn0',
+  'spawn2',
+  'done',
+  'stop',
+];
 
 /** The command arbitraries (RELIABILITY §6.2), weighted toward the interesting ones. */
 export function commandArbitraries(): fc.Arbitrary<Cmd>[] {
   const worker = fc.nat({ max: WORKERS.length - 1 });
   const insert = fc
-    .record({ key: fc.constantFrom(null, null, 'k1', 'k2'), corr: fc.constantFrom(null, null, 'c1', 'c2'), delayed: fc.constantFrom(false, false, false, true) })
+    .record({
+      key: fc.constantFrom(null, null, 'k1', 'k2'),
+      corr: fc.constantFrom(null, null, 'c1', 'c2'),
+      delayed: fc.constantFrom(false, false, false, true),
+    })
     .map((o) => new InsertCmd(o.key, o.corr, o.delayed));
   const pick = fc.tuple(worker, fc.integer({ min: 1, max: 3 })).map(([w, b]) => new PickCmd(w, b));
   // Claims are drawn from the newest end: mostly the current one, sometimes an older (stale) one.
@@ -349,7 +489,12 @@ export function commandArbitraries(): fc.Arbitrary<Cmd>[] {
     fc.constant(new ReapCmd()),
     fc.nat({ max: 1 }).map((p) => new ReclaimCmd(p)),
     fc
-      .record({ n: fc.nat(), name: fc.constantFrom('x', 'y', 'z'), dedup: fc.constantFrom(null, null, 'd1', 'd2'), to: fc.constantFrom('id', 'id', 'id', 'key', 'missing') })
+      .record({
+        n: fc.nat(),
+        name: fc.constantFrom('x', 'y', 'z'),
+        dedup: fc.constantFrom(null, null, 'd1', 'd2'),
+        to: fc.constantFrom('id', 'id', 'id', 'key', 'missing'),
+      })
       .map((o) => new DeliverCmd(o.n, o.name, o.dedup, o.to === 'key', o.to === 'missing')),
     fc.nat().map((n) => new ExpireAwaitCmd(n)),
     fc.nat().map((n) => new MakeDueCmd(n)),
@@ -428,11 +573,25 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
       ...(m.status === 'runnable' ? { eligible: m.eligible } : {}),
     });
   });
-  const signals = await pool.query<{ id: string; target_id: string; name: string; dedup_key: string | null; consumed: boolean }>(
+  const signals = await pool.query<{
+    id: string;
+    target_id: string;
+    name: string;
+    dedup_key: string | null;
+    consumed: boolean;
+  }>(
     'SELECT id, target_id, name, dedup_key, consumed_at IS NOT NULL AS consumed FROM signals ORDER BY id',
   );
   const modelSignals = expected
-    .flatMap((r) => r.inbox.map((s) => ({ id: s.id, target_id: r.id, name: s.name, dedup_key: s.dedup, consumed: s.consumed })))
+    .flatMap((r) =>
+      r.inbox.map((s) => ({
+        id: s.id,
+        target_id: r.id,
+        name: s.name,
+        dedup_key: s.dedup,
+        consumed: s.consumed,
+      })),
+    )
     .sort(byId);
   expect(signals.rows).toEqual(modelSignals);
 
@@ -460,7 +619,9 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
   // The lost-wake-up detector: a parked row never holds an unconsumed, unpresented signal it awaits.
   for (const m of expected) {
     if (m.status !== 'awaiting_signal') continue;
-    const waiting = m.inbox.filter((s) => !s.consumed && m.awaits?.includes(s.name) && !m.presented.includes(s.id));
+    const waiting = m.inbox.filter(
+      (s) => !s.consumed && m.awaits?.includes(s.name) && !m.presented.includes(s.id),
+    );
     expect({ id: m.id, waiting }).toEqual({ id: m.id, waiting: [] });
   }
   expect(expected.every((m) => LIVE.includes(m.status) || m.worker === null)).toBe(true);

@@ -23,7 +23,9 @@ export class Checked implements fc.AsyncCommand<World, Real, false> {
   toString = (): string => this.inner.toString();
 }
 
-export async function startModelRig(db: TestDatabase): Promise<{ app: TestApp; fresh: () => Promise<Real> }> {
+export async function startModelRig(
+  db: TestDatabase,
+): Promise<{ app: TestApp; fresh: () => Promise<Real> }> {
   const app = await createTestApp(db, [ModelFsm], {
     queues: {},
     reaper: false,
@@ -33,8 +35,20 @@ export async function startModelRig(db: TestDatabase): Promise<{ app: TestApp; f
     heartbeatInterval: 20_000,
   });
   const runtime = app.engine.runtime;
-  const reaper = new Reaper(runtime.sql, 60_000, MAX_REAPS, runtime.telemetry, () => undefined, () => undefined);
-  const gc = new GarbageCollector(runtime.sql, { interval: 60_000, retention: 3_600_000, batch: 100 }, runtime.telemetry, runtime.limiter);
+  const reaper = new Reaper(
+    runtime.sql,
+    60_000,
+    MAX_REAPS,
+    runtime.telemetry,
+    () => undefined,
+    () => undefined,
+  );
+  const gc = new GarbageCollector(
+    runtime.sql,
+    { interval: 60_000, retention: 3_600_000, batch: 100 },
+    runtime.telemetry,
+    runtime.limiter,
+  );
   const fresh = async (): Promise<Real> => {
     await db.pool.query('TRUNCATE gen_durable, signals CASCADE');
     return {
@@ -50,4 +64,3 @@ export async function startModelRig(db: TestDatabase): Promise<{ app: TestApp; f
   };
   return { app, fresh };
 }
-

@@ -5,8 +5,14 @@
  * statements and compares the database with this model after every command.
  */
 
-export type Status = 'runnable' | 'executing' | 'awaiting_signal' | 'awaiting_children' | 'done' | 'failed';
-export const LIVE: readonly Status[] = ['runnable', 'executing', 'awaiting_signal', 'awaiting_children'];
+export type Status =
+  'runnable' | 'executing' | 'awaiting_signal' | 'awaiting_children' | 'done' | 'failed';
+export const LIVE: readonly Status[] = [
+  'runnable',
+  'executing',
+  'awaiting_signal',
+  'awaiting_children',
+];
 
 export interface MSignal {
   readonly id: string;
@@ -47,7 +53,16 @@ export interface MClaim {
   readonly claimSeq: number;
 }
 
-export type OutcomeKind = 'next' | 'retry' | 'retryLater' | 'await' | 'awaitTimeout' | 'spawn0' | 'spawn2' | 'done' | 'stop';
+export type OutcomeKind =
+  | 'next'
+  | 'retry'
+  | 'retryLater'
+  | 'await'
+  | 'awaitTimeout'
+  | 'spawn0'
+  | 'spawn2'
+  | 'done'
+  | 'stop';
 
 export const MAX_REAPS = 3;
 
@@ -65,10 +80,22 @@ export class ReferenceModel {
   }
 
   executingKeys(): Set<string> {
-    return new Set([...this.rows.values()].filter((r) => r.status === 'executing' && r.key !== null).map((r) => r.key as string));
+    return new Set(
+      [...this.rows.values()]
+        .filter((r) => r.status === 'executing' && r.key !== null)
+        .map((r) => r.key as string),
+    );
   }
 
-  insert(id: string, options: { key: string | null; corrKey: string | null; eligible: boolean; parent?: string | null }): void {
+  insert(
+    id: string,
+    options: {
+      key: string | null;
+      corrKey: string | null;
+      eligible: boolean;
+      parent?: string | null;
+    },
+  ): void {
     this.rows.set(id, {
       id,
       status: 'runnable',
@@ -95,7 +122,9 @@ export class ReferenceModel {
   /** Rows a claim may take now (SPEC §5.3): runnable, due, key not executing. */
   claimable(): MRow[] {
     const busy = this.executingKeys();
-    return [...this.rows.values()].filter((r) => r.status === 'runnable' && r.eligible && (r.key === null || !busy.has(r.key)));
+    return [...this.rows.values()].filter(
+      (r) => r.status === 'runnable' && r.eligible && (r.key === null || !busy.has(r.key)),
+    );
   }
 
   adoptClaim(id: string, worker: string, claimSeq: number): void {
@@ -109,14 +138,24 @@ export class ReferenceModel {
   /** The ownership guard plus the fencing token (SPEC §6.1, §26.1). */
   owns(claim: MClaim): boolean {
     const r = this.rows.get(claim.id);
-    return r !== undefined && r.status === 'executing' && r.worker === claim.worker && r.claimSeq === claim.claimSeq;
+    return (
+      r !== undefined &&
+      r.status === 'executing' &&
+      r.worker === claim.worker &&
+      r.claimSeq === claim.claimSeq
+    );
   }
 
   /**
    * Applies a committed outcome (SPEC §2.4 table, §6.3). `presented` = the awaited signal ids
    * of the claim; `children` = ids of the children that landed (spawn).
    */
-  applyOutcome(claim: MClaim, kind: OutcomeKind, presented: readonly string[], children: readonly string[]): void {
+  applyOutcome(
+    claim: MClaim,
+    kind: OutcomeKind,
+    presented: readonly string[],
+    children: readonly string[],
+  ): void {
     const r = this.must(claim.id);
     const clearClaim = (): void => {
       r.worker = null;
@@ -156,7 +195,9 @@ export class ReferenceModel {
         r.presented = [...presented];
         // The lost-wakeup recheck (§8.4): an unconsumed, unpresented signal it awaits wakes it.
         const awaits = r.awaits;
-        if (r.inbox.some((s) => !s.consumed && awaits.includes(s.name) && !presented.includes(s.id))) {
+        if (
+          r.inbox.some((s) => !s.consumed && awaits.includes(s.name) && !presented.includes(s.id))
+        ) {
           r.status = 'runnable';
           r.deadline = 'none';
         }
@@ -173,7 +214,9 @@ export class ReferenceModel {
         r.eligible = true;
         this.consume(r, presented);
         clearClaim();
-        for (const child of children) this.insert(child, { key: null, corrKey: null, eligible: true, parent: r.id });
+        for (const child of children) {
+          this.insert(child, { key: null, corrKey: null, eligible: true, parent: r.id });
+        }
         return;
       case 'done':
       case 'stop':
@@ -250,7 +293,13 @@ export class ReferenceModel {
   reclaim(prefix: string): string[] {
     const out: string[] = [];
     for (const r of this.rows.values()) {
-      if (r.status === 'executing' && r.leaseExpired && r.worker !== null && r.worker.startsWith(prefix) && r.reaps + 1 < MAX_REAPS) {
+      if (
+        r.status === 'executing' &&
+        r.leaseExpired &&
+        r.worker !== null &&
+        r.worker.startsWith(prefix) &&
+        r.reaps + 1 < MAX_REAPS
+      ) {
         r.status = 'runnable';
         r.worker = null;
         r.leaseExpired = false;
@@ -265,7 +314,11 @@ export class ReferenceModel {
    * Delivery (SPEC §8.1, §8.2, §26.6, §26.7): refused unless live; a dedup key stored for
    * the instance's life (consumed or not) is a duplicate that wakes nothing.
    */
-  deliver(target: string | null, name: string, dedup: string | null): 'no_target' | 'duplicate' | 'stored' {
+  deliver(
+    target: string | null,
+    name: string,
+    dedup: string | null,
+  ): 'no_target' | 'duplicate' | 'stored' {
     if (target === null || !this.isLive(target)) return 'no_target';
     const r = this.must(target);
     if (dedup !== null && r.inbox.some((s) => s.dedup === dedup)) return 'duplicate';
@@ -284,10 +337,14 @@ export class ReferenceModel {
   /** GC (SPEC §18.1): aged terminal rows, sparing children of live parents. */
   gc(): string[] {
     const gone = [...this.rows.values()]
-      .filter((r) => (r.status === 'done' || r.status === 'failed') && r.aged && !this.isLive(r.parent))
+      .filter(
+        (r) => (r.status === 'done' || r.status === 'failed') && r.aged && !this.isLive(r.parent),
+      )
       .map((r) => r.id);
     for (const id of gone) this.rows.delete(id);
-    for (const r of this.rows.values()) if (r.parent !== null && gone.includes(r.parent)) r.parent = null;
+    for (const r of this.rows.values()) {
+      if (r.parent !== null && gone.includes(r.parent)) r.parent = null;
+    }
     return gone;
   }
 

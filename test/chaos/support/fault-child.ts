@@ -7,7 +7,12 @@ process.on('message', (message: unknown) => {
   if (m.type !== 'hit' || !m.point) return;
   void faultPoint(m.point, { ids: m.id ? [m.id] : [] }).then(
     (result) => process.send?.({ type: 'passed', point: m.point, result: result ?? null }),
-    (err: unknown) => process.send?.({ type: 'threw', point: m.point, code: (err as { code?: string }).code ?? null }),
+    (err: unknown) =>
+      process.send?.({
+        type: 'threw',
+        point: m.point,
+        code: (err as { code?: string }).code ?? null,
+      }),
   );
 });
 // The registry unrefs the IPC channel (it must not keep an engine process alive); this child

@@ -16,20 +16,30 @@ export class HandoverProxy {
     readonly port: number,
   ) {}
 
-  static start(targetPort: number, terminate: (pid: number) => Promise<void>): Promise<HandoverProxy> {
+  static start(
+    targetPort: number,
+    terminate: (pid: number) => Promise<void>,
+  ): Promise<HandoverProxy> {
     return new Promise((resolve, reject) => {
       let proxy: HandoverProxy | undefined;
       const server = createServer((client) => proxy?.accept(client, targetPort, terminate));
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => {
         const address = server.address();
-        proxy = new HandoverProxy(server, typeof address === 'object' && address ? address.port : 0);
+        proxy = new HandoverProxy(
+          server,
+          typeof address === 'object' && address ? address.port : 0,
+        );
         resolve(proxy);
       });
     });
   }
 
-  private accept(client: Socket, targetPort: number, terminate: (pid: number) => Promise<void>): void {
+  private accept(
+    client: Socket,
+    targetPort: number,
+    terminate: (pid: number) => Promise<void>,
+  ): void {
     const upstream = connect({ host: '127.0.0.1', port: targetPort });
     this.sockets.add(client);
     this.sockets.add(upstream);

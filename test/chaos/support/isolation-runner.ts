@@ -108,20 +108,29 @@ class InvalidPermutation extends Error {}
  * Runs every permutation of `spec` on dedicated connections of `db`; throws the first
  * failed check (naming the permutation) and returns a report otherwise.
  */
-export async function runRace<V>(db: TestDatabase, spec: RaceSpec<V>, schema = 'public'): Promise<RaceReport> {
+export async function runRace<V>(
+  db: TestDatabase,
+  spec: RaceSpec<V>,
+  schema = 'public',
+): Promise<RaceReport> {
   const names = Object.keys(spec.sessions);
   const sessions = new Map<string, RaceSession>();
-  for (const name of names) sessions.set(name, new RaceSession(name, await openRawSession(db, schema)));
+  for (const name of names) {
+    sessions.set(name, new RaceSession(name, await openRawSession(db, schema)));
+  }
   const ownerOf = new Map<string, string>();
   const stepOf = new Map<string, RaceStep<V>>();
   for (const [name, steps] of Object.entries(spec.sessions)) {
     for (const step of steps) {
-      if (ownerOf.has(step.name)) throw new Error(`${spec.name}: step name ${step.name} is used twice`);
+      if (ownerOf.has(step.name)) {
+        throw new Error(`${spec.name}: step name ${step.name} is used twice`);
+      }
       ownerOf.set(step.name, name);
       stepOf.set(step.name, step);
     }
   }
-  const perms = spec.permutations ?? interleavings(names.map((n) => spec.sessions[n]!.map((s) => s.name)));
+  const perms =
+    spec.permutations ?? interleavings(names.map((n) => spec.sessions[n]!.map((s) => s.name)));
   const lines: string[] = [];
   let valid = 0;
   let invalid = 0;
@@ -143,9 +152,13 @@ export async function runRace<V>(db: TestDatabase, spec: RaceSpec<V>, schema = '
       } catch (err) {
         const detail = [...result.steps.values()]
           .sort((a, b) => a.completedAs - b.completedAs)
-          .map((o) => `${o.step}${o.blocked ? '*' : ''}=${o.error ? `error(${o.error.message})` : JSON.stringify(o.value)}`)
+          .map(
+            (o) =>
+              `${o.step}${o.blocked ? '*' : ''}=${o.error ? `error(${o.error.message})` : JSON.stringify(o.value)}`,
+          )
           .join('; ');
-        (err as Error).message = `${spec.name}, permutation [${perm.join(' ')}] (completed: ${detail}):\n${(err as Error).message}`;
+        (err as Error).message =
+          `${spec.name}, permutation [${perm.join(' ')}] (completed: ${detail}):\n${(err as Error).message}`;
         throw err;
       }
     }
@@ -180,10 +193,10 @@ async function runOne<V>(
 
   const isBlocked = async (s: RaceSession): Promise<boolean> => {
     const others = pids.filter((p) => p !== s.session.pid);
-    const { rows } = await db.pool.query<{ blocked: boolean }>('SELECT pg_isolation_test_session_is_blocked($1, $2::int[]) AS blocked', [
-      s.session.pid,
-      others,
-    ]);
+    const { rows } = await db.pool.query<{ blocked: boolean }>(
+      'SELECT pg_isolation_test_session_is_blocked($1, $2::int[]) AS blocked',
+      [s.session.pid, others],
+    );
     return rows[0]?.blocked === true;
   };
 
@@ -192,7 +205,10 @@ async function runOne<V>(
     const deadline = Date.now() + STEP_TIMEOUT_MS;
     for (;;) {
       if (s.running === undefined) return true;
-      const finished = await Promise.race([s.running.then(() => true), sleep(POLL_MS).then(() => false)]);
+      const finished = await Promise.race([
+        s.running.then(() => true),
+        sleep(POLL_MS).then(() => false),
+      ]);
       if (finished) return true;
       if (await isBlocked(s)) {
         blockedSteps.add(step);
@@ -200,7 +216,11 @@ async function runOne<V>(
         if (s.running === undefined) return true;
         return false;
       }
-      if (Date.now() > deadline) throw new Error(`${spec.name}: step ${step} neither finished nor blocked within ${STEP_TIMEOUT_MS} ms`);
+      if (Date.now() > deadline) {
+        throw new Error(
+          `${spec.name}: step ${step} neither finished nor blocked within ${STEP_TIMEOUT_MS} ms`,
+        );
+      }
     }
   };
 
@@ -213,7 +233,13 @@ async function runOne<V>(
       runningStep.set(s, stepName);
       s.running = step.run({ session: s.session, vars }).then(
         (value) => {
-          outcomes.set(stepName, { step: stepName, session: s.name, value, blocked: blockedSteps.has(stepName), completedAs: completion.length });
+          outcomes.set(stepName, {
+            step: stepName,
+            session: s.name,
+            value,
+            blocked: blockedSteps.has(stepName),
+            completedAs: completion.length,
+          });
           completion.push(stepName);
           s.running = undefined;
         },
@@ -232,12 +258,16 @@ async function runOne<V>(
       await settle(s, stepName);
       // A step may have released locks others waited on: let those finish or re-block.
       for (const other of sessions.values()) {
-        if (other !== s && other.running !== undefined) await settle(other, runningStep.get(other)!);
+        if (other !== s && other.running !== undefined) {
+          await settle(other, runningStep.get(other)!);
+        }
       }
     }
     for (const s of sessions.values()) {
       if (s.running !== undefined && !(await settle(s, runningStep.get(s)!))) {
-        throw new Error(`${spec.name}: permutation [${perm.join(' ')}] ends with step ${runningStep.get(s)} still blocked`);
+        throw new Error(
+          `${spec.name}: permutation [${perm.join(' ')}] ends with step ${runningStep.get(s)} still blocked`,
+        );
       }
     }
   } catch (err) {
@@ -247,7 +277,9 @@ async function runOne<V>(
   }
   await abandon(db, sessions);
   // Record the final blocked flags (a step may have blocked after its outcome object was made).
-  for (const [name, o] of outcomes) if (blockedSteps.has(name) && !o.blocked) outcomes.set(name, { ...o, blocked: true });
+  for (const [name, o] of outcomes) {
+    if (blockedSteps.has(name) && !o.blocked) outcomes.set(name, { ...o, blocked: true });
+  }
   return { permutation: perm, vars, steps: outcomes, completionOrder: completion };
 }
 

@@ -7,7 +7,11 @@ import { INSERT_INSTANCE } from '../../../lib/sql/insert.sql';
 import { renderStatement, type Statement } from '../../../lib/sql/statement';
 
 /** Production statements run on the test pool (rendered for `public`, unprepared). */
-export async function runOn<R extends Record<string, unknown>>(pool: Pool, statement: Statement, params: readonly unknown[]): Promise<R[]> {
+export async function runOn<R extends Record<string, unknown>>(
+  pool: Pool,
+  statement: Statement,
+  params: readonly unknown[],
+): Promise<R[]> {
   return (await pool.query<R>(renderStatement(statement, 'public'), params as unknown[])).rows;
 }
 
@@ -18,7 +22,13 @@ export function freshQueue(prefix = 'race'): string {
 }
 
 /** An InsertRow as buildInsertRow would make it (the race specs run without a registry). */
-export function row(fsm: string, step: string, state: Record<string, unknown>, queue: string, extra: Partial<InsertRow> = {}): InsertRow {
+export function row(
+  fsm: string,
+  step: string,
+  state: Record<string, unknown>,
+  queue: string,
+  extra: Partial<InsertRow> = {},
+): InsertRow {
   return {
     fsm,
     fsmVersion: 1,
@@ -52,13 +62,28 @@ export interface Claimed {
 }
 
 /** Claims the due rows of `queue` as `worker` through CLAIM_RUNNABLE. */
-export function claim(pool: Pool, queue: string, worker: string, leaseMs = 60_000, batch = 10): Promise<Claimed[]> {
-  return runOn<Claimed & Record<string, unknown>>(pool, CLAIM_RUNNABLE, [queue, batch, worker, leaseMs, []]);
+export function claim(
+  pool: Pool,
+  queue: string,
+  worker: string,
+  leaseMs = 60_000,
+  batch = 10,
+): Promise<Claimed[]> {
+  return runOn<Claimed & Record<string, unknown>>(pool, CLAIM_RUNNABLE, [
+    queue,
+    batch,
+    worker,
+    leaseMs,
+    [],
+  ]);
 }
 
 /** Test-side clock control: the lease of `id` ran out a second ago. */
 export async function expireLease(pool: Pool, id: string): Promise<void> {
-  await pool.query(`UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+  await pool.query(
+    `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+    [id],
+  );
 }
 
 export interface RowView {
@@ -82,7 +107,10 @@ export async function rowView(pool: Pool, id: string): Promise<RowView> {
   return rows[0];
 }
 
-export async function inboxOf(pool: Pool, id: string): Promise<{ id: string; name: string; consumed: boolean }[]> {
+export async function inboxOf(
+  pool: Pool,
+  id: string,
+): Promise<{ id: string; name: string; consumed: boolean }[]> {
   const { rows } = await pool.query<{ id: string; name: string; consumed: boolean }>(
     `SELECT id, name, consumed_at IS NOT NULL AS consumed FROM signals WHERE target_id = $1 ORDER BY id`,
     [id],
@@ -100,7 +128,9 @@ export function unnestParams(statement: Statement, values: Record<string, unknow
   if (!match) throw new Error(`${statement.name} has no unnest column list`);
   const columns = match[1]!.split(',').map((c) => c.trim());
   for (const key of Object.keys(values)) {
-    if (!columns.includes(key)) throw new Error(`${statement.name} has no column ${key} (columns: ${columns.join(', ')})`);
+    if (!columns.includes(key)) {
+      throw new Error(`${statement.name} has no column ${key} (columns: ${columns.join(', ')})`);
+    }
   }
   return columns.map((c) => [values[c] ?? null]);
 }

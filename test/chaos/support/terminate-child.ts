@@ -15,7 +15,11 @@ const url = process.env['GD_TERMINATE_URL'] ?? '';
 async function main(): Promise<void> {
   const pool = new Pool({ connectionString: url, max: 2 });
   pool.on('error', () => undefined);
-  const executor = new SqlExecutor(pool, { schema: 'public', preparedStatements: true, statementTimeoutMs: 5_000 });
+  const executor = new SqlExecutor(pool, {
+    schema: 'public',
+    preparedStatements: true,
+    statementTimeoutMs: 5_000,
+  });
   const killer = new Client({ connectionString: url });
   await killer.connect();
   let answer: string;
@@ -45,7 +49,11 @@ async function main(): Promise<void> {
   proxied.port = String(proxy.port);
   const handoverPool = new Pool({ connectionString: proxied.toString(), max: 1 });
   handoverPool.on('error', () => undefined);
-  const handover = new SqlExecutor(handoverPool, { schema: 'public', preparedStatements: true, statementTimeoutMs: 5_000 });
+  const handover = new SqlExecutor(handoverPool, {
+    schema: 'public',
+    preparedStatements: true,
+    statementTimeoutMs: 5_000,
+  });
   let handoverAnswer: string;
   try {
     await handover.query(PID);
@@ -54,7 +62,9 @@ async function main(): Promise<void> {
     handoverAnswer = `rejected: ${(err as Error).message}`;
   }
   const [again] = await handover.query<{ pid: number }>(PID);
-  process.stdout.write(`${JSON.stringify({ answer, poolWorks: typeof after?.pid === 'number', handoverAnswer, handoverPoolWorks: typeof again?.pid === 'number' })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ answer, poolWorks: typeof after?.pid === 'number', handoverAnswer, handoverPoolWorks: typeof again?.pid === 'number' })}\n`,
+  );
   await handoverPool.end();
   await proxy.close();
   await killer.end();

@@ -41,7 +41,11 @@ function waitExit(child: ChildProcess, timeoutMs: number): Promise<boolean> {
 }
 
 /** Forks node-main.ts as `name` and waits until its engine has booted. */
-export async function startNode(name: string, config: NodeConfig, bootTimeoutMs = 90_000): Promise<NodeHandle> {
+export async function startNode(
+  name: string,
+  config: NodeConfig,
+  bootTimeoutMs = 90_000,
+): Promise<NodeHandle> {
   const child = fork(NODE_MAIN, [], {
     execArgv: ['-r', TS_REGISTER, '--enable-source-maps'],
     env: { ...process.env, GD_NODE_CONFIG: JSON.stringify(config), GEN_DURABLE_FAULTS: '' },
@@ -50,7 +54,12 @@ export async function startNode(name: string, config: NodeConfig, bootTimeoutMs 
   trackResource(`node process ${name}`, () => !exited(child));
   const lines: string[] = [];
   const collect = (chunk: Buffer): void => {
-    lines.push(...chunk.toString('utf8').split('\n').filter((l) => l.length > 0));
+    lines.push(
+      ...chunk
+        .toString('utf8')
+        .split('\n')
+        .filter((l) => l.length > 0),
+    );
     if (lines.length > OUTPUT_LINES) lines.splice(0, lines.length - OUTPUT_LINES);
   };
   child.stdout?.on('data', collect);
@@ -76,7 +85,10 @@ export async function startNode(name: string, config: NodeConfig, bootTimeoutMs 
 
   const output = (): string => lines.join('\n');
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name} did not boot within ${bootTimeoutMs} ms:\n${output()}`)), bootTimeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`${name} did not boot within ${bootTimeoutMs} ms:\n${output()}`)),
+      bootTimeoutMs,
+    );
     const onMessage = (raw: unknown): void => {
       const message = raw as NodeMessage;
       if (message.type === 'ready' || message.type === 'fatal') {

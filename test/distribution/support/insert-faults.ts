@@ -41,13 +41,24 @@ export async function killSleepingInsert(db: TestDatabase, timeoutMs = 10_000): 
       await db.pool.query('SELECT pg_terminate_backend($1)', [victim.pid]);
       return victim.pid;
     }
-    if (Date.now() > deadline) throw new Error(`no insert sleeping in the slow fault within ${timeoutMs} ms`);
+    if (Date.now() > deadline) {
+      throw new Error(`no insert sleeping in the slow fault within ${timeoutMs} ms`);
+    }
     await new Promise((r) => setTimeout(r, 20));
   }
 }
 
 /** Rows whose state.tag equals `tag`. */
-export async function countTagged(db: TestDatabase, tag: string, schema = 'public'): Promise<number> {
-  const rows = (await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".gen_durable WHERE state->>'tag' = $1`, [tag])).rows;
+export async function countTagged(
+  db: TestDatabase,
+  tag: string,
+  schema = 'public',
+): Promise<number> {
+  const rows = (
+    await db.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM "${schema}".gen_durable WHERE state->>'tag' = $1`,
+      [tag],
+    )
+  ).rows;
   return Number(rows[0]?.n ?? 0);
 }

@@ -8,7 +8,16 @@ import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 
-import { awaitSignal, done, DurableFsm, EngineService, GenDurableModule, type GenDurableOptions, Step, type StepContext } from '../../../lib';
+import {
+  awaitSignal,
+  done,
+  DurableFsm,
+  EngineService,
+  GenDurableModule,
+  type GenDurableOptions,
+  Step,
+  type StepContext,
+} from '../../../lib';
 import type { NodeCommand, NodeConfig, NodeMessage } from './node-protocol';
 
 const config = JSON.parse(process.env['GD_NODE_CONFIG'] ?? 'null') as NodeConfig | null;
@@ -32,13 +41,27 @@ interface FlowState {
 @DurableFsm({ name: 'dist_flow', queue: 'dist' })
 class DistFlow {
   @Step() async start(ctx: StepContext<FlowState>) {
-    report({ type: 'step', id: ctx.id, step: 'start', attempt: ctx.attempt, at: Date.now(), node: nodeConfig.nodeId });
+    report({
+      type: 'step',
+      id: ctx.id,
+      step: 'start',
+      attempt: ctx.attempt,
+      at: Date.now(),
+      node: nodeConfig.nodeId,
+    });
     if (ctx.state.sleepMs > 0) await sleep(ctx.state.sleepMs);
     return awaitSignal('go', 'finish', ctx.state);
   }
 
   @Step() finish(ctx: StepContext<FlowState>) {
-    report({ type: 'step', id: ctx.id, step: 'finish', attempt: ctx.attempt, at: Date.now(), node: nodeConfig.nodeId });
+    report({
+      type: 'step',
+      id: ctx.id,
+      step: 'finish',
+      attempt: ctx.attempt,
+      at: Date.now(),
+      node: nodeConfig.nodeId,
+    });
     return done({ node: nodeConfig.nodeId, tag: ctx.state.tag });
   }
 }
@@ -50,7 +73,11 @@ function roleOptions(): Partial<GenDurableOptions> {
     case 'worker':
       return { queues: { dist: nodeConfig.concurrency }, reaper: false, gc: false };
     case 'maintenance':
-      return { queues: {}, reaper: { interval: 250 }, gc: { interval: 1_000, retention: 3_600_000 } };
+      return {
+        queues: {},
+        reaper: { interval: 250 },
+        gc: { interval: 1_000, retention: 3_600_000 },
+      };
   }
 }
 
@@ -79,7 +106,12 @@ async function main(): Promise<void> {
   const app = await NestFactory.createApplicationContext(NodeModule, { logger: ['error', 'warn'] });
   const engine = app.get(EngineService);
   engine.events$.subscribe((e) => {
-    if (e.event === 'reaper:reaped' || e.event === 'boot:warning' || e.event === 'flush:error' || e.event === 'executor:crash') {
+    if (
+      e.event === 'reaper:reaped' ||
+      e.event === 'boot:warning' ||
+      e.event === 'flush:error' ||
+      e.event === 'executor:crash'
+    ) {
       report({ type: 'event', event: e.event, measurements: { ...e.measurements }, at: e.at });
     }
   });
@@ -91,7 +123,9 @@ async function main(): Promise<void> {
         for (let i = 0; i < command.count; i++) {
           if (i > 0 && command.spacingMs > 0) await sleep(command.spacingMs);
           const t0 = Date.now();
-          const id = await engine.insert('dist_flow', { state: { sleepMs: command.sleepMs, tag: command.tag } });
+          const id = await engine.insert('dist_flow', {
+            state: { sleepMs: command.sleepMs, tag: command.tag },
+          });
           inserted.push({ id, t0, t1: Date.now() });
         }
         return inserted;
@@ -99,7 +133,9 @@ async function main(): Promise<void> {
       case 'insertAll':
         return engine.insertAll(
           'dist_flow',
-          Array.from({ length: command.count }, () => ({ state: { sleepMs: command.sleepMs, tag: command.tag } })),
+          Array.from({ length: command.count }, () => ({
+            state: { sleepMs: command.sleepMs, tag: command.tag },
+          })),
         );
       case 'signal': {
         const sent: Array<{ id: string; t0: number }> = [];
@@ -125,14 +161,24 @@ async function main(): Promise<void> {
         report({ type: 'reply', reqId: command.reqId, ok: true, result });
         if (command.cmd === 'shutdown') process.exit(0);
       },
-      (err: unknown) => report({ type: 'reply', reqId: command.reqId, ok: false, error: err instanceof Error ? err.stack ?? err.message : String(err) }),
+      (err: unknown) =>
+        report({
+          type: 'reply',
+          reqId: command.reqId,
+          ok: false,
+          error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+        }),
     );
   });
   process.on('disconnect', () => process.exit(1)); // the parent died: never linger
-  report({ type: 'ready', pid: process.pid, listening: engine.runtime.pokeTransport?.listening ?? null });
+  report({
+    type: 'ready',
+    pid: process.pid,
+    listening: engine.runtime.pokeTransport?.listening ?? null,
+  });
 }
 
 main().catch((err: unknown) => {
-  report({ type: 'fatal', error: err instanceof Error ? err.stack ?? err.message : String(err) });
+  report({ type: 'fatal', error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
   process.exit(1);
 });

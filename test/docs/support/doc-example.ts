@@ -20,7 +20,11 @@ export function writeDocExample(doc: string): { source: string; file: string } {
   const name = MARKER.exec(lines[markerAt]!.trim())![1]!;
   const open = lines.findIndex((line, i) => i > markerAt && line.trim() === '```ts');
   const close = lines.findIndex((line, i) => i > open && line.trim() === '```');
-  if (open !== markerAt + 1 || close < 0) throw new Error(`docs/${doc}: the example marker must be followed by a \`\`\`ts block`);
+  // Prettier keeps one blank line between the marker and the block.
+  const blankBetween = lines.slice(markerAt + 1, open).every((line) => line.trim() === '');
+  if (open < 0 || !blankBetween || close < 0) {
+    throw new Error(`docs/${doc}: the example marker must be followed by a \`\`\`ts block`);
+  }
   const source = lines.slice(open + 1, close).join('\n');
   const lib = join(ROOT, 'lib').split('\\').join('/');
   const rewritten = source
@@ -31,7 +35,10 @@ export function writeDocExample(doc: string): { source: string; file: string } {
   const file = join(dir, `${name}.ts`);
   // Write-then-rename: parallel jest workers may generate the same example at once.
   const partial = `${file}.${process.pid}.partial`;
-  writeFileSync(partial, `// Generated from docs/${doc} by test/docs/support/doc-example.ts — edit the doc, not this file.\n${rewritten}\n`);
+  writeFileSync(
+    partial,
+    `// Generated from docs/${doc} by test/docs/support/doc-example.ts — edit the doc, not this file.\n${rewritten}\n`,
+  );
   renameSync(partial, file);
   return { source, file };
 }
@@ -56,5 +63,7 @@ export function typeErrors(files: readonly string[]): string[] {
   return ts
     .getPreEmitDiagnostics(program)
     .filter((d) => d.file === undefined || names.has(d.file.fileName))
-    .map((d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+    .map(
+      (d) => `${d.file?.fileName ?? ''}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`,
+    );
 }
