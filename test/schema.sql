@@ -85,3 +85,15 @@ TABLE signals
   INDEX UNIQUE ON signals USING btree (id)  -- signals_pkey
   INDEX ON signals USING btree (target_id, name)  -- signals_target
   INDEX UNIQUE ON signals USING btree (target_id, dedup_key)  -- signals_target_dedup
+
+TRIGGER gen_durable_mark_signaled AFTER INSERT ON signals FOR EACH ROW EXECUTE FUNCTION gen_durable_mark_signaled()
+
+FUNCTION gen_durable_mark_signaled()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+     BEGIN
+       UPDATE gen_durable SET signaled = true WHERE id = NEW.target_id AND NOT signaled;
+       RETURN NULL;
+     END
+     $function$

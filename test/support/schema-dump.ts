@@ -2,9 +2,10 @@ import type { Pool } from 'pg';
 
 /**
  * A canonical, server-version-independent description of every object in `schema`: types,
- * tables with columns (type, nullability, default, generation), constraints, indexes and the
- * version comment. Diffed against the committed test/schema.sql so any schema change shows
- * up in review.
+ * tables with columns (type, nullability, default, generation), constraints, indexes, triggers
+ * and the version comment, then the functions (their full definitions). Diffed against the
+ * committed test/schema.sql so any schema change shows up in review. Schema qualifiers are
+ * stripped, so the dump of any schema equals the committed one.
  */
 export async function dumpSchema(pool: Pool, schema: string): Promise<string> {
   const lines: string[] = [];
@@ -76,5 +77,32 @@ export async function dumpSchema(pool: Pool, schema: string): Promise<string> {
       );
     }
   }
+  for (const trg of await q(
+    `SELECT t.tgname, c.relname, pg_get_triggerdef(t.oid) AS def
+       FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND NOT t.tgisinternal ORDER BY c.relname, t.tgname`,
+  )) {
+    lines.push(
+      '',
+      unqualified(String(trg['def']), schema).replace(/^CREATE (CONSTRAINT )?TRIGGER /, 'TRIGGER '),
+    );
+  }
+  for (const fn of await q(
+    `SELECT p.proname, pg_get_functiondef(p.oid) AS def
+       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+      WHERE n.nspname = $1 ORDER BY p.proname, pg_get_function_identity_arguments(p.oid)`,
+  )) {
+    lines.push(
+      '',
+      unqualified(String(fn['def']), schema)
+        .trim()
+        .replace(/^CREATE OR REPLACE FUNCTION /, 'FUNCTION '),
+    );
+  }
   return `${lines.join('\n').trim()}\n`;
+}
+
+/** The text with every `schema.` / `"schema".` qualifier removed. */
+function unqualified(text: string, schema: string): string {
+  return text.split(`"${schema}".`).join('').split(`${schema}.`).join('');
 }
