@@ -12,9 +12,14 @@ import {
   Step,
   type StepContext,
 } from '../../lib';
-import { FAST } from '../support/create-test-app';
-import { eventually } from '../support/create-test-app';
-import { bootEngine, type Harness, rowOf, sleep } from '../support/engine-harness';
+import {
+  bootEngine,
+  eventually,
+  FAST,
+  type Harness,
+  rowOf,
+  sleep,
+} from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 

@@ -1,5 +1,5 @@
 import { done, DurableFsm, Step, type StepContext } from '../../lib';
-import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 let release: (() => void) | undefined;
@@ -18,13 +18,13 @@ class SkewProbeFsm {
 // lease or eligibility decision, because every one of them is taken on the database clock.
 describe('S31 guard: a worker clock 30 s ahead', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   const realNow = Date.now.bind(Date);
 
   beforeAll(async () => {
     db = await createTestDatabase();
     jest.spyOn(Date, 'now').mockImplementation(() => realNow() + 30_000);
-    t = await createTestApp(db, [SkewProbeFsm]);
+    t = await bootEngine(db, [SkewProbeFsm]);
   });
   afterAll(async () => {
     release?.();

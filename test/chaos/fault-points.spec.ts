@@ -11,8 +11,7 @@ import {
   FAULTS_ENABLED,
   onFaultHit,
 } from '../../lib/runtime/fault-points';
-import { eventually } from '../support/create-test-app';
-import { bootEngine, type Harness, rowOf } from '../support/engine-harness';
+import { bootEngine, eventually, type Harness, rowOf } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 

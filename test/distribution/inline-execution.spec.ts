@@ -1,6 +1,5 @@
 import { done, DurableFsm, next, type NextOptions, Step, type StepContext } from '../../lib';
-import { bootEngine, type Harness } from '../support/engine-harness';
-import { eventually } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 interface ChainState {

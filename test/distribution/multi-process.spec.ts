@@ -1,4 +1,4 @@
-import { eventually } from '../support/create-test-app';
+import { eventually } from '../support/engine-harness';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
 import { type NodeHandle, percentile, startNode } from './support/cluster';
 import type { NodeConfig, NodeMessage } from './support/node-protocol';

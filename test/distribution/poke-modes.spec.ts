@@ -10,8 +10,7 @@ import {
 } from '../../lib/poke/postgres.poke-transport';
 import { RedisPokeTransport } from '../../lib/poke/redis.poke-transport';
 import type { Scheduler } from '../../lib/runtime/scheduler';
-import { bootEngine, type Harness } from '../support/engine-harness';
-import { eventually } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
 

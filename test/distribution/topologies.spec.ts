@@ -1,6 +1,5 @@
 import { awaitSignal, DurableFsm, done, Step, type StepContext } from '../../lib';
-import { bootEngine, type Harness } from '../support/engine-harness';
-import { eventually } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 @DurableFsm({ name: 'topology_flow', queue: 'topo' })

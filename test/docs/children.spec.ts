@@ -1,14 +1,14 @@
 import type { Type } from '@nestjs/common';
 
 import type { AwaitResult, EngineService } from '../../lib';
-import { createTestApp, type TestApp } from '../support/create-test-app';
+import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { loadDocExample } from './support/doc-example';
 
 // Runs the example of docs/children.md exactly as the page shows it.
 describe('docs/children.md example', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   const { module } = loadDocExample<{
     ReserveLineFsm: Type<unknown>;
     OrderFulfilmentFsm: Type<unknown>;
@@ -16,7 +16,7 @@ describe('docs/children.md example', () => {
   }>('children.md');
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [module.ReserveLineFsm, module.OrderFulfilmentFsm]);
+    t = await bootEngine(db, [module.ReserveLineFsm, module.OrderFulfilmentFsm]);
   });
   afterAll(async () => {
     await t.close();

@@ -1,14 +1,14 @@
 import type { Type } from '@nestjs/common';
 
 import type { EngineService } from '../../lib';
-import { createTestApp, type TestApp } from '../support/create-test-app';
+import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { loadDocExample } from './support/doc-example';
 
 // Runs the example of docs/concurrency.md exactly as the page shows it.
 describe('docs/concurrency.md example', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   const { module } = loadDocExample<{
     AccountSyncFsm: Type<unknown>;
     example(
@@ -17,7 +17,7 @@ describe('docs/concurrency.md example', () => {
   }>('concurrency.md');
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [module.AccountSyncFsm], {
+    t = await bootEngine(db, [module.AccountSyncFsm], {
       queues: { sync: 10 },
       concurrencyLimits: { partner: { limit: 2 } },
     });

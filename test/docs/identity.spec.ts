@@ -1,14 +1,14 @@
 import type { Type } from '@nestjs/common';
 
 import type { EngineService } from '../../lib';
-import { createTestApp, type TestApp } from '../support/create-test-app';
+import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { loadDocExample } from './support/doc-example';
 
 // Runs the example of docs/identity.md exactly as the page shows it.
 describe('docs/identity.md example', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   const { module } = loadDocExample<{
     SubscriptionFsm: Type<unknown>;
     DailyReportFsm: Type<unknown>;
@@ -16,7 +16,7 @@ describe('docs/identity.md example', () => {
   }>('identity.md');
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [module.SubscriptionFsm, module.DailyReportFsm]);
+    t = await bootEngine(db, [module.SubscriptionFsm, module.DailyReportFsm]);
   });
   afterAll(async () => {
     await t.close();

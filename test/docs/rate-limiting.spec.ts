@@ -1,14 +1,14 @@
 import type { Type } from '@nestjs/common';
 
 import type { EngineService } from '../../lib';
-import { createTestApp, type TestApp } from '../support/create-test-app';
+import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { loadDocExample } from './support/doc-example';
 
 // Runs the example of docs/rate-limiting.md exactly as the page shows it.
 describe('docs/rate-limiting.md example', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   const { module } = loadDocExample<{
     EnrichContactFsm: Type<unknown>;
     looked: string[];
@@ -18,7 +18,7 @@ describe('docs/rate-limiting.md example', () => {
   }>('rate-limiting.md');
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [module.EnrichContactFsm], {
+    t = await bootEngine(db, [module.EnrichContactFsm], {
       queues: { enrichment: 5 },
       rateLimits: { lookups: { allowed: 3, period: [1, 'hour'] } },
     });

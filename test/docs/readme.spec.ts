@@ -3,7 +3,7 @@ import { Test } from '@nestjs/testing';
 
 import { type AwaitResult, EngineService, GenDurableModule } from '../../lib';
 import type { DrainTally } from '../../lib/testing';
-import { createTestApp, type TestApp } from '../support/create-test-app';
+import { bootEngine, type Harness } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { loadDocExample, typeErrors } from './support/doc-example';
@@ -30,7 +30,7 @@ describe('README.md first FSM', () => {
   });
 
   it('runs with schedulers and answers as the page says', async () => {
-    const t: TestApp = await createTestApp(db, [module.CheckoutFsm]);
+    const t: Harness = await bootEngine(db, [module.CheckoutFsm]);
     try {
       expect(await module.example(t.engine)).toEqual({
         kind: 'done',

@@ -1,14 +1,14 @@
 import type { Type } from '@nestjs/common';
 
 import type { EngineService } from '../../lib';
-import { createTestApp, type TestApp } from '../support/create-test-app';
+import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { loadDocExample } from './support/doc-example';
 
 // Runs the example of docs/scheduling.md exactly as the page shows it.
 describe('docs/scheduling.md example', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   const { module } = loadDocExample<{
     NotificationFsm: Type<unknown>;
     sent: string[];
@@ -16,7 +16,7 @@ describe('docs/scheduling.md example', () => {
   }>('scheduling.md');
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [module.NotificationFsm], { queues: { notifications: 1 } });
+    t = await bootEngine(db, [module.NotificationFsm], { queues: { notifications: 1 } });
   });
   afterAll(async () => {
     await t.close();

@@ -1,21 +1,21 @@
 import type { Type } from '@nestjs/common';
 
 import type { AwaitResult, EngineService } from '../../lib';
-import { createTestApp, type TestApp } from '../support/create-test-app';
+import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { loadDocExample } from './support/doc-example';
 
 // Runs the example of docs/signals.md exactly as the page shows it.
 describe('docs/signals.md example', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   const { module, source } = loadDocExample<{
     ExpenseApprovalFsm: Type<unknown>;
     example(engine: EngineService): Promise<AwaitResult>;
   }>('signals.md');
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [module.ExpenseApprovalFsm]);
+    t = await bootEngine(db, [module.ExpenseApprovalFsm]);
   });
   afterAll(async () => {
     await t.close();

@@ -1,7 +1,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { join } from 'node:path';
 
-import { eventually } from '../support/create-test-app';
+import { eventually } from '../support/engine-harness';
 import { LEDGER_DDL } from '../support/fixtures/crash.fsm';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';

@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import request from 'supertest';
 
 import { AppModule } from '../../sample/app.module';
-import { eventually } from '../support/create-test-app';
+import { eventually } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The sample's checkout flow over HTTP (sample/checkout): an order is a Checkout FSM keyed

@@ -4,7 +4,7 @@ import request from 'supertest';
 
 import { AppModule } from '../../sample/app.module';
 import { Mailer } from '../../sample/notifications/send-email.job';
-import { eventually } from '../support/create-test-app';
+import { eventually } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 

@@ -13,7 +13,7 @@ import {
   type StepContext,
   stop,
 } from '../../lib';
-import { createTestApp, eventually, FAST, type TestApp } from '../support/create-test-app';
+import { bootEngine, eventually, FAST, type Harness } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -61,17 +61,17 @@ function countAfter(statements: readonly string[], from: number, name: string): 
 
 describe('caller-side await (SPEC §9)', () => {
   let db: TestDatabase;
-  let worker: TestApp;
-  let web: TestApp;
+  let worker: Harness;
+  let web: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
     // The worker's probe tick is long, so its waiters can only be woken by same-node pushes
     // (or the 1 s re-arm); the web node runs no queues and only awaits (tick 25 ms).
-    worker = await createTestApp(db, [OrderFsm], {
+    worker = await bootEngine(db, [OrderFsm], {
       queues: { default: 4 },
       await: { tick: 60_000 },
     });
-    web = await createTestApp(db, [OrderFsm], {
+    web = await bootEngine(db, [OrderFsm], {
       name: 'Web',
       queues: {},
       reaper: false,
@@ -213,7 +213,7 @@ describe('caller-side await (SPEC §9)', () => {
   });
 
   it('shutdown mid-wait degrades to a poll loop and still answers the result', async () => {
-    const closing = await createTestApp(db, [OrderFsm], {
+    const closing = await bootEngine(db, [OrderFsm], {
       name: 'Closing',
       queues: {},
       reaper: false,

@@ -1,5 +1,5 @@
 import { DurableFsm, done, next, Step, type StepContext } from '../../lib';
-import { createTestApp, type TestApp } from '../support/create-test-app';
+import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 @DurableFsm({ name: 'counter' })
@@ -21,10 +21,10 @@ class GreeterJob {
 
 describe('basic flow', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [CounterFsm, GreeterJob]);
+    t = await bootEngine(db, [CounterFsm, GreeterJob]);
   });
   afterAll(async () => {
     await t.close();
@@ -46,7 +46,7 @@ describe('basic flow', () => {
   });
 
   it('insertAll inserts many in one statement and they all finish', async () => {
-    t.resetStatements();
+    t.clear();
     const ids = await t.engine.insertAll(
       CounterFsm,
       Array.from({ length: 50 }, (_, i) => ({ state: { n: i % 3 } })),

@@ -10,7 +10,7 @@ import {
 } from '../../lib';
 import { buildInsertRow, insertParams } from '../../lib/engine/insert-row';
 import { INSERT_INSTANCE } from '../../lib/sql/insert.sql';
-import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
 import { claimRows, openRawSession, waitUntilBlockedBy } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -102,10 +102,10 @@ class TreeFsm {
 
 describe('child fan-out and join (SPEC §10)', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [ItemFsm, BasketFsm, TreeFsm], {
+    t = await bootEngine(db, [ItemFsm, BasketFsm, TreeFsm], {
       queues: { default: 8 },
       gc: { interval: 3_600_000, retention: 1, batch: 1000 },
     });
@@ -161,7 +161,7 @@ describe('child fan-out and join (SPEC §10)', () => {
   });
 
   it('zero children: the parent goes straight on, in the same flush', async () => {
-    t.resetStatements();
+    t.clear();
     const id = await t.engine.insert(BasketFsm, { state: { rounds: [[]] } });
     expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
       kind: 'done',
@@ -179,7 +179,7 @@ describe('child fan-out and join (SPEC §10)', () => {
     });
     await eventually(async () => keys.every((k) => gate(k).entered));
     expect(await view(id)).toMatchObject({ status: 'awaiting_children', childrenPending: 3 });
-    t.resetStatements();
+    t.clear();
     for (const k of keys) gate(k).open();
     expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toMatchObject({
       kind: 'done',
@@ -293,7 +293,7 @@ describe('child fan-out and join (SPEC §10)', () => {
           ),
         ),
       );
-      t.resetStatements();
+      t.clear();
       const reply = submitTogether(t.engine, [
         flushEntry(
           t.engine,

@@ -7,7 +7,7 @@ import {
   Step,
   type StepContext,
 } from '../../lib';
-import { createTestApp, type TestApp } from '../support/create-test-app';
+import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // SPEC §11, §26.8: the guard `correlation_guard` is settled by ON CONFLICT only at insert. A
@@ -44,10 +44,10 @@ const LIVE: DurableStatus[] = ['runnable', 'executing', 'awaiting_signal', 'awai
 
 describe('correlation scope shape (SPEC §11, §26.8)', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [ScopeJobFsm, ScopeParentFsm], { queues: { scope: 4 } });
+    t = await bootEngine(db, [ScopeJobFsm, ScopeParentFsm], { queues: { scope: 4 } });
   });
   afterAll(async () => {
     await t.close();

@@ -1,6 +1,5 @@
 import { done, DurableFsm, Step } from '../../lib';
-import { eventually } from '../support/create-test-app';
-import { bootEngine, type Harness } from '../support/engine-harness';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // SPEC §18 step 1, §25.8: GC deletes terminal rows past retention in batches (a full batch

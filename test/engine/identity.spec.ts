@@ -10,7 +10,7 @@ import {
   type StepContext,
   stop,
 } from '../../lib';
-import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // Identity (SPEC §11, §3.5): one correlation key is the uniqueness guard and the signal
@@ -32,11 +32,11 @@ const LIVE: DurableStatus[] = ['runnable', 'executing', 'awaiting_signal', 'awai
 
 describe('identity: correlation keys (SPEC §11)', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
     // GC runs only when a test calls sweep(); retention 1 ms makes every terminal row eligible.
-    t = await createTestApp(db, [SessionFsm], {
+    t = await bootEngine(db, [SessionFsm], {
       gc: { interval: 3_600_000, retention: 1, batch: 1000 },
     });
   });
@@ -180,7 +180,7 @@ describe('identity: correlation keys (SPEC §11)', () => {
 
   it('insertAll drops duplicates silently, in the batch and against live occupants', async () => {
     const live = await t.engine.insert(SessionFsm, { correlationKey: 'bulk:b' });
-    t.resetStatements();
+    t.clear();
     const ids = await t.engine.insertAll(SessionFsm, [
       { correlationKey: 'bulk:c' },
       { correlationKey: 'bulk:a' },

@@ -1,6 +1,5 @@
 import { cancel, done, DurableFsm, jobError, type StepContext } from '../../lib';
-import { eventually } from '../support/create-test-app';
-import { bootEngine, type Harness, rowOf } from '../support/engine-harness';
+import { bootEngine, eventually, type Harness, rowOf } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // SPEC §13: a class with perform(args, ctx) is a one-step instance.

@@ -2,13 +2,13 @@ import { done, DurableFsm, retry, scheduleChildren, Step, type StepContext } fro
 import {
   bootEngine,
   claimRows,
+  eventually,
   execute,
   Gates,
   type Harness,
   rowOf,
   sleep,
 } from '../support/engine-harness';
-import { eventually } from '../support/create-test-app';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // SPEC §17, §25.7, §26.2, §26.5: leases, heartbeats, reaper (+ poison pill), startup reclaim.

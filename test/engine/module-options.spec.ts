@@ -11,7 +11,7 @@ import {
   type GenDurableOptions,
   SchemaVersionError,
 } from '../../lib';
-import { FAST } from '../support/create-test-app';
+import { FAST } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 

@@ -16,7 +16,7 @@ import {
   Step,
   type StepContext,
 } from '../../lib';
-import { FAST } from '../support/create-test-app';
+import { FAST } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 

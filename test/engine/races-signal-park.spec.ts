@@ -10,7 +10,7 @@ import {
 import type { ClaimedRow } from '../../lib/runtime/claimed-row';
 import { LOAD_ENRICHMENT } from '../../lib/sql/claim.sql';
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
-import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
 import {
   claimRows,
@@ -59,12 +59,12 @@ const WORKER = 'race-worker';
 
 describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   let a: RawSession;
   let b: RawSession;
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [RacerFsm], { queues: { default: 4 } });
+    t = await bootEngine(db, [RacerFsm], { queues: { default: 4 } });
     a = await openRawSession(db);
     b = await openRawSession(db);
   });
@@ -139,7 +139,7 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
   describe('signal vs park', () => {
     it('park first: delivery waits on the parked, uncommitted row and flips it once the park commits', async () => {
       const [row, blocker] = await claimedManualRows(2);
-      t.resetStatements();
+      t.clear();
       const { flusherPid, replies } = await flushHeldOpen(
         row!,
         awaitSignal('go', 'woken', {}, { timeout: 60_000 }),
@@ -182,7 +182,7 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
       expect(await b.run(DELIVER_SIGNAL, [row!.id, null, 'go', '{"n":2}', null])).toEqual([
         expect.objectContaining({ id: row!.id, status: 'executing', inserted: true }),
       ]);
-      t.resetStatements();
+      t.clear();
       const replies = submitTogether(t.engine, [
         flushEntry(t.engine, row!, awaitSignal('go', 'woken', {})),
       ]);
@@ -207,7 +207,7 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
       await eventually(async () => gate(id).entered);
       await b.exec('BEGIN');
       await b.run(DELIVER_SIGNAL, [id, null, 'go', '{"n":3}', null]);
-      t.resetStatements();
+      t.clear();
       gate(id).open();
       // The step returned awaitSignal; the flusher's park waits on the delivery's row lock.
       const [flusherPid] = await waitUntilBlockedBy(db, b.pid);
@@ -273,7 +273,7 @@ describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)
       await eventually(async () => gate(id).entered);
       await b.exec('BEGIN');
       await b.run(DELIVER_SIGNAL, [id, null, 'go', '{"n":6}', null]);
-      t.resetStatements();
+      t.clear();
       gate(id).open();
       const [flusherPid] = await waitUntilBlockedBy(db, b.pid);
       expect(await isBlockedBy(db, flusherPid!, b.pid)).toBe(true);

@@ -7,7 +7,7 @@ import {
   Step,
   type StepContext,
 } from '../../lib';
-import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // Scheduling (SPEC §12, §2.5): delays on the database clock with eligibleAt > scheduleAt >
@@ -57,11 +57,11 @@ class ReportFsm {
 
 describe('scheduling: delays, priority, queues, retry delays (SPEC §12)', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
     // `serial` runs one step at a time, so execution order is the claim order.
-    t = await createTestApp(db, [TaskFsm, ReportFsm], {
+    t = await bootEngine(db, [TaskFsm, ReportFsm], {
       queues: { default: 4, serial: 1, reports: 1 },
     });
   });

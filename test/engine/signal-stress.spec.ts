@@ -1,5 +1,5 @@
 import { awaitSignal, done, DurableFsm, Step, type StepContext } from '../../lib';
-import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // SPEC §8.4 under load: 2 000 instances each park twice (on `a`, then on `b`) while
@@ -49,10 +49,10 @@ function shuffle<T>(items: T[]): T[] {
 
 describe('signal stress (SPEC §8.4)', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 24 });
-    t = await createTestApp(db, [StressFsm], { queues: { default: 64 } });
+    t = await bootEngine(db, [StressFsm], { queues: { default: 64 } });
   });
   afterAll(async () => {
     await t.close();

@@ -1,5 +1,5 @@
 import { awaitSignal, done, DurableFsm, NoTargetError, Step, type StepContext } from '../../lib';
-import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 /** When set, `ship` waits for it: keeps a woken instance live while a test signals it again. */
@@ -18,10 +18,10 @@ class CheckoutFsm {
 
 describe('signals: delivery and parking', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [CheckoutFsm]);
+    t = await bootEngine(db, [CheckoutFsm]);
   });
   afterAll(async () => {
     await t.close();

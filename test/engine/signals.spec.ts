@@ -11,7 +11,7 @@ import {
   stop,
   type StepContext,
 } from '../../lib';
-import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
 import { claimRows, openRawSession } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -161,10 +161,10 @@ class LooperFsm {
 
 describe('signals and await-parking (SPEC §8, §25.3)', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [WaitOnceFsm, PackFsm, LatecomerFsm, RetrierFsm, LooperFsm], {
+    t = await bootEngine(db, [WaitOnceFsm, PackFsm, LatecomerFsm, RetrierFsm, LooperFsm], {
       queues: { default: 8 },
     });
   });
@@ -191,7 +191,7 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
   it('delivery is one statement', async () => {
     const id = await t.engine.insert(WaitOnceFsm);
     await eventually(async () => (await status(id)) === 'awaiting_signal');
-    t.resetStatements();
+    t.clear();
     await t.engine.signal({ id }, 'go', { n: 1 });
     expect(t.statements.filter((s) => s === 'deliver_signal')).toHaveLength(1);
     expect(t.statements.slice(0, 1)).toEqual(['deliver_signal']);
@@ -386,7 +386,7 @@ describe('signals and await-parking (SPEC §8, §25.3)', () => {
 
   it('a delivery that wakes a row pokes its queue: no poll needed', async () => {
     // A second engine whose only poll after boot is a minute away: only pokes can start work.
-    const slow = await createTestApp(db, [WaitOnceFsm], {
+    const slow = await bootEngine(db, [WaitOnceFsm], {
       name: 'Poked',
       queues: { poked: 2 },
       pollInterval: 60_000,

@@ -1,7 +1,7 @@
 import { Client } from 'pg';
 
 import { done, DurableFsm, type GenDurableEvent, Step, type StepContext } from '../../lib';
-import { createTestApp, eventually, type TestApp } from '../support/create-test-app';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 let release: (() => void) | undefined;
@@ -21,12 +21,12 @@ class HeldFsm {
 // the row stays executing for the reaper and commits once the lock is gone.
 describe('statementTimeout', () => {
   let db: TestDatabase;
-  let t: TestApp;
+  let t: Harness;
   const events: GenDurableEvent[] = [];
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(db, [HeldFsm], {
+    t = await bootEngine(db, [HeldFsm], {
       statementTimeout: 300,
       reaper: false,
       queues: { default: 1 },

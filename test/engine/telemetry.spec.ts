@@ -11,8 +11,7 @@ import {
   Step,
   type StepContext,
 } from '../../lib';
-import { eventually } from '../support/create-test-app';
-import { bootEngine, Gates, type Harness, rowOf } from '../support/engine-harness';
+import { bootEngine, eventually, Gates, type Harness, rowOf } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // SPEC §20, §26.3, §26.4: every event this parts emit reaches both diagnostics_channel

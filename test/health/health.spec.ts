@@ -15,7 +15,7 @@ import {
   type StepContext,
 } from '../../lib';
 import { GenDurableHealthIndicator, GenDurableHealthModule } from '../../lib/health';
-import { eventually, FAST } from '../support/create-test-app';
+import { eventually, FAST } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 

@@ -1,7 +1,6 @@
 import { done, DurableFsm, next, Step, type StepContext } from '../../lib';
 import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
-import { eventually } from '../support/create-test-app';
-import { bootEngine, Gates, type Harness, sleep } from '../support/engine-harness';
+import { bootEngine, eventually, Gates, type Harness, sleep } from '../support/engine-harness';
 import { openRawSession, waitUntilBlockedBy } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 

@@ -1,6 +1,12 @@
 import { awaitSignal, done, DurableFsm, next, Step, type StepContext } from '../../lib';
-import { bootEngine, execute, Gates, type Harness, sleep } from '../support/engine-harness';
-import { eventually } from '../support/create-test-app';
+import {
+  bootEngine,
+  eventually,
+  execute,
+  Gates,
+  type Harness,
+  sleep,
+} from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { bucketsOf, sum } from './support/limiter-fixtures';
 

@@ -7,8 +7,7 @@ import {
   Step,
   type StepContext,
 } from '../../lib';
-import { eventually } from '../support/create-test-app';
-import { bootEngine, type Harness, sleep } from '../support/engine-harness';
+import { bootEngine, eventually, type Harness, sleep } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { bucketsOf } from './support/limiter-fixtures';
 

@@ -3,8 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 
 import { done, DurableFsm, Step, type StepContext } from '../../lib';
-import { eventually } from '../support/create-test-app';
-import { bootEngine, Gates, type Harness, sleep } from '../support/engine-harness';
+import { bootEngine, eventually, Gates, type Harness, sleep } from '../support/engine-harness';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
 import { bucketsOf } from './support/limiter-fixtures';
 import { PrivateRedis } from './support/private-redis';

@@ -6,8 +6,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { Client } from 'pg';
 
 import { done, DurableFsm, type GenDurableOptions, next, Step } from '../../lib';
-import { eventually } from '../support/create-test-app';
-import { bootEngine } from '../support/engine-harness';
+import { bootEngine, eventually } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
 import { bucketsOf, sum } from './support/limiter-fixtures';

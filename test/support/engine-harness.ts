@@ -9,21 +9,37 @@ import {
   type GenDurableOptions,
 } from '../../lib';
 import type { ClaimedRow } from '../../lib/runtime/claimed-row';
-import { FAST } from './create-test-app';
 import { trackResource } from './open-resources';
 import type { TestDatabase } from './test-database';
 
+// The one way a spec boots an engine: `bootEngine(db, providers, options)` gives a Nest
+// application context with GenDurableModule over `db`'s DataSource, the FSM providers, the FAST
+// timings below unless `{ raw: true }`, and a record of events and statements. Tracked: the
+// leak check fails the file if it is not closed.
+
+/** Fast timings for tests (lease 2 s, heartbeat 0.5 s, reaper 0.25 s, poll 50 ms). */
+export const FAST: Partial<GenDurableOptions> = {
+  leaseTtl: 2000,
+  heartbeatInterval: 500,
+  pollInterval: 50,
+  maxPollInterval: 200,
+  reaper: { interval: 250 },
+  drainTimeout: 1000,
+};
+
 /**
- * An engine app whose events$ and statements are recorded from before `init()`, so boot-time
- * events (scheduler:reclaimed, boot:warning, the first pick) are seen too.
+ * An engine app whose events$ are recorded from before `init()`, so boot-time events
+ * (scheduler:reclaimed, boot:warning, the first pick) are seen too, and whose statements are
+ * recorded from the end of `init()` on.
  */
 export interface Harness {
   readonly app: INestApplicationContext;
   readonly engine: EngineService;
   /** Every event since boot (or the last `clear()`). */
   readonly events: GenDurableEvent[];
-  /** Names of the statements run since the last `clear()`. */
+  /** Names of the statements run since the end of boot (or the last `clear()`). */
   readonly statements: string[];
+  /** Forgets the events and statements recorded so far. */
   clear(): void;
   /** Events named `name` (optionally filtered by metadata.id). */
   eventsOf(name: GenDurableEventName, id?: string): GenDurableEvent[];
@@ -109,6 +125,7 @@ export async function bootEngine(
         listeners.add(listener);
       });
     },
+    /** Closes the app (idempotent). */
     async close() {
       if (!open) return;
       off();
@@ -197,3 +214,25 @@ export async function rowOf(db: TestDatabase, id: string): Promise<Record<string
 
 export const sleep = (ms: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
+export async function eventually<T>(
+  fn: () => Promise<T | undefined | null | false>,
+  timeoutMs = 10_000,
+  everyMs = 20,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await fn();
+      if (value) return value;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

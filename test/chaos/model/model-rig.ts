@@ -2,7 +2,7 @@ import type fc from 'fast-check';
 
 import { GarbageCollector } from '../../../lib/runtime/gc';
 import { Reaper } from '../../../lib/runtime/reaper';
-import { createTestApp, type TestApp } from '../../support/create-test-app';
+import { bootEngine, type Harness } from '../../support/engine-harness';
 import type { TestDatabase } from '../../support/test-database';
 import { checkInvariants, LEASE_MS, ModelFsm, type Real, type World } from './model-commands';
 import { MAX_REAPS } from './reference-model';
@@ -25,8 +25,8 @@ export class Checked implements fc.AsyncCommand<World, Real, false> {
 
 export async function startModelRig(
   db: TestDatabase,
-): Promise<{ app: TestApp; fresh: () => Promise<Real> }> {
-  const app = await createTestApp(db, [ModelFsm], {
+): Promise<{ app: Harness; fresh: () => Promise<Real> }> {
+  const app = await bootEngine(db, [ModelFsm], {
     queues: {},
     reaper: false,
     gc: false,
