@@ -1,6 +1,6 @@
 import type { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 
-import { renderStatement, type Statement } from '../sql/statement';
+import { renderStatement, type Statement, type StatementRunner } from '../sql/statement';
 import { BEGIN, BEGIN_WITH_IDLE_TIMEOUT, COMMIT, ROLLBACK } from '../sql/transaction.sql';
 
 /** Something a statement can run on: a pooled client inside a transaction, or the pool. */
@@ -32,7 +32,7 @@ const PREPARED_NAME_LIMIT = 63;
  * Renders each statement once per schema, runs it as a named prepared statement, applies the
  * client-side timeout and reports every statement (including BEGIN/COMMIT) to listeners.
  */
-export class SqlExecutor {
+export class SqlExecutor implements StatementRunner {
   private readonly rendered = new Map<string, { text: string; name: string }>();
   private readonly listeners = new Set<StatementListener>();
 

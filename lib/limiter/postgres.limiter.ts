@@ -8,6 +8,8 @@ import {
   PRUNE_RATE_BUCKETS,
   READ_GATE_DEFICITS,
   RECONCILE_GATES,
+  type AdmitVerdict,
+  type GateCredit,
 } from '../sql/limiter.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import { AdmitVerdicts } from './admit-verdicts';
@@ -30,15 +32,6 @@ const DEADLOCK = '40P01';
 const PRUNE_PAGE = 1000;
 /** Default settle window of the gate reconcile, ms (see READ_GATE_DEFICITS). */
 const RECONCILE_SETTLE_MS = 1000;
-
-interface AdmitRecord {
-  id: string;
-  admitted: boolean;
-  shard: number | null;
-  gate_ok: boolean;
-  rate_checked: boolean;
-  rate_ok: boolean;
-}
 
 /**
  * The default limiter (SPEC §16.2): sharded counters in gen_durable_buckets, admitted in one
@@ -63,16 +56,9 @@ export class PostgresLimiter implements Limiter {
 
   async admit(entries: readonly LimiterEntry[], queue: string): Promise<AdmitResult> {
     if (entries.length === 0) return { admitted: [], denied: [], throttled: [] };
-    const params = [
-      entries.map((e) => e.id),
-      entries.map((e) => e.gateKey),
-      entries.map((e) => e.rateKey),
-      entries.map((e) => e.weight),
-    ];
     for (let attempt = 1; ; attempt++) {
       try {
-        const records = await this.sql.query<AdmitRecord>(ADMIT, params);
-        return verdicts(entries, records);
+        return verdicts(entries, await ADMIT.run(this.sql, { entries }));
       } catch (err) {
         const { constraint, code } = err as { constraint?: string; code?: string };
         if (constraint === CHECK_CONSTRAINT || code === DEADLOCK) {
@@ -96,11 +82,10 @@ export class PostgresLimiter implements Limiter {
       if (c) c.n += 1;
       else counts.set(id, { key: s.key, shard: s.shard, n: 1 });
     }
-    const rows = [...counts.values()];
-    const params = [rows.map((r) => r.key), rows.map((r) => r.shard), rows.map((r) => r.n)];
+    const credits: readonly GateCredit[] = [...counts.values()];
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.sql.query(CREDIT_GATES, params);
+        await CREDIT_GATES.run(this.sql, { credits });
         return;
       } catch (err) {
         if (attempt >= ATTEMPTS || !isTransient(err)) {
@@ -126,36 +111,28 @@ export class PostgresLimiter implements Limiter {
     let buckets = 0;
     let after = '';
     for (;;) {
-      const page = (
-        await this.sql.query<{ deleted: number; last_key: string | null }>(PRUNE_RATE_BUCKETS, [
-          after,
-          PRUNE_PAGE,
-        ])
-      )[0];
-      buckets += page?.deleted ?? 0;
-      if (!page?.last_key) break;
-      after = page.last_key;
+      const page = await PRUNE_RATE_BUCKETS.run(this.sql, {
+        afterKey: after,
+        pageSize: PRUNE_PAGE,
+      });
+      buckets += page.deleted;
+      if (!page.lastKey) break;
+      after = page.lastKey;
     }
     // A counter is raised only by a deficit that outlived the settle window: a credit still in
     // flight (outcome committed, credit not yet applied) looks like a leak for an instant.
-    const deficits = await this.sql.query<{ key: string; shard: number; deficit: number }>(
-      READ_GATE_DEFICITS,
-    );
+    const deficits = await READ_GATE_DEFICITS.run(this.sql);
     const raise = new Map(deficits.map((d) => [`${d.shard}\u0000${d.key}`, d.deficit]));
     if (deficits.length > 0) await new Promise((resolve) => setTimeout(resolve, this.settleMs));
     const gates = await this.sql.transaction(async (tx) => {
-      const locked = await this.sql.query<{ key: string; shard: number }>(LOCK_GATE_SHARDS, [], tx);
+      const locked = await LOCK_GATE_SHARDS.run(this.sql, undefined, tx);
       if (locked.length === 0) return 0;
-      const changed = await this.sql.query<{ changed: number }>(
-        RECONCILE_GATES,
-        [
-          locked.map((l) => l.key),
-          locked.map((l) => l.shard),
-          locked.map((l) => raise.get(`${l.shard}\u0000${l.key}`) ?? 0),
-        ],
-        tx,
-      );
-      return changed[0]?.changed ?? 0;
+      const shards = locked.map((l) => ({
+        key: l.key,
+        shard: l.shard,
+        raise: raise.get(`${l.shard}\u0000${l.key}`) ?? 0,
+      }));
+      return RECONCILE_GATES.run(this.sql, { shards }, tx);
     });
     return { buckets, gates };
   }
@@ -166,13 +143,13 @@ export class PostgresLimiter implements Limiter {
 }
 
 /** Turns the per-entry rows of ADMIT into the contract's result and per-key reports. */
-function verdicts(entries: readonly LimiterEntry[], records: readonly AdmitRecord[]): AdmitResult {
+function verdicts(entries: readonly LimiterEntry[], records: readonly AdmitVerdict[]): AdmitResult {
   const byId = new Map(records.map((r) => [r.id, r]));
   const v = new AdmitVerdicts();
   for (const entry of entries) {
     const r = byId.get(entry.id);
-    if (entry.gateKey !== null) v.gate(entry.gateKey, r?.gate_ok === true);
-    if (entry.rateKey !== null && r?.rate_checked) v.rate(entry.rateKey, r.rate_ok);
+    if (entry.gateKey !== null) v.gate(entry.gateKey, r?.gateOk === true);
+    if (entry.rateKey !== null && r?.rateChecked) v.rate(entry.rateKey, r.rateOk);
     if (r?.admitted) {
       v.admit(
         entry.id,

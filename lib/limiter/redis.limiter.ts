@@ -73,7 +73,7 @@ export class RedisLimiter implements Limiter {
       if (c.kind === 'conc') this.gates.set(c.name, c.capacity);
       else this.rates.set(c.name, { rate: c.rate ?? 0, burst: c.capacity });
     }
-    const database = (await this.sql.query<{ name: string }>(CURRENT_DATABASE))[0]?.name ?? '';
+    const database = await CURRENT_DATABASE.run(this.sql);
     this.marker = `gd:seed:${database}/${this.sql.schema}`;
     await upsertLimitConfigs(this.sql, configs);
     await this.connect();
@@ -242,7 +242,7 @@ export class RedisLimiter implements Limiter {
     const slots = result.admitted.flatMap((a) => (a.slot ? [a.slot] : []));
     if (slots.length === 0) return;
     try {
-      await this.sql.query(MARK_REDIS_ADMITTED, [slots.map((s) => s.id)]);
+      await MARK_REDIS_ADMITTED.run(this.sql, { ids: slots.map((s) => s.id) });
     } catch (err) {
       await this.credit(slots);
       throw err;
@@ -258,11 +258,9 @@ export class RedisLimiter implements Limiter {
   private seed(client: Redis): Promise<void> {
     this.seeding ??= (async () => {
       try {
-        const holders = await this.sql.query<{ id: string; key: string; remaining_ms: number }>(
-          LIST_GATE_HOLDERS,
-        );
+        const holders = await LIST_GATE_HOLDERS.run(this.sql);
         const keys = [this.marker, ...holders.map((h) => gateKey(h.key))];
-        const args = holders.flatMap((h) => [h.id, Math.ceil(h.remaining_ms)]);
+        const args = holders.flatMap((h) => [h.id, Math.ceil(h.remainingMs)]);
         await this.command(client, SEED_SCRIPT)(keys.length, ...keys, ...args);
         this.logger.log(`Redis limiter seeded with ${holders.length} gate holder(s) from Postgres`);
       } finally {

@@ -14,11 +14,5 @@ export async function upsertLimitConfigs(
   if (configs.length === 0) return;
   const key = (c: LimitConfig) => `${c.kind}\u0000${c.name}`;
   const sorted = [...configs].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
-  await sql.query(UPSERT_BUCKET_CONFIGS, [
-    sorted.map((c) => c.kind),
-    sorted.map((c) => c.name),
-    sorted.map((c) => c.rate),
-    sorted.map((c) => c.capacity),
-    sorted.map((c) => c.shards),
-  ]);
+  await UPSERT_BUCKET_CONFIGS.run(sql, { configs: sorted });
 }

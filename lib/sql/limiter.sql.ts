@@ -1,10 +1,86 @@
-import { sql } from './statement';
+import { noRows } from './row-decoders';
+import { noParams, sql } from './statement';
 
 // The PostgreSQL limiter (SPEC §14–§16.2, §18 steps 2–3). Counter rows live in
 // gen_durable_buckets, PK gen_durable_buckets_pkey (kind, key, shard), fenced by
 // gen_durable_buckets_check (0 ≤ available ≤ capacity); policies in gen_durable_bucket_configs,
 // PK (kind, name). Counter rows are locked FOR UPDATE SKIP LOCKED in (key, shard) order (R6):
 // an admit never waits on a counter another admit holds, it takes the other shards.
+
+/** One limit declaration, a row of gen_durable_bucket_configs. */
+export interface BucketConfig {
+  readonly kind: 'rate' | 'conc';
+  readonly name: string;
+  /** Tokens per second (rate limits); null for gates. */
+  readonly rate: number | null;
+  /** Burst (rate) or limit (gate). */
+  readonly capacity: number;
+  readonly shards: number;
+}
+
+/** One claimed row asking ADMIT for admission, in claim order. */
+export interface AdmitEntry {
+  readonly id: string;
+  readonly gateKey: string | null;
+  readonly rateKey: string | null;
+  readonly weight: number;
+}
+
+interface AdmitRecord {
+  id: string;
+  admitted: boolean;
+  shard: number | null;
+  gate_ok: boolean;
+  rate_checked: boolean;
+  rate_ok: boolean;
+}
+
+/** ADMIT's answer for one entry: the verdict, the drawn shard, and the gate and rate verdicts. */
+export interface AdmitVerdict {
+  readonly id: string;
+  readonly admitted: boolean;
+  readonly shard: number | null;
+  readonly gateOk: boolean;
+  /** The entry reached its rate bucket (it has one and passed its gate). */
+  readonly rateChecked: boolean;
+  readonly rateOk: boolean;
+}
+
+/** `n` slots returned to one gate shard (CREDIT_GATES). */
+export interface GateCredit {
+  readonly key: string;
+  readonly shard: number;
+  readonly n: number;
+}
+
+/** One page of PRUNE_RATE_BUCKETS: rows deleted and the page's last key (null: no more). */
+export interface PrunedPage {
+  readonly deleted: number;
+  readonly lastKey: string | null;
+}
+
+/** A gate shard (LOCK_GATE_SHARDS). */
+export interface GateShard {
+  readonly key: string;
+  readonly shard: number;
+}
+
+/** A gate shard whose counter is below the executing truth by `deficit` (READ_GATE_DEFICITS). */
+export interface GateDeficit extends GateShard {
+  readonly deficit: number;
+}
+
+/** A locked gate shard and the most RECONCILE_GATES may raise its counter. */
+export interface GateRaise extends GateShard {
+  readonly raise: number;
+}
+
+/** A gate holder the Redis limiter re-seeds (LIST_GATE_HOLDERS). */
+export interface GateHolder {
+  readonly id: string;
+  readonly key: string;
+  readonly remainingMs: number;
+}
 
 /**
  * Seeds this node's limit declarations at boot (SPEC §16.1): one upsert over parallel arrays
@@ -21,6 +97,25 @@ export const UPSERT_BUCKET_CONFIGS = sql(
    ON CONFLICT (kind, name) DO UPDATE
       SET rate = excluded.rate, capacity = excluded.capacity, shards = excluded.shards, updated_at = now()
     WHERE (c.rate, c.capacity, c.shards) IS DISTINCT FROM (excluded.rate, excluded.capacity, excluded.shards)`,
+  {
+    params: ({ configs }: { readonly configs: readonly BucketConfig[] }) => {
+      const kinds = new Array<string>(configs.length);
+      const names = new Array<string>(configs.length);
+      const rates = new Array<number | null>(configs.length);
+      const capacities = new Array<number>(configs.length);
+      const shards = new Array<number>(configs.length);
+      for (let i = 0; i < configs.length; i++) {
+        const c = configs[i]!;
+        kinds[i] = c.kind;
+        names[i] = c.name;
+        rates[i] = c.rate;
+        capacities[i] = c.capacity;
+        shards[i] = c.shards;
+      }
+      return [kinds, names, rates, capacities, shards];
+    },
+    decode: noRows,
+  },
 );
 
 /**
@@ -181,6 +276,37 @@ export const ADMIT = sql(
      LEFT JOIN gpick p ON p.ord = e.ord
      LEFT JOIN re r ON r.ord = e.ord
     ORDER BY e.ord`,
+  {
+    params: ({ entries }: { readonly entries: readonly AdmitEntry[] }) => {
+      const ids = new Array<string>(entries.length);
+      const gateKeys = new Array<string | null>(entries.length);
+      const rateKeys = new Array<string | null>(entries.length);
+      const weights = new Array<number>(entries.length);
+      for (let i = 0; i < entries.length; i++) {
+        const e = entries[i]!;
+        ids[i] = e.id;
+        gateKeys[i] = e.gateKey;
+        rateKeys[i] = e.rateKey;
+        weights[i] = e.weight;
+      }
+      return [ids, gateKeys, rateKeys, weights];
+    },
+    decode: (rows: readonly AdmitRecord[]): AdmitVerdict[] => {
+      const out = new Array<AdmitVerdict>(rows.length);
+      for (let i = 0; i < rows.length; i++) {
+        const r = rows[i]!;
+        out[i] = {
+          id: r.id,
+          admitted: r.admitted,
+          shard: r.shard,
+          gateOk: r.gate_ok,
+          rateChecked: r.rate_checked,
+          rateOk: r.rate_ok,
+        };
+      }
+      return out;
+    },
+  },
 );
 
 /**
@@ -204,6 +330,21 @@ export const CREDIT_GATES = sql(
      FROM c JOIN l ON l.key = c.key AND l.shard = c.shard
     WHERE b.kind = 'conc' AND b.key = c.key AND b.shard = c.shard
    RETURNING b.key`,
+  {
+    params: ({ credits }: { readonly credits: readonly GateCredit[] }) => {
+      const keys = new Array<string>(credits.length);
+      const shards = new Array<number>(credits.length);
+      const counts = new Array<number>(credits.length);
+      for (let i = 0; i < credits.length; i++) {
+        const c = credits[i]!;
+        keys[i] = c.key;
+        shards[i] = c.shard;
+        counts[i] = c.n;
+      }
+      return [keys, shards, counts];
+    },
+    decode: noRows,
+  },
 );
 
 /**
@@ -249,6 +390,16 @@ export const PRUNE_RATE_BUCKETS = sql(
      RETURNING b.key
    )
    SELECT (SELECT count(*) FROM del)::int AS deleted, (SELECT max(page.key) FROM page) AS last_key`,
+  {
+    params: (i: { readonly afterKey: string; readonly pageSize: number }) => [
+      i.afterKey,
+      i.pageSize,
+    ],
+    decode: (rows: readonly { deleted: number; last_key: string | null }[]): PrunedPage => ({
+      deleted: rows[0]?.deleted ?? 0,
+      lastKey: rows[0]?.last_key ?? null,
+    }),
+  },
 );
 
 /**
@@ -277,6 +428,7 @@ export const READ_GATE_DEFICITS = sql(
      ) x
     WHERE b.kind = 'conc' AND b.shard < k.shards AND x.target > b.available
     ORDER BY b.key, b.shard`,
+  { params: noParams, decode: (rows: readonly GateDeficit[]) => rows },
 );
 
 /**
@@ -291,6 +443,7 @@ export const LOCK_GATE_SHARDS = sql(
     WHERE b.kind = 'conc'
     ORDER BY b.key, b.shard
       FOR UPDATE SKIP LOCKED`,
+  { params: noParams, decode: (rows: readonly GateShard[]) => rows },
 );
 
 /**
@@ -369,6 +522,21 @@ export const RECONCILE_GATES = sql(
      RETURNING key
    )
    SELECT ((SELECT count(*) FROM fix) + (SELECT count(*) FROM del) + (SELECT count(*) FROM fill))::int AS changed`,
+  {
+    params: ({ shards }: { readonly shards: readonly GateRaise[] }) => {
+      const keys = new Array<string>(shards.length);
+      const numbers = new Array<number>(shards.length);
+      const raises = new Array<number>(shards.length);
+      for (let i = 0; i < shards.length; i++) {
+        const s = shards[i]!;
+        keys[i] = s.key;
+        numbers[i] = s.shard;
+        raises[i] = s.raise;
+      }
+      return [keys, numbers, raises];
+    },
+    decode: (rows: readonly { changed: number }[]) => rows[0]?.changed ?? 0,
+  },
 );
 
 /**
@@ -383,6 +551,7 @@ export const MARK_REDIS_ADMITTED = sql(
       SET concurrency_shard = 1
     WHERE id = ANY ($1::bigint[]) AND status = 'executing' AND concurrency_shard = 0
    RETURNING id`,
+  { params: (i: { readonly ids: readonly string[] }) => [i.ids], decode: noRows },
 );
 
 /**
@@ -399,7 +568,21 @@ export const LIST_GATE_HOLDERS = sql(
     WHERE g.status = 'executing' AND g.lease_expires_at IS NOT NULL
       AND g.concurrency_key IS NOT NULL AND g.concurrency_shard = 1
     ORDER BY g.id`,
+  {
+    params: noParams,
+    decode: (rows: readonly { id: string; key: string; remaining_ms: number }[]): GateHolder[] => {
+      const out = new Array<GateHolder>(rows.length);
+      for (let i = 0; i < rows.length; i++) {
+        const r = rows[i]!;
+        out[i] = { id: r.id, key: r.key, remainingMs: r.remaining_ms };
+      }
+      return out;
+    },
+  },
 );
 
 /** The database name: part of the Redis limiter's seed marker, so two databases sharing one Redis each re-seed their own holders. */
-export const CURRENT_DATABASE = sql('current_database', `SELECT current_database() AS name`);
+export const CURRENT_DATABASE = sql('current_database', `SELECT current_database() AS name`, {
+  params: noParams,
+  decode: (rows: readonly { name: string }[]) => rows[0]?.name ?? '',
+});

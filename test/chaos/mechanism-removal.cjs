@@ -86,7 +86,7 @@ const MECHANISMS = {
     edits: [
       [
         'lib/limiter/redis.limiter.ts',
-        'const keys = [this.marker, ...holders.map((h) => gateKey(h.key))];\n        const args = holders.flatMap((h) => [h.id, Math.ceil(h.remaining_ms)]);',
+        'const keys = [this.marker, ...holders.map((h) => gateKey(h.key))];\n        const args = holders.flatMap((h) => [h.id, Math.ceil(h.remainingMs)]);',
         'const keys = [this.marker];\n        const args: number[] = [];',
       ],
     ],

@@ -219,9 +219,9 @@ describe('PostgresLimiter', () => {
     try {
       await client.query('BEGIN');
       // Transaction A mints the cold key holding 2 of 3 and does not commit yet.
-      const first = await sqlx.sql.query<{ admitted: boolean }>(
-        ADMIT,
-        [a, ['g3:race', 'g3:race'], [null, null], [1, 1]],
+      const first = await ADMIT.run(
+        sqlx.sql,
+        { entries: entriesOf(a, { gateKey: 'g3:race' }) },
         client,
       );
       expect(first.map((r) => r.admitted)).toEqual([true, true]);
@@ -245,7 +245,7 @@ describe('PostgresLimiter', () => {
     const client = await db.pool.connect();
     try {
       await client.query('BEGIN');
-      await sqlx.sql.query(ADMIT, [a, [null, null], ['cold:race', 'cold:race'], [1, 1]], client);
+      await ADMIT.run(sqlx.sql, { entries: entriesOf(a, { rateKey: 'cold:race' }) }, client);
       const racing = limiter.admit(entriesOf(b, { rateKey: 'cold:race' }), 'limits');
       await new Promise((r) => setTimeout(r, 200));
       await client.query('COMMIT');
