@@ -5,6 +5,7 @@ import type { Type } from '@nestjs/common';
 import { isArray } from '../util/is-array';
 
 import { InvalidOutcomeError } from '../errors/invalid-outcome.error';
+import type { PublicOutcomeKind } from './outcome-kinds';
 import type { InsertOptions } from '../engine/insert-options.interface';
 
 /** Outcomes built by this module; a WeakSet keeps the objects plain (no hidden property). */
@@ -52,6 +53,14 @@ export type Outcome =
   | { readonly kind: 'stop'; readonly reason: string };
 
 export type OutcomeKind = Outcome['kind'];
+
+/**
+ * The public union lists exactly the public kinds of the outcome table: a kind added to
+ * OUTCOME_KINDS without its member here (or the reverse) fails compilation on this line.
+ */
+type SameKinds<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const publicKindsMatch: SameKinds<OutcomeKind, PublicOutcomeKind> = true;
+void publicKindsMatch;
 
 function brand<T extends Outcome>(outcome: T): T {
   OUTCOMES.add(outcome);

@@ -8,6 +8,7 @@ import { UnknownStepError } from '../errors/unknown-step.error';
 import { isJobResult } from '../fsm/job-results';
 import { limitName } from '../fsm/limit-key';
 import { done, isOutcome, type Outcome, reasonText, retry, stop } from '../fsm/outcome';
+import { OUTCOME_KINDS, type TallyKind } from '../fsm/outcome-kinds';
 import type { Signal, StepContext } from '../fsm/step-context';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
@@ -24,8 +25,8 @@ const FLUSH_ANSWER_TIMEOUT_MS = 30_000;
 /** What happened to one claimed row: the flusher's reply (or the crash path) and the outcome kind. */
 export interface ExecutionResult {
   readonly reply: FlushReply | 'crash';
-  /** The kind of the last outcome (of the last step of an inline chain). */
-  readonly kind: Exclude<FlushEntry['kind'], 'continue'> | null;
+  /** The tally counter of the last outcome (of the last step of an inline chain). */
+  readonly kind: TallyKind | null;
 }
 
 export interface ExecuteOptions {
@@ -117,7 +118,7 @@ export class Executor {
     ) {
       const step = await this.runAhead.advance(held, row, entry);
       if (step.kind === 'continue') return { next: step.row };
-      if (step.kind === 'ended') return { reply: step.reply, kind: 'next' };
+      if (step.kind === 'ended') return { reply: step.reply, kind: OUTCOME_KINDS.next.tally };
       if (step.kind === 'crash') return this.crash(row, step.error);
     }
     const reply = await this.commit(entry);
@@ -134,7 +135,7 @@ export class Executor {
         { id: row.id, fsm: row.fsm, step: row.step, error: 'flush failed' },
       );
     }
-    return { reply, kind: entry.kind === 'continue' ? 'next' : entry.kind };
+    return { reply, kind: OUTCOME_KINDS[entry.kind].tally };
   }
 
   /** Hands an entry to its queue's flusher and waits for the answer (30 s at most, then error). */

@@ -1,3 +1,4 @@
+import type { KindsWrittenBy } from '../fsm/outcome-kinds';
 import type { InsertRow } from '../engine/insert-row';
 import type { LimiterSlot } from '../limiter/limiter.interface';
 
@@ -20,7 +21,7 @@ interface EntryBase {
 
 export interface TransitionEntry extends EntryBase {
   /** `continue` = the inline hand-off of a `next` that keeps the claim (SPEC §7). */
-  readonly kind: 'next' | 'retry' | 'done' | 'stop' | 'continue';
+  readonly kind: KindsWrittenBy<'transition'>;
   readonly nextStep: string | null;
   readonly stateText: string | null;
   readonly resultText: string | null;
@@ -37,7 +38,7 @@ export interface TransitionEntry extends EntryBase {
 }
 
 export interface ParkEntry extends EntryBase {
-  readonly kind: 'await';
+  readonly kind: KindsWrittenBy<'park'>;
   readonly nextStep: string;
   readonly stateText: string;
   readonly names: readonly string[];
@@ -45,7 +46,7 @@ export interface ParkEntry extends EntryBase {
 }
 
 export interface FanOutEntry extends EntryBase {
-  readonly kind: 'scheduleChildren';
+  readonly kind: KindsWrittenBy<'fanOut'>;
   readonly nextStep: string;
   readonly stateText: string;
   readonly children: readonly InsertRow[];

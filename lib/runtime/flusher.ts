@@ -1,3 +1,4 @@
+import { assertNever, OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import { Logger } from '@nestjs/common';
 
 import { type Queryable, isTransient, type SqlExecutor } from '../db/sql-executor';
@@ -123,7 +124,7 @@ export class Flusher {
         effects = await this.withRetries(() => this.writeSolo(entries));
         const committedIds = new Set(effects.committed.map((e) => e.id));
         const rest = entries.filter(
-          (e) => !committedIds.has(e.id) && (e.kind === 'done' || e.kind === 'stop'),
+          (e) => !committedIds.has(e.id) && OUTCOME_KINDS[e.kind].terminal,
         );
         if (rest.length > 0) {
           try {
@@ -207,11 +208,7 @@ export class Flusher {
 
   /** The flush transaction body (SPEC §6.3). */
   private async write(tx: Queryable, entries: FlushEntry[]): Promise<FlushEffects> {
-    const transitions = entries.filter(
-      (e): e is TransitionEntry => e.kind !== 'await' && e.kind !== 'scheduleChildren',
-    );
-    const parks = entries.filter((e): e is ParkEntry => e.kind === 'await');
-    const fanOuts = entries.filter((e): e is FanOutEntry => e.kind === 'scheduleChildren');
+    const { transitions, parks, fanOuts } = byStatement(entries);
     const committedIds = new Set<string>();
     const pokeQueues = new Set<string>();
     const settledIds: string[] = [];
@@ -325,11 +322,7 @@ export class Flusher {
 
     // 4. consume: exact awaited pairs of committed progressing entries; whole inbox of terminals
     const pairs = entries
-      .filter(
-        (e) =>
-          committedIds.has(e.id) &&
-          (e.kind === 'next' || e.kind === 'continue' || e.kind === 'scheduleChildren'),
-      )
+      .filter((e) => committedIds.has(e.id) && OUTCOME_KINDS[e.kind].consumesAwaited)
       .flatMap((e) => e.awaitedIds.map((s) => [e.id, s] as const));
     if (pairs.length > 0) {
       await this.sql.query(CONSUME_SIGNALS, [pairs.map((p) => p[0]), pairs.map((p) => p[1])], tx);
@@ -372,16 +365,55 @@ interface TransitionRecord {
  */
 function isSolo(entries: readonly FlushEntry[]): entries is TransitionEntry[] {
   for (const e of entries) {
-    if (e.kind === 'await' || e.kind === 'scheduleChildren') return false;
+    const spec = OUTCOME_KINDS[e.kind];
+    if (spec.write !== 'transition') return false;
     if (e.awaitedIds.length > 0) return false;
-    if ((e.kind === 'done' || e.kind === 'stop') && e.parentId !== null) return false;
+    if (spec.terminal && e.parentId !== null) return false;
   }
   return true;
 }
 
-/** A committed transition that leaves work runnable now pokes its queue. */
+/** The entries of a flush by the statement that writes them (the outcome table's `write`). */
+function byStatement(entries: readonly FlushEntry[]): {
+  transitions: TransitionEntry[];
+  parks: ParkEntry[];
+  fanOuts: FanOutEntry[];
+} {
+  const transitions: TransitionEntry[] = [];
+  const parks: ParkEntry[] = [];
+  const fanOuts: FanOutEntry[] = [];
+  for (const e of entries) {
+    const write = OUTCOME_KINDS[e.kind].write;
+    switch (write) {
+      case 'transition':
+        transitions.push(e as TransitionEntry);
+        break;
+      case 'park':
+        parks.push(e as ParkEntry);
+        break;
+      case 'fanOut':
+        fanOuts.push(e as FanOutEntry);
+        break;
+      default:
+        assertNever(write, 'flush statement');
+    }
+  }
+  return { transitions, parks, fanOuts };
+}
+
+/** A committed transition pokes its queue when it leaves work runnable now (the table's `pokes`). */
 function pokesAfter(e: TransitionEntry): boolean {
-  return e.kind === 'next' || (e.kind === 'retry' && e.delayMs === 0);
+  const pokes = OUTCOME_KINDS[e.kind].pokes;
+  switch (pokes) {
+    case 'always':
+      return true;
+    case 'whenDue':
+      return e.delayMs === 0;
+    case 'never':
+      return false;
+    default:
+      return assertNever(pokes, 'poke rule');
+  }
 }
 
 function transitionParams(transitions: readonly TransitionEntry[], solo: boolean): unknown[] {

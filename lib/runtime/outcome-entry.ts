@@ -8,6 +8,7 @@ import { InvalidOutcomeError } from '../errors/invalid-outcome.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
 import { limitKeyText } from '../fsm/limit-key';
 import { isOutcome, type Outcome } from '../fsm/outcome';
+import { assertNever } from '../fsm/outcome-kinds';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { toJsonObjectText } from '../serialization/json-value';
 import type { ClaimedRow } from './claimed-row';
@@ -111,6 +112,8 @@ export function outcomeToEntry(
           return buildInsertRow(registry.resolve(fsm), insert, options, path);
         }),
       });
+    default:
+      return assertNever(outcome, 'outcome kind');
   }
 }
 

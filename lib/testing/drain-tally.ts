@@ -1,14 +1,13 @@
-/** What one `drain()` ran, by outcome kind (SPEC §23). */
-export interface DrainTally {
-  steps: number;
-  next: number;
-  retry: number;
-  await: number;
-  scheduleChildren: number;
-  done: number;
-  stop: number;
-}
+import { TALLY_KINDS, type TallyKind } from '../fsm/outcome-kinds';
+
+/**
+ * What one `drain()` ran: `steps` in all, and one counter per tally kind of the outcome table
+ * (lib/fsm/outcome-kinds.ts): next, retry, await, scheduleChildren, done, stop (design §23).
+ */
+export type DrainTally = { steps: number } & Record<TallyKind, number>;
 
 export function emptyTally(): DrainTally {
-  return { steps: 0, next: 0, retry: 0, await: 0, scheduleChildren: 0, done: 0, stop: 0 };
+  const tally = { steps: 0 } as DrainTally;
+  for (const kind of TALLY_KINDS) tally[kind] = 0;
+  return tally;
 }
