@@ -20,7 +20,7 @@ export function sampleDatabaseOptions(env: NodeJS.ProcessEnv = process.env): Typ
     url,
     migrations: [SetupGenDurable1700000000000],
     migrationsRun: true,
-    // TCP keepalive on the pool the engine shares (SPEC §26.4): a half-open connection is
+    // TCP keepalive on the pool the engine shares (docs/design.md §26.4): a half-open connection is
     // noticed by the kernel instead of hanging a statement until statementTimeout.
     extra: { keepAlive: true },
     // A sample should fail fast and say why, not retry for half a minute.

@@ -24,8 +24,8 @@ export class Mailer {
 
 /**
  * A job on the `email` queue. Inserted with `rateLimit: 'email'` (the provider allows a few
- * messages per second, SPEC §15) and `concurrencyKey: ['customer', id]` (one email per
- * customer at a time, SPEC §14), so bursts are smoothed and a customer's mails never overlap.
+ * messages per second, docs/design.md §15) and `concurrencyKey: ['customer', id]` (one email per
+ * customer at a time, docs/design.md §14), so bursts are smoothed and a customer's mails never overlap.
  */
 @DurableFsm({ name: 'send-email', queue: 'email', maxAttempts: 5 })
 export class SendEmailJob {

@@ -13,7 +13,7 @@ import { resolveOptions } from '../../lib/options/resolve-options';
 import { bootEngine, claimRows, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// Bad input as properties (RELIABILITY §6.6, S36 and S38): every value either round-trips
+// Bad input as properties (docs/reliability.md §6.6, S36 and S38): every value either round-trips
 // faithfully or is refused with a typed error naming its path — never a silent coercion,
 // never a generic TypeError, never a silent default. Seeds are printed; replay one with
 // GD_PROPERTY_SEED=<seed>.
@@ -34,7 +34,7 @@ const junk = fc.oneof(
   fc.constant([]),
 );
 
-/** Integer timings and counts: name → minimum accepted (SPEC §22). */
+/** Integer timings and counts: name → minimum accepted (docs/design.md §22). */
 const INTEGERS: Record<string, number> = {
   leaseTtl: 1,
   heartbeatInterval: 1,
@@ -173,7 +173,7 @@ class CarrierFsm {
   }
 }
 
-/** Strings mixing ordinary characters with the ones jsonb refuses (RELIABILITY §6.6). */
+/** Strings mixing ordinary characters with the ones jsonb refuses (docs/reliability.md §6.6). */
 const nasty = fc.string({
   unit: fc.oneof(
     fc.constantFrom('\u0000', '\ud800', '\udfff', '\u00e9', '"', '\\'),

@@ -23,7 +23,7 @@ import {
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// Malformed input and misuse (RELIABILITY S32–S35, S39) as ordinary tests, beside
+// Malformed input and misuse (docs/reliability.md S32–S35, S39) as ordinary tests, beside
 // test/engine/robustness.spec.ts (non-Error throws, unserializable and invalid outcomes, the
 // crash path of an unknown FSM, typed insert errors) and bad-input-properties.spec.ts (S36,
 // S38). Each case: a typed error naming the problem, no scheduler crash, other instances
@@ -147,7 +147,7 @@ describe('bad input and misuse (S32–S35, S39)', () => {
           Array.from({ length: 8 }, (_, n) => ({ state: { n } })),
         );
         // A row the old node grabbed waits out the lease, and each reap spreads its next pick
-        // over reaps × leaseTtl (SPEC §26.5): 15–18 s for the last row is usual here, so wait
+        // over reaps × leaseTtl (docs/design.md §26.5): 15–18 s for the last row is usual here, so wait
         // for all of them together, well past that.
         const outcomes = await Promise.all(
           ids.map((id) => newEngine.await(id, { until: 'terminal', timeout: 50_000 })),

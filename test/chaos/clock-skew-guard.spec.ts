@@ -14,7 +14,7 @@ class SkewProbeFsm {
   }
 }
 
-// RELIABILITY S31, the cheap R0 guard: a node whose clock runs 30 s ahead must not change any
+// docs/reliability.md S31, the cheap R0 guard: a node whose clock runs 30 s ahead must not change any
 // lease or eligibility decision, because every one of them is taken on the database clock.
 describe('S31 guard: a worker clock 30 s ahead', () => {
   let db: TestDatabase;

@@ -8,7 +8,7 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 // chunk as the previous ReadyForQuery) makes node-postgres emit 'error' on the client. The
 // pool listens only on idle clients, so without a listener of the engine's own the event is
 // an uncaught exception and the whole worker process dies — found by the R1 chaos run
-// (`pg_terminate_backend` sweep and immediate Postgres restart: RELIABILITY S10, S12).
+// (`pg_terminate_backend` sweep and immediate Postgres restart: docs/reliability.md S10, S12).
 
 const ROOT = path.resolve(__dirname, '../..');
 

@@ -15,7 +15,7 @@ import { bootEngine, eventually, type Harness, rowOf } from '../support/engine-h
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// The fault-point registry (RELIABILITY §3.3): off unless GEN_DURABLE_FAULTS is set at load,
+// The fault-point registry (docs/reliability.md §3.3): off unless GEN_DURABLE_FAULTS is set at load,
 // pre-armed from the variable, controlled over IPC in a forked process, and — in process —
 // the engine's own points drive S02 (injected failure before commit) and S04 (the same
 // worker re-claims a row whose old task is still running).
@@ -243,7 +243,7 @@ describe('fault points in the engine', () => {
     });
 
     // The reaper returns the row; the same scheduler (same worker id) claims it again (T2)
-    // but holds it in its buffer while T1 is in flight (SPEC §26.1).
+    // but holds it in its buffer while T1 is in flight (docs/design.md §26.1).
     const reclaimed = await eventually(async () => {
       const r = await rowOf(db, id);
       return r['claim_seq'] === '2' && r['status'] === 'executing' ? r : undefined;

@@ -6,7 +6,7 @@ import { SqlExecutor } from '../../lib/db/sql-executor';
 import { sql } from '../../lib/sql/statement';
 import { trackResource } from '../support/open-resources';
 
-// Finding F-R7 (docs/reliability.md), RELIABILITY S13/F-HALFOPEN: a peer that accepts TCP
+// Finding F-R7 (docs/reliability.md), docs/reliability.md S13/F-HALFOPEN: a peer that accepts TCP
 // connections and then never answers (a blackholed link, a half-open socket). Without a
 // `connectionTimeoutMillis` on the host's pool, node-postgres waits for the startup reply
 // forever; the R1 chaos run saw a worker's pick hang for the whole partition. The engine

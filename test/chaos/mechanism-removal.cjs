@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 'use strict';
-// Shows that each SPEC §26 mechanism (and each engine fix of docs/reliability.md) has a test
+// Shows that each docs/design.md §26 mechanism (and each engine fix of docs/reliability.md) has a test
 // that fails without it: copies the working tree to a scratch folder, removes the mechanism
 // there with one exact text edit, runs the tests that must catch it, and reports. The real
 // tree is never touched. Usage: node test/chaos/mechanism-removal.cjs [name ...] (default all;

@@ -17,7 +17,7 @@ import {
 import { Checked, startModelRig } from './model/model-rig';
 import { ReferenceModel } from './model/reference-model';
 
-// Fixed command sequences for the model-based test (RELIABILITY §6.7): the shapes the random
+// Fixed command sequences for the model-based test (docs/reliability.md §6.7): the shapes the random
 // runs must keep covering, and every counterexample a run has found (kept here once fixed,
 // named after its finding in docs/reliability.md). Each runs through the same rig and the
 // same after-every-command audit as model.spec.ts.

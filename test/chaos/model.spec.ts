@@ -5,7 +5,7 @@ import { commandArbitraries, outcomes } from './model/model-commands';
 import { Checked, startModelRig, tally } from './model/model-rig';
 import { ReferenceModel } from './model/reference-model';
 
-// Model-based test of the status machine (RELIABILITY §6.1–6.3): fast-check generates
+// Model-based test of the status machine (docs/reliability.md §6.1–6.3): fast-check generates
 // command sequences (Insert, Pick, Complete with a current or stale token, Heartbeat,
 // ExpireLease, Reap, StartupReclaim, Deliver, ExpireAwait + the reaper's sweep, MakeDue,
 // AgePastRetention + GC), runs them through the engine's own components and production SQL
@@ -19,7 +19,7 @@ const RUNS = Number(process.env['GD_MODEL_RUNS'] ?? 150);
 const SEED = Number(process.env['GD_MODEL_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
 const PATH = process.env['GD_MODEL_PATH'];
 
-describe('model-based: the status machine against its reference model (RELIABILITY §6)', () => {
+describe('model-based: the status machine against its reference model (docs/reliability.md §6)', () => {
   let db: TestDatabase;
   let rig: Awaited<ReturnType<typeof startModelRig>>;
   beforeAll(async () => {

@@ -11,7 +11,7 @@ import {
 } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// RELIABILITY S09 (SPEC §26.5): a step that kills its worker ends as a poison pill after
+// docs/reliability.md S09 (docs/design.md §26.5): a step that kills its worker ends as a poison pill after
 // reaper.maxReaps reaps, and every other instance completes. Rows claimed in the same batch
 // as the pill die with it; before finding F-R2 the reaper gave them back their place at the
 // head of the queue, so the next worker claimed them together with the pill again, and they

@@ -27,14 +27,14 @@ import {
   unnestParams,
 } from './support/race-fixtures';
 
-// R0 races (RELIABILITY §3.4): every interleaving of the production statements of two or
+// R0 races (docs/reliability.md §3.4): every interleaving of the production statements of two or
 // more sessions, on real connections, with pg_isolation_test_session_is_blocked telling the
 // runner who waits. Each session replays exactly what the engine sends: the flusher's
-// transaction (SPEC §6.3, the same statements in the same order, with the flusher's own
+// transaction (docs/design.md §6.3, the same statements in the same order, with the flusher's own
 // "only owned parents spawn" rule), one-statement signal delivery (§8.1), the reaper (§17.2),
-// the claim (§5.3) and the heartbeat (§17.1). Covered: SPEC §8.4 (signal vs park), §10
+// the claim (§5.3) and the heartbeat (§17.1). Covered: docs/design.md §8.4 (signal vs park), §10
 // (reaper vs parent mid-spawn), §26.1 (stale worker vs re-claim), §26.6 (signal vs terminal
-// outcome), RELIABILITY S06 (heartbeat vs a foreign row lock) and S24 (await timeout vs signal).
+// outcome), docs/reliability.md S06 (heartbeat vs a foreign row lock) and S24 (await timeout vs signal).
 
 const W = 'race:default@node-a-0001';
 const W2 = 'race:default@node-b-0002';
@@ -74,7 +74,7 @@ describe('R0 races on real connections, all permutations', () => {
   }
 
   // ---------------------------------------------------------------------------------------
-  // SPEC §8.4: signal vs park. The flush parks and rechecks in one transaction; delivery
+  // docs/design.md §8.4: signal vs park. The flush parks and rechecks in one transaction; delivery
   // locks the target first and flips it in a CASE. Whatever the order, the parked row wakes
   // exactly once — by the recheck or by the delivery's flip — and the signal waits unconsumed.
   // ---------------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ describe('R0 races on real connections, all permutations', () => {
   });
 
   // ---------------------------------------------------------------------------------------
-  // SPEC §10: reaper vs parent mid-spawn. The parent's lease has run out while its fan-out
+  // docs/design.md §10: reaper vs parent mid-spawn. The parent's lease has run out while its fan-out
   // flush runs. The flush locks its owned parents first, inserts children only for them and
   // parks them on the landed count; the reaper claims skip-locked. Either the reaper wins
   // (parent back to runnable, attempt + 1, no child exists) or the spawn wins (children exist,
@@ -330,7 +330,7 @@ describe('R0 races on real connections, all permutations', () => {
   });
 
   // ---------------------------------------------------------------------------------------
-  // SPEC §26.1: a stale worker vs the re-claim. T1 ran step `start` under claim_seq 1 and
+  // docs/design.md §26.1: a stale worker vs the re-claim. T1 ran step `start` under claim_seq 1 and
   // its lease ran out; the reaper returns the row; a worker (the same worker id, or another
   // node) claims it again and T2 commits its outcome. T1's outcome commits iff no reap came
   // before it; a reaped claim's outcome is stale whatever the worker id; state never rewinds.
@@ -440,7 +440,7 @@ describe('R0 races on real connections, all permutations', () => {
   }
 
   // ---------------------------------------------------------------------------------------
-  // SPEC §26.6: signal vs terminal outcome. The terminal flush (done + consume inbox) races a
+  // docs/design.md §26.6: signal vs terminal outcome. The terminal flush (done + consume inbox) races a
   // delivery by id or by correlation key. Acknowledged ⇒ stored and consumed by the terminal
   // flush; refused (no live target) ⇒ nothing stored. Never an unconsumed signal on a
   // terminal row (an orphaned "delivered" signal).
@@ -541,7 +541,7 @@ describe('R0 races on real connections, all permutations', () => {
   }
 
   // ---------------------------------------------------------------------------------------
-  // RELIABILITY S24: an await deadline firing while a matching signal arrives. The reaper's
+  // docs/reliability.md S24: an await deadline firing while a matching signal arrives. The reaper's
   // sweep claims skip-locked; delivery locks the row and flips it in a CASE. Exactly one of
   // them wakes the row; the signal is stored either way, unconsumed, for the woken step (not
   // lost, not consumed unseen); the timeout keeps `awaits` and `attempt`.
@@ -641,7 +641,7 @@ describe('R0 races on real connections, all permutations', () => {
   });
 
   // ---------------------------------------------------------------------------------------
-  // RELIABILITY S06: a foreign session holds the row lock (SELECT … FOR UPDATE) while the
+  // docs/reliability.md S06: a foreign session holds the row lock (SELECT … FOR UPDATE) while the
   // lease runs out. Heartbeat and reaper are skip-locked: neither waits. The lease is either
   // renewed or the row reaped, never both, and a row left expired is reaped once released.
   // ---------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ async function settle<T>(
   );
 }
 
-// SPEC §26.11: with `insertBatcher: { durable: true }` concurrent awaited insert() calls share
+// docs/design.md §26.11: with `insertBatcher: { durable: true }` concurrent awaited insert() calls share
 // one INSERT_INSTANCES statement; each caller gets its own id (or its own error) only after it
 // committed. A web node (no queues) keeps the rows still, so the table shows exactly what landed.
 describe('group-commit inserts (insertBatcher.durable)', () => {

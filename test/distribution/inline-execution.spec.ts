@@ -110,7 +110,7 @@ class OptInChain {
 // The continue is a flush no rider can follow: one autocommit statement; then the re-read.
 const CHAIN_WINDOW = ['flush_transitions', 'load_enrichment'];
 
-// SPEC §7, §25.6: inline execution (run-ahead).
+// docs/design.md §7, §25.6: inline execution (run-ahead).
 describe('inline execution', () => {
   let db: TestDatabase;
   /** Serves `default`: nothing in the background, so the statements between steps are the chain's own. */

@@ -20,7 +20,7 @@ async function doneTagged(db: TestDatabase, tag: string): Promise<number> {
   return Number(rows[0]?.n ?? 0);
 }
 
-// SPEC §6.5: insertAsync is the lossy mirror — it resolves at once, the batcher writes one
+// docs/design.md §6.5: insertAsync is the lossy mirror — it resolves at once, the batcher writes one
 // INSERT_INSTANCES per trigger and pokes; backpressure and a missing batcher fall back to a
 // durable insert; a failed batch is dropped with insert_batch:error; shutdown drains.
 describe('insert batcher (insertAsync)', () => {

@@ -36,7 +36,7 @@ function summary(values: readonly number[]): string {
   return `p50 ${percentile(values, 50)} ms, p90 ${percentile(values, 90)} ms, max ${Math.max(...values)} ms (n=${values.length})`;
 }
 
-// SPEC §19 + issue 6 "Done means": a web process inserts and signals, two worker processes run
+// docs/design.md §19 + issue 6 "Done means": a web process inserts and signals, two worker processes run
 // the steps, a maintenance process runs only the reaper and GC. Latencies are measured and
 // printed, never asserted against a clock; what is asserted is that every instance completes,
 // with each poke mode, and that killing a worker mid-step loses nothing.

@@ -74,7 +74,7 @@ function tracked<T extends PokeTransport>(label: string, transport: T): T {
   return transport;
 }
 
-// SPEC §16.4, §25.10: every poke mode — 'local', 'postgres', { redis }, 'none'.
+// docs/design.md §16.4, §25.10: every poke mode — 'local', 'postgres', { redis }, 'none'.
 describe('poke modes', () => {
   let db: TestDatabase;
   beforeAll(async () => {
@@ -113,7 +113,7 @@ describe('poke modes', () => {
       }
     });
 
-    it('a scheduler running a long step with slots free claims a poked row at once (SPEC §5.5: "busy" = no free slot)', async () => {
+    it('a scheduler running a long step with slots free claims a poked row at once (docs/design.md §5.5: "busy" = no free slot)', async () => {
       const started = new Promise<void>((resolve) => (longStarted = resolve));
       const long = await h.engine.insert(LongJob);
       await started;

@@ -14,7 +14,7 @@ class TopologyFlow {
 
 const WEB = { queues: {}, reaper: false, gc: false } as const;
 
-// SPEC §19: worker, web and maintenance nodes are the same module with different `queues`,
+// docs/design.md §19: worker, web and maintenance nodes are the same module with different `queues`,
 // `reaper` and `gc`. Rows carry no engine affinity, so engines with different names on one
 // database stand in for nodes here (the multi-process test runs them as real processes).
 describe('topologies', () => {

@@ -7,7 +7,7 @@ import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import type { WorkerConfig, WorkerMessage } from '../support/worker-process';
 
-// SPEC §1.1, §17, §26.1, RELIABILITY S01/S03/S08: real worker processes (Nest app + engine)
+// docs/design.md §1.1, §17, §26.1, docs/reliability.md S01/S03/S08: real worker processes (Nest app + engine)
 // are killed with SIGKILL mid-step, paused past their lease with SIGSTOP/SIGCONT, and stopped
 // with SIGTERM. Rows of a dead worker finish on another process after the lease; none is
 // lost; a resumed zombie's late outcome is refused as stale; SIGTERM drains.

@@ -15,7 +15,7 @@ import { FAST, Gates, sleep } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §17.4: app.close() while a step runs lets the step's outcome commit, because the drain
+// docs/design.md §17.4: app.close() while a step runs lets the step's outcome commit, because the drain
 // starts in beforeApplicationShutdown — before @nestjs/typeorm destroys the DataSource in its
 // own onApplicationShutdown. No "pool closed" error, no unhandled rejection.
 
@@ -44,7 +44,7 @@ class CapturingLogger implements LoggerService {
   verbose() {}
 }
 
-describe('shutdown order against @nestjs/typeorm (SPEC §17.4)', () => {
+describe('shutdown order against @nestjs/typeorm (docs/design.md §17.4)', () => {
   let db: TestDatabase;
   const rejections: unknown[] = [];
   const onRejection = (reason: unknown) => rejections.push(reason);

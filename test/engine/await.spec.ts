@@ -17,7 +17,7 @@ import { bootEngine, eventually, FAST, type Harness } from '../support/engine-ha
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// Caller-side await (SPEC §9, §25 item 10): answers from the row, same-node push from
+// Caller-side await (docs/design.md §9, §25 item 10): answers from the row, same-node push from
 // committed outcomes, a batched cross-node probe per tick while waiters exist (no timer
 // otherwise), busy as the retry protocol, and shutdown never rejecting a waiter.
 
@@ -59,7 +59,7 @@ function countAfter(statements: readonly string[], from: number, name: string): 
   return statements.slice(from).filter((s) => s === name).length;
 }
 
-describe('caller-side await (SPEC §9)', () => {
+describe('caller-side await (docs/design.md §9)', () => {
   let db: TestDatabase;
   let worker: Harness;
   let web: Harness;

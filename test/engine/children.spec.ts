@@ -15,7 +15,7 @@ import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries
 import { claimRows, openRawSession, waitUntilBlockedBy } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// Child fan-out and join (SPEC §10, §6.3 steps 3 and 5, §18, §25 item 8).
+// Child fan-out and join (docs/design.md §10, §6.3 steps 3 and 5, §18, §25 item 8).
 
 const gates = new Map<string, { opened: Promise<void>; open(): void; entered: boolean }>();
 function gate(key: string): { opened: Promise<void>; open(): void; entered: boolean } {
@@ -100,7 +100,7 @@ class TreeFsm {
   }
 }
 
-describe('child fan-out and join (SPEC §10)', () => {
+describe('child fan-out and join (docs/design.md §10)', () => {
   let db: TestDatabase;
   let t: Harness;
   beforeAll(async () => {

@@ -10,7 +10,7 @@ import {
 import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §11, §26.8: the guard `correlation_guard` is settled by ON CONFLICT only at insert. A
+// docs/design.md §11, §26.8: the guard `correlation_guard` is settled by ON CONFLICT only at insert. A
 // scope a row can enter after its insert (one without `runnable`, or that leaves a live status
 // out) makes a claim or a flush raise a unique violation on gen_durable_correlation instead:
 // every pick of the queue then aborts and no row of that queue runs, keyed or not. So a scope
@@ -42,7 +42,7 @@ class ScopeParentFsm {
 
 const LIVE: DurableStatus[] = ['runnable', 'executing', 'awaiting_signal', 'awaiting_children'];
 
-describe('correlation scope shape (SPEC §11, §26.8)', () => {
+describe('correlation scope shape (docs/design.md §11, §26.8)', () => {
   let db: TestDatabase;
   let t: Harness;
   beforeAll(async () => {

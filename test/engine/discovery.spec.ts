@@ -16,7 +16,7 @@ import { bootEngine, FAST } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §2.2: FSM providers are found by DiscoveryService however they are registered, get
+// docs/design.md §2.2: FSM providers are found by DiscoveryService however they are registered, get
 // their own dependencies injected, and invalid definitions fail boot naming the definition.
 
 @Injectable()
@@ -160,7 +160,7 @@ class BadMaxAttemptsJob {
   }
 }
 
-describe('discovery (SPEC §2.2)', () => {
+describe('discovery (docs/design.md §2.2)', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase();

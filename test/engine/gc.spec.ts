@@ -2,7 +2,7 @@ import { done, DurableFsm, Step } from '../../lib';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §18 step 1, §25.8: GC deletes terminal rows past retention in batches (a full batch
+// docs/design.md §18 step 1, §25.8: GC deletes terminal rows past retention in batches (a full batch
 // sweeps again at once), never a live row, never a child of a live parent; the inbox goes
 // with its instance.
 
@@ -13,7 +13,7 @@ class CollectedFsm {
   }
 }
 
-describe('GC of terminal rows (SPEC §18)', () => {
+describe('GC of terminal rows (docs/design.md §18)', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase();

@@ -13,7 +13,7 @@ import {
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// Identity (SPEC §11, §3.5): one correlation key is the uniqueness guard and the signal
+// Identity (docs/design.md §11, §3.5): one correlation key is the uniqueness guard and the signal
 // address; the scope lists the statuses in which the key is occupied.
 
 /** Parks until `finish` (done) or `fail` (failed). */
@@ -30,7 +30,7 @@ class SessionFsm {
 
 const LIVE: DurableStatus[] = ['runnable', 'executing', 'awaiting_signal', 'awaiting_children'];
 
-describe('identity: correlation keys (SPEC §11)', () => {
+describe('identity: correlation keys (docs/design.md §11)', () => {
   let db: TestDatabase;
   let t: Harness;
   beforeAll(async () => {

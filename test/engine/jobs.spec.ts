@@ -2,7 +2,7 @@ import { cancel, done, DurableFsm, jobError, type StepContext } from '../../lib'
 import { bootEngine, eventually, type Harness, rowOf } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §13: a class with perform(args, ctx) is a one-step instance.
+// docs/design.md §13: a class with perform(args, ctx) is a one-step instance.
 
 const calls = new Map<string, number[]>();
 const record = (ctx: StepContext) => calls.set(ctx.id, [...(calls.get(ctx.id) ?? []), ctx.attempt]);
@@ -79,7 +79,7 @@ class HandledJob {
   }
 }
 
-describe('jobs (SPEC §13)', () => {
+describe('jobs (docs/design.md §13)', () => {
   let db: TestDatabase;
   let h: Harness;
   beforeAll(async () => {

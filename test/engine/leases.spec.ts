@@ -11,7 +11,7 @@ import {
 } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §17, §25.7, §26.2, §26.5: leases, heartbeats, reaper (+ poison pill), startup reclaim.
+// docs/design.md §17, §25.7, §26.2, §26.5: leases, heartbeats, reaper (+ poison pill), startup reclaim.
 // Timings are the FAST ones (lease 2 s, heartbeat 0.5 s, reaper 0.25 s) unless stated.
 
 const executions = new Map<string, number>();
@@ -81,7 +81,7 @@ async function expireLease(db: TestDatabase, id: string): Promise<void> {
   );
 }
 
-describe('leases (SPEC §17, §25.7)', () => {
+describe('leases (docs/design.md §17, §25.7)', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -277,7 +277,7 @@ describe('leases (SPEC §17, §25.7)', () => {
     }, 30_000);
   });
 
-  describe('startup reclaim (SPEC §17.3, §26.2)', () => {
+  describe('startup reclaim (docs/design.md §17.3, §26.2)', () => {
     it("frees only this queue's stale predecessor claims under this node's prefix", async () => {
       const prefix = 'GenDurable:reclaim@reclaim-node-';
       const insert = async (lockedBy: string, leaseMs: number, queue = 'reclaim') => {
@@ -332,7 +332,7 @@ describe('leases (SPEC §17, §25.7)', () => {
     });
   });
 
-  describe('graceful drain (SPEC §17.4)', () => {
+  describe('graceful drain (docs/design.md §17.4)', () => {
     it('releases buffered rows at once and lets the in-flight step finish and commit', async () => {
       const h = await bootEngine(db, [DrainedFsm], {
         queues: { drain: 1 },

@@ -11,7 +11,7 @@ import {
 import { bootEngine, type Harness, rowOf } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §2.5: `manager` on insert / insertAll / signal joins the caller's TypeORM transaction —
+// docs/design.md §2.5: `manager` on insert / insertAll / signal joins the caller's TypeORM transaction —
 // the enqueue commits or rolls back with the application's own writes.
 
 @DurableFsm({ name: 'fulfil', queue: 'tx' })
@@ -33,7 +33,7 @@ class WaiterFsm {
 
 class Rollback extends Error {}
 
-describe('manager joins the caller transaction (SPEC §2.5)', () => {
+describe('manager joins the caller transaction (docs/design.md §2.5)', () => {
   let db: TestDatabase;
   let ds: DataSource;
   let h: Harness;

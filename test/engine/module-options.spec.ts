@@ -15,7 +15,7 @@ import { FAST } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §2.1, §22: forRoot / forRootAsync over every way a host provides its DataSource, and
+// docs/design.md §2.1, §22: forRoot / forRootAsync over every way a host provides its DataSource, and
 // ConfigurationError naming the path for bad options, before any side effect.
 
 @DurableFsm({ name: 'ping' })
@@ -63,7 +63,7 @@ async function bootError(module: DynamicModule): Promise<unknown> {
   }
 }
 
-describe('module and options (SPEC §2.1, §22)', () => {
+describe('module and options (docs/design.md §2.1, §22)', () => {
   let db: TestDatabase;
   let dataSource: DataSource;
   beforeAll(async () => {

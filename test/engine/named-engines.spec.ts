@@ -20,7 +20,7 @@ import { FAST } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §2.1, §19: several engines per process by name; tokens from getEngineToken; a name
+// docs/design.md §2.1, §19: several engines per process by name; tokens from getEngineToken; a name
 // already running fails with AlreadyStartedError and is released at shutdown.
 
 @DurableFsm({ name: 'order', queue: 'main' })
@@ -46,7 +46,7 @@ class Consumer {
   ) {}
 }
 
-describe('named engines (SPEC §2.1)', () => {
+describe('named engines (docs/design.md §2.1)', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase();

@@ -22,12 +22,12 @@ import {
 } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// Deterministic races on real connections (SPEC §8.4, §26.6). One side holds its transaction
+// Deterministic races on real connections (docs/design.md §8.4, §26.6). One side holds its transaction
 // open at the exact point of interest; pg_blocking_pids / pg_isolation_test_session_is_blocked
 // tell the test that the other side is waiting on it. Flushes are the engine's own flusher:
 // to hold a flush transaction open after it wrote the row under test, the same flush carries
 // a fan-out entry for a second row whose lock a test session holds (fan-outs run after the
-// transitions and parks, SPEC §6.3), so the flush stops there with the first row written.
+// transitions and parks, docs/design.md §6.3), so the flush stops there with the first row written.
 
 const gates = new Map<string, { opened: Promise<void>; open(): void; entered: boolean }>();
 function gate(id: string): { opened: Promise<void>; open(): void; entered: boolean } {
@@ -57,7 +57,7 @@ class RacerFsm {
 
 const WORKER = 'race-worker';
 
-describe('races: signal vs park, signal vs terminal outcome (SPEC §8.4, §26.6)', () => {
+describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.4, §26.6)', () => {
   let db: TestDatabase;
   let t: Harness;
   let a: RawSession;

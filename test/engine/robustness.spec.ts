@@ -15,7 +15,7 @@ import {
 import { bootEngine, type Harness, rowOf, sleep } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §2.7, §25.9, §26.8: bad values never take a scheduler down; they reach onError (or a
+// docs/design.md §2.7, §25.9, §26.8: bad values never take a scheduler down; they reach onError (or a
 // typed error at insert) and nothing half-written remains.
 
 const MAX_STATE_BYTES = 2048;
@@ -139,7 +139,7 @@ class HealthyFsm {
   }
 }
 
-describe('robustness (SPEC §25.9, §26.8)', () => {
+describe('robustness (docs/design.md §25.9, §26.8)', () => {
   let db: TestDatabase;
   let h: Harness;
   beforeAll(async () => {

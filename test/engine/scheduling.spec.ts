@@ -10,7 +10,7 @@ import {
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// Scheduling (SPEC §12, §2.5): delays on the database clock with eligibleAt > scheduleAt >
+// Scheduling (docs/design.md §12, §2.5): delays on the database clock with eligibleAt > scheduleAt >
 // scheduleIn, priority lower-first within a queue, the per-instance queue override and retry
 // delays — all through the production claim's (priority, eligible_at) order.
 
@@ -55,7 +55,7 @@ class ReportFsm {
   }
 }
 
-describe('scheduling: delays, priority, queues, retry delays (SPEC §12)', () => {
+describe('scheduling: delays, priority, queues, retry delays (docs/design.md §12)', () => {
   let db: TestDatabase;
   let t: Harness;
   beforeAll(async () => {

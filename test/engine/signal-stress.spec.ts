@@ -2,7 +2,7 @@ import { awaitSignal, done, DurableFsm, Step, type StepContext } from '../../lib
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §8.4 under load: 2 000 instances each park twice (on `a`, then on `b`) while
+// docs/design.md §8.4 under load: 2 000 instances each park twice (on `a`, then on `b`) while
 // concurrent senders deliver both signals in random order — some before the park (the
 // recheck must wake), some after it (the delivery must flip), many while park flushes
 // commit. Every instance must finish, and every signal must be consumed by exactly the step
@@ -47,7 +47,7 @@ function shuffle<T>(items: T[]): T[] {
   return items;
 }
 
-describe('signal stress (SPEC §8.4)', () => {
+describe('signal stress (docs/design.md §8.4)', () => {
   let db: TestDatabase;
   let t: Harness;
   beforeAll(async () => {

@@ -16,7 +16,7 @@ import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries
 import { claimRows, openRawSession } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §8 and §25 item 3 on real PostgreSQL: delivery, parking, the lost-wakeup recheck,
+// docs/design.md §8 and §25 item 3 on real PostgreSQL: delivery, parking, the lost-wakeup recheck,
 // exact consumption, life-long dedup, NoTargetError and await timeouts.
 
 interface Seen {
@@ -159,7 +159,7 @@ class LooperFsm {
   }
 }
 
-describe('signals and await-parking (SPEC §8, §25.3)', () => {
+describe('signals and await-parking (docs/design.md §8, §25.3)', () => {
   let db: TestDatabase;
   let t: Harness;
   beforeAll(async () => {

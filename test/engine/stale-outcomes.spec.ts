@@ -13,7 +13,7 @@ import {
 import { bootEngine, claimRows, execute, Gates, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §6.1, §25.2, §26.1: an outcome whose claim was lost (reaped, or re-claimed by the same
+// docs/design.md §6.1, §25.2, §26.1: an outcome whose claim was lost (reaped, or re-claimed by the same
 // worker id under a higher claim_seq) is dropped whole: the row, its inbox, its parent and the
 // children table stay untouched, and `outcome:stale` is emitted. The executor and flusher are
 // the production ones; claims go through the production claim statement on queues no
@@ -86,7 +86,7 @@ class FenceFsm {
 
 const KINDS: Kind[] = ['next', 'retry', 'await', 'scheduleChildren', 'done', 'stop'];
 
-describe('stale outcomes (SPEC §25.2, §26.1)', () => {
+describe('stale outcomes (docs/design.md §25.2, §26.1)', () => {
   let db: TestDatabase;
   let h: Harness;
   beforeAll(async () => {
@@ -226,7 +226,7 @@ describe('stale outcomes (SPEC §25.2, §26.1)', () => {
     });
   });
 
-  it('fencing (RELIABILITY S04): the old task of a re-claimed row cannot rewind it', async () => {
+  it('fencing (docs/reliability.md S04): the old task of a re-claimed row cannot rewind it', async () => {
     const worker = 'fence-worker';
     const id = await h.engine.insert(FenceFsm, { state: { seq: 0 } });
     const [t1] = await claimRows(h.engine, 'fence', 1, worker);

@@ -2,7 +2,7 @@ import { done, DurableFsm, Step, type StepContext } from '../../lib';
 import { bootEngine, type Harness, sleep } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §26.10: a step that blocks the event loop longer than heartbeatInterval stops every
+// docs/design.md §26.10: a step that blocks the event loop longer than heartbeatInterval stops every
 // heartbeat on the process; the engine notices (scheduler:stall) and reports itself stalled.
 
 @DurableFsm({ name: 'spinner', queue: 'stall' })
@@ -20,7 +20,7 @@ class SpinnerFsm {
   }
 }
 
-describe('event-loop stall detection (SPEC §26.10)', () => {
+describe('event-loop stall detection (docs/design.md §26.10)', () => {
   let db: TestDatabase;
   let h: Harness;
   const HEARTBEAT = 1000;

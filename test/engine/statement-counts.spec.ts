@@ -2,7 +2,7 @@ import { done, DurableFsm, next, Step, type StepContext } from '../../lib';
 import { bootEngine, claimRows, execute, Gates, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §24.1 / §25.1: hot-path statement counts are a tested contract. Counts come from the
+// docs/design.md §24.1 / §25.1: hot-path statement counts are a tested contract. Counts come from the
 // SqlExecutor's statement hook (every statement, BEGIN/COMMIT included).
 
 const gates = new Gates();
@@ -41,7 +41,7 @@ function timeline(h: Harness): { log: string[]; stop: () => void } {
   };
 }
 
-describe('statement counts (SPEC §25.1)', () => {
+describe('statement counts (docs/design.md §25.1)', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await createTestDatabase();

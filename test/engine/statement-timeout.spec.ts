@@ -16,7 +16,7 @@ class HeldFsm {
   }
 }
 
-// SPEC §26.4: no hung connections. A flush stuck behind a foreign row lock gives up at the
+// docs/design.md §26.4: no hung connections. A flush stuck behind a foreign row lock gives up at the
 // client-side statementTimeout (retried, then flush:error), instead of hanging the flusher;
 // the row stays executing for the reaper and commits once the lock is gone.
 describe('statementTimeout', () => {

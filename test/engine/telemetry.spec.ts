@@ -14,7 +14,7 @@ import {
 import { bootEngine, eventually, Gates, type Harness, rowOf } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §20, §26.3, §26.4: every event this issue's parts emit reaches both diagnostics_channel
+// docs/design.md §20, §26.3, §26.4: every event this issue's parts emit reaches both diagnostics_channel
 // (`gen_durable:<event>`) and events$, with its measurements and metadata; subscriber errors
 // never reach the engine. Faults are real: a stale claim, an unknown FSM, a flush that
 // PostgreSQL refuses (a trigger), synchronous_commit off for the database.
@@ -47,7 +47,7 @@ class ObservedFsm {
   }
 }
 
-describe('telemetry (SPEC §20)', () => {
+describe('telemetry (docs/design.md §20)', () => {
   let db: TestDatabase;
   let h: Harness;
   const published: GenDurableEvent[] = [];

@@ -4,7 +4,7 @@ import { bootEngine, eventually, Gates, type Harness, sleep } from '../support/e
 import { openRawSession, waitUntilBlockedBy } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// K = 1 concurrency keys (SPEC §5.3, §14, §25 item 4) on real PostgreSQL: the claim is the
+// K = 1 concurrency keys (docs/design.md §5.3, §14, §25 item 4) on real PostgreSQL: the claim is the
 // lock. One per key per batch, blocked siblings skipped before the LIMIT, NULL keys never
 // deduplicated, a cross-node race settled by the arbiter index and retried, no overlap and no
 // lost update under concurrent schedulers, distinct keys in parallel, a rate-limit name prefix

@@ -2,7 +2,7 @@ import { done, DurableFsm, Step, type StepContext } from '../../lib';
 import { bootEngine, Gates, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §14's config-change caveats, pinned so the behaviour is documented, not accidental:
+// docs/design.md §14's config-change caveats, pinned so the behaviour is documented, not accidental:
 // the regime of a row (K = 1 vs gate) is fixed at its claim by the claiming node's config
 // (shard NULL = K = 1). Two engines with different declarations share one database, as two
 // nodes of a rolling deploy would; each serves its own queue so the test picks the claimant.
@@ -19,7 +19,7 @@ class CaveatFsm {
   }
 }
 
-describe('config changes while rows execute (SPEC §14 caveats)', () => {
+describe('config changes while rows execute (docs/design.md §14 caveats)', () => {
   let db: TestDatabase;
   let unconfigured: Harness;
   let configured: Harness;

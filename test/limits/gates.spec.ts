@@ -10,7 +10,7 @@ import {
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { bucketsOf, sum } from './support/limiter-fixtures';
 
-// Gates (SPEC §14, §16.2, §25 item 5) through the engine: at most `limit` holders per key,
+// Gates (docs/design.md §14, §16.2, §25 item 5) through the engine: at most `limit` holders per key,
 // credit to the drawn shard, cold and switched keys admitted by the very next pick, parking
 // frees the slot, denied rows released and reported, failures after the claim release the
 // batch, and the pick's statement-count contract.

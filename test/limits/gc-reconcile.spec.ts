@@ -13,7 +13,7 @@ import {
   recordedTelemetry,
 } from './support/limiter-fixtures';
 
-// GC steps 2–3 (SPEC §18, §25 item 5): rate buckets pruned (idle and refilled, or config
+// GC steps 2–3 (docs/design.md §18, §25 item 5): rate buckets pruned (idle and refilled, or config
 // gone; all shards of a key or none), gate counters reconciled from the executing truth
 // (leaked slots healed, orphans swept, idle keys dropped, missing shards backfilled).
 describe('GC: bucket pruning and gate reconcile', () => {

@@ -12,7 +12,7 @@ import {
   sum,
 } from './support/limiter-fixtures';
 
-// The PostgreSQL limiter on real PostgreSQL (SPEC §16.2, §25 item 5): admission order, shard
+// The PostgreSQL limiter on real PostgreSQL (docs/design.md §16.2, §25 item 5): admission order, shard
 // ranges, credit to the drawn shard, cumulative weights, refill, cold mints and their races.
 describe('PostgresLimiter', () => {
   let db: TestDatabase;

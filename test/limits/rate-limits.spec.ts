@@ -11,7 +11,7 @@ import { bootEngine, eventually, type Harness, sleep } from '../support/engine-h
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { bucketsOf } from './support/limiter-fixtures';
 
-// Rate limits through the engine (SPEC §15, §25 item 5, §26.8): insert limits the first step,
+// Rate limits through the engine (docs/design.md §15, §25 item 5, §26.8): insert limits the first step,
 // a step limits its next one, kept on retry and cleared by other transitions, tokens are
 // never refunded, `[name, partition]` buckets, unknown names stall with rate_limit:unknown,
 // and `weight > burst` is refused where it is written.

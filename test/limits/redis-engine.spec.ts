@@ -8,7 +8,7 @@ import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test
 import { bucketsOf } from './support/limiter-fixtures';
 import { PrivateRedis } from './support/private-redis';
 
-// The engine on the Redis limiter (SPEC §16.3, §26.9), against a private redis-server the
+// The engine on the Redis limiter (docs/design.md §16.3, §26.9), against a private redis-server the
 // test kills and restarts empty: gates hold, an outage fails closed (rows stay runnable, the
 // scheduler keeps polling), and after an empty restart the gate's holders are re-added from
 // Postgres before anything else is admitted.

@@ -9,7 +9,7 @@ import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test
 import { entriesOf, executorOf, gate, insertExecuting, rate } from './support/limiter-fixtures';
 import { freePort, PrivateRedis } from './support/private-redis';
 
-// The Redis limiter on real Redis (SPEC §16.3, §26.9): lease-scored sorted-set gates, Lua
+// The Redis limiter on real Redis (docs/design.md §16.3, §26.9): lease-scored sorted-set gates, Lua
 // token buckets on the Redis clock, fail-closed outages, and re-seeding after an empty restart.
 const url = redisUrl();
 

@@ -11,7 +11,7 @@ import { trackResource } from '../support/open-resources';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
 import { bucketsOf, sum } from './support/limiter-fixtures';
 
-// The stress test (SPEC §14, §25 items 4–5): 4 schedulers in 4 separate processes
+// The stress test (docs/design.md §14, §25 items 4–5): 4 schedulers in 4 separate processes
 // race one gate of limit 5 (2 shards) and one K = 1 key, plus unkeyed work. A sampler
 // connection watches the live holders the whole time; afterwards every logged step interval
 // is checked too, the counters must be exact and every step must have run exactly once.

@@ -1,6 +1,6 @@
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §25 "uncommittable": each constraint refuses the bad write at the database.
+// docs/design.md §25 "uncommittable": each constraint refuses the bad write at the database.
 describe('schema constraints refuse bad writes', () => {
   let db: TestDatabase;
   beforeAll(async () => {

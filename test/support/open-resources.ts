@@ -1,6 +1,7 @@
 /**
  * Test-side registry of things a test opened (pools, DataSources, engines, child processes).
- * `leak-check.ts` fails the file if any is still open when the file ends (STYLE §4.6).
+ * `leak-check.ts` fails the file if any is still open when the file ends: every test closes
+ * what it opens.
  */
 interface OpenResource {
   readonly label: string;

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 
-// STYLE §4.13: ARCHITECTURE.md's module table has one line per lib/ file, updated in the same
+// ARCHITECTURE.md's module table has one line per lib/ file, updated in the same
 // commit as any file added, renamed or removed. This file fails when a lib/**/*.ts file (on disk
 // or tracked by git) is missing from the table, when the table names a file that exists neither
 // on disk nor in git, or when a file is listed twice or without a responsibility.
@@ -72,7 +72,7 @@ function filesInGit(): string[] {
   }
 }
 
-describe('ARCHITECTURE.md module table (STYLE §4.13)', () => {
+describe('ARCHITECTURE.md module table', () => {
   describe('the table reader', () => {
     const sample = [
       '# Title',

@@ -5,7 +5,7 @@ import type { DataSource } from 'typeorm';
 import { resolveOptions } from '../../lib/options/resolve-options';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// SPEC §26.2: the node identity defaults to the hostname (or GEN_DURABLE_NODE_ID), never to
+// docs/design.md §26.2: the node identity defaults to the hostname (or GEN_DURABLE_NODE_ID), never to
 // something per-process, so a restarted process on the same host reclaims its predecessor.
 describe('nodeId default', () => {
   let db: TestDatabase;

@@ -3,7 +3,7 @@ import { join, relative, sep } from 'node:path';
 
 import * as ts from 'typescript';
 
-// STYLE §4.1: every runtime SQL statement lives in lib/sql/*.sql.ts as a named, documented
+// Every runtime SQL statement lives in lib/sql/*.sql.ts as a named, documented
 // `Statement` constant, and DDL lives only in lib/schema/. This file enforces both by parsing
 // the sources (string and template literals only, so prose in comments never trips it).
 
@@ -141,7 +141,7 @@ function isSqlCall(node: ts.Node): node is ts.CallExpression {
   );
 }
 
-describe('SQL location (STYLE §4.1)', () => {
+describe('SQL location', () => {
   describe('the scanner', () => {
     it('finds SQL in string and template literals', () => {
       const source = [

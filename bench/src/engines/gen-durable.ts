@@ -1,4 +1,4 @@
-// gen-durable through its public API (SPEC §2): a Nest application context importing
+// gen-durable through its public API (docs/design.md §2): a Nest application context importing
 // GenDurableModule with `queues: { default: C }` and `poke: 'local'`, two FSM providers
 // (`bench1`: a job whose perform() returns undefined; `bench3`: start → b → c with next, next,
 // done), EngineService.insertAll for bulk and insert for single inserts, GenDurableMigration.up
@@ -261,7 +261,7 @@ export const genDurableAdapter: Adapter = {
   signals: true,
 };
 
-/** The same engine with group-commit awaited inserts (SPEC §26.11); only the insert cases differ. */
+/** The same engine with group-commit awaited inserts (docs/design.md §26.11); only the insert cases differ. */
 export const genDurableGroupInsert: Adapter = {
   id: 'gen-durable:group-insert',
   family: 'gen-durable',

@@ -16,7 +16,7 @@ import {
 import type { LedgerWriter } from './ledger';
 
 /**
- * The chaos workload (RELIABILITY S01 and friends): every step writes its execution to the
+ * The chaos workload (docs/reliability.md S01 and friends): every step writes its execution to the
  * ledger (start with the claim token, end) and bumps `state.seq`, carrying its execution id
  * in `state.exec` (or `result.exec`), so the history trigger ties each committed transition
  * to the execution that produced it.
@@ -94,7 +94,7 @@ export class ChaosRetrier {
   }
 }
 
-/** Parks on `go` (RELIABILITY S21/S22); the woken step records every signal it was handed. */
+/** Parks on `go` (docs/reliability.md S21/S22); the woken step records every signal it was handed. */
 @DurableFsm({ name: 'chaos_parker', queue: 'default' })
 export class ChaosParker {
   constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
@@ -114,7 +114,7 @@ export class ChaosParker {
   }
 }
 
-/** Spawns 10 children in queue `children`, then checks the join (RELIABILITY S26). */
+/** Spawns 10 children in queue `children`, then checks the join (docs/reliability.md S26). */
 @DurableFsm({ name: 'chaos_fanout', queue: 'default' })
 export class ChaosFanout {
   constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
@@ -157,7 +157,7 @@ export class ChaosChild {
   }
 }
 
-/** A 3-level tree (RELIABILITY S28): level 0 → 5 × level 1 → 5 × level 2, in two queues. */
+/** A 3-level tree (docs/reliability.md S28): level 0 → 5 × level 1 → 5 × level 2, in two queues. */
 @DurableFsm({ name: 'chaos_tree', queue: 'default' })
 export class ChaosTree {
   constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
@@ -191,7 +191,7 @@ export class ChaosTree {
 }
 
 /**
- * RELIABILITY S05: on its first attempt the step spins synchronously for 3 × the lease, so the
+ * docs/reliability.md S05: on its first attempt the step spins synchronously for 3 × the lease, so the
  * worker's event loop (heartbeats, flushes) stalls; its rows are reaped and re-run elsewhere.
  */
 @DurableFsm({ name: 'chaos_spinner', queue: 'default' })
@@ -215,7 +215,7 @@ export class ChaosSpinner {
   }
 }
 
-/** RELIABILITY S09: every execution kills its worker; the reaper ends it as a poison pill. */
+/** docs/reliability.md S09: every execution kills its worker; the reaper ends it as a poison pill. */
 @DurableFsm({ name: 'chaos_pill', queue: 'default' })
 export class ChaosPill {
   constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}

@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 
 /**
- * The post-drain audit (RELIABILITY §5): SQL over the ledgers, the history trigger's log and
+ * The post-drain audit (docs/reliability.md §5): SQL over the ledgers, the history trigger's log and
  * the engine's table. Returns the hard invariants (each must be 0) and the reported figures.
  */
 
@@ -89,7 +89,7 @@ export async function audit(
      UNION ALL SELECT 'final', f.id, f.seq, ${EXPECTED_SEQ} FROM final f WHERE f.fsm IS NOT NULL AND f.seq IS DISTINCT FROM ${EXPECTED_SEQ}`,
   );
   // I-DUPCOMMIT: a seq committed twice, or an outcome committed under a claim that was not the
-  // one its execution ran under (the fencing token of SPEC §26.1).
+  // one its execution ran under (the fencing token of docs/design.md §26.1).
   await check(
     'I-DUPCOMMIT',
     `WITH ${COMMITTED}

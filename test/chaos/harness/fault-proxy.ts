@@ -14,7 +14,7 @@ interface Pair {
 }
 
 /**
- * A loopback TCP fault proxy for one worker (RELIABILITY §3.3): 127.0.0.1:<port> → the
+ * A loopback TCP fault proxy for one worker (docs/reliability.md §3.3): 127.0.0.1:<port> → the
  * target port on 127.0.0.1. Chunks are forwarded as they come unless the mode says
  * otherwise; a chunk dropped under `blackhole` is gone (the connection is then useless, as a
  * real half-open one is, until a client-side timeout destroys it).

@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 
 /**
- * The chaos ledgers (RELIABILITY §3.2), in schema `chaos` of the run's database, and the
+ * The chaos ledgers (docs/reliability.md §3.2), in schema `chaos` of the run's database, and the
  * test-side triggers that audit the engine's table: `history` gets one row per status,
  * state or join-counter change of an instance (written in the engine's own transaction, so
  * it is exactly the committed history), `deleted` one row per GC'd instance.
@@ -219,7 +219,7 @@ export class LedgerWriter {
   }
 
   /**
-   * A deliberately racy read-modify-write of a per-key counter (RELIABILITY S16): two
+   * A deliberately racy read-modify-write of a per-key counter (docs/reliability.md S16): two
    * statements with a sleep between, so any concurrent execution of one key loses an update.
    */
   async racyIncrement(key: string): Promise<void> {

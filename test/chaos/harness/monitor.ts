@@ -17,7 +17,7 @@ export interface RecoveryTrack {
 }
 
 /**
- * The monitor connection (RELIABILITY §3.1): never through a proxy, samples the hard
+ * The monitor connection (docs/reliability.md §3.1): never through a proxy, samples the hard
  * invariants every `intervalMs` (I-K1-DB, I-STALL; I-DEDUP occupants and negative join
  * counters every 10th tick), sums `pg_stat_database.deadlocks` deltas across restarts, and
  * tracks recoveries: the rows a killed worker held until every one was claimed again.

@@ -1,6 +1,6 @@
 import { uniform } from './random';
 
-/** The fault kinds the nemesis injects (RELIABILITY §3.3). */
+/** The fault kinds the nemesis injects (docs/reliability.md §3.3). */
 export type FaultKind =
   | 'sigkill'
   | 'sigstop'

@@ -51,7 +51,7 @@ async function ids(user: string): Promise<{ uid: number; gid: number }> {
 }
 
 /**
- * A private PostgreSQL cluster the chaos run may crash and restart (RELIABILITY §3.1): initdb
+ * A private PostgreSQL cluster the chaos run may crash and restart (docs/reliability.md §3.1): initdb
  * in a temp folder, its own port on 127.0.0.1, `fsync = on`, `synchronous_commit = on`, lock
  * waits logged, deadlock_timeout 100 ms. As root, every binary runs as the OS user
  * `postgres` (runuser), which owns the data folder.

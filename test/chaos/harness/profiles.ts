@@ -1,7 +1,7 @@
 import type { FaultBudget } from './nemesis';
 import type { Workload } from './protocol';
 
-/** A chaos profile (RELIABILITY §3.5). Timings are the test timings of §3.5 (lease 2 s). */
+/** A chaos profile (docs/reliability.md §3.5). Timings are the test timings of §3.5 (lease 2 s). */
 export interface Profile {
   readonly name: string;
   readonly title: string;

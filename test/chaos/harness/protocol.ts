@@ -17,7 +17,7 @@ export interface WorkerConfig {
   readonly connectTimeoutMs: number;
 }
 
-/** What the sender inserts over its feed window (RELIABILITY §3.5 workload). */
+/** What the sender inserts over its feed window (docs/reliability.md §3.5 workload). */
 export interface Workload {
   readonly linear: number;
   readonly keyed: number;

@@ -1,8 +1,8 @@
-// The chaos orchestrator (RELIABILITY §3): `npm run test:chaos` (R1, CI) and
+// The chaos orchestrator (docs/reliability.md §3): `npm run test:chaos` (R1, CI) and
 // `npm run chaos:soak -- --seed N` (R2, by hand). Starts a private PostgreSQL cluster (and a
 // private Redis), a fault proxy per worker, the worker processes (real Nest apps), the sender
 // and the monitor; runs a fault-free control phase, then the seeded nemesis during the feed;
-// heals everything, drains, audits the ledgers and prints the headline of RELIABILITY §5.3.
+// heals everything, drains, audits the ledgers and prints the headline of docs/reliability.md §5.3.
 // Writes test/chaos/report.json; exits 1 when any hard invariant of §5.1 is not 0.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -629,7 +629,7 @@ async function main(): Promise<void> {
     artifacts,
   };
   writeFileSync(report, `${JSON.stringify(out, null, 2)}\n`);
-  process.stdout.write('\nHard invariants (RELIABILITY §5.1, each must be 0):\n');
+  process.stdout.write('\nHard invariants (docs/reliability.md §5.1, each must be 0):\n');
   for (const [k, v] of Object.entries(result.hard)) {
     process.stdout.write(`  ${v === 0 ? 'ok ' : 'BAD'} ${k} = ${v}\n`);
   }

@@ -1,4 +1,4 @@
-// The chaos sender (RELIABILITY §3.1): a web node (no queues, no reaper, no GC) that inserts
+// The chaos sender (docs/reliability.md §3.1): a web node (no queues, no reaper, no GC) that inserts
 // the workload over the feed window and signals the parkers, recording every client call in
 // chaos.client_ops — invoked/completed times and the result (ok, duplicate, no_target, error,
 // unknown = the connection died after sending, Jepsen's :info). Inserts carry a correlation

@@ -1,4 +1,4 @@
-// A chaos worker (RELIABILITY §3.1): a real Nest application in its own process, forked by
+// A chaos worker (docs/reliability.md §3.1): a real Nest application in its own process, forked by
 // the orchestrator with test/support/ts-register.cjs. Its engine reaches PostgreSQL through
 // this worker's fault proxy; the test FSMs write the ledgers through their own pool, straight
 // to the server. Engine events and the engine's error/warning log lines go to chaos.events.

@@ -127,7 +127,7 @@ export class PickCmd implements Cmd {
     const claimable = model.claimable();
     const claimableIds = new Set(claimable.map((r) => r.id));
     const rows = await real.engine.runtime.picker.pick('m', this.batch, worker);
-    // The model validates the choice instead of predicting it (RELIABILITY §6.2).
+    // The model validates the choice instead of predicting it (docs/reliability.md §6.2).
     expect(rows.length).toBeLessThanOrEqual(this.batch);
     if (claimable.length > 0) expect(rows.length).toBeGreaterThan(0);
     const keys = new Set<string>();
@@ -458,7 +458,7 @@ const KINDS: OutcomeKind[] = [
   'stop',
 ];
 
-/** The command arbitraries (RELIABILITY §6.2), weighted toward the interesting ones. */
+/** The command arbitraries (docs/reliability.md §6.2), weighted toward the interesting ones. */
 export function commandArbitraries(): fc.Arbitrary<Cmd>[] {
   const worker = fc.nat({ max: WORKERS.length - 1 });
   const insert = fc
@@ -523,7 +523,7 @@ interface DbRow {
 }
 
 /**
- * The global invariants of RELIABILITY §6.3, checked after every command: the database
+ * The global invariants of docs/reliability.md §6.3, checked after every command: the database
  * equals the model row by row and signal by signal, plus the model-free invariants (K = 1,
  * join counters, no lost wake-up, no live signal on a terminal row, one occupant per key).
  */

@@ -1,6 +1,6 @@
 /**
- * The reference model of the status machine (RELIABILITY §6.1): what every instance row
- * should look like after each engine operation, written from SPEC §2.4, §4, §5.3, §6.3, §8,
+ * The reference model of the status machine (docs/reliability.md §6.1): what every instance row
+ * should look like after each engine operation, written from docs/design.md §2.4, §4, §5.3, §6.3, §8,
  * §10, §17 and §18 without looking at the SQL. The model-based test drives the production
  * statements and compares the database with this model after every command.
  */
@@ -119,7 +119,7 @@ export class ReferenceModel {
     });
   }
 
-  /** Rows a claim may take now (SPEC §5.3): runnable, due, key not executing. */
+  /** Rows a claim may take now (docs/design.md §5.3): runnable, due, key not executing. */
   claimable(): MRow[] {
     const busy = this.executingKeys();
     return [...this.rows.values()].filter(
@@ -135,7 +135,7 @@ export class ReferenceModel {
     r.leaseExpired = false;
   }
 
-  /** The ownership guard plus the fencing token (SPEC §6.1, §26.1). */
+  /** The ownership guard plus the fencing token (docs/design.md §6.1, §26.1). */
   owns(claim: MClaim): boolean {
     const r = this.rows.get(claim.id);
     return (
@@ -147,7 +147,7 @@ export class ReferenceModel {
   }
 
   /**
-   * Applies a committed outcome (SPEC §2.4 table, §6.3). `presented` = the awaited signal ids
+   * Applies a committed outcome (docs/design.md §2.4 table, §6.3). `presented` = the awaited signal ids
    * of the claim; `children` = ids of the children that landed (spawn).
    */
   applyOutcome(
@@ -228,7 +228,7 @@ export class ReferenceModel {
     }
   }
 
-  /** Terminal: whole inbox consumed, parent joined (SPEC §6.3 steps 4–5). */
+  /** Terminal: whole inbox consumed, parent joined (docs/design.md §6.3 steps 4–5). */
   private terminate(r: MRow): void {
     for (const s of r.inbox) s.consumed = true;
     if (r.parent !== null) {
@@ -254,7 +254,7 @@ export class ReferenceModel {
     return renewed;
   }
 
-  /** Reaper sweep (SPEC §17.2, §26.5, §8.5). */
+  /** Reaper sweep (docs/design.md §17.2, §26.5, §8.5). */
   reap(): { reaped: string[]; poisoned: string[]; timeouts: string[] } {
     const reaped: string[] = [];
     const poisoned: string[] = [];
@@ -286,7 +286,7 @@ export class ReferenceModel {
   }
 
   /**
-   * Startup reclaim (SPEC §17.3) with margin 0: expired claims under the prefix, no attempt
+   * Startup reclaim (docs/design.md §17.3) with margin 0: expired claims under the prefix, no attempt
    * bump; counts toward the poison-pill cap, and a row that would reach it is left for the
    * reaper (finding F-R3).
    */
@@ -311,7 +311,7 @@ export class ReferenceModel {
   }
 
   /**
-   * Delivery (SPEC §8.1, §8.2, §26.6, §26.7): refused unless live; a dedup key stored for
+   * Delivery (docs/design.md §8.1, §8.2, §26.6, §26.7): refused unless live; a dedup key stored for
    * the instance's life (consumed or not) is a duplicate that wakes nothing.
    */
   deliver(
@@ -334,7 +334,7 @@ export class ReferenceModel {
     this.must(target).inbox.push(signal);
   }
 
-  /** GC (SPEC §18.1): aged terminal rows, sparing children of live parents. */
+  /** GC (docs/design.md §18.1): aged terminal rows, sparing children of live parents. */
   gc(): string[] {
     const gone = [...this.rows.values()]
       .filter(

@@ -5,7 +5,7 @@ import type { TestDatabase } from '../../support/test-database';
 
 /**
  * A deterministic interleaving runner in the style of PostgreSQL's isolation tester
- * (RELIABILITY §3.4). Each *session* is a dedicated connection running a fixed list of
+ * (docs/reliability.md §3.4). Each *session* is a dedicated connection running a fixed list of
  * steps; a *permutation* is one interleaving of all sessions' steps (each session's own
  * order kept). The runner issues the steps in permutation order; after issuing one it waits
  * until the step either finishes or its session is waiting on a lock held by another session

@@ -1,4 +1,4 @@
-// One node of the multi-process tests (SPEC §19): a real Nest application in its own process,
+// One node of the multi-process tests (docs/design.md §19): a real Nest application in its own process,
 // forked by cluster.ts with test/support/ts-register.cjs. Its role decides `queues`, `reaper`
 // and `gc`; the parent drives it over IPC and hears back every step start (with this process's
 // clock, which on one machine is the parent's clock too) and the maintenance events.

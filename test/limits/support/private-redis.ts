@@ -28,7 +28,7 @@ function accepting(port: number): Promise<boolean> {
 }
 
 /**
- * A private, memory-only redis-server (RELIABILITY.md: `--save "" --appendonly no`, so a
+ * A private, memory-only redis-server (docs/reliability.md §3.1: `--save "" --appendonly no`, so a
  * restart comes back empty) that a test may kill and restart without touching the shared one.
  */
 export class PrivateRedis {
