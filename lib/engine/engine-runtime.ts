@@ -118,18 +118,11 @@ export class EngineRuntime {
   }
 
   async start(): Promise<void> {
-    const versionRow = (
-      await this.sql.query<{ version: string }>(READ_SCHEMA_VERSION, [this.options.schema])
-    )[0];
-    const installed = Number(versionRow?.version ?? 0);
+    const installed = await READ_SCHEMA_VERSION.run(this.sql, { schema: this.options.schema });
     if (installed !== CURRENT_SCHEMA_VERSION) {
-      throw new SchemaVersionError(
-        this.options.schema,
-        Number.isInteger(installed) ? installed : 0,
-        CURRENT_SCHEMA_VERSION,
-      );
+      throw new SchemaVersionError(this.options.schema, installed, CURRENT_SCHEMA_VERSION);
     }
-    const sync = (await this.sql.query<{ value: string }>(SHOW_SYNCHRONOUS_COMMIT))[0]?.value;
+    const sync = await SHOW_SYNCHRONOUS_COMMIT.run(this.sql);
     if (sync === 'off') {
       const message =
         'synchronous_commit is off: acknowledged inserts and signals are not durable until WAL is flushed';

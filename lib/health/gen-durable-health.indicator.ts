@@ -63,15 +63,10 @@ export class GenDurableHealthIndicator {
     const graceMs = options.graceMs ?? (reaper ? 2 * reaper.interval : 60_000);
     const maxRows = options.maxRows ?? 0;
     try {
-      const row = (
-        await withTimeout(
-          runtime.sql.query<{ expired: number; overdue: number }>(HEALTH_LEASE_BACKLOG, [
-            graceMs,
-            maxRows + 1,
-          ]),
-          options.timeoutMs ?? CHECK_TIMEOUT_MS,
-        )
-      )[0] ?? { expired: 0, overdue: 0 };
+      const row = await withTimeout(
+        HEALTH_LEASE_BACKLOG.run(runtime.sql, { graceMs, cap: maxRows + 1 }),
+        options.timeoutMs ?? CHECK_TIMEOUT_MS,
+      );
       const details = {
         expiredLeases: row.expired,
         overdueDeadlines: row.overdue,
@@ -99,17 +94,14 @@ export class GenDurableHealthIndicator {
     if (queues.length === 0) return indicator.up({ queues: {} });
     try {
       const rows = await withTimeout(
-        runtime.sql.query<{ queue: string; age_ms: number | null; depth: number }>(
-          HEALTH_RUNNABLE_BACKLOG,
-          [queues, depthCap],
-        ),
+        HEALTH_RUNNABLE_BACKLOG.run(runtime.sql, { queues, depthCap }),
         options.timeoutMs ?? CHECK_TIMEOUT_MS,
       );
       const details: Record<string, { headAgeMs: number; depth: number; depthCapped: boolean }> =
         {};
       let down = false;
       for (const r of rows) {
-        const age = Math.max(0, Math.round(r.age_ms ?? 0));
+        const age = Math.max(0, Math.round(r.headAgeMs ?? 0));
         details[r.queue] = { headAgeMs: age, depth: r.depth, depthCapped: r.depth >= depthCap };
         if (age > maxAgeMs) down = true;
       }

@@ -97,22 +97,23 @@ export class PostgresPokeTransport implements PokeTransport {
 
   publish(queue: string): void {
     if (this.closed) return;
-    const sent: Promise<void> = this.sql
-      .query(NOTIFY_POKE, [this.options.channel, pokePayload(this.options.sender, queue)])
-      .then(
-        () => {
-          this.publishErrorLogged = false;
-        },
-        (err: unknown) => {
-          // Best-effort: a lost announcement costs the other nodes one poll.
-          if (!this.publishErrorLogged) {
-            this.logger.warn(
-              `poke NOTIFY failed (other nodes fall back to their poll): ${String(err)}`,
-            );
-          }
-          this.publishErrorLogged = true;
-        },
-      );
+    const sent: Promise<void> = NOTIFY_POKE.run(this.sql, {
+      channel: this.options.channel,
+      payload: pokePayload(this.options.sender, queue),
+    }).then(
+      () => {
+        this.publishErrorLogged = false;
+      },
+      (err: unknown) => {
+        // Best-effort: a lost announcement costs the other nodes one poll.
+        if (!this.publishErrorLogged) {
+          this.logger.warn(
+            `poke NOTIFY failed (other nodes fall back to their poll): ${String(err)}`,
+          );
+        }
+        this.publishErrorLogged = true;
+      },
+    );
     this.inFlight.add(sent);
     void sent.finally(() => this.inFlight.delete(sent));
   }

@@ -1,5 +1,9 @@
-import { quoteIdent, renderStatement } from '../sql/statement';
-import { READ_SCHEMA_VERSION } from '../sql/schema.sql';
+import {
+  COUNT_SCHEMA_CONTENTS,
+  LOCK_SCHEMA_MIGRATION,
+  READ_SCHEMA_VERSION,
+} from '../sql/schema.sql';
+import { quoteIdent, renderStatement, type StatementRunner } from '../sql/statement';
 import { CURRENT_SCHEMA_VERSION, SCHEMA_INCREMENTS } from './increments';
 
 /** The one thing the migrator needs from a connection: run text with parameters. */
@@ -16,32 +20,33 @@ export interface MigrationOptions {
   version?: number;
 }
 
-// Serialises concurrent migrations of one schema (two processes booting at once). Taken
-// transaction-scoped, so it is released by COMMIT/ROLLBACK.
-const LOCK = `SELECT pg_advisory_xact_lock(hashtext('gen_durable:migrate:' || $1))`;
 const CREATE_SCHEMA = 'CREATE SCHEMA IF NOT EXISTS {schema}';
 const SET_VERSION = "COMMENT ON TABLE {schema}.gen_durable IS '{version}'";
-const SCHEMA_OBJECTS = `SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1`;
-const SCHEMA_TYPES = `SELECT count(*)::int AS n FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = $1`;
 const DROP_SCHEMA = 'DROP SCHEMA {schema}';
 
 function render(text: string, schema: string): string {
   return text.replace(/\{schema\}/g, quoteIdent(schema));
 }
 
-function firstRow(result: unknown): Record<string, unknown> | undefined {
-  const rows = Array.isArray(result) ? result : (result as { rows?: unknown[] } | undefined)?.rows;
-  return rows?.[0] as Record<string, unknown> | undefined;
+/**
+ * lib/sql statements on a migration connection: rendered for `schema`, unprepared (a host
+ * QueryRunner answers rows as an array, a pg client as a result object; both are read).
+ */
+function runnerOf(conn: MigrationConnection, schema: string): StatementRunner {
+  return {
+    async queryResult(statement, values) {
+      const result = await conn.query(renderStatement(statement, schema), values as unknown[]);
+      const rows: readonly unknown[] = Array.isArray(result)
+        ? result
+        : ((result as { rows?: unknown[] } | undefined)?.rows ?? []);
+      return { rows, rowCount: rows.length };
+    },
+  };
 }
 
 /** Reads the installed version of `schema` (0 when absent). */
-export async function readSchemaVersion(
-  conn: MigrationConnection,
-  schema: string,
-): Promise<number> {
-  const row = firstRow(await conn.query(renderStatement(READ_SCHEMA_VERSION, schema), [schema]));
-  const version = Number(row?.['version'] ?? 0);
-  return Number.isInteger(version) ? version : 0;
+export function readSchemaVersion(conn: MigrationConnection, schema: string): Promise<number> {
+  return READ_SCHEMA_VERSION.run(runnerOf(conn, schema), { schema });
 }
 
 async function inTransaction(conn: MigrationConnection, fn: () => Promise<void>): Promise<void> {
@@ -73,7 +78,7 @@ export async function migrateUp(
     );
   }
   await inTransaction(conn, async () => {
-    await conn.query(LOCK, [schema]);
+    await LOCK_SCHEMA_MIGRATION.run(runnerOf(conn, schema), { schema });
     await conn.query(render(CREATE_SCHEMA, schema));
     const installed = await readSchemaVersion(conn, schema);
     if (installed >= target) return;
@@ -99,7 +104,7 @@ export async function migrateDown(
     throw new RangeError('gen-durable migration: version must be a non-negative integer');
   }
   await inTransaction(conn, async () => {
-    await conn.query(LOCK, [schema]);
+    await LOCK_SCHEMA_MIGRATION.run(runnerOf(conn, schema), { schema });
     const installed = await readSchemaVersion(conn, schema);
     for (const increment of [...SCHEMA_INCREMENTS].reverse()) {
       if (increment.version > installed || increment.version <= target) continue;
@@ -110,9 +115,8 @@ export async function migrateDown(
       return;
     }
     if (schema !== 'public') {
-      const objects = Number(firstRow(await conn.query(SCHEMA_OBJECTS, [schema]))?.['n'] ?? 1);
-      const types = Number(firstRow(await conn.query(SCHEMA_TYPES, [schema]))?.['n'] ?? 1);
-      if (objects === 0 && types === 0) await conn.query(render(DROP_SCHEMA, schema));
+      const left = await COUNT_SCHEMA_CONTENTS.run(runnerOf(conn, schema), { schema });
+      if (left.objects === 0 && left.types === 0) await conn.query(render(DROP_SCHEMA, schema));
     }
   });
 }

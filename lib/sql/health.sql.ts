@@ -1,5 +1,18 @@
 import { sql } from './statement';
 
+/** Expired leases and overdue deadlines past the grace, each capped (HEALTH_LEASE_BACKLOG). */
+export interface LeaseBacklog {
+  readonly expired: number;
+  readonly overdue: number;
+}
+
+/** One queue's due backlog: the age of its pick-order head (null: none due) and its capped depth. */
+export interface QueueBacklog {
+  readonly queue: string;
+  readonly headAgeMs: number | null;
+  readonly depth: number;
+}
+
 /**
  * Lease backlog (SPEC §21): executing rows whose lease expired more than `$1` ms ago (index
  * gen_durable_lease) and parked rows overdue by more than `$1` ms (index
@@ -17,6 +30,10 @@ export const HEALTH_LEASE_BACKLOG = sql(
          WHERE status = 'awaiting_signal' AND await_deadline IS NOT NULL
            AND await_deadline < now() - make_interval(secs => $1::float8 / 1000)
          LIMIT $2) d) AS overdue`,
+  {
+    params: (i: { readonly graceMs: number; readonly cap: number }) => [i.graceMs, i.cap],
+    decode: (rows: readonly LeaseBacklog[]): LeaseBacklog => rows[0] ?? { expired: 0, overdue: 0 },
+  },
 );
 
 /**
@@ -40,4 +57,18 @@ export const HEALTH_RUNNABLE_BACKLOG = sql(
           WHERE queue = q.queue AND status = 'runnable' AND eligible_at <= now()
           LIMIT $2) x) d ON true
     ORDER BY q.queue`,
+  {
+    params: (i: { readonly queues: readonly string[]; readonly depthCap: number }) => [
+      i.queues,
+      i.depthCap,
+    ],
+    decode: (rows: readonly { queue: string; age_ms: number | null; depth: number }[]) => {
+      const out = new Array<QueueBacklog>(rows.length);
+      for (let i = 0; i < rows.length; i++) {
+        const r = rows[i]!;
+        out[i] = { queue: r.queue, headAgeMs: r.age_ms, depth: r.depth };
+      }
+      return out;
+    },
+  },
 );

@@ -1,3 +1,4 @@
+import { noRows } from './row-decoders';
 import { sql } from './statement';
 
 // Cross-node pokes over PostgreSQL (SPEC §16.4). None of these touches a table or an index.
@@ -9,7 +10,10 @@ import { sql } from './statement';
  * a NOTIFY takes a cluster-wide queue lock at commit, which would serialize every committing
  * insert behind it.
  */
-export const NOTIFY_POKE = sql('notify_poke', `SELECT pg_notify($1, $2)`);
+export const NOTIFY_POKE = sql('notify_poke', `SELECT pg_notify($1, $2)`, {
+  params: (i: { readonly channel: string; readonly payload: string }) => [i.channel, i.payload],
+  decode: noRows,
+});
 
 /**
  * Subscribes the dedicated listener connection. LISTEN takes an identifier, not a parameter:

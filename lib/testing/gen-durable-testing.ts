@@ -47,10 +47,8 @@ export class GenDurableTesting {
     const worker = `inline-${randomBytes(4).toString('hex')}`;
     const tally = emptyTally();
     for (;;) {
-      if (withScheduled) await runtime.sql.query(TESTING_PULL_SCHEDULED, [queue]);
-      const queues = (await runtime.sql.query<{ queue: string }>(TESTING_DUE_QUEUES, [queue])).map(
-        (r) => r.queue,
-      );
+      if (withScheduled) await TESTING_PULL_SCHEDULED.run(runtime.sql, { queue });
+      const queues = await TESTING_DUE_QUEUES.run(runtime.sql, { queue });
       let progressed = false;
       for (const q of queues) {
         const rows = await runtime.picker.pick(q, PICK_BATCH, worker);
@@ -73,19 +71,17 @@ export class GenDurableTesting {
 
   /** Fires every armed await deadline now; returns how many. */
   async fireTimeouts(): Promise<number> {
-    return (await this.engine.runtime.sql.query(TESTING_FIRE_ALL_DEADLINES)).length;
+    return (await TESTING_FIRE_ALL_DEADLINES.run(this.engine.runtime.sql)).length;
   }
 
   /** The row; by key it falls back to the latest row that held the key, so finished instances stay assertable. */
   async get(target: Target): Promise<InstanceView | null> {
     const current = await this.engine.get(target);
     if (current || 'id' in target) return current;
-    const latest = (
-      await this.engine.runtime.sql.query<{ id: string }>(TESTING_LATEST_BY_KEY, [
-        target.correlationKey,
-      ])
-    )[0];
-    return latest ? this.engine.get({ id: latest.id }) : null;
+    const latest = await TESTING_LATEST_BY_KEY.run(this.engine.runtime.sql, {
+      correlationKey: target.correlationKey,
+    });
+    return latest !== null ? this.engine.get({ id: latest }) : null;
   }
 
   async assertStatus(target: Target, status: DurableStatus): Promise<InstanceView> {
@@ -139,7 +135,7 @@ export class GenDurableTesting {
 
   /** Truncates instances, inboxes and limiter counters. */
   async reset(): Promise<void> {
-    await this.engine.runtime.sql.query(TESTING_RESET);
+    await TESTING_RESET.run(this.engine.runtime.sql);
   }
 
   private async require(target: Target): Promise<InstanceView> {
