@@ -21,7 +21,8 @@ function conn(client: PoolClient | Pool) {
 async function objectCount(pool: Pool, schema: string): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(
     `SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1)
-          + (SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = $1) AS n`,
+          + (SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = $1)
+          + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1) AS n`,
     [schema],
   );
   return Number(rows[0]?.n);
