@@ -130,6 +130,7 @@ export class GenDurableHealthIndicator {
       {
         status: string;
         inFlight: number;
+        awaitingCommit: number;
         buffered: number;
         sinceActivityMs: number;
         sinceHeartbeatMs: number;
@@ -141,6 +142,7 @@ export class GenDurableHealthIndicator {
       schedulers[queue] = {
         status: s.status,
         inFlight: s.inFlightCount,
+        awaitingCommit: s.awaitingCommitCount,
         buffered: s.bufferedCount,
         sinceActivityMs,
         sinceHeartbeatMs,

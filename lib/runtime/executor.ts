@@ -35,6 +35,12 @@ export interface ExecuteOptions {
    * on the held claim. Absent (the testing drain) = never chain.
    */
   readonly chain?: () => boolean;
+  /**
+   * Called once the row runs no more steps and its last outcome goes to the flusher (not for
+   * an inline continue, nor on the crash path): the scheduler frees the row's running slot
+   * then, and keeps holding the row until `execute` resolves with the flush's answer.
+   */
+  readonly onStepsDone?: () => void;
 }
 
 /**
@@ -121,6 +127,7 @@ export class Executor {
       if (step.kind === 'ended') return { reply: step.reply, kind: OUTCOME_KINDS.next.tally };
       if (step.kind === 'crash') return this.crash(row, step.error);
     }
+    options.onStepsDone?.();
     const reply = await this.commit(entry);
     if (reply === 'stale') {
       this.telemetry.emit(

@@ -7,7 +7,7 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import { HEARTBEAT, RECLAIM_PREDECESSOR } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
-import type { Executor } from './executor';
+import type { ExecutionResult, Executor } from './executor';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { Picker } from './picker';
 
@@ -17,10 +17,28 @@ const POKE_DEBOUNCE_MS = 10;
 /** The poison-pill cap a node without a reaper assumes for its startup reclaim (SPEC §26.5 default). */
 const DEFAULT_MAX_REAPS = 5;
 
+/** A held row the executor has: its step running, or its outcome awaiting commit. */
+interface Task {
+  readonly row: ClaimedRow;
+  /** Settles once the executor is done with the row (its flush answered, or the crash path). */
+  readonly done: Promise<void>;
+}
+
 /**
- * One queue's loop on this node (SPEC §5): claim → buffer → at most `concurrency` steps in
- * flight → heartbeat → drain. At most one pick at a time; completions refill; pokes wake an
- * idle scheduler at once (leading edge) and coalesce within 10 ms.
+ * One queue's loop on this node (docs/design.md §5): claim → buffer → at most `concurrency`
+ * steps running → outcomes awaiting commit → heartbeat → drain. At most one pick at a time;
+ * freed slots refill; pokes wake a scheduler with free slots at once (leading edge) and
+ * coalesce within 10 ms.
+ *
+ * A slot is a running step: a row whose step returned is handed to the flusher and frees its
+ * slot at once, but stays held (heartbeated, waited for by the drain, never dispatched twice —
+ * docs/design.md §26.1) until its flush answers. Nothing that depends on the outcome proceeds
+ * before that commit: the row stays `executing` until then, so its next step, waiters,
+ * children, K = 1 key and gate slot all wait for it. Backpressure: a step is dispatched only
+ * while running steps and rows awaiting commit are fewer than `2 × concurrency + prefetch`; at
+ * that bound the scheduler neither dispatches nor claims until the flusher answers, so a node
+ * holds at most `3 × concurrency + 2 × prefetch` rows of a queue however slow PostgreSQL is
+ * (the buffer and running steps within `concurrency + prefetch`, the rest awaiting commit).
  */
 export class Scheduler {
   readonly workerId: string;
@@ -28,7 +46,15 @@ export class Scheduler {
   readonly reclaimPrefix: string;
   private state: SchedulerState = 'created';
   private buffer: ClaimedRow[] = [];
-  private readonly inFlight = new Map<string, { row: ClaimedRow; done: Promise<void> }>();
+  /** Rows whose step is running: at most `concurrency`. */
+  private readonly running = new Map<string, Task>();
+  /** Rows whose outcome is with the flusher: at most {@link maxAwaitingCommit}. */
+  private readonly awaiting = new Map<string, Task>();
+  /**
+   * The backpressure bound: a step is dispatched only while running steps and rows awaiting
+   * commit are fewer than `2 × concurrency + prefetch`, so at most that many await commit.
+   */
+  readonly maxAwaitingCommit: number;
   private picking: Promise<void> | undefined;
   private refillWanted = false;
   private pollTimer: NodeJS.Timeout | undefined;
@@ -54,14 +80,21 @@ export class Scheduler {
     this.reclaimPrefix = `${options.name}:${queue}@${options.nodeId}-`;
     this.workerId = `${this.reclaimPrefix}${randomBytes(4).toString('hex')}`;
     this.interval = options.pollInterval;
+    this.maxAwaitingCommit = 2 * concurrency + options.prefetch;
   }
 
   get status(): SchedulerState {
     return this.state;
   }
 
+  /** Steps running now (what `concurrency` bounds). */
   get inFlightCount(): number {
-    return this.inFlight.size;
+    return this.running.size;
+  }
+
+  /** Rows whose step returned and whose outcome awaits its commit. */
+  get awaitingCommitCount(): number {
+    return this.awaiting.size;
   }
 
   get bufferedCount(): number {
@@ -117,14 +150,24 @@ export class Scheduler {
     return this.demand() > 0;
   }
 
-  /** SPEC §5.2: `concurrency + prefetch − (in-flight + buffer)`. */
+  /**
+   * docs/design.md §5.2: `concurrency + prefetch − (running + buffer)`; 0 while the rows
+   * awaiting commit are at their bound (backpressure).
+   */
   private demand(): number {
-    return this.concurrency + this.options.prefetch - (this.inFlight.size + this.buffer.length);
+    if (this.backpressured()) return 0;
+    return this.concurrency + this.options.prefetch - (this.running.size + this.buffer.length);
+  }
+
+  /** The flusher is too far behind: dispatch and claims wait for its answers. */
+  private backpressured(): boolean {
+    return this.running.size + this.awaiting.size >= this.maxAwaitingCommit;
   }
 
   /**
-   * Graceful drain (SPEC §17.4): stop claiming, release the buffer, wait up to `drainTimeout`
-   * for in-flight steps (still heartbeated), then stop.
+   * Graceful drain (docs/design.md §17.4): stop claiming, release the buffer, wait up to
+   * `drainTimeout` for running steps and for rows awaiting commit (all still heartbeated),
+   * then stop. `scheduler:drain`'s `inFlight` counts both.
    */
   async drain(): Promise<void> {
     if (this.state !== 'running') {
@@ -149,14 +192,15 @@ export class Scheduler {
         );
       }
     }
-    const inFlight = this.inFlight.size;
+    const tasks = [...this.running.values(), ...this.awaiting.values()];
+    const inFlight = tasks.length;
     this.telemetry.emit('scheduler:drain', { released, inFlight }, { queue: this.queue });
     if (inFlight > 0) {
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<void>((resolve) => {
         timer = setTimeout(resolve, this.options.drainTimeout);
       });
-      await Promise.race([Promise.all([...this.inFlight.values()].map((t) => t.done)), timeout]);
+      await Promise.race([Promise.all(tasks.map((t) => t.done)), timeout]);
       clearTimeout(timer);
     }
     this.clearTimer('heartbeat');
@@ -164,7 +208,12 @@ export class Scheduler {
   }
 
   private busy(): boolean {
-    return this.picking !== undefined || this.inFlight.size > 0 || this.buffer.length > 0;
+    return (
+      this.picking !== undefined ||
+      this.running.size > 0 ||
+      this.awaiting.size > 0 ||
+      this.buffer.length > 0
+    );
   }
 
   private clearTimer(which: 'poll' | 'heartbeat' | 'poke'): void {
@@ -191,7 +240,8 @@ export class Scheduler {
     this.telemetry.emit(
       'scheduler:saturation',
       {
-        inFlight: this.inFlight.size,
+        inFlight: this.running.size,
+        awaitingCommit: this.awaiting.size,
         buffer: this.buffer.length,
         concurrency: this.concurrency,
         prefetch: this.options.prefetch,
@@ -214,7 +264,7 @@ export class Scheduler {
         if (this.state !== 'running') return;
         const capacity = this.concurrency + this.options.prefetch;
         const demand = this.demand();
-        const idle = this.inFlight.size === 0 && this.buffer.length === 0;
+        const idle = this.running.size === 0 && this.buffer.length === 0;
         if (demand <= 0 || (demand < Math.min(this.options.minDemand, capacity) && !idle)) return;
         const rows = await this.claim(demand);
         fetched += rows.length;
@@ -248,23 +298,64 @@ export class Scheduler {
   }
 
   private dispatch(): void {
-    while (this.inFlight.size < this.concurrency && this.state === 'running') {
-      // Never a second task for an id already in flight (SPEC §26.1): such a row waits.
-      const index = this.buffer.findIndex((r) => !this.inFlight.has(r.id));
+    while (
+      this.running.size < this.concurrency &&
+      !this.backpressured() &&
+      this.state === 'running'
+    ) {
+      // Never a second task for an id still held (docs/design.md §26.1): such a row waits.
+      const index = this.buffer.findIndex(
+        (r) => !this.running.has(r.id) && !this.awaiting.has(r.id),
+      );
       if (index < 0) return;
       const [row] = this.buffer.splice(index, 1);
       if (!row) return;
-      // Inline chains (SPEC §7) run while the queue runs; draining ends them at the next step.
-      const done = this.executor.execute(row, { chain: () => this.state === 'running' }).then(
-        () => this.completed(row.id),
-        () => this.completed(row.id),
-      );
-      this.inFlight.set(row.id, { row, done });
+      const id = row.id;
+      // Inline chains (docs/design.md §7) run while the queue runs; draining ends them at the
+      // next step. A chain keeps its slot through its continue commits: only its last outcome
+      // frees it.
+      const done = this.executor
+        .execute(row, {
+          chain: () => this.state === 'running',
+          onStepsDone: () => this.stepsDone(id),
+        })
+        .then(
+          (result) => this.completed(id, result.kind),
+          () => this.completed(id, null),
+        );
+      this.running.set(id, { row, done });
     }
   }
 
-  private completed(id: string): void {
-    this.inFlight.delete(id);
+  /** The row's last step returned and its outcome went to the flusher: its slot is free. */
+  private stepsDone(id: string): void {
+    const task = this.running.get(id);
+    if (!task) return;
+    this.running.delete(id);
+    this.awaiting.set(id, task);
+    this.slotFreed();
+  }
+
+  /** The executor is done with the row: its flush answered, or it took the crash path. */
+  private completed(id: string, kind: ExecutionResult['kind']): void {
+    if (this.running.delete(id)) {
+      this.slotFreed();
+      return;
+    }
+    const wasBackpressured = this.backpressured();
+    if (!this.awaiting.delete(id)) return;
+    this.lastActivityAt = Date.now();
+    if (this.state !== 'running') return;
+    // The buffer may hold this id again (re-claimed after its commit): it may run now.
+    this.dispatch();
+    // Refill when the bound held claims back, or when the committed row may be runnable again
+    // (found even when pokes are off).
+    if ((wasBackpressured || kind === 'next' || kind === 'retry') && this.buffer.length === 0) {
+      this.scheduleRefill();
+    }
+  }
+
+  private slotFreed(): void {
     this.lastActivityAt = Date.now();
     if (this.state !== 'running') return;
     this.dispatch();
@@ -272,20 +363,25 @@ export class Scheduler {
   }
 
   /**
-   * Completions of one group commit resolve together: refill once after they have all been
-   * counted (next macrotask), so the claim asks for all the freed slots at once instead of
-   * one row, then the rest.
+   * Slots freed together (a batch of short steps, the answers of one group commit) refill once
+   * after they have all been counted (next macrotask), so the claim asks for all the freed
+   * slots at once instead of one row, then the rest.
    */
   private scheduleRefill(): void {
     if (this.refillTimer) return;
     this.refillTimer = setImmediate(() => {
       this.refillTimer = undefined;
-      if (this.state === 'running' && this.buffer.length === 0) void this.pick(false);
+      if (this.state === 'running' && this.buffer.length === 0 && this.demand() > 0) {
+        void this.pick(false);
+      }
     });
   }
 
   private held(): ClaimedRow[] {
-    return [...this.buffer, ...[...this.inFlight.values()].map((t) => t.row)];
+    const rows = [...this.buffer];
+    for (const t of this.running.values()) rows.push(t.row);
+    for (const t of this.awaiting.values()) rows.push(t.row);
+    return rows;
   }
 
   private async heartbeat(): Promise<void> {

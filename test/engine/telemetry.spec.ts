@@ -151,6 +151,7 @@ describe('telemetry (docs/design.md §20)', () => {
     const saturation = await both('scheduler:saturation');
     expect(saturation.metadata).toEqual({ queue: 'tel' });
     expect(Object.keys(saturation.measurements).sort()).toEqual([
+      'awaitingCommit',
       'buffer',
       'concurrency',
       'inFlight',
