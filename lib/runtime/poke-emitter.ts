@@ -1,11 +1,20 @@
-const WINDOW_MS = 100;
+/**
+ * The coalescing window of cross-node announcements, ms: the local schedulers' own poke
+ * debounce (docs/design.md §5.5). A receiving scheduler coalesces pokes within this window
+ * anyway, so announcing more often would buy nothing, and announcing less often would delay
+ * the second insert of a burst by up to the window (with the former 100 ms, a cross-process
+ * insert→start p99 of ≈ 100 ms; docs/performance.md).
+ */
+const ANNOUNCE_WINDOW_MS = 10;
 
 /**
- * Per-engine poke emitter (SPEC §16.4, §5.5). Every poke reaches the local schedulers of its
- * queue at once: they debounce themselves (an idle scheduler picks on the leading edge and
- * coalesces further pokes within 10 ms; one with no free slot drops them), so insert → step start stays
- * one round trip. The cross-node leg is what can herd: per queue, the first announcement goes
- * out at once and further ones within 100 ms collapse into one trailing announcement.
+ * Per-engine poke emitter (docs/design.md §16.4, §5.5). Every poke reaches the local schedulers
+ * of its queue at once: they debounce themselves (a scheduler with free slots picks on the
+ * leading edge and coalesces further pokes within 10 ms; one with no free slot drops them), so
+ * insert → step start stays one round trip. The cross-node leg is announced on the leading edge
+ * too: per queue, the first announcement goes out at once, and further ones within the next
+ * 10 ms collapse into one trailing announcement at the window's end (at most two a window, however
+ * many inserts).
  */
 export class PokeEmitter {
   private readonly windows = new Map<string, { timer: NodeJS.Timeout; trailing: boolean }>();
@@ -41,7 +50,7 @@ export class PokeEmitter {
       const w = this.windows.get(queue);
       this.windows.delete(queue);
       if (w?.trailing && !this.closed) remote(queue);
-    }, WINDOW_MS);
+    }, ANNOUNCE_WINDOW_MS);
     this.windows.set(queue, { timer, trailing: false });
     remote(queue);
   }
