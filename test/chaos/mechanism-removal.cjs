@@ -164,7 +164,7 @@ const MECHANISMS = {
         '}, 2 ** 31 - 1);\n      this.pool.connect(',
       ],
     ],
-    tests: ['test/chaos/half-open.spec.ts'],
+    tests: ['test/unit/half-open.spec.ts'],
   },
   'F-R5 sparse holes and typed arrays refused': {
     edits: [

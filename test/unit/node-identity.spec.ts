@@ -1,20 +1,17 @@
 import { hostname } from 'node:os';
 
-import type { DataSource } from 'typeorm';
-
+import type { GenDurableOptions } from '../../lib';
 import { resolveOptions } from '../../lib/options/resolve-options';
-import { createTestDatabase, type TestDatabase } from '../support/test-database';
+
+/** What resolveOptions checks of a DataSource (a PostgreSQL one, initialized), and no more. */
+const dataSource = {
+  options: { type: 'postgres' },
+  isInitialized: true,
+} as unknown as GenDurableOptions['dataSource'];
 
 // docs/design.md §26.2: the node identity defaults to the hostname (or GEN_DURABLE_NODE_ID), never to
 // something per-process, so a restarted process on the same host reclaims its predecessor.
 describe('nodeId default', () => {
-  let db: TestDatabase;
-  let dataSource: DataSource;
-  beforeAll(async () => {
-    db = await createTestDatabase({ migrate: false });
-    dataSource = await db.dataSource();
-  });
-  afterAll(() => db.drop());
   const saved = process.env['GEN_DURABLE_NODE_ID'];
   afterEach(() => {
     if (saved === undefined) delete process.env['GEN_DURABLE_NODE_ID'];
