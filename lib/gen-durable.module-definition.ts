@@ -6,6 +6,8 @@ import {
   GEN_DURABLE_ENGINE_NAME,
   GEN_DURABLE_MODULE_OPTIONS,
 } from './gen-durable.constants';
+import { EngineHost } from './engine/engine-host';
+import { EngineLifecycle } from './engine/engine-lifecycle';
 import { EngineService } from './engine/engine.service';
 import { getEngineToken } from './engine/get-engine-token.util';
 import type { GenDurableOptions } from './options/gen-durable-options.interface';
@@ -31,6 +33,8 @@ export const {
     const token = getEngineToken(name);
     const providers: Provider[] = [
       ...(definition.providers ?? []),
+      EngineHost,
+      EngineLifecycle,
       EngineService,
       { provide: GEN_DURABLE_ENGINE_NAME, useValue: name },
     ];

@@ -31,5 +31,10 @@ export { cancel, jobError, type JobResult } from './fsm/job-results';
 export type { ChildView, Signal, StepContext } from './fsm/step-context';
 export { GenDurableMigration } from './schema/gen-durable.migration';
 export type { MigrationOptions } from './schema/migrator';
-export type { GenDurableEvent, GenDurableEventName } from './telemetry/telemetry-events';
+export type {
+  GenDurableEvent,
+  GenDurableEventName,
+  TelemetryPayloads,
+  TypedGenDurableEvent,
+} from './telemetry/telemetry-events';
 export * from './errors';

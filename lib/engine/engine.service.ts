@@ -1,35 +1,21 @@
-import {
-  type BeforeApplicationShutdown,
-  Inject,
-  Injectable,
-  Logger,
-  type OnApplicationBootstrap,
-  type OnApplicationShutdown,
-  type OnModuleInit,
-  type Type,
-} from '@nestjs/common';
-import { DiscoveryService } from '@nestjs/core';
+import { Injectable, type Type } from '@nestjs/common';
 import type { PoolClient } from 'pg';
 import type { Observable } from 'rxjs';
 import type { EntityManager } from 'typeorm';
 
-import { GEN_DURABLE_ENGINE_NAME, GEN_DURABLE_MODULE_OPTIONS } from '../gen-durable.constants';
 import { isArray } from '../util/is-array';
-import { FsmExplorer } from '../discovery/fsm.explorer';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { DuplicateError } from '../errors/duplicate.error';
 import { NoTargetError } from '../errors/no-target.error';
 import { InvalidInputError } from '../errors/invalid-input.error';
-import type { GenDurableOptions } from '../options/gen-durable-options.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { resolveOptions } from '../options/resolve-options';
 import { INSERT_INSTANCE, INSERT_INSTANCES } from '../sql/insert.sql';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import { DELIVER_SIGNAL } from '../sql/signal.sql';
 import { toJsonText } from '../serialization/json-value';
 import type { GenDurableEvent } from '../telemetry/telemetry-events';
-import { Telemetry } from '../telemetry/telemetry';
-import { EngineRuntime } from './engine-runtime';
+import { EngineHost } from './engine-host';
+import type { EngineRuntime } from './engine-runtime';
 import type { InsertOptions } from './insert-options.interface';
 import { buildInsertRow, insertArrays, insertParams } from './insert-row';
 import {
@@ -38,108 +24,45 @@ import {
   type InstanceView,
   toInstanceView,
 } from './instance-view';
-import { RunningEngines } from './running-engines';
 import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
 
 /** Addresses an instance by id or by its correlation key's current occupant. */
 export type Target = { id: string | bigint } | { correlationKey: string };
 
 /**
- * The engine's public API (SPEC §2.5): insert, signal, await, get, events$. Thin: it
- * validates input and delegates to the runtime. Nothing here needs a local scheduler.
+ * The engine's public API (design §2.5): insert, signal, await, get, events$. Thin: it
+ * validates input and delegates to the runtime. Nothing here needs a local scheduler, and
+ * nothing here is a lifecycle hook (those are EngineLifecycle's).
  */
 @Injectable()
-export class EngineService
-  implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
-{
-  private resolved: ResolvedOptions | undefined;
-  private runtimeRef: EngineRuntime | undefined;
-  private registryRef: FsmRegistry | undefined;
-  private telemetryRef: Telemetry | undefined;
-  private acquired = false;
-  private readonly logger = new Logger('GenDurable');
-
-  constructor(
-    @Inject(GEN_DURABLE_MODULE_OPTIONS) private readonly rawOptions: GenDurableOptions,
-    @Inject(GEN_DURABLE_ENGINE_NAME) private readonly engineName: string,
-    private readonly discovery: DiscoveryService,
-  ) {}
+export class EngineService {
+  constructor(private readonly host: EngineHost) {}
 
   /** The engine name. */
   get name(): string {
-    return this.engineName;
+    return this.host.name;
   }
 
-  /** Telemetry events of this engine (hot, no replay; SPEC §20). */
+  /** Telemetry events of this engine (hot, no replay; design §20). */
   get events$(): Observable<GenDurableEvent> {
-    return this.telemetry.events$;
+    return this.host.telemetry.events$;
   }
 
-  /** @internal the runtime, for the testing helpers and health indicators. */
+  /**
+   * The runtime, for the testing and health entry points of this package.
+   * @internal not part of the published types (stripInternal).
+   */
   get runtime(): EngineRuntime {
-    if (!this.runtimeRef) {
-      throw new Error(`gen-durable engine "${this.engineName}" is not initialized yet`);
-    }
-    return this.runtimeRef;
+    return this.host.runtime;
   }
 
   /** The validated options. */
   get options(): ResolvedOptions {
-    return this.runtime.options;
-  }
-
-  private get telemetry(): Telemetry {
-    this.telemetryRef ??= new Telemetry(this.engineName);
-    return this.telemetryRef;
+    return this.host.runtime.options;
   }
 
   private get registry(): FsmRegistry {
-    if (!this.registryRef) {
-      throw new Error(`gen-durable engine "${this.engineName}" is not initialized yet`);
-    }
-    return this.registryRef;
-  }
-
-  onModuleInit(): void {
-    this.resolved = resolveOptions({ ...this.rawOptions, name: this.engineName });
-    RunningEngines.acquire(this.engineName);
-    this.acquired = true;
-    try {
-      this.registryRef = new FsmExplorer(this.discovery).explore(this.resolved.fsms);
-      this.runtimeRef = new EngineRuntime(this.resolved, this.registryRef, this.telemetry);
-    } catch (err) {
-      // A failed boot gets no shutdown hooks: free the name so the process can boot again.
-      this.releaseName();
-      throw err;
-    }
-  }
-
-  async onApplicationBootstrap(): Promise<void> {
-    try {
-      await this.runtime.start();
-    } catch (err) {
-      await this.runtimeRef?.close().catch(() => undefined);
-      this.releaseName();
-      throw err;
-    }
-  }
-
-  private releaseName(): void {
-    if (this.acquired) RunningEngines.release(this.engineName);
-    this.acquired = false;
-  }
-
-  async beforeApplicationShutdown(): Promise<void> {
-    await this.runtimeRef?.drain();
-  }
-
-  async onApplicationShutdown(): Promise<void> {
-    try {
-      await this.runtimeRef?.close();
-    } finally {
-      this.telemetryRef?.complete();
-      this.releaseName();
-    }
+    return this.host.registry;
   }
 
   /**

@@ -68,7 +68,7 @@ export class GarbageCollector {
       this.logger.error(`GC limiter reconcile failed: ${String(err)}`);
     }
     if (count + limits.buckets + limits.gates > 0) {
-      this.telemetry.emit('gc:swept', { count, ...limits });
+      this.telemetry.emit('gc:swept', { count, ...limits }, {});
     }
     if (swept) this.lastSweepAt = Date.now();
     return count;

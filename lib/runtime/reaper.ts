@@ -84,7 +84,7 @@ export class Reaper {
       reaped = rows.length - failed.length;
       poisoned = failed.length;
       for (const r of rows) if (r.status === 'runnable') queues.add(r.queue);
-      if (reaped > 0) this.telemetry.emit('reaper:reaped', { count: reaped });
+      if (reaped > 0) this.telemetry.emit('reaper:reaped', { count: reaped }, {});
       if (failed.length > 0) {
         for (const r of failed) {
           this.logger.error(
@@ -102,7 +102,7 @@ export class Reaper {
         BATCH,
       ]);
       timeouts = fired.length;
-      if (timeouts > 0) this.telemetry.emit('await:timeout', { count: timeouts });
+      if (timeouts > 0) this.telemetry.emit('await:timeout', { count: timeouts }, {});
       this.poke(queues);
       this.lastSweepAt = Date.now();
     } catch (err) {

@@ -1,32 +1,68 @@
-/**
- * Every telemetry event (SPEC §20). Published on `diagnostics_channel` as
- * `gen_durable:<event>` (only when subscribed) and on `engine.events$`.
- */
-export type GenDurableEventName =
-  | 'step:stop'
-  | 'pick:stop'
-  | 'scheduler:saturation'
-  | 'scheduler:drain'
-  | 'scheduler:reclaimed'
-  | 'scheduler:stall'
-  | 'concurrency:contended'
-  | 'concurrency:throttled'
-  | 'rate_limit:throttled'
-  | 'rate_limit:contended'
-  | 'rate_limit:unknown'
-  | 'outcome:stale'
-  | 'run_ahead:continue'
-  | 'run_ahead:yield'
-  | 'reaper:reaped'
-  | 'reaper:poisoned'
-  | 'await:timeout'
-  | 'gc:swept'
-  | 'flush:error'
-  | 'insert_batch:error'
-  | 'executor:crash'
-  | 'boot:warning';
+import type { EntryKind } from '../fsm/outcome-kinds';
 
-/** One published event. */
+type Count = { count: number };
+type None = Record<string, never>;
+type Row = { id: string; fsm: string; step: string };
+
+/**
+ * Every telemetry event with its measurements and metadata (design §20), documented in
+ * docs/telemetry.md. Published on `diagnostics_channel` as `gen_durable:<event>` (only when
+ * subscribed) and on `engine.events$`. `Telemetry.emit` is typed by this map, so an event is
+ * emitted with exactly the fields its row of the docs table names. To add an event, add it
+ * here and to docs/telemetry.md.
+ */
+export type TelemetryPayloads = {
+  'step:stop': { measurements: { durationMs: number }; metadata: Row & { kind: EntryKind } };
+  'pick:stop': {
+    measurements: { count: number; demand: number };
+    metadata: { queue: string; worker: string };
+  };
+  'scheduler:saturation': {
+    measurements: { inFlight: number; buffer: number; concurrency: number; prefetch: number };
+    metadata: { queue: string };
+  };
+  'scheduler:drain': {
+    measurements: { released: number; inFlight: number };
+    metadata: { queue: string };
+  };
+  'scheduler:reclaimed': { measurements: Count; metadata: { queue: string } };
+  'scheduler:stall': { measurements: { durationMs: number }; metadata: None };
+  'concurrency:contended': { measurements: Count; metadata: { queue: string } };
+  'concurrency:throttled': {
+    measurements: { wanted: number; admitted: number };
+    metadata: { key: string; queue: string };
+  };
+  'rate_limit:throttled': {
+    measurements: { wanted: number; granted: number };
+    metadata: { key: string; queue: string };
+  };
+  'rate_limit:contended': { measurements: Count; metadata: { queue: string } };
+  'rate_limit:unknown': {
+    measurements: Count;
+    metadata: { key: string; name: string; fsm: string; step: string };
+  };
+  'outcome:stale': { measurements: Count; metadata: Row & { kind: EntryKind } };
+  'run_ahead:continue': {
+    measurements: Count;
+    metadata: { id: string; fsm: string; from: string; to: string };
+  };
+  'run_ahead:yield': { measurements: Count; metadata: Row & { to: string; reason: string } };
+  'reaper:reaped': { measurements: Count; metadata: None };
+  'reaper:poisoned': { measurements: Count; metadata: Row & { reaps: number } };
+  'await:timeout': { measurements: Count; metadata: None };
+  'gc:swept': { measurements: { count: number; buckets: number; gates: number }; metadata: None };
+  'flush:error': { measurements: Count; metadata: { error: string } };
+  'insert_batch:error': {
+    measurements: Count;
+    metadata: { error: string; lane: 'async' | 'durable' };
+  };
+  'executor:crash': { measurements: Count; metadata: Row & { error: string } };
+  'boot:warning': { measurements: Count; metadata: { warning: string } };
+};
+
+export type GenDurableEventName = keyof TelemetryPayloads;
+
+/** One published event, as `events$` and diagnostics_channel subscribers receive it. */
 export interface GenDurableEvent {
   readonly event: GenDurableEventName;
   /** Engine name. */
@@ -36,3 +72,10 @@ export interface GenDurableEvent {
   readonly measurements: Readonly<Record<string, number>>;
   readonly metadata: Readonly<Record<string, unknown>>;
 }
+
+/** One event with the exact fields of its name (narrow a `GenDurableEvent` by `event` to use it). */
+export type TypedGenDurableEvent<E extends GenDurableEventName> = GenDurableEvent & {
+  readonly event: E;
+  readonly measurements: Readonly<TelemetryPayloads[E]['measurements']>;
+  readonly metadata: Readonly<TelemetryPayloads[E]['metadata']>;
+};

@@ -3,11 +3,11 @@ import { channel, type Channel } from 'node:diagnostics_channel';
 import { Logger } from '@nestjs/common';
 import { Observable, type Observer, Subject, type Subscription } from 'rxjs';
 
-import type { GenDurableEvent, GenDurableEventName } from './telemetry-events';
+import type { GenDurableEvent, GenDurableEventName, TelemetryPayloads } from './telemetry-events';
 
 /**
  * The engine's event emitter. Subscriber errors are caught and logged, never thrown into
- * the engine (SPEC §20).
+ * the engine (design §20).
  */
 export class Telemetry {
   private readonly subject = new Subject<GenDurableEvent>();
@@ -20,10 +20,11 @@ export class Telemetry {
 
   constructor(private readonly engine: string) {}
 
-  emit(
-    event: GenDurableEventName,
-    measurements: Record<string, number>,
-    metadata: Record<string, unknown> = {},
+  /** Publishes `event` with the measurements and metadata its entry in TelemetryPayloads names. */
+  emit<E extends GenDurableEventName>(
+    event: E,
+    measurements: TelemetryPayloads[E]['measurements'],
+    metadata: TelemetryPayloads[E]['metadata'],
   ): void {
     let ch = this.channels.get(event);
     if (!ch) {
