@@ -18,7 +18,13 @@ export type TelemetryPayloads = {
     metadata: { queue: string; worker: string };
   };
   'scheduler:saturation': {
-    measurements: { inFlight: number; buffer: number; concurrency: number; prefetch: number };
+    measurements: {
+      inFlight: number;
+      awaitingCommit: number;
+      buffer: number;
+      concurrency: number;
+      prefetch: number;
+    };
     metadata: { queue: string };
   };
   'scheduler:drain': {
