@@ -3,7 +3,8 @@
 //   runs for them, and DATABASE_URL is removed from their environment, so `npm run test:unit`
 //   (jest --selectProjects unit) takes seconds and starts nothing.
 // - integration: every other spec. Its global set-up provides one PostgreSQL for the run
-//   (DATABASE_URL, or an embedded server) and Redis.
+//   (DATABASE_URL, or an embedded server) with a migrated template database, and Redis. Its
+//   environment keeps a failing file's databases and drops the others.
 // `npm test` runs both. A spec file path on the command line runs that file in its own tier,
 // and a run that selects only unit specs skips the integration set-up.
 const common = {
@@ -36,7 +37,7 @@ module.exports = {
       testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/'],
       globalSetup: '<rootDir>/test/support/global-setup.cjs',
       globalTeardown: '<rootDir>/test/support/global-teardown.cjs',
-      testEnvironment: 'node',
+      testEnvironment: '<rootDir>/test/support/database-environment.cjs',
     },
   ],
 };

@@ -1,10 +1,13 @@
 'use strict';
-// Jest global setup: one PostgreSQL for the whole run (DATABASE_URL, or an embedded server
-// this run starts and stops), and the Redis URL. Each test file then creates its own database
-// on that server (test/support/test-database.ts), so files run in parallel without sharing state.
+// Jest global set-up of the integration tier: one PostgreSQL for the whole run (DATABASE_URL,
+// or an embedded server this run starts and stops), this run's migrated template database on
+// it, and the Redis URL. Each test file then creates its own databases on that server, copies
+// of the template (test/support/test-database.ts), so files run in parallel without sharing
+// state and without replaying the DDL.
 const path = require('node:path');
 const net = require('node:net');
 const { startEmbeddedPostgres } = require('../../scripts/embedded-postgres.cjs');
+const { createTemplateDatabase } = require('./template-database.cjs');
 
 function reachable(url) {
   return new Promise((resolve) => {
@@ -40,6 +43,9 @@ module.exports = async function globalSetup() {
       `\n[gen-durable tests] embedded PostgreSQL on ${pg.url} (no DATABASE_URL)\n`,
     );
   }
+  const template = await createTemplateDatabase(process.env.GEN_DURABLE_TEST_DATABASE_URL);
+  globalThis.__GEN_DURABLE_TEMPLATE__ = template;
+  process.env.GEN_DURABLE_TEST_TEMPLATE = template;
   const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
   if (await reachable(redisUrl)) {
     process.env.GEN_DURABLE_TEST_REDIS_URL = redisUrl;
