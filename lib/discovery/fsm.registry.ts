@@ -10,10 +10,11 @@ export class FsmRegistry {
 
   register(definition: FsmDefinition): void {
     const key = `${definition.name}@${definition.version}`;
-    if (this.byKey.has(key)) {
+    const taken = this.byKey.get(key);
+    if (taken) {
       throw new ConfigurationError(
         `fsm ${definition.name}`,
-        `version ${definition.version} is registered twice`,
+        `version ${definition.version} is registered twice: by class ${taken.metatype.name} and by class ${definition.metatype.name}`,
       );
     }
     this.byKey.set(key, definition);

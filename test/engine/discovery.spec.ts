@@ -257,7 +257,12 @@ describe('discovery (docs/design.md §2.2)', () => {
         'fsm no-initial.initial',
         /"begin" does not exist/,
       ],
-      ['duplicate (name, version)', [DupA, DupB], 'fsm dup', /version 3 is registered twice/],
+      [
+        'duplicate (name, version)',
+        [DupA, DupB],
+        'fsm dup',
+        /version 3 is registered twice: by class DupA and by class DupB/,
+      ],
       ['request-scoped class', [RequestScopedFsm], 'fsm RequestScopedFsm', /singleton/],
       [
         'request-scoped provider',
