@@ -27,7 +27,7 @@ const MECHANISMS = {
   'stable node identity (§26.2)': {
     edits: [
       [
-        'lib/options/resolve-options.ts',
+        'lib/options/option-table.ts',
         "process.env['GEN_DURABLE_NODE_ID'] ?? hostname()",
         "process.env['GEN_DURABLE_NODE_ID'] ?? `${hostname()}#${process.pid}`",
       ],

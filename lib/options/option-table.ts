@@ -1,0 +1,321 @@
+import { hostname } from 'node:os';
+
+import type { Type } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+
+import { ConfigurationError } from '../errors/configuration.error';
+import { DEFAULT_ENGINE_NAME } from '../gen-durable.constants';
+import { keyed, list, section } from './component-options';
+import type { GenDurableOptions } from './gen-durable-options.interface';
+import { isPlainObject } from './option-declaration';
+import { periodSeconds } from './rate-period';
+import type { ResolvedConcurrencyLimit, ResolvedRateLimit } from './resolved-components';
+import {
+  REQUIRED,
+  choice,
+  computed,
+  custom,
+  duration,
+  flag,
+  integer,
+  positiveNumber,
+  text,
+} from './scalar-options';
+
+/*
+ * Every option of GenDurableModule, declared once: its kind (validation), default and doc line.
+ * The resolver, the unknown-key checks, `ResolvedOptions` and the README's configuration table
+ * all come from here (test/unit/options-table.spec.ts checks the README and the defaults that
+ * docs/*.md and the JSDoc of gen-durable-options.interface.ts quote).
+ *
+ * To add an option:
+ *   1. Add the field, with its JSDoc ("Default …"), to GenDurableOptions in
+ *      gen-durable-options.interface.ts. `tsc` fails until this table has the same keys.
+ *   2. Add one entry below, in the place it should take in the README table: a kind from
+ *      scalar-options.ts (integer, duration, positiveNumber, text, flag, choice, custom) or
+ *      component-options.ts (section, keyed, list), its default and a one-line `doc`.
+ *      `ResolvedOptions[name]` is typed from the entry; nothing else changes for a consumer.
+ *      A component's `doc` may say `{defaults}`, which the README shows as its fields' defaults.
+ *   3. Run `npx jest test/unit/options-table.spec.ts`: it prints the README row to paste into
+ *      README.md's Configuration table (then `npx prettier --write README.md`).
+ * A rule across several options (one must be below another…) goes in option-rules.ts.
+ */
+
+const flusher = section({
+  doc: 'a group-commit flusher and the queues it commits for',
+  fields: {
+    queues: custom({
+      doc: "`'all'` or the queue names this flusher commits for; first match wins",
+      default: { value: 'all' as const },
+      parse: (raw, path): 'all' | readonly string[] => {
+        if (raw === 'all') return 'all';
+        if (Array.isArray(raw) && raw.every((x) => typeof x === 'string')) {
+          return Object.freeze([...raw]);
+        }
+        throw new ConfigurationError(path, "must be 'all' or an array of queue names");
+      },
+    }),
+    maxBatch: integer({ doc: 'entries per flush transaction at most', min: 1, default: 500 }),
+    maxDelayMs: duration({
+      doc: 'how long an idle flusher holds its first entry to gather more',
+      min: 0,
+      default: 0,
+    }),
+  },
+});
+
+const rateLimit = section({
+  doc: 'a named token bucket',
+  fields: {
+    allowed: positiveNumber({ doc: 'tokens added per `period`', default: REQUIRED }),
+    period: custom({
+      doc: 'seconds, or `[n, unit]` with unit second/minute/hour/day',
+      default: REQUIRED,
+      parse: periodSeconds,
+    }),
+    burst: positiveNumber({
+      doc: 'bucket capacity',
+      default: computed('`allowed`', () => undefined),
+    }),
+    shards: integer({ doc: 'counter shards (at least 1)', min: 0, default: 1 }),
+  },
+  finish: (v, _path, name): ResolvedRateLimit => ({
+    name,
+    rate: v.allowed / v.period,
+    burst: v.burst ?? v.allowed,
+    shards: Math.max(1, v.shards),
+  }),
+});
+
+const concurrencyLimit = section({
+  doc: 'a named concurrency gate',
+  fields: {
+    limit: integer({ doc: 'executing holders per key at most', min: 1, default: REQUIRED }),
+    shards: integer({ doc: 'counter shards, at most `limit`', min: 0, default: 1 }),
+  },
+  finish: (v, _path, name): ResolvedConcurrencyLimit => ({
+    name,
+    limit: v.limit,
+    shards: Math.min(v.limit, Math.max(1, v.shards)),
+  }),
+});
+
+export const OPTION_TABLE = {
+  name: text({
+    doc: 'engine identity: injection token, telemetry, poke channel, worker ids. Several engines per process need distinct names; inject a named one with `@InjectEngine(name)`',
+    default: DEFAULT_ENGINE_NAME,
+  }),
+  dataSource: custom({
+    doc: 'an initialized TypeORM PostgreSQL `DataSource`; the engine runs on its `pg` pool',
+    default: REQUIRED,
+    parse: (raw, path): DataSource => {
+      if (!(raw instanceof DataSource) && !isPlainObject(raw)) {
+        throw new ConfigurationError(path, 'an initialized TypeORM DataSource is required');
+      }
+      const dataSource = raw as DataSource;
+      if (dataSource.options?.type !== 'postgres') {
+        throw new ConfigurationError(
+          path,
+          `must be a PostgreSQL DataSource (type 'postgres'), got ${String(dataSource.options?.type)}`,
+        );
+      }
+      if (dataSource.isInitialized !== true) {
+        throw new ConfigurationError(
+          path,
+          'is not initialized: call dataSource.initialize() before the module boots (or inject the one @nestjs/typeorm provides)',
+        );
+      }
+      return dataSource;
+    },
+  }),
+  schema: text({ doc: 'schema of every gen-durable object', default: 'public' }),
+  fsms: custom({
+    doc: 'restrict this engine to these FSM classes or names',
+    default: computed('all discovered', () => undefined),
+    parse: (raw, path): readonly (Type<unknown> | string)[] => {
+      if (
+        !Array.isArray(raw) ||
+        !raw.every((f) => typeof f === 'function' || typeof f === 'string')
+      ) {
+        throw new ConfigurationError(path, 'must be an array of FSM classes or names');
+      }
+      return Object.freeze([...(raw as (Type<unknown> | string)[])]);
+    },
+  }),
+  queues: keyed({
+    doc: 'queue → per-node concurrency; `{}` runs no scheduler (a web node)',
+    shape: 'queue → concurrency',
+    entry: integer({
+      doc: 'steps of this queue running at once on this node',
+      min: 1,
+      default: REQUIRED,
+    }),
+    default: { default: 10 },
+  }),
+  rateLimits: keyed({
+    doc: '`{ name: { allowed, period, burst?, shards? } }`, token buckets ([rate limiting](docs/rate-limiting.md))',
+    shape: 'name → { allowed, period, burst?, shards? }',
+    entry: rateLimit,
+    default: {},
+  }),
+  concurrencyLimits: keyed({
+    doc: '`{ name: { limit, shards? } }`, gates for `concurrencyKey`s ([concurrency](docs/concurrency.md))',
+    shape: 'name → { limit, shards? }',
+    entry: concurrencyLimit,
+    default: {},
+  }),
+  limiter: choice({
+    doc: "limiter backend: `'postgres'` or `{ redis: url | ioredisOptions }`",
+    values: ['postgres'],
+    orRedis: true,
+    default: 'postgres',
+  }),
+  leaseTtl: duration({
+    doc: 'how long a claim is leased before the reaper may take it back',
+    min: 1,
+    default: 60_000,
+  }),
+  heartbeatInterval: duration({
+    doc: 'lease extension period; keep 3 × `heartbeatInterval` ≲ `leaseTtl`',
+    min: 1,
+    default: 20_000,
+  }),
+  pollInterval: duration({ doc: 'base poll period of an idle queue', min: 1, default: 1_000 }),
+  maxPollInterval: duration({
+    doc: 'idle-backoff ceiling of the poll (at least `pollInterval`)',
+    min: 1,
+    default: 5_000,
+  }),
+  poke: choice({
+    doc: "how new work is announced: `'local'`, `'postgres'` (LISTEN/NOTIFY), `{ redis }`, `'none'` ([operations](docs/operations.md))",
+    values: ['local', 'postgres', 'none'],
+    orRedis: true,
+    default: 'local',
+  }),
+  await: section({
+    doc: 'caller-side `await`: cross-node probe period while someone waits (≥ 1)',
+    fields: {
+      tick: duration({
+        doc: 'ms between batched cross-node probes while callers wait',
+        min: 1,
+        default: 25,
+      }),
+    },
+  }),
+  reaper: section({
+    doc: 'expired-lease and await-timeout sweeps; `maxReaps` fails a row that keeps killing its worker; `false` = none on this node',
+    off: 'allowed',
+    fields: {
+      interval: duration({
+        doc: 'ms between sweeps of expired leases and overdue await deadlines',
+        min: 1,
+        default: 30_000,
+      }),
+      maxReaps: integer({
+        doc: 'reaps after which a row is failed as a poison pill',
+        min: 1,
+        default: 5,
+      }),
+    },
+  }),
+  gc: section({
+    doc: 'deletes terminal rows after `retention`, prunes limiter counters; `false` = none on this node',
+    off: 'allowed',
+    fields: {
+      interval: duration({ doc: 'ms between sweeps', min: 1, default: 60_000 }),
+      retention: duration({
+        doc: 'ms a terminal row is kept after it ends',
+        min: 0,
+        default: 86_400_000,
+      }),
+      batch: integer({
+        doc: 'rows deleted per sweep at most; a full batch sweeps again at once',
+        min: 1,
+        default: 10_000,
+      }),
+    },
+  }),
+  prefetch: integer({ doc: 'rows each queue claims beyond its free slots', min: 0, default: 0 }),
+  minDemand: integer({
+    doc: 'skip a pick unless this many slots are free (unless idle)',
+    min: 1,
+    default: 1,
+  }),
+  drainTimeout: duration({
+    doc: 'how long shutdown waits for in-flight steps',
+    min: 0,
+    default: 5_000,
+  }),
+  flushers: list({
+    doc: 'group-commit flushers; first match wins; every local queue must be covered',
+    entry: flusher,
+    default: [{}],
+  }),
+  insertBatcher: section({
+    doc: '`{defaults}` for `insertAsync`; `durable: true` also coalesces awaited `insert()` calls into one transaction, each caller answered after its commit',
+    off: 'by-default',
+    fields: {
+      maxBatch: integer({ doc: 'inserts per statement at most', min: 1, default: 1000 }),
+      maxDelayMs: duration({
+        doc: 'how long the first buffered insert waits for more',
+        min: 0,
+        default: 100,
+      }),
+      maxBuffer: integer({
+        doc: 'buffered inserts at most before `insertAsync` waits',
+        min: 1,
+        default: 10_000,
+      }),
+      durable: flag({
+        doc: 'also coalesce awaited `insert()` calls (group-commit inserts)',
+        default: false,
+      }),
+    },
+  }),
+  nodeId: text({
+    doc: "node part of worker ids; a restarted process with the same id reclaims its predecessor's claims",
+    default: computed(
+      '`GEN_DURABLE_NODE_ID` or the hostname',
+      () => process.env['GEN_DURABLE_NODE_ID'] ?? hostname(),
+    ),
+  }),
+  preparedStatements: flag({
+    doc: 'named prepared statements; `false` behind transaction-pooling proxies',
+    default: true,
+  }),
+  statementTimeout: duration({
+    doc: 'client-side timeout of every engine statement',
+    min: 1,
+    default: 30_000,
+  }),
+  maxStateBytes: integer({
+    doc: 'largest serialized state, result or signal payload',
+    min: 1,
+    default: 1024 * 1024,
+    unit: 'bytes',
+  }),
+};
+
+/**
+ * The table and GenDurableOptions name the same options: a key missing on either side makes
+ * this line fail to compile, and the error names the key.
+ */
+export const OPTION_TABLE_MATCHES_PUBLIC_OPTIONS: [
+  Exclude<keyof GenDurableOptions, keyof typeof OPTION_TABLE>,
+  Exclude<keyof typeof OPTION_TABLE, keyof GenDurableOptions>,
+] extends [never, never]
+  ? true
+  : {
+      notInTable: Exclude<keyof GenDurableOptions, keyof typeof OPTION_TABLE>;
+      notInGenDurableOptions: Exclude<keyof typeof OPTION_TABLE, keyof GenDurableOptions>;
+    } = true;
+
+/**
+ * Options the Nest module itself reads (ConfigurableModuleBuilder extras): accepted and checked
+ * beside the table's, documented in the same README table, but not part of ResolvedOptions.
+ */
+export const MODULE_OPTION_TABLE = {
+  isGlobal: flag({ doc: 'register the module globally', default: true }),
+};
+
+export type OptionTable = typeof OPTION_TABLE;
