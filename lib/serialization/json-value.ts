@@ -5,8 +5,10 @@ import { PayloadTooLargeError } from '../errors/payload-too-large.error';
  * Serializes a value bound for a jsonb column, refusing anything JSON or jsonb would not hold
  * faithfully (SPEC §26.8): bigint, cycles, non-finite numbers, `undefined`/functions/symbols,
  * Map/Set, typed arrays and buffers, holes in sparse arrays, strings with `\u0000` or lone
- * surrogates. `Date` (and other `toJSON` objects)
- * are stored through their `toJSON`. Errors name the path of the offending value.
+ * surrogates, and objects that JSON would not read back as what they were: a `Date` (stored as
+ * a string) or any class instance, boxed primitives and errors included (read back as a plain
+ * object or a primitive) — only plain objects (or null-prototype ones) and arrays pass. A
+ * `stateCodec` is the place to convert such values. Errors name the path of the offending value.
  */
 export function toJsonText(value: unknown, path: string, maxBytes: number): string {
   check(value, path, new Set());
@@ -80,9 +82,18 @@ function check(value: unknown, path: string, seen: Set<object>): void {
       `is a ${object.constructor.name}, which JSON cannot store faithfully (convert it to an array or a base64 string)`,
     );
   }
-  if (typeof (object as { toJSON?: unknown }).toJSON === 'function') {
-    check((object as { toJSON: () => unknown }).toJSON(), path, seen);
-    return;
+  if (object instanceof Date) {
+    throw new InvalidInputError(
+      path,
+      'is a Date, which JSON would store as a string and read back as one (store date.toISOString(), or convert it in a stateCodec)',
+    );
+  }
+  const prototype: unknown = Object.getPrototypeOf(object);
+  if (!Array.isArray(object) && prototype !== Object.prototype && prototype !== null) {
+    throw new InvalidInputError(
+      path,
+      `is an instance of ${className(object)}, which JSON would read back as a plain object (convert it to a plain object, or in a stateCodec)`,
+    );
   }
   seen.add(object);
   if (Array.isArray(object)) {
@@ -106,4 +117,9 @@ function check(value: unknown, path: string, seen: Set<object>): void {
     }
   }
   seen.delete(object);
+}
+
+function className(object: object): string {
+  const ctor: unknown = (object as { constructor?: unknown }).constructor;
+  return typeof ctor === 'function' && ctor.name !== '' ? ctor.name : 'an anonymous class';
 }

@@ -19,6 +19,10 @@ class CarrierFsm {
   }
 }
 
+class Price {
+  constructor(readonly cents: number) {}
+}
+
 /** Strings mixing ordinary characters with the ones jsonb refuses (docs/reliability.md §6.6). */
 const nasty = fc.string({
   unit: fc.oneof(
@@ -30,8 +34,8 @@ const nasty = fc.string({
 /**
  * Whether JSON (and so jsonb) holds `value` faithfully: no bigint, non-finite number,
  * undefined/function/symbol, Map/Set, typed array, sparse hole, cycle, or `\u0000`/lone
- * surrogate in a string or key. `toJSON` objects (Date) are stored through `toJSON`, and
- * `-0` is stored as 0: both are JSON's own semantics, documented in docs/reliability.md.
+ * surrogate in a string or key, no Date or class instance (JSON would read it back as a string or
+ * a plain object). `-0` is stored as 0: JSON's own semantics, documented in docs/reliability.md.
  */
 function faithful(value: unknown, seen = new Set<object>()): boolean {
   switch (typeof value) {
@@ -56,9 +60,10 @@ function faithful(value: unknown, seen = new Set<object>()): boolean {
   ) {
     return false;
   }
-  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') {
-    return faithful((value as { toJSON: () => unknown }).toJSON(), seen);
-  }
+  // A Date or any class instance (boxed primitives included) would come back as a string or a
+  // plain object: refused, never changed silently.
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (!Array.isArray(value) && prototype !== Object.prototype && prototype !== null) return false;
   seen.add(value);
   try {
     if (Array.isArray(value)) {
@@ -158,7 +163,7 @@ describe('S36: state values as a property — a faithful round trip or a typed e
     );
   });
 
-  it('pinned: a cycle, a sparse hole and a typed array name their paths', async () => {
+  it('pinned: a cycle, a sparse hole, a typed array, a Date and class instances name their paths', async () => {
     const cyclic: Record<string, unknown> = {};
     cyclic['me'] = cyclic;
     const cases: [Record<string, unknown>, string][] = [
@@ -166,11 +171,19 @@ describe('S36: state values as a property — a faithful round trip or a typed e
 
       [{ list: [1, , 3] }, 'insert.state.list[1]'],
       [{ bytes: new Uint8Array([1, 2]) }, 'insert.state.bytes'],
+      [{ order: { at: new Date(0) } }, 'insert.state.order.at'],
+      [{ items: [{ price: new Price(3) }] }, 'insert.state.items[0].price'],
+      [{ boxed: new String('x') }, 'insert.state.boxed'],
+      [{ failure: new RangeError('lost') }, 'insert.state.failure'],
     ];
     for (const [state, path] of cases) {
       const outcome = await roundTrip(state);
       expect(outcome).toEqual({ error: expect.any(InvalidInputError) });
       expect((outcome as { error: InvalidInputError }).error.path).toBe(path);
     }
+    const date = await roundTrip({ at: new Date(0) });
+    expect((date as { error: Error }).error.message).toMatch(/is a Date, .*toISOString/);
+    const price = await roundTrip({ price: new Price(3) });
+    expect((price as { error: Error }).error.message).toMatch(/is an instance of Price/);
   });
 });
