@@ -14,23 +14,15 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
-const { spawn, execFileSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
+
+const { postgresCanReach } = require('./embedded-postgres.cjs');
 
 const ROOT = path.resolve(__dirname, '..');
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 
 function say(message) {
   process.stdout.write(`[gen-durable] ${message}\n`);
-}
-
-/** True when the OS user `postgres` can traverse into `dir` (running as root only). */
-function postgresCanReach(dir) {
-  try {
-    execFileSync('runuser', ['-u', 'postgres', '--', 'test', '-x', dir], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**
