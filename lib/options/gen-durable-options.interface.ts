@@ -1,9 +1,9 @@
 import type { Type } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 
-/** A flusher (group commit) and the queues it serves (SPEC §6.2). */
+/** A flusher (group commit) and the queues it serves (docs/design.md §6.2). */
 export interface FlusherOptions {
-  /** `'all'` or the queue names this flusher commits for. First match wins. */
+  /** `'all'` or the queue names this flusher commits for. First match wins. Default `'all'`. */
   queues?: 'all' | string[];
   /** Entries per flush transaction at most. Default 500. */
   maxBatch?: number;
@@ -11,7 +11,7 @@ export interface FlusherOptions {
   maxDelayMs?: number;
 }
 
-/** Reaper placement and tuning (SPEC §17.2, §26.5); `false` = no reaper on this node. */
+/** Reaper placement and tuning (docs/design.md §17.2, §26.5); `false` = no reaper on this node. */
 export interface ReaperOptions {
   /** ms between sweeps of expired leases and overdue await deadlines. Default 30 000. */
   interval?: number;
@@ -19,7 +19,7 @@ export interface ReaperOptions {
   maxReaps?: number;
 }
 
-/** GC placement and tuning (SPEC §18); `false` = no GC on this node. */
+/** GC placement and tuning (docs/design.md §18); `false` = no GC on this node. */
 export interface GcOptions {
   /** ms between sweeps. Default 60 000. */
   interval?: number;
@@ -29,13 +29,25 @@ export interface GcOptions {
   batch?: number;
 }
 
-/** Caller-side await tuning (SPEC §9). */
+/** The insert batcher of `insertAsync` (and, with `durable`, of awaited inserts). */
+export interface InsertBatcherOptions {
+  /** Inserts per statement at most. Default 1 000. */
+  maxBatch?: number;
+  /** ms the first buffered insert waits for more. Default 100. */
+  maxDelayMs?: number;
+  /** Buffered inserts at most before `insertAsync` waits. Default 10 000. */
+  maxBuffer?: number;
+  /** Also coalesce awaited `insert()` calls into one transaction each. Default false. */
+  durable?: boolean;
+}
+
+/** Caller-side await tuning (docs/design.md §9). */
 export interface AwaitOptions {
   /** ms between batched cross-node probes while callers wait. Default 25, ≥ 1. */
   tick?: number;
 }
 
-/** A named token bucket (SPEC §15). */
+/** A named token bucket (docs/design.md §15). */
 export interface RateLimitOptions {
   /** Tokens added per `period`. */
   allowed: number;
@@ -49,7 +61,7 @@ export interface RateLimitOptions {
   shards?: number;
 }
 
-/** A named concurrency gate (SPEC §14). */
+/** A named concurrency gate (docs/design.md §14). */
 export interface ConcurrencyLimitOptions {
   /** Executing holders per key at most (positive integer). */
   limit: number;
@@ -60,7 +72,7 @@ export interface ConcurrencyLimitOptions {
 /** Redis connection for the limiter or pokes: a URL or ioredis options. */
 export type RedisConnectionOptions = string | Record<string, unknown>;
 
-/** Options of `GenDurableModule.forRoot` / the factory of `forRootAsync` (SPEC §22). */
+/** Options of `GenDurableModule.forRoot` / the factory of `forRootAsync` (docs/design.md §22). */
 export interface GenDurableOptions {
   /** Engine identity (tokens, telemetry, poke channel, worker ids). Default `'GenDurable'`. */
   name?: string;
@@ -76,7 +88,7 @@ export interface GenDurableOptions {
   rateLimits?: Record<string, RateLimitOptions>;
   /** Named concurrency gates. Default `{}`. */
   concurrencyLimits?: Record<string, ConcurrencyLimitOptions>;
-  /** Limiter backend: `'postgres'` (default) or `{ redis }`. */
+  /** Limiter backend: `'postgres'` or `{ redis }`. Default `'postgres'`. */
   limiter?: 'postgres' | { redis: RedisConnectionOptions };
   /** ms a claim is leased before the reaper may reclaim it. Default 60 000. */
   leaseTtl?: number;
@@ -86,7 +98,7 @@ export interface GenDurableOptions {
   pollInterval?: number;
   /** Idle-backoff ceiling of the poll, ms. Default 5 000. */
   maxPollInterval?: number;
-  /** How runnable work is announced: `'local'` (default), `'postgres'`, `{ redis }` or `'none'`. */
+  /** How runnable work is announced: `'local'`, `'postgres'`, `{ redis }` or `'none'`. Default `'local'`. */
   poke?: 'local' | 'postgres' | 'none' | { redis: RedisConnectionOptions };
   /** Caller-side await tuning. Default `{ tick: 25 }`. */
   await?: AwaitOptions;
@@ -100,11 +112,10 @@ export interface GenDurableOptions {
   minDemand?: number;
   /** ms each queue waits for in-flight steps at shutdown. Default 5 000. */
   drainTimeout?: number;
-  /** Group-commit flushers. Default one `{ queues: 'all', maxBatch: 500, maxDelayMs: 0 }`. */
+  /** Group-commit flushers. Default `[{ queues: 'all', maxBatch: 500, maxDelayMs: 0 }]`. */
   flushers?: FlusherOptions[];
   /** Insert batcher for `insertAsync` (and durable group-commit inserts). Default false. */
-  insertBatcher?:
-    false | { maxBatch?: number; maxDelayMs?: number; maxBuffer?: number; durable?: boolean };
+  insertBatcher?: InsertBatcherOptions | false;
   /** Node identity: worker-id prefix and poke token. Default `GEN_DURABLE_NODE_ID` or the hostname. */
   nodeId?: string;
   /** Named prepared statements. Default true; false behind transaction-pooling proxies. */

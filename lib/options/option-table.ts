@@ -25,8 +25,9 @@ import {
 /*
  * Every option of GenDurableModule, declared once: its kind (validation), default and doc line.
  * The resolver, the unknown-key checks, `ResolvedOptions` and the README's configuration table
- * all come from here (test/unit/options-table.spec.ts checks the README and the defaults that
- * docs/*.md and the JSDoc of gen-durable-options.interface.ts quote).
+ * all come from here: test/unit/options-table.spec.ts checks the README table, and
+ * test/unit/options-docs.spec.ts the defaults that docs/*.md, README.md and the JSDoc of
+ * gen-durable-options.interface.ts quote ("`leaseTtl` (default 60 s)", "Default 60 000.").
  *
  * To add an option:
  *   1. Add the field, with its JSDoc ("Default …"), to GenDurableOptions in
@@ -36,8 +37,11 @@ import {
  *      component-options.ts (section, keyed, list), its default and a one-line `doc`.
  *      `ResolvedOptions[name]` is typed from the entry; nothing else changes for a consumer.
  *      A component's `doc` may say `{defaults}`, which the README shows as its fields' defaults.
- *   3. Run `npx jest test/unit/options-table.spec.ts`: it prints the README row to paste into
- *      README.md's Configuration table (then `npx prettier --write README.md`).
+ *   3. Run `npx jest test/unit/options-` (no database): options-table prints the README table to
+ *      paste into README.md's Configuration section (then `npx prettier --write README.md`),
+ *      options-docs names any JSDoc or doc line whose quoted default disagrees.
+ * A field of a component (`reaper`, `gc`, a flusher…) is one entry in that section's `fields`
+ * plus its JSDoc'd field in the matching interface (ReaperOptions…); options-docs checks both.
  * A rule across several options (one must be below another…) goes in option-rules.ts.
  */
 
