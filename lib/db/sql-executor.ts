@@ -1,7 +1,11 @@
 import type { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 'pg';
 
 import { renderStatement, type Statement, type StatementRunner } from '../sql/statement';
-import { BEGIN, BEGIN_WITH_IDLE_TIMEOUT, COMMIT, ROLLBACK } from '../sql/transaction.sql';
+import { BEGIN_WITH_TIMEOUTS, COMMIT, ROLLBACK } from '../sql/transaction.sql';
+import { sendCancelRequest } from './cancel-request';
+import { classifyError, isConnectionLevel } from './error-class';
+
+export { classifyError, isConnectionLevel, isTransient } from './error-class';
 
 /** Something a statement can run on: a pooled client inside a transaction, or the pool. */
 export type Queryable = PoolClient;
@@ -21,11 +25,40 @@ export interface SqlExecutorOptions {
   readonly schema: string;
   /** Named prepared statements (default true); false for transaction-pooling proxies. */
   readonly preparedStatements: boolean;
-  /** Client-side timeout of each statement, ms (SPEC §26.4). */
+  /**
+   * Timeout of each statement, ms (docs/design.md §26.4): client-side on every statement,
+   * server-side too (`SET LOCAL statement_timeout` in a transaction; a cancel request after a
+   * client-side timeout outside one).
+   */
   readonly statementTimeoutMs: number;
+  /**
+   * Server-side `lock_timeout` and `idle_in_transaction_session_timeout` of engine
+   * transactions, ms (see {@link transactionTimeouts}). Default: derived from
+   * `statementTimeoutMs` alone (the lease is unknown here).
+   */
+  readonly lockTimeoutMs?: number;
+  readonly idleInTransactionMs?: number;
+}
+
+/**
+ * The server-side bounds of an engine transaction, derived from the options
+ * (docs/reliability.md, "Half-open links"): a flush takes milliseconds, so a session idle
+ * inside one for `leaseTtl / 30` (clamped to [1 s, statementTimeout]; 2 s by default) is a
+ * client that went dark, and the server ends it, releasing its row locks. A statement of a
+ * live client waits at most as long for a lock, then the flush is retried on a fresh
+ * connection: one dark worker never stalls the others' commits for longer than that.
+ */
+export function transactionTimeouts(
+  leaseTtl: number,
+  statementTimeout: number,
+): { idleInTransactionMs: number; lockTimeoutMs: number } {
+  const idle = Math.min(Math.max(Math.round(leaseTtl / 30), 1_000), statementTimeout);
+  return { idleInTransactionMs: idle, lockTimeoutMs: idle };
 }
 
 const PREPARED_NAME_LIMIT = 63;
+/** The default `leaseTtl`, for the transaction bounds of an executor built without one. */
+const DEFAULT_LEASE_TTL_MS = 60_000;
 
 /**
  * The one seam through which all engine SQL runs, on the host DataSource's `pg` pool.
@@ -80,7 +113,12 @@ export class SqlExecutor implements StatementRunner {
     try {
       return await lease.client.query<R>(config);
     } catch (err) {
-      if (isConnectionLevel(err)) lease.fail(err as Error);
+      if (isConnectionLevel(err)) {
+        // The server may still run a statement the client gave up on (waiting for a lock,
+        // holding the locks it took): cancel it there before the connection is destroyed.
+        if (isClientTimeout(err)) sendCancelRequest(lease.client);
+        lease.fail(err as Error);
+      }
       throw err;
     } finally {
       lease.release();
@@ -151,25 +189,17 @@ export class SqlExecutor implements StatementRunner {
 
   /**
    * Runs `fn` in one transaction on one pooled client: BEGIN, fn, COMMIT (ROLLBACK on throw).
-   * `idleInTransactionMs` bounds a transaction whose client stalls (SPEC §26.4).
+   * BEGIN carries the server-side bounds in its round trip (docs/design.md §26.4): `SET LOCAL`
+   * statement_timeout, lock_timeout and idle_in_transaction_session_timeout, so a transaction
+   * whose client goes dark releases its locks within seconds and a statement waiting on a
+   * dead client's locks gives up. A failed connection is destroyed, never reused: a retry
+   * gets a fresh one.
    */
-  async transaction<T>(
-    fn: (tx: Queryable) => Promise<T>,
-    options: { idleInTransactionMs?: number } = {},
-  ): Promise<T> {
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     const lease = await this.checkout();
     const client = lease.client;
     try {
-      if (options.idleInTransactionMs === undefined) {
-        await this.control(client, BEGIN);
-      } else {
-        const idleMs = String(Math.max(1, Math.floor(options.idleInTransactionMs)));
-        await this.control(
-          client,
-          BEGIN_WITH_IDLE_TIMEOUT,
-          BEGIN_WITH_IDLE_TIMEOUT.text.replace('{idleMs}', idleMs),
-        );
-      }
+      await this.control(client, BEGIN_WITH_TIMEOUTS, this.beginText());
       const result = await fn(client);
       await this.control(client, COMMIT);
       return result;
@@ -187,6 +217,21 @@ export class SqlExecutor implements StatementRunner {
     } finally {
       lease.release();
     }
+  }
+
+  private beginTextCache: string | undefined;
+
+  private beginText(): string {
+    if (this.beginTextCache === undefined) {
+      const ms = (n: number): string => String(Math.max(1, Math.floor(n)));
+      const statementMs = this.options.statementTimeoutMs;
+      const derived = transactionTimeouts(DEFAULT_LEASE_TTL_MS, statementMs);
+      this.beginTextCache = BEGIN_WITH_TIMEOUTS.text
+        .replace('{statementMs}', ms(statementMs))
+        .replace('{lockMs}', ms(this.options.lockTimeoutMs ?? derived.lockTimeoutMs))
+        .replace('{idleMs}', ms(this.options.idleInTransactionMs ?? derived.idleInTransactionMs));
+    }
+    return this.beginTextCache;
   }
 
   private async control(
@@ -223,25 +268,7 @@ export class SqlExecutor implements StatementRunner {
   }
 }
 
-/**
- * True for failures after which the connection must not be reused: client-side timeouts,
- * broken sockets, server shutdown. Such clients are destroyed instead of returned to the pool.
- */
-export function isConnectionLevel(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string') {
-    // 08xxx connection exceptions, 57P01..57P03 admin shutdown / crash / cannot connect now.
-    return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03';
-  }
-  return /timeout|terminated|ECONNRESET|ECONNREFUSED|EPIPE|Connection terminated|not queryable/i.test(
-    err.message,
-  );
-}
-
-/** True for errors a retry can cure: connection-class and serialization/deadlock failures. */
-export function isTransient(err: unknown): boolean {
-  if (isConnectionLevel(err)) return true;
-  const code = (err as { code?: unknown } | null)?.code;
-  return code === '40001' || code === '40P01';
+/** A client-side timeout: the statement may still be running on the server. */
+function isClientTimeout(err: unknown): boolean {
+  return classifyError(err) === 'connection' && /^Query read timeout$/.test((err as Error).message);
 }

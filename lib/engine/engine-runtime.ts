@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { Pool } from 'pg';
 import type { DataSource } from 'typeorm';
 
-import { SqlExecutor } from '../db/sql-executor';
+import { SqlExecutor, transactionTimeouts } from '../db/sql-executor';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { SchemaVersionError } from '../errors/schema-version.error';
 import type { ResolvedOptions } from '../options/resolved-options';
@@ -70,6 +70,7 @@ export class EngineRuntime {
       schema: options.schema,
       preparedStatements: options.preparedStatements,
       statementTimeoutMs: options.statementTimeout,
+      ...transactionTimeouts(options.leaseTtl, options.statementTimeout),
     });
     this.watcher = new AwaitWatcher(this.sql, options.await.tick);
     this.pokeTransport = createPokeTransport(options, this.sql);
@@ -85,7 +86,14 @@ export class EngineRuntime {
         )
       : undefined;
     this.flushers = options.flushers.map(
-      (config) => new Flusher(this.sql, config, telemetry, (effects) => this.afterCommit(effects)),
+      (config) =>
+        new Flusher(
+          this.sql,
+          config,
+          telemetry,
+          (effects) => this.afterCommit(effects),
+          options.leaseTtl / 2,
+        ),
     );
     this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
     this.limiter = createLimiter(options, this.sql, telemetry);

@@ -20,7 +20,8 @@ import { outcomeToEntry } from './outcome-entry';
 import type { RunAhead } from './run-ahead';
 
 const MAX_BACKOFF_MS = 300_000;
-const FLUSH_ANSWER_TIMEOUT_MS = 30_000;
+/** The least time the executor waits for a flush's answer before it calls it an error. */
+const MIN_FLUSH_ANSWER_TIMEOUT_MS = 30_000;
 
 /** What happened to one claimed row: the flusher's reply (or the crash path) and the outcome kind. */
 export interface ExecutionResult {
@@ -145,10 +146,17 @@ export class Executor {
     return { reply, kind: OUTCOME_KINDS[entry.kind].tally };
   }
 
-  /** Hands an entry to its queue's flusher and waits for the answer (30 s at most, then error). */
+  /**
+   * Hands an entry to its queue's flusher and waits for the answer, then error: as long as the
+   * flusher may retry (half the lease) plus one attempt's checkout and statement, 30 s at least.
+   */
   commit(entry: FlushEntry): Promise<FlushReply> {
+    const answerTimeoutMs = Math.max(
+      MIN_FLUSH_ANSWER_TIMEOUT_MS,
+      this.options.leaseTtl / 2 + 2 * this.options.statementTimeout,
+    );
     return new Promise<FlushReply>((resolve) => {
-      const timer = setTimeout(() => resolve('error'), FLUSH_ANSWER_TIMEOUT_MS);
+      const timer = setTimeout(() => resolve('error'), answerTimeoutMs);
       this.flusherFor(entry.queue)
         .submit(entry)
         .then(resolve, () => resolve('error'))

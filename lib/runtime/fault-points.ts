@@ -77,7 +77,9 @@ const listeners = new Set<(hit: FaultHit) => void>();
 
 /** Injected failure: connection class (SQLSTATE 08006), so the engine treats it as transient. */
 export class InjectedFaultError extends Error {
+  /** A server-reported connection failure, as node-postgres builds one (SQLSTATE + severity). */
   readonly code = '08006';
+  readonly severity = 'FATAL';
   constructor(point: FaultPointName) {
     super(`gen-durable fault point ${point}: injected connection failure`);
     this.name = 'InjectedFaultError';

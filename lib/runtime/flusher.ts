@@ -40,14 +40,17 @@ interface Pending {
   readonly resolve: (reply: FlushReply) => void;
 }
 
-const FLUSH_ATTEMPTS = 3;
-const IDLE_IN_TRANSACTION_MS = 60_000;
+/** First retry delay of a failed flush, ms; doubles up to {@link MAX_RETRY_DELAY_MS}. */
+const FIRST_RETRY_DELAY_MS = 40;
+const MAX_RETRY_DELAY_MS = 1_000;
+/** At least this many attempts, even with a retry window shorter than their backoff. */
+const MIN_FLUSH_ATTEMPTS = 3;
 
 /**
  * Group commit (SPEC §6.2–6.4). Natural batching: when no flush is in flight, pending entries
  * flush at once; arrivals during a flush form the next one (≤ maxBatch). Never two flushes at
- * once. Each flush is one transaction; transient failures are retried (SPEC §26.3); a failed
- * flush answers `error` to all its entries and leaves the rows executing for the reaper.
+ * once. Each flush is one transaction; transient failures are retried (docs/design.md §26.3)
+ * until half the lease; a failed flush answers `error` to all its entries and leaves the rows executing for the reaper.
  */
 export class Flusher {
   private pending: Pending[] = [];
@@ -60,6 +63,11 @@ export class Flusher {
     readonly config: ResolvedFlusher,
     private readonly telemetry: Telemetry,
     private readonly afterCommit: (effects: FlushEffects) => void,
+    /**
+     * How long a failed flush is retried, ms: `leaseTtl / 2`, while the claims it carries are
+     * still valid (docs/design.md §26.3 extended in docs/reliability.md).
+     */
+    private readonly retryWindowMs = 30_000,
   ) {}
 
   /** Hands an entry to the next flush; resolves once its transaction committed or failed. */
@@ -167,22 +175,32 @@ export class Flusher {
     }
   }
 
-  /** Runs one flush write, retrying transient failures (SPEC §26.3); rethrows the last error. */
+  /**
+   * Runs one flush write, retrying connection-class and transient failures (docs/design.md
+   * §26.3) with a doubling backoff for as long as the claims can still be valid
+   * (`retryWindowMs`, `leaseTtl / 2`), so a reset link or a Postgres restart of a few seconds
+   * loses no outcome. Each attempt runs on a fresh connection (a failed one was destroyed); the
+   * ownership guard makes a retry of a write that did commit answer stale, never apply twice.
+   * Rethrows the last error.
+   */
   private async withRetries(write: () => Promise<FlushEffects>): Promise<FlushEffects> {
+    const deadline = Date.now() + this.retryWindowMs;
+    let delay = FIRST_RETRY_DELAY_MS;
     for (let attempt = 1; ; attempt++) {
       try {
         return await write();
       } catch (err) {
-        if (!isTransient(err) || attempt >= FLUSH_ATTEMPTS) throw err;
-        await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** attempt));
+        if (!isTransient(err)) throw err;
+        const wait = Math.min(delay, MAX_RETRY_DELAY_MS) * (0.5 + Math.random() / 2);
+        if (attempt >= MIN_FLUSH_ATTEMPTS && Date.now() + wait > deadline) throw err;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+        delay *= 2;
       }
     }
   }
 
   private inTransaction(entries: FlushEntry[]): Promise<FlushEffects> {
-    return this.sql.transaction((tx) => this.write(tx, entries), {
-      idleInTransactionMs: IDLE_IN_TRANSACTION_MS,
-    });
+    return this.sql.transaction((tx) => this.write(tx, entries));
   }
 
   /**

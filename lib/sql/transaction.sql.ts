@@ -2,15 +2,16 @@ import { sql } from './statement';
 
 // Transaction control for the executor's `transaction()`. Sent as simple queries (not prepared).
 
-export const BEGIN = sql('begin', 'BEGIN');
 export const COMMIT = sql('commit', 'COMMIT');
 export const ROLLBACK = sql('rollback', 'ROLLBACK');
 
 /**
- * BEGIN plus a transaction-local idle timeout (SPEC §26.4), in one round trip so a flush stays
- * BEGIN + UPDATE + COMMIT. `{idleMs}` is replaced by the executor with a validated integer.
+ * BEGIN plus the transaction-local server-side bounds (docs/design.md §26.4), in one round trip
+ * so a flush stays BEGIN + UPDATE + COMMIT: `{statementMs}`, `{lockMs}` and `{idleMs}` are
+ * replaced by the executor with validated integers (ms). Touches no table.
  */
-export const BEGIN_WITH_IDLE_TIMEOUT = sql(
+export const BEGIN_WITH_TIMEOUTS = sql(
   'begin',
-  'BEGIN; SET LOCAL idle_in_transaction_session_timeout = {idleMs}',
+  'BEGIN; SET LOCAL statement_timeout = {statementMs}; SET LOCAL lock_timeout = {lockMs}; ' +
+    'SET LOCAL idle_in_transaction_session_timeout = {idleMs}',
 );

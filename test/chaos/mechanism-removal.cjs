@@ -35,7 +35,13 @@ const MECHANISMS = {
     tests: ['test/unit/node-identity.spec.ts'],
   },
   'flush retry (§26.3)': {
-    edits: [['lib/runtime/flusher.ts', 'const FLUSH_ATTEMPTS = 3;', 'const FLUSH_ATTEMPTS = 1;']],
+    edits: [
+      [
+        'lib/runtime/flusher.ts',
+        '        if (!isTransient(err)) throw err;\n',
+        '        throw err;\n',
+      ],
+    ],
     tests: ['test/chaos/fault-points.spec.ts -t S02'],
   },
   'statement timeout (§26.4)': {
