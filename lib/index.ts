@@ -10,7 +10,8 @@ export {
 } from './decorators/durable-fsm.decorator';
 export { Step } from './decorators/step.decorator';
 export { InjectEngine } from './decorators/inject-engine.decorator';
-export { EngineService, type Target } from './engine/engine.service';
+export { EngineService } from './engine/engine.service';
+export type { Target } from './engine/target';
 export { getEngineToken } from './engine/get-engine-token.util';
 export type { InsertOptions } from './engine/insert-options.interface';
 export type { AwaitResult, InstanceView } from './engine/instance-view';

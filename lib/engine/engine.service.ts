@@ -18,6 +18,7 @@ import { EngineHost } from './engine-host';
 import type { EngineRuntime } from './engine-runtime';
 import type { InsertOptions } from './insert-options.interface';
 import { buildInsertRow, insertArrays, insertParams } from './insert-row';
+import { resolveTarget, type Target, targetLabel } from './target';
 import {
   type AwaitResult,
   type InstanceRecord,
@@ -25,9 +26,6 @@ import {
   toInstanceView,
 } from './instance-view';
 import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
-
-/** Addresses an instance by id or by its correlation key's current occupant. */
-export type Target = { id: string | bigint } | { correlationKey: string };
 
 /**
  * The engine's public API (design §2.5): insert, signal, await, get, events$. Thin: it
@@ -166,11 +164,12 @@ export class EngineService {
     ) {
       throw new InvalidInputError('signal.dedupKey', 'must be a non-empty string');
     }
+    const to = resolveTarget(target, 'signal.target');
     const payloadText = toJsonText(payload, 'signal.payload', this.runtime.options.maxStateBytes);
-    const byId = 'id' in target;
+    const byId = 'id' in to;
     const params = [
-      byId ? idText(target.id) : null,
-      byId ? null : keyText(target.correlationKey),
+      byId ? to.id : null,
+      byId ? null : to.correlationKey,
       name,
       payloadText,
       options.dedupKey ?? null,
@@ -184,9 +183,7 @@ export class EngineService {
       )
     )[0];
     if (!row) {
-      throw new NoTargetError(
-        byId ? `id ${String(target.id)}` : `correlation key "${target.correlationKey}"`,
-      );
+      throw new NoTargetError(targetLabel(to));
     }
     if (FAULTS_ENABLED) await faultPoint('signal.afterCommit', { ids: [row.id] });
     if (row.status === 'runnable' && row.due && !options.manager) {
@@ -194,14 +191,16 @@ export class EngineService {
     }
   }
 
-  /** The instance row, or null. By key: only the current occupant (SPEC §11). */
+  /**
+   * The instance row, or null. `target`: an id, `{ id }` or `{ correlationKey }` (by key: only
+   * the current occupant, docs/design.md §11).
+   */
   async get(target: Target): Promise<InstanceView | null> {
+    const to = resolveTarget(target, 'get.target');
     const rows =
-      'id' in target
-        ? await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [idText(target.id)])
-        : await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_KEY, [
-            target.correlationKey,
-          ]);
+      'id' in to
+        ? await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [to.id])
+        : await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_KEY, [to.correlationKey]);
     const row = rows[0];
     return row ? toInstanceView(row) : null;
   }
@@ -209,11 +208,14 @@ export class EngineService {
   /**
    * Waits until the instance settles (done, failed, or parked; `until: 'terminal'` = done or
    * failed) or `timeout` ms pass (`busy`: call again). Answers from the row (SPEC §9).
+   * `target`: an id, `{ id }` or `{ correlationKey }` (the key's current occupant, looked up
+   * once; `not_found` when the key is free).
    */
   async await(
-    id: string | bigint,
+    target: Target,
     options: { timeout?: number; until?: 'settled' | 'terminal' } = {},
   ): Promise<AwaitResult> {
+    const to = resolveTarget(target, 'await.target');
     const timeout = options.timeout ?? 5000;
     if (!Number.isInteger(timeout) || timeout < 0) {
       throw new InvalidInputError('await.timeout', 'must be an integer ≥ 0 (ms)');
@@ -222,7 +224,10 @@ export class EngineService {
     if (until !== 'settled' && until !== 'terminal') {
       throw new InvalidInputError('await.until', "must be 'settled' or 'terminal'");
     }
-    return this.runtime.watcher.await(idText(id), timeout, until);
+    if ('id' in to) return this.runtime.watcher.await(to.id, timeout, until);
+    const occupant = await this.get(to);
+    if (occupant === null) return { kind: 'not_found' };
+    return this.runtime.watcher.await(occupant.id, timeout, until);
   }
 
   private async clientOf(manager: EntityManager | undefined): Promise<PoolClient | undefined> {
@@ -236,21 +241,4 @@ export class EngineService {
     }
     return (await runner.connect()) as PoolClient;
   }
-}
-
-function keyText(key: unknown): string {
-  if (typeof key !== 'string' || key.length === 0) {
-    throw new InvalidInputError('correlationKey', 'must be a non-empty string');
-  }
-  return key;
-}
-
-const MAX_BIGINT = 9_223_372_036_854_775_807n;
-
-function idText(id: string | bigint): string {
-  const text = typeof id === 'bigint' ? id.toString() : id;
-  if (typeof text !== 'string' || !/^[1-9][0-9]{0,18}$/.test(text) || BigInt(text) > MAX_BIGINT) {
-    throw new InvalidInputError('id', `must be a positive bigint id, got ${String(id)}`);
-  }
-  return text;
 }

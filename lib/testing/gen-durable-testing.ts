@@ -1,7 +1,8 @@
 import { AssertionError, deepStrictEqual } from 'node:assert';
 import { randomBytes } from 'node:crypto';
 
-import type { EngineService, Target } from '../engine/engine.service';
+import type { EngineService } from '../engine/engine.service';
+import { resolveTarget, type Target, targetLabel } from '../engine/target';
 import type { InstanceView } from '../engine/instance-view';
 import { MaxStepsExceededError } from '../errors/max-steps-exceeded.error';
 import type { DurableStatus } from '../gen-durable.constants';
@@ -76,10 +77,11 @@ export class GenDurableTesting {
 
   /** The row; by key it falls back to the latest row that held the key, so finished instances stay assertable. */
   async get(target: Target): Promise<InstanceView | null> {
-    const current = await this.engine.get(target);
-    if (current || 'id' in target) return current;
+    const to = resolveTarget(target, 'target');
+    const current = await this.engine.get(to);
+    if (current || 'id' in to) return current;
     const latest = await TESTING_LATEST_BY_KEY.run(this.engine.runtime.sql, {
-      correlationKey: target.correlationKey,
+      correlationKey: to.correlationKey,
     });
     return latest !== null ? this.engine.get({ id: latest }) : null;
   }
@@ -139,11 +141,10 @@ export class GenDurableTesting {
   }
 
   private async require(target: Target): Promise<InstanceView> {
-    const row = await this.get(target);
+    const to = resolveTarget(target, 'target');
+    const row = await this.get(to);
     if (!row) {
-      const label =
-        'id' in target ? `id ${String(target.id)}` : `correlation key "${target.correlationKey}"`;
-      throw new AssertionError({ message: `gen-durable: no instance for ${label}` });
+      throw new AssertionError({ message: `gen-durable: no instance for ${targetLabel(to)}` });
     }
     return row;
   }
