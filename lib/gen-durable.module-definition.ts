@@ -11,13 +11,20 @@ import { EngineLifecycle } from './engine/engine-lifecycle';
 import { EngineService } from './engine/engine.service';
 import { getEngineToken } from './engine/get-engine-token.util';
 import type { GenDurableOptions } from './options/gen-durable-options.interface';
+import { MODULE_OPTION_TABLE } from './options/option-table';
 
 export interface GenDurableModuleExtras {
-  /** Global module (default true). */
+  /** Global module. Default true (lib/options/option-table.ts). */
   isGlobal?: boolean;
   /** Engine name; beside `useFactory` in forRootAsync because tokens need it early. */
   name?: string;
 }
+
+/**
+ * No extra given: `name` falls back to DEFAULT_ENGINE_NAME (the table's default), `isGlobal` to
+ * its declaration in lib/options/option-table.ts.
+ */
+const UNSET_EXTRAS: GenDurableModuleExtras = { isGlobal: undefined, name: undefined };
 
 export const {
   ConfigurableModuleClass: GenDurableConfigurableModule,
@@ -28,7 +35,7 @@ export const {
   optionsInjectionToken: GEN_DURABLE_MODULE_OPTIONS,
 })
   .setClassMethodName('forRoot')
-  .setExtras<GenDurableModuleExtras>({ isGlobal: true, name: undefined }, (definition, extras) => {
+  .setExtras<GenDurableModuleExtras>(UNSET_EXTRAS, (definition, extras) => {
     const name = extras.name ?? DEFAULT_ENGINE_NAME;
     const token = getEngineToken(name);
     const providers: Provider[] = [
@@ -41,7 +48,8 @@ export const {
     if (token !== EngineService) providers.push({ provide: token, useExisting: EngineService });
     return {
       ...definition,
-      global: extras.isGlobal ?? true,
+      // The table's default and check: `isGlobal: 'no'` is a ConfigurationError, not truthy.
+      global: MODULE_OPTION_TABLE.isGlobal.resolve(extras.isGlobal, 'isGlobal', 'isGlobal'),
       imports: [...(definition.imports ?? []), DiscoveryModule],
       providers,
       exports: [token],

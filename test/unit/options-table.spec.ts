@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { DataSource } from 'typeorm';
 
 import { ConfigurationError } from '../../lib/errors/configuration.error';
+import { GenDurableModule } from '../../lib/gen-durable.module';
 import type { GenDurableOptions } from '../../lib/options/gen-durable-options.interface';
 import {
   defaultValue,
@@ -234,5 +235,16 @@ describe("README.md's Configuration table is rendered from the table", () => {
     );
     expect(byName.get('`limiter`')?.[1]).toContain('url \\| ioredisOptions');
     expect(isPlainObject(defaultValue(OPTION_TABLE.gc, 'gc'))).toBe(true);
+  });
+});
+
+describe('the module reads isGlobal from the table', () => {
+  it('defaults to a global module, honours false and refuses a truthy non-boolean', () => {
+    expect(GenDurableModule.forRoot({ dataSource: DATA_SOURCE }).global).toBe(true);
+    expect(GenDurableModule.forRoot({ dataSource: DATA_SOURCE, isGlobal: false }).global).toBe(
+      false,
+    );
+    const options = { dataSource: DATA_SOURCE, isGlobal: 'no' } as unknown as GenDurableOptions;
+    expectConfigurationError(() => GenDurableModule.forRoot(options), 'isGlobal');
   });
 });
