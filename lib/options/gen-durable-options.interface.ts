@@ -106,10 +106,17 @@ export interface GenDurableOptions {
   reaper?: ReaperOptions | false;
   /** GC on this node. Default `{ interval: 60 000, retention: 86 400 000, batch: 10 000 }`. */
   gc?: GcOptions | false;
-  /** Rows each queue buffers beyond its running slots. Default 0. */
-  prefetch?: number;
-  /** Skip a pick unless this many slots are free (unless idle). Default 1. */
-  minDemand?: number;
+  /**
+   * Rows each queue buffers beyond its running slots. Default `'auto'`: max(100, 2 ×
+   * concurrency) − concurrency while the queue's recent steps average under 50 ms, 0 otherwise
+   * (docs/operations.md, "prefetch").
+   */
+  prefetch?: number | 'auto';
+  /**
+   * Skip a pick unless this many slots are free (unless idle). Default `'auto'`: a quarter of
+   * concurrency + prefetch while the queue prefetches, else 1.
+   */
+  minDemand?: number | 'auto';
   /** ms each queue waits for in-flight steps at shutdown. Default 5 000. */
   drainTimeout?: number;
   /** Group-commit flushers. Default `[{ queues: 'all', maxBatch: 500, maxDelayMs: 0 }]`. */

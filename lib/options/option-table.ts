@@ -18,6 +18,7 @@ import {
   duration,
   flag,
   integer,
+  integerOrAuto,
   positiveNumber,
   text,
 } from './scalar-options';
@@ -239,11 +240,13 @@ export const OPTION_TABLE = {
       }),
     },
   }),
-  prefetch: integer({ doc: 'rows each queue claims beyond its free slots', min: 0, default: 0 }),
-  minDemand: integer({
-    doc: 'skip a pick unless this many slots are free (unless idle)',
+  prefetch: integerOrAuto({
+    doc: "rows each queue claims beyond its free slots; `'auto'`: max(100, 2 × concurrency) − concurrency while steps average < 50 ms, else 0 ([operations](docs/operations.md))",
+    min: 0,
+  }),
+  minDemand: integerOrAuto({
+    doc: "skip a pick unless this many rows are wanted (unless idle); `'auto'`: a quarter of concurrency + prefetch while prefetching, else 1",
     min: 1,
-    default: 1,
   }),
   drainTimeout: duration({
     doc: 'how long shutdown waits for in-flight steps',

@@ -75,6 +75,21 @@ export function integer(o: {
   return declare(o.doc, fallback, parseInteger(o.min), o.unit);
 }
 
+/** An integer count ≥ `min`, or `'auto'` (the default: the runtime sizes it). */
+export function integerOrAuto(o: { doc: string; min: number }): OptionDeclaration<number | 'auto'> {
+  const parse = parseInteger(o.min);
+  return declare<number | 'auto'>(o.doc, { value: 'auto' }, (raw, path) => {
+    if (raw === 'auto') return 'auto';
+    if (typeof raw !== 'number') {
+      throw new ConfigurationError(
+        path,
+        `must be 'auto' or an integer ≥ ${o.min}, got ${inspect(raw)}`,
+      );
+    }
+    return parse(raw, path);
+  });
+}
+
 /** A whole number of milliseconds ≥ `min`. */
 export function duration(o: {
   doc: string;

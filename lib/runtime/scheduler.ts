@@ -17,9 +17,20 @@ const POKE_DEBOUNCE_MS = 10;
 /** The poison-pill cap a node without a reaper assumes for its startup reclaim (SPEC §26.5 default). */
 const DEFAULT_MAX_REAPS = 5;
 
+/**
+ * `prefetch: 'auto'`: a queue whose recent steps average under this many ms prefetches (its
+ * claim latency is then a large share of a step); one of longer steps does not (prefetched rows
+ * would wait behind them, hidden from other nodes, for nothing).
+ */
+const AUTO_PREFETCH_STEP_MS = 50;
+/** Weight of the newest step in the moving average of step durations. */
+const STEP_AVERAGE_WEIGHT = 0.2;
+
 /** A held row the executor has: its step running, or its outcome awaiting commit. */
 interface Task {
   readonly row: ClaimedRow;
+  /** performance.now() at dispatch. */
+  readonly startedAt: number;
   /** Settles once the executor is done with the row (its flush answered, or the crash path). */
   readonly done: Promise<void>;
 }
@@ -63,6 +74,8 @@ export class Scheduler {
   private pokeTrailing = false;
   private refillTimer: NodeJS.Immediate | undefined;
   private interval: number;
+  /** Moving average of this queue's step durations, ms (dispatch → last outcome handed over). */
+  private stepMs: number | undefined;
   private readonly logger = new Logger('GenDurable');
   /** Epoch ms of the last loop activity and successful heartbeat (health, §21). */
   lastActivityAt = 0;
@@ -80,7 +93,7 @@ export class Scheduler {
     this.reclaimPrefix = `${options.name}:${queue}@${options.nodeId}-`;
     this.workerId = `${this.reclaimPrefix}${randomBytes(4).toString('hex')}`;
     this.interval = options.pollInterval;
-    this.maxAwaitingCommit = 2 * concurrency + options.prefetch;
+    this.maxAwaitingCommit = 2 * concurrency + this.maxPrefetch();
   }
 
   get status(): SchedulerState {
@@ -156,7 +169,33 @@ export class Scheduler {
    */
   private demand(): number {
     if (this.backpressured()) return 0;
-    return this.concurrency + this.options.prefetch - (this.running.size + this.buffer.length);
+    return this.concurrency + this.prefetch() - (this.running.size + this.buffer.length);
+  }
+
+  /**
+   * The prefetch now: the option, or with `'auto'` graphile-worker's local-queue sizing
+   * (running + prefetched = max(100, 2 × concurrency)) while steps are short, else 0.
+   */
+  prefetch(): number {
+    const option = this.options.prefetch;
+    if (option !== 'auto') return option;
+    return this.stepMs !== undefined && this.stepMs < AUTO_PREFETCH_STEP_MS
+      ? this.maxPrefetch()
+      : 0;
+  }
+
+  private maxPrefetch(): number {
+    const option = this.options.prefetch;
+    if (option !== 'auto') return option;
+    return Math.max(100, 2 * this.concurrency) - this.concurrency;
+  }
+
+  /** The minDemand now: the option, or with `'auto'` a quarter of the capacity while prefetching. */
+  private minDemand(): number {
+    const option = this.options.minDemand;
+    if (option !== 'auto') return option;
+    const prefetch = this.prefetch();
+    return prefetch === 0 ? 1 : Math.ceil((this.concurrency + prefetch) / 4);
   }
 
   /** The flusher is too far behind: dispatch and claims wait for its answers. */
@@ -244,7 +283,7 @@ export class Scheduler {
         awaitingCommit: this.awaiting.size,
         buffer: this.buffer.length,
         concurrency: this.concurrency,
-        prefetch: this.options.prefetch,
+        prefetch: this.prefetch(),
       },
       { queue: this.queue },
     );
@@ -262,10 +301,10 @@ export class Scheduler {
       do {
         this.refillWanted = false;
         if (this.state !== 'running') return;
-        const capacity = this.concurrency + this.options.prefetch;
+        const capacity = this.concurrency + this.prefetch();
         const demand = this.demand();
         const idle = this.running.size === 0 && this.buffer.length === 0;
-        if (demand <= 0 || (demand < Math.min(this.options.minDemand, capacity) && !idle)) return;
+        if (demand <= 0 || (demand < Math.min(this.minDemand(), capacity) && !idle)) return;
         const rows = await this.claim(demand);
         fetched += rows.length;
         this.lastActivityAt = Date.now();
@@ -323,7 +362,7 @@ export class Scheduler {
           (result) => this.completed(id, result.kind),
           () => this.completed(id, null),
         );
-      this.running.set(id, { row, done });
+      this.running.set(id, { row, startedAt: performance.now(), done });
     }
   }
 
@@ -332,6 +371,9 @@ export class Scheduler {
     const task = this.running.get(id);
     if (!task) return;
     this.running.delete(id);
+    const ms = performance.now() - task.startedAt;
+    this.stepMs =
+      this.stepMs === undefined ? ms : this.stepMs + (ms - this.stepMs) * STEP_AVERAGE_WEIGHT;
     this.awaiting.set(id, task);
     this.slotFreed();
   }

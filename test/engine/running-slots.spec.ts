@@ -55,6 +55,19 @@ class SlotChain {
   }
 }
 
+interface SlowState {
+  readonly ms: number;
+}
+
+@DurableFsm({ name: 'slot-slow', queue: 'slots' })
+class SlotSlow {
+  async perform(args: SlowState, ctx: StepContext<SlowState>): Promise<undefined> {
+    started(`${ctx.id}:perform`);
+    await sleep(args.ms);
+    return undefined;
+  }
+}
+
 describe('running slots and rows awaiting commit', () => {
   let db: TestDatabase;
   let h: Harness | undefined;
@@ -88,7 +101,7 @@ describe('running slots and rows awaiting commit', () => {
   };
 
   async function boot(concurrency: number, extra: Record<string, unknown> = {}): Promise<Harness> {
-    h = await bootEngine(db, [SlotJob, SlotChain], {
+    h = await bootEngine(db, [SlotJob, SlotChain, SlotSlow], {
       name: `Slots${concurrency}`,
       queues: { slots: concurrency },
       prefetch: 0,
@@ -232,5 +245,49 @@ describe('running slots and rows awaiting commit', () => {
     await eventually(
       async () => scheduler.inFlightCount === 0 && scheduler.awaitingCommitCount === 0,
     );
+  });
+
+  describe("prefetch and minDemand 'auto' (the defaults)", () => {
+    /** The demand of every pick that claimed rows, after the first one. */
+    function demands(harness: Harness): number[] {
+      return harness
+        .eventsOf('pick:stop')
+        .filter((e) => (e.measurements['count'] ?? 0) > 0)
+        .slice(1)
+        .map((e) => e.measurements['demand']!);
+    }
+
+    it('a queue of short steps prefetches up to max(100, 2 × concurrency) rows', async () => {
+      const harness = await boot(10, { prefetch: 'auto', minDemand: 'auto' });
+      const scheduler = schedulerOf(harness);
+      expect(scheduler.prefetch()).toBe(0);
+      const ids = await harness.engine.insertAll(
+        SlotJob,
+        Array.from({ length: 400 }, () => ({ state: {} })),
+      );
+      for (const id of ids) {
+        expect((await harness.engine.await(id, { timeout: 30_000 })).kind).toBe('done');
+      }
+      // Steps of well under 50 ms: picks asked for more than the 10 slots, running +
+      // prefetched up to max(100, 20) rows.
+      expect(Math.max(...demands(harness))).toBeGreaterThan(10);
+      expect(Math.max(...demands(harness))).toBeLessThanOrEqual(100);
+      for (const id of ids) expect(starts.get(`${id}:perform`)).toBe(1);
+    });
+
+    it('a queue of long steps does not prefetch: no row waits hidden behind them', async () => {
+      const harness = await boot(2, { prefetch: 'auto', minDemand: 'auto' });
+      const scheduler = schedulerOf(harness);
+      const ids = await harness.engine.insertAll(
+        SlotSlow,
+        Array.from({ length: 8 }, () => ({ state: { ms: 120 } })),
+      );
+      for (const id of ids) {
+        expect((await harness.engine.await(id, { timeout: 30_000 })).kind).toBe('done');
+      }
+      expect(scheduler.prefetch()).toBe(0);
+      // Never more claimed than the free slots.
+      expect(Math.max(...demands(harness))).toBeLessThanOrEqual(2);
+    });
   });
 });

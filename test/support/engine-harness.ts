@@ -17,7 +17,12 @@ import type { TestDatabase } from './test-database';
 // timings below unless `{ raw: true }`, and a record of events and statements. Tracked: the
 // leak check fails the file if it is not closed.
 
-/** Fast timings for tests (lease 2 s, heartbeat 0.5 s, reaper 0.25 s, poll 50 ms). */
+/**
+ * Fast timings for tests (lease 2 s, heartbeat 0.5 s, reaper 0.25 s, poll 50 ms), and a fixed
+ * prefetch of 0 and minDemand of 1 instead of the adaptive defaults, so that what a spec
+ * claims does not depend on how fast its steps ran (test/engine/running-slots.spec.ts covers
+ * `'auto'`).
+ */
 export const FAST: Partial<GenDurableOptions> = {
   leaseTtl: 2000,
   heartbeatInterval: 500,
@@ -25,6 +30,8 @@ export const FAST: Partial<GenDurableOptions> = {
   maxPollInterval: 200,
   reaper: { interval: 250 },
   drainTimeout: 1000,
+  prefetch: 0,
+  minDemand: 1,
 };
 
 /**
