@@ -107,10 +107,15 @@ if (d.skipped && d.skipped.length) {
   console.log('');
 }
 if (d.ratios && d.ratios.length) {
-  console.log('gen-durable median ÷ peer median:');
+  console.log(
+    'gen-durable median ÷ peer median (in brackets, when there are several repeats, the paired ratio: median [min–max] of same-repeat ratios):',
+  );
   console.log('');
+  const cell = (p) =>
+    `${p.engine} ${p.ratio.toFixed(2)}×` +
+    (p.paired && p.paired.n > 1
+      ? ` [${p.paired.median.toFixed(2)}: ${p.paired.min.toFixed(2)}–${p.paired.max.toFixed(2)}]`
+      : '');
   for (const r of d.ratios)
-    console.log(
-      `- ${r.key} [${r.better}]: ${r.peers.map((p) => `${p.engine} ${p.ratio.toFixed(2)}×`).join(' · ')}`,
-    );
+    console.log(`- ${r.key} [${r.better}]: ${r.peers.map(cell).join(' · ')}`);
 }

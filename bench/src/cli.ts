@@ -38,6 +38,13 @@ export interface Options {
   caseTimeoutMs: number;
   verbose: boolean;
   json: string | undefined;
+  /**
+   * drain and fsm3: after `repeats`, keep repeating (every engine once more, in alternating
+   * order) until each paired gen-durable ratio moved by less than this fraction with the last
+   * repeat, or `maxRepeats` is reached. Undefined = a fixed number of repeats.
+   */
+  untilStable: number | undefined;
+  maxRepeats: number;
 }
 
 const HELP = `Usage: npm run bench -- [flags]
@@ -54,7 +61,14 @@ const HELP = `Usage: npm run bench -- [flags]
   --memory-n N            backlog drained in the memory case (default 100000; --quick 20000)
   --timeout-s S           hard limit of one case (default 240; --quick 60)
   --json PATH             where to write the JSON results (default bench/results/<timestamp>.json)
+  --until-stable[=PCT]    drain and fsm3: after --repeats, repeat again until every paired
+                          gen-durable ratio moved by less than PCT % (default 5) with the last
+                          repeat, or --max-repeats is reached
+  --max-repeats N         cap of --until-stable (default 7)
   --verbose               log every step of the harness
+
+Every repeat runs each engine once, in alternating order (forward, then reversed), so ratios
+are also reported paired: the median over repeats of gen-durable ÷ peer within one repeat.
 
 Environment: DATABASE_URL (else an embedded PostgreSQL is started), REDIS_URL (else
 127.0.0.1:6379, else a redis-server child on a free port, else BullMQ-on-Redis is skipped).`;
@@ -93,6 +107,8 @@ export function parseArgs(argv: string[]): Options {
     caseTimeoutMs: (quick ? 60 : 240) * 1000,
     verbose: false,
     json: undefined,
+    untilStable: undefined,
+    maxRepeats: 7,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -142,6 +158,17 @@ export function parseArgs(argv: string[]): Options {
         break;
       case '--verbose':
         o.verbose = true;
+        break;
+      case '--until-stable': {
+        const pct = inline === undefined ? 5 : Number(inline);
+        if (!Number.isFinite(pct) || pct <= 0) {
+          throw new Error(`--until-stable: expected a positive percentage, got '${inline}'`);
+        }
+        o.untilStable = pct / 100;
+        break;
+      }
+      case '--max-repeats':
+        o.maxRepeats = posInt(value(), flag);
         break;
       case '-h':
       case '--help':

@@ -7,7 +7,15 @@ import { parseArgs, SCENARIOS, type Options } from './cli';
 import { loadAdapters } from './engines';
 import type { Adapter, CaseName } from './engines/types';
 import { repoRoot, startInfra, type Infra } from './infra';
-import { printRatios, printTable, ratios, writeJson, type Skipped } from './report';
+import {
+  maxMove,
+  pairedRatioMap,
+  printRatios,
+  printTable,
+  ratios,
+  writeJson,
+  type Skipped,
+} from './report';
 import {
   activeDbs,
   drainCase,
@@ -173,11 +181,13 @@ async function run(
   };
 
   // drain and fsm3
+  /** Each repeat runs every engine once, forward on even repeats and reversed on odd ones. */
+  const inOrder = (rep: number): Adapter[] => (rep % 2 === 0 ? engines : [...engines].reverse());
   for (const kind of ['job', 'fsm3'] as const) {
     const scenario: CaseName = kind === 'job' ? 'drain' : 'fsm3';
     for (const c of opts.concurrency) {
-      for (let rep = 0; rep < opts.repeats; rep++) {
-        for (const a of engines) {
+      const runRepeat = async (rep: number): Promise<void> => {
+        for (const a of inOrder(rep)) {
           if (!runnable(a, scenario)) continue;
           const cap = a.maxN?.[kind]?.[opts.quick ? 1 : 0] ?? Infinity;
           const n = Math.min(kind === 'fsm3' ? opts.fsm3N : opts.n, cap);
@@ -195,6 +205,7 @@ async function run(
           try {
             const o = await drainCase(rc, a, kind, c, n);
             r.values.push(o.rate);
+            (r.reps ??= []).push(rep);
             const units = kind === 'fsm3' ? 3 * n : n;
             (r.cpuPer1k ??= []).push((o.cpu.totalMs / units) * 1000);
             (r.cpu ??= []).push(o.cpu);
@@ -206,6 +217,23 @@ async function run(
             failed(r, e, label);
           }
         }
+      };
+      let rep = 0;
+      for (; rep < opts.repeats; rep++) await runRepeat(rep);
+      if (opts.untilStable !== undefined) {
+        const mine = (): Row[] =>
+          [...rows.values()].filter((r) => r.scenario === scenario && r.concurrency === c);
+        let before = pairedRatioMap(mine());
+        while (rep < opts.maxRepeats) {
+          await runRepeat(rep++);
+          const after = pairedRatioMap(mine());
+          const moved = maxMove(before, after);
+          progress(
+            `  ${scenario} c=${c}: after ${rep} repeats the paired ratios moved by at most ${(moved * 100).toFixed(1)} %`,
+          );
+          if (moved < opts.untilStable) break;
+          before = after;
+        }
       }
     }
   }
@@ -215,7 +243,7 @@ async function run(
     const scenario: CaseName = mode === 'single' ? 'enqueue-single' : 'enqueue-bulk';
     const n = mode === 'single' ? opts.enqueueSingleN : opts.enqueueBulkN;
     for (let rep = 0; rep < opts.repeats; rep++) {
-      for (const a of engines) {
+      for (const a of inOrder(rep)) {
         if (!runnable(a, scenario)) continue;
         const metric =
           mode === 'single' ? 'awaited single inserts, 50 callers' : 'one bulk insert call';
@@ -224,6 +252,7 @@ async function run(
         try {
           const o = await enqueueCase(rc, a, mode, n);
           r.values.push(o.rate);
+          (r.reps ??= []).push(rep);
           (r.cpuPer1k ??= []).push((o.cpu.totalMs / n) * 1000);
           (r.cpu ??= []).push(o.cpu);
           progress(
@@ -238,7 +267,7 @@ async function run(
 
   // latency
   for (let rep = 0; rep < opts.repeats; rep++) {
-    for (const a of engines) {
+    for (const a of inOrder(rep)) {
       if (!runnable(a, 'latency')) continue;
       const label = `latency #${rep + 1} ${a.id}`;
       const rs = (['p50', 'p95', 'p99'] as const).map((p) =>
@@ -256,6 +285,7 @@ async function run(
         rs[0]!.values.push(o.p50);
         rs[1]!.values.push(o.p95);
         rs[2]!.values.push(o.p99);
+        for (const r of rs) (r.reps ??= []).push(rep);
         (rs[0]!.extra ??= []).push({ timeouts: o.timeouts, samples: o.samples.length });
         progress(
           `  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not started within 5 s` : ''}`,
@@ -268,7 +298,7 @@ async function run(
 
   // latency across processes
   for (let rep = 0; rep < opts.repeats; rep++) {
-    for (const a of engines) {
+    for (const a of inOrder(rep)) {
       if (!runnable(a, 'latency-xproc')) continue;
       const label = `latency-xproc #${rep + 1} ${a.id}`;
       const rs = (['p50', 'p95', 'p99'] as const).map((p) =>
@@ -286,6 +316,7 @@ async function run(
         rs[0]!.values.push(o.p50);
         rs[1]!.values.push(o.p95);
         rs[2]!.values.push(o.p99);
+        for (const r of rs) (r.reps ??= []).push(rep);
         (rs[0]!.extra ??= []).push({ timeouts: o.timeouts, samples: o.samples.length });
         progress(
           `  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not started within 5 s` : ''}`,
@@ -298,7 +329,7 @@ async function run(
 
   // signal round trip
   for (let rep = 0; rep < opts.repeats; rep++) {
-    for (const a of engines) {
+    for (const a of inOrder(rep)) {
       if (!runnable(a, 'signal')) continue;
       const label = `signal #${rep + 1} ${a.id}`;
       const rs = (['p50', 'p95', 'p99'] as const).map((p) =>
@@ -316,6 +347,7 @@ async function run(
         rs[0]!.values.push(o.p50);
         rs[1]!.values.push(o.p95);
         rs[2]!.values.push(o.p99);
+        for (const r of rs) (r.reps ??= []).push(rep);
         (rs[0]!.extra ??= []).push({ timeouts: o.timeouts, samples: o.samples.length });
         progress(
           `  ${label}: p50 ${o.p50.toFixed(2)} ms, p95 ${o.p95.toFixed(2)} ms, p99 ${o.p99.toFixed(2)} ms${o.timeouts ? `, ${o.timeouts} not woken within 5 s` : ''}`,

@@ -88,27 +88,55 @@ export function printTable(rows: Row[], print: (l: string) => void): void {
   }
 }
 
-/** gen-durable median / peer median, for every metric gen-durable and the peer both measured. */
-export function ratios(
-  rows: Row[],
-): Array<{ key: string; better: string; peers: Array<{ engine: string; ratio: number }> }> {
-  const out: Array<{
-    key: string;
-    better: string;
-    peers: Array<{ engine: string; ratio: number }>;
-  }> = [];
-  const add = (
-    key: string,
-    better: string,
-    gd: number,
-    others: Array<{ engine: string; v: number }>,
-  ): void => {
-    const peers = others
-      .filter((o) => Number.isFinite(o.v) && o.v !== 0)
-      .map((o) => ({ engine: o.engine, ratio: gd / o.v }));
-    if (peers.length > 0 && Number.isFinite(gd)) out.push({ key, better, peers });
-  };
-  const isGd = (e: string): boolean => e === 'gen-durable' || e.startsWith('gen-durable:');
+/** A ratio of gen-durable to one peer: of the medians, and paired within repeats. */
+export interface PeerRatio {
+  engine: string;
+  /** gen-durable median ÷ peer median. */
+  ratio: number;
+  /** Median over repeats of gen-durable ÷ peer measured in the same repeat (with min, max, n). */
+  paired?: { median: number; min: number; max: number; n: number };
+}
+
+export interface RatioLine {
+  key: string;
+  better: string;
+  peers: PeerRatio[];
+}
+
+const isGd = (e: string): boolean => e === 'gen-durable' || e.startsWith('gen-durable:');
+
+/** Same-repeat ratios of `g` to `p` over the repeats both measured. */
+function paired(
+  g: Row,
+  p: Row,
+  pick: (r: Row) => number[] | undefined,
+): PeerRatio['paired'] | undefined {
+  const gv = pick(g);
+  const pv = pick(p);
+  if (!gv || !pv || !g.reps || !p.reps) return undefined;
+  const byRep = new Map<number, number>();
+  p.reps.forEach((rep, i) => {
+    const v = pv[i];
+    if (v !== undefined && Number.isFinite(v) && v !== 0) byRep.set(rep, v);
+  });
+  const rs: number[] = [];
+  g.reps.forEach((rep, i) => {
+    const v = gv[i];
+    const o = byRep.get(rep);
+    if (v !== undefined && o !== undefined && Number.isFinite(v)) rs.push(v / o);
+  });
+  if (rs.length === 0) return undefined;
+  const s = summary(rs);
+  return { median: s.median, min: s.min, max: s.max, n: rs.length };
+}
+
+/**
+ * gen-durable ÷ peer for every metric gen-durable and the peer both measured: median ÷ median,
+ * and paired (the median of same-repeat ratios, which a load drift across the run cancels out
+ * of; repeats run the engines in alternating order).
+ */
+export function ratios(rows: Row[]): RatioLine[] {
+  const out: RatioLine[] = [];
   for (const g of rows.filter((r) => isGd(r.engine) && r.values.length > 0)) {
     const same = rows.filter(
       (r) =>
@@ -120,24 +148,49 @@ export function ratios(
     );
     const c = g.concurrency !== undefined ? ` c=${g.concurrency}` : '';
     const who = g.engine === 'gen-durable' ? '' : ` [${g.engine}]`;
+    const add = (key: string, better: string, pick: (r: Row) => number[] | undefined): void => {
+      const gv = pick(g);
+      if (!gv || gv.length === 0) return;
+      const gm = median(gv);
+      const peers: PeerRatio[] = [];
+      for (const r of same) {
+        const v = pick(r);
+        if (!v || v.length === 0) continue;
+        const m = median(v);
+        if (!Number.isFinite(m) || m === 0 || !Number.isFinite(gm)) continue;
+        const pr = paired(g, r, pick);
+        peers.push({ engine: r.engine, ratio: gm / m, ...(pr ? { paired: pr } : {}) });
+      }
+      if (peers.length > 0) out.push({ key, better, peers });
+    };
     add(
       `${g.scenario}${c}${who} ${g.metric} (${g.unit})`,
       g.better === 'higher' ? 'higher is better' : 'lower is better',
-      median(g.values),
-      same.map((r) => ({ engine: r.engine, v: median(r.values) })),
+      (r) => r.values,
     );
-    if (g.cpuPer1k && g.cpuPer1k.length > 0) {
-      add(
-        `${g.scenario}${c}${who} CPU (${cpuUnit(g)})`,
-        'lower is better',
-        median(g.cpuPer1k),
-        same
-          .filter((r) => r.cpuPer1k && r.cpuPer1k.length > 0)
-          .map((r) => ({ engine: r.engine, v: median(r.cpuPer1k!) })),
-      );
-    }
+    add(`${g.scenario}${c}${who} CPU (${cpuUnit(g)})`, 'lower is better', (r) => r.cpuPer1k);
   }
   return out;
+}
+
+/** Paired-ratio medians by `key → engine`, for --until-stable. */
+export function pairedRatioMap(rows: Row[]): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const line of ratios(rows)) {
+    for (const p of line.peers) m.set(`${line.key} / ${p.engine}`, p.paired?.median ?? p.ratio);
+  }
+  return m;
+}
+
+/** The largest relative move of a ratio present in both maps (Infinity when none is). */
+export function maxMove(before: Map<string, number>, after: Map<string, number>): number {
+  let moved = -Infinity;
+  for (const [k, v] of after) {
+    const b = before.get(k);
+    if (b === undefined || !Number.isFinite(b) || b === 0) continue;
+    moved = Math.max(moved, Math.abs(v / b - 1));
+  }
+  return moved === -Infinity ? Infinity : moved;
 }
 
 export function printRatios(
@@ -154,10 +207,16 @@ export function printRatios(
     print('gen-durable: no figure to compare (not selected, or its cases failed).');
     return;
   }
+  print('(median ÷ median; in brackets the paired ratio: median [min–max] of same-repeat ratios)');
   for (const r of rs) {
-    print(
-      `${r.key} [${r.better}]: ${r.peers.map((p) => `${p.engine} ${p.ratio.toFixed(2)}×`).join(' · ')}`,
-    );
+    const cells = r.peers.map((p) => {
+      const pr =
+        p.paired && p.paired.n > 1
+          ? ` [${p.paired.median.toFixed(2)}: ${p.paired.min.toFixed(2)}–${p.paired.max.toFixed(2)}, n=${p.paired.n}]`
+          : '';
+      return `${p.engine} ${p.ratio.toFixed(2)}×${pr}`;
+    });
+    print(`${r.key} [${r.better}]: ${cells.join(' · ')}`);
   }
 }
 

@@ -30,6 +30,8 @@ export interface Row {
   unit: string;
   better: 'higher' | 'lower';
   values: number[];
+  /** The repeat each of `values` (and `cpuPer1k`) came from, for paired ratios. */
+  reps?: number[];
   /** CPU ms per 1 000 jobs (steps for fsm3), worker + PostgreSQL (+ Redis), per repeat. */
   cpuPer1k?: number[];
   cpu?: CpuDelta[];

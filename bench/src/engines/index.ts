@@ -25,8 +25,12 @@ export function loadAdapters(): Loaded {
   } else {
     try {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const m = require(file) as { genDurableAdapter: Adapter; genDurableGroupInsert: Adapter };
-      genDurable = [m.genDurableAdapter, m.genDurableGroupInsert];
+      const m = require(file) as {
+        genDurableAdapter: Adapter;
+        genDurableTuned: Adapter;
+        genDurableGroupInsert: Adapter;
+      };
+      genDurable = [m.genDurableAdapter, m.genDurableTuned, m.genDurableGroupInsert];
     } catch (e) {
       genDurableMissing = `gen-durable: not built yet (loading the adapter failed: ${(e as Error).message.split('\n')[0]})`;
     }

@@ -4,6 +4,7 @@ import type { Adapter } from './types';
 /** Module and export of each engine: the memory case's child loads only the one it runs. */
 const MODULES: Record<string, [string, string]> = {
   'gen-durable': ['./gen-durable', 'genDurableAdapter'],
+  'gen-durable:tuned': ['./gen-durable', 'genDurableTuned'],
   'gen-durable:group-insert': ['./gen-durable', 'genDurableGroupInsert'],
   raw: ['./raw', 'rawAdapter'],
   'graphile-worker': ['./graphile', 'graphileDefault'],

@@ -1,0 +1,164 @@
+/**
+ * `npm run profile:drain`: one gen-durable drain in this process, with every statement timed
+ * from the client (count, total and mean ms by statement name), the pick and flush batch
+ * sizes, and the worker's CPU per 1 000 jobs — the figures behind docs/performance.md's
+ * profiles. Add `node --cpu-prof` (see the npm script) for a V8 CPU profile of the same run.
+ *
+ *   N=20000 C=10 OPTS='{"prefetch":0}' KIND=job npm run profile:drain
+ *
+ * N jobs (KIND=job) or 3-step machines (KIND=fsm3) are inserted with one insertAll, then a
+ * worker with `queues: { default: C }` plus the JSON module options OPTS drains them. Uses
+ * DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
+ */
+import 'reflect-metadata';
+
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
+
+import {
+  done,
+  DurableFsm,
+  EngineService,
+  type GenDurableOptions,
+  GenDurableModule,
+  next,
+  Step,
+  type StepContext,
+} from '../lib';
+import { SqlExecutor } from '../lib/db/sql-executor';
+import { migrateUp } from '../lib/schema/migrator';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
+  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
+};
+
+const N = Number(process.env['N'] ?? 20_000);
+const C = Number(process.env['C'] ?? 50);
+const KIND = process.env['KIND'] === 'fsm3' ? 'fsm3' : 'job';
+const OPTS = JSON.parse(process.env['OPTS'] ?? '{}') as Partial<GenDurableOptions>;
+
+let finals = 0;
+let firstStart = 0;
+let allDone: () => void = () => undefined;
+const finished = new Promise<void>((resolve) => (allDone = resolve));
+const final = (): void => {
+  if (++finals === N) allDone();
+};
+const start = (): void => {
+  if (firstStart === 0) firstStart = performance.now();
+};
+
+@DurableFsm({ name: 'prof1' })
+class ProfJob {
+  perform(): undefined {
+    start();
+    final();
+    return undefined;
+  }
+}
+
+@DurableFsm({ name: 'prof3' })
+class Prof3 {
+  @Step() start(ctx: StepContext) {
+    start();
+    return next('b', ctx.state);
+  }
+  @Step() b(ctx: StepContext) {
+    return next('c', ctx.state);
+  }
+  @Step() c() {
+    final();
+    return done({});
+  }
+}
+
+/** Client-side time of every statement, by name. */
+const timings = new Map<string, { count: number; ms: number }>();
+const original = SqlExecutor.prototype.queryResult;
+SqlExecutor.prototype.queryResult = async function timed(this: SqlExecutor, ...args) {
+  const t0 = performance.now();
+  try {
+    return await original.apply(this, args);
+  } finally {
+    const t = timings.get(args[0].name) ?? { count: 0, ms: 0 };
+    t.count += 1;
+    t.ms += performance.now() - t0;
+    timings.set(args[0].name, t);
+  }
+} as typeof original;
+
+async function main(): Promise<void> {
+  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
+  const server = process.env['DATABASE_URL'] ?? embedded!.url;
+  const name = `gd_profile_${Date.now()}`;
+  const admin = new Client({ connectionString: server });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(server);
+  url.pathname = `/${name}`;
+  const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: 10 } });
+  try {
+    await ds.initialize();
+    await migrateUp({ query: (text, params) => ds.query(text, params), inTransaction: false });
+    @Module({
+      imports: [GenDurableModule.forRoot({ dataSource: ds, queues: { default: C }, ...OPTS })],
+      providers: [ProfJob, Prof3],
+    })
+    class ProfModule {}
+    const picks: number[] = [];
+    const app = await NestFactory.createApplicationContext(ProfModule, { logger: ['error'] });
+    const engine = app.get(EngineService);
+    engine.events$.subscribe((e) => {
+      if (e.event === 'pick:stop' && (e.measurements['count'] ?? 0) > 0) {
+        picks.push(e.measurements['count']!);
+      }
+    });
+    await app.init();
+    const cls = KIND === 'fsm3' ? Prof3 : ProfJob;
+    timings.clear();
+    await engine.insertAll(
+      cls,
+      Array.from({ length: N }, () => ({ state: {} })),
+    );
+    const cpu0 = process.cpuUsage();
+    const w0 = process.hrtime.bigint() / 1000n;
+    await finished;
+    const t1 = performance.now();
+    const w1 = process.hrtime.bigint() / 1000n;
+    const cpu = process.cpuUsage(cpu0);
+    const ms = t1 - firstStart;
+    const steps = KIND === 'fsm3' ? 3 * N : N;
+    const out: string[] = [];
+    out.push(
+      `${KIND} N=${N} C=${C} OPTS=${JSON.stringify(OPTS)}: ${ms.toFixed(0)} ms, ${((steps / ms) * 1000).toFixed(0)} steps/s, worker CPU ${(((cpu.user + cpu.system) / 1000 / steps) * 1000).toFixed(1)} ms per 1 000 steps`,
+    );
+    // The drain's span on the monotonic clock V8's CPU profile stamps samples with (µs).
+    out.push(`window (µs, monotonic): ${w0} ${w1}`);
+    const mean = (xs: number[]): string =>
+      xs.length ? (xs.reduce((a, b) => a + b, 0) / xs.length).toFixed(1) : '—';
+    out.push(`picks with rows: ${picks.length}, mean ${mean(picks)} rows`);
+    for (const [stmt, t] of [...timings.entries()].sort((a, b) => b[1].ms - a[1].ms)) {
+      out.push(
+        `  ${stmt.padEnd(24)} ${String(t.count).padStart(7)} × ${(t.ms / t.count).toFixed(2).padStart(6)} ms = ${t.ms.toFixed(0).padStart(6)} ms; ${((t.count / steps) * 1000).toFixed(0)} per 1 000 steps`,
+      );
+    }
+    process.stdout.write(out.join('\n') + '\n');
+    await app.close();
+  } finally {
+    await ds.destroy().catch(() => undefined);
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
+    await admin.end();
+    await embedded?.stop();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`${String((err as Error).stack ?? err)}\n`);
+    process.exit(1);
+  },
+);
