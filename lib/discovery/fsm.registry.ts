@@ -45,6 +45,21 @@ export class FsmRegistry {
     return found;
   }
 
+  /**
+   * The queues of registered FSMs that are not in `served`, each with its FSM names: on a node
+   * that runs queues, rows of those FSMs wait until some other node runs them.
+   */
+  queuesOutside(served: readonly string[]): Map<string, string[]> {
+    const outside = new Map<string, string[]>();
+    for (const definition of this.byKey.values()) {
+      if (served.includes(definition.queue)) continue;
+      const names = outside.get(definition.queue) ?? [];
+      if (!names.includes(definition.name)) names.push(definition.name);
+      outside.set(definition.queue, names);
+    }
+    return outside;
+  }
+
   all(): FsmDefinition[] {
     return [...this.byKey.values()];
   }

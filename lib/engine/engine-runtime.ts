@@ -146,6 +146,10 @@ export class EngineRuntime {
       this.logger.warn(message);
       this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
     }
+    for (const message of unservedQueueWarnings(this.registry, this.options.queues)) {
+      this.logger.warn(message);
+      this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
+    }
     this.stall.start();
     // Order of SPEC §2.1: watcher, poke, limiter, reaper, GC, flushers, batcher, schedulers.
     await this.pokeTransport?.start({
@@ -188,6 +192,7 @@ export class EngineRuntime {
       );
     }
     await Promise.all([...this.schedulers.values()].map((s) => s.start()));
+    await this.reaper?.sweepNow();
   }
 
   /** Stop claiming, release buffers, wait for in-flight steps, flush (SPEC §17.4). Idempotent. */
@@ -211,4 +216,16 @@ export class EngineRuntime {
     this.watcher.close();
     this.stall.stop();
   }
+}
+
+/** One warning per queue of a registered FSM that this node, which runs queues, does not run. */
+function unservedQueueWarnings(
+  registry: FsmRegistry,
+  queues: Readonly<Record<string, number>>,
+): string[] {
+  if (Object.keys(queues).length === 0) return [];
+  return [...registry.queuesOutside(Object.keys(queues))].map(
+    ([queue, names]) =>
+      `queue "${queue}" of ${names.map((n) => `FSM "${n}"`).join(', ')} is not run by this node (its queues: ${Object.keys(queues).join(', ')}): its rows wait until some node runs it`,
+  );
 }

@@ -18,7 +18,11 @@ export interface LeaseBacklogOptions {
 }
 
 export interface RunnableBacklogOptions {
-  /** Queues to check. Default this node's queues. */
+  /**
+   * Queues to check. Default this node's queues, plus (on a node that runs queues) the queues of
+   * registered FSMs that it does not run, reported with `served: false` and never driving the
+   * check down (another node may serve them).
+   */
   queues?: string[];
   /** Oldest acceptable pick-order head, ms. Default 300 000. */
   maxAgeMs?: number;
@@ -88,7 +92,12 @@ export class GenDurableHealthIndicator {
   ): Promise<HealthIndicatorResult> {
     const indicator = this.health.check(key);
     const runtime = this.engine.runtime;
-    const queues = options.queues ?? Object.keys(runtime.options.queues);
+    const local = Object.keys(runtime.options.queues);
+    const unserved =
+      options.queues === undefined && local.length > 0
+        ? [...runtime.registry.queuesOutside(local).keys()]
+        : [];
+    const queues = options.queues ?? [...local, ...unserved];
     const maxAgeMs = options.maxAgeMs ?? 300_000;
     const depthCap = options.depthCap ?? 10_000;
     if (queues.length === 0) return indicator.up({ queues: {} });
@@ -97,12 +106,19 @@ export class GenDurableHealthIndicator {
         HEALTH_RUNNABLE_BACKLOG.run(runtime.sql, { queues, depthCap }),
         options.timeoutMs ?? CHECK_TIMEOUT_MS,
       );
-      const details: Record<string, { headAgeMs: number; depth: number; depthCapped: boolean }> =
-        {};
+      const details: Record<
+        string,
+        { headAgeMs: number; depth: number; depthCapped: boolean; served?: false }
+      > = {};
       let down = false;
       for (const r of rows) {
         const age = Math.max(0, Math.round(r.headAgeMs ?? 0));
-        details[r.queue] = { headAgeMs: age, depth: r.depth, depthCapped: r.depth >= depthCap };
+        const depthCapped = r.depth >= depthCap;
+        if (unserved.includes(r.queue)) {
+          details[r.queue] = { headAgeMs: age, depth: r.depth, depthCapped, served: false };
+          continue;
+        }
+        details[r.queue] = { headAgeMs: age, depth: r.depth, depthCapped };
         if (age > maxAgeMs) down = true;
       }
       return down

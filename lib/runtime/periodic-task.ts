@@ -13,9 +13,13 @@ export class PeriodicTask {
   ) {}
 
   start(): void {
-    this.timer ??= setInterval(() => {
-      this.running ??= this.task().finally(() => (this.running = undefined));
-    }, this.intervalMs);
+    this.timer ??= setInterval(() => void this.runNow(), this.intervalMs);
+  }
+
+  /** Runs the task now (unless a run is in progress, which is awaited instead); `stop()` waits for it too. */
+  runNow(): Promise<unknown> {
+    this.running ??= this.task().finally(() => (this.running = undefined));
+    return this.running;
   }
 
   async stop(): Promise<void> {

@@ -37,6 +37,16 @@ export class Reaper {
     this.periodic.start();
   }
 
+  /**
+   * One sweep now (or the one in progress), at the end of the engine's start: leases a crashed
+   * node left behind are reaped at boot, not one interval later (until then readiness's
+   * `leaseBacklog` would report them). It runs after the schedulers' startup reclaim, which
+   * takes this node's own predecessor's claims back without an attempt.
+   */
+  async sweepNow(): Promise<void> {
+    await this.periodic.runNow();
+  }
+
   stop(): Promise<void> {
     return this.periodic.stop();
   }
