@@ -157,6 +157,8 @@ export class EngineRuntime {
       resync: () => {
         for (const scheduler of this.schedulers.values()) scheduler.poke();
       },
+      degraded: (message) =>
+        this.telemetry.emit('boot:warning', { count: 1 }, { warning: message }),
     });
     // Seeds this node's own limit declarations (SPEC §16.1) and connects a Redis limiter.
     await this.limiter.syncConfig(limitConfigs(this.options));

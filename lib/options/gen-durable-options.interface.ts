@@ -98,8 +98,17 @@ export interface GenDurableOptions {
   pollInterval?: number;
   /** Idle-backoff ceiling of the poll, ms. Default 5 000. */
   maxPollInterval?: number;
-  /** How runnable work is announced: `'local'`, `'postgres'`, `{ redis }` or `'none'`. Default `'local'`. */
-  poke?: 'local' | 'postgres' | 'none' | { redis: RedisConnectionOptions };
+  /**
+   * How runnable work is announced: `'local'`, `'postgres'`, `{ postgres: { connectionString } }`
+   * (LISTEN on a direct URL while statements use a pooled DataSource), `{ redis }` or `'none'`.
+   * Default `'local'`.
+   */
+  poke?:
+    | 'local'
+    | 'postgres'
+    | 'none'
+    | { postgres: { connectionString: string } }
+    | { redis: RedisConnectionOptions };
   /** Caller-side await tuning. Default `{ tick: 25 }`. */
   await?: AwaitOptions;
   /** Reaper on this node. Default `{ interval: 30 000, maxReaps: 5 }`. */

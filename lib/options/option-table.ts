@@ -8,6 +8,7 @@ import { DEFAULT_ENGINE_NAME } from '../gen-durable.constants';
 import { keyed, list, section } from './component-options';
 import type { GenDurableOptions } from './gen-durable-options.interface';
 import { isPlainObject } from './option-declaration';
+import { parsePoke } from './poke-mode';
 import { periodSeconds } from './rate-period';
 import type { ResolvedConcurrencyLimit, ResolvedRateLimit } from './resolved-components';
 import {
@@ -191,11 +192,10 @@ export const OPTION_TABLE = {
     min: 1,
     default: 5_000,
   }),
-  poke: choice({
-    doc: "how new work is announced: `'local'`, `'postgres'` (LISTEN/NOTIFY), `{ redis }`, `'none'` ([operations](docs/operations.md))",
-    values: ['local', 'postgres', 'none'],
-    orRedis: true,
-    default: 'local',
+  poke: custom({
+    doc: "how new work is announced: `'local'`, `'postgres'` (LISTEN/NOTIFY on a connection like the pool's), `{ postgres: { connectionString } }` (LISTEN on that direct URL, for a pooled DataSource), `{ redis }`, `'none'` ([operations](docs/operations.md))",
+    default: { value: 'local' as const },
+    parse: parsePoke,
   }),
   await: section({
     doc: 'caller-side `await`: cross-node probe period while someone waits (≥ 1)',

@@ -16,11 +16,19 @@ export function createPokeTransport(
   const channel = pokeChannel(options.name);
   const sender = pokeSenderToken(options.nodeId);
   const poke = options.poke;
-  if (poke === 'postgres') {
+  if (poke === 'postgres' || (typeof poke === 'object' && 'postgres' in poke)) {
+    const applicationName = `${channel}-listener`;
     return new PostgresPokeTransport(sql, {
       channel,
       sender,
-      connection: listenerConnectionOf(sql.pool, `${channel}-listener`),
+      connection:
+        poke === 'postgres'
+          ? listenerConnectionOf(sql.pool, applicationName)
+          : {
+              connectionString: poke.postgres.connectionString,
+              keepAlive: true,
+              application_name: applicationName,
+            },
       pingIntervalMs: options.heartbeatInterval,
       statementTimeoutMs: options.statementTimeout,
     });

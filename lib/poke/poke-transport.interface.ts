@@ -7,6 +7,8 @@ export interface PokeListener {
    * poke every local scheduler once (cheaper than waiting for their backed-off polls).
    */
   resync(): void;
+  /** The transport found it cannot deliver (e.g. LISTEN through a transaction pooler). */
+  degraded(message: string): void;
 }
 
 /**

@@ -1,8 +1,10 @@
+import { randomBytes } from 'node:crypto';
+
 import { Logger } from '@nestjs/common';
 import { Client, type ClientConfig, type Notification, type Pool, type QueryConfig } from 'pg';
 
 import type { SqlExecutor } from '../db/sql-executor';
-import { LISTEN_POKES, NOTIFY_POKE, POKE_LISTENER_PING } from '../sql/poke.sql';
+import { LISTEN_POKES, NOTIFY_POKE, NOTIFY_PROBE, POKE_LISTENER_PING } from '../sql/poke.sql';
 import { quoteIdent } from '../sql/statement';
 import { parsePokePayload, pokePayload } from './poke-channel';
 import type { PokeListener, PokeTransport } from './poke-transport.interface';
@@ -10,6 +12,10 @@ import type { PokeListener, PokeTransport } from './poke-transport.interface';
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 5_000;
 const CONNECT_TIMEOUT_MS = 10_000;
+/** How long a delivery probe may take before the listener is judged deaf (a pooler). */
+const PROBE_TIMEOUT_MS = 5_000;
+/** Sender part of a probe payload; other nodes read it as a poke of a queue nobody runs. */
+const PROBE_SENDER = 'gd-probe';
 
 /** Pool-only keys of pg-pool options; the rest configures a client. */
 const POOL_ONLY_KEYS = [
@@ -76,6 +82,9 @@ export class PostgresPokeTransport implements PokeTransport {
   /** Clients already given up on (a failure reports through several events). */
   private readonly lost = new WeakSet<Client>();
   private readonly listenText: string;
+  /** Nonces of delivery probes sent and not yet seen, with their resolvers. */
+  private readonly probes = new Map<string, () => void>();
+  private deafLogged = false;
   private readonly logger = new Logger('GenDurable');
 
   constructor(
@@ -124,6 +133,7 @@ export class PostgresPokeTransport implements PokeTransport {
     if (this.pingTimer) clearInterval(this.pingTimer);
     this.reconnectTimer = undefined;
     this.pingTimer = undefined;
+    for (const resolve of this.probes.values()) resolve();
     await Promise.allSettled([...this.inFlight]);
     const client = this.client;
     this.client = undefined;
@@ -171,6 +181,52 @@ export class PostgresPokeTransport implements PokeTransport {
     this.outageLogged = false;
     if (this.wasListening) this.listener?.resync();
     this.wasListening = true;
+    this.track(this.verifyDelivery(client));
+  }
+
+  /**
+   * Sends one NOTIFY on the pool and waits for it on the LISTEN session. Through a
+   * transaction pooler (PgBouncer `pool_mode = transaction`) the LISTEN ran on a server
+   * connection that went back to the pool, so the probe never arrives: the listener is
+   * dropped (this node polls; the next reconnect probes again) and `degraded` is reported once.
+   */
+  private async verifyDelivery(client: Client): Promise<void> {
+    const nonce = randomBytes(6).toString('hex');
+    let timer: NodeJS.Timeout | undefined;
+    const seen = new Promise<boolean>((resolve) => {
+      this.probes.set(nonce, () => resolve(true));
+      timer = setTimeout(() => resolve(false), PROBE_TIMEOUT_MS);
+    });
+    try {
+      await NOTIFY_PROBE.run(this.sql, {
+        channel: this.options.channel,
+        payload: pokePayload(PROBE_SENDER, nonce),
+      });
+    } catch {
+      // The pool is down: nothing is learnt about the listener; the ping decides its fate.
+      this.probes.delete(nonce);
+      clearTimeout(timer);
+      return;
+    }
+    const delivered = await seen;
+    clearTimeout(timer);
+    this.probes.delete(nonce);
+    if (delivered || this.closed || client !== this.client) return;
+    if (!this.deafLogged) {
+      this.deafLogged = true;
+      const message =
+        `poke listener on ${this.options.channel} received no notification within ${PROBE_TIMEOUT_MS} ms of a NOTIFY: ` +
+        'LISTEN does not work through a transaction pooler (PgBouncer pool_mode = transaction); this node finds work by polling. ' +
+        'Give the listener a direct connection: poke: { postgres: { connectionString } }';
+      this.logger.warn(message);
+      this.listener?.degraded(message);
+    }
+    this.lose(client, new Error('the listener received no delivery probe'));
+  }
+
+  private track(work: Promise<void>): void {
+    this.inFlight.add(work);
+    void work.finally(() => this.inFlight.delete(work));
   }
 
   /** The connection (or an attempt) failed: drop it and retry after the backoff. */
@@ -211,6 +267,10 @@ export class PostgresPokeTransport implements PokeTransport {
 
   private receive(payload: string): void {
     const parsed = parsePokePayload(payload);
+    if (parsed?.sender === PROBE_SENDER) {
+      this.probes.get(parsed.queue)?.();
+      return;
+    }
     if (!parsed || parsed.sender === this.options.sender) return;
     this.listener?.poke(parsed.queue);
   }

@@ -16,6 +16,16 @@ export const NOTIFY_POKE = sql('notify_poke', `SELECT pg_notify($1, $2)`, {
 });
 
 /**
+ * The listener's delivery probe (after each LISTEN): the same NOTIFY as NOTIFY_POKE with
+ * payload `gd-probe|<nonce>`, named apart so statement counts of pokes stay exact. Through a
+ * transaction pooler it never reaches the LISTEN session, which is how the engine finds out.
+ */
+export const NOTIFY_PROBE = sql('notify_probe', `SELECT pg_notify($1, $2)`, {
+  params: (i: { readonly channel: string; readonly payload: string }) => [i.channel, i.payload],
+  decode: noRows,
+});
+
+/**
  * Subscribes the dedicated listener connection. LISTEN takes an identifier, not a parameter:
  * the transport replaces `{channel}` with the quoted channel name (fixed per engine), as the
  * executor does for `{schema}`. Sent as a simple query (utility statements are not prepared).

@@ -49,15 +49,19 @@ async function idleAfterBoot(h: Harness): Promise<void> {
 }
 
 /** A listener that records what reaches it. */
-function recorder(): PokeListener & { queues: string[]; resyncs: number } {
+function recorder(): PokeListener & { queues: string[]; resyncs: number; degradations: string[] } {
   const r = {
     queues: [] as string[],
     resyncs: 0,
+    degradations: [] as string[],
     poke(queue: string) {
       r.queues.push(queue);
     },
     resync() {
       r.resyncs += 1;
+    },
+    degraded(message: string) {
+      r.degradations.push(message);
     },
   };
   return r;
@@ -233,10 +237,20 @@ describe('poke modes', () => {
         // NOTIFYs reach every listener in commit order: A saw its own q1 before q2, and ignored it.
         expect(heardA.queues).toEqual(['q2']);
         expect(heardB.queues).toEqual(['q1']);
-        expect(seen).toEqual([
+        // Each listener probed its own delivery once after LISTEN (notify_probe), and heard it:
+        // neither was degraded, and the probes poked nothing.
+        expect(seen.filter((e) => e.name === 'notify_poke')).toEqual([
           { name: 'notify_poke', inTransaction: false },
           { name: 'notify_poke', inTransaction: false },
         ]);
+        expect(seen.filter((e) => e.name === 'notify_probe')).toHaveLength(2);
+        expect(seen.map((e) => e.name).sort()).toEqual([
+          'notify_poke',
+          'notify_poke',
+          'notify_probe',
+          'notify_probe',
+        ]);
+        expect([...heardA.degradations, ...heardB.degradations]).toEqual([]);
       } finally {
         off();
         await a.close();

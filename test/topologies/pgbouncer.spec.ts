@@ -1,0 +1,258 @@
+import { DataSource } from 'typeorm';
+
+import {
+  awaitSignal,
+  done,
+  DurableFsm,
+  next,
+  scheduleChildren,
+  Step,
+  type StepContext,
+} from '../../lib';
+import { bootEngine, type Harness } from '../support/engine-harness';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { type PgBouncer, startPgBouncer } from './support/pgbouncer';
+
+// The engine through a real PgBouncer 1.18 in transaction pooling mode, with
+// `preparedStatements: false` (1.18 has no prepared-statement support of its own; 1.21+ does).
+// Every statement of the engine must hold no session state across statements: each may run
+// on another server connection than the one before it.
+
+@DurableFsm({ name: 'bounced_counter' })
+class Counter {
+  @Step() start(ctx: StepContext<{ n: number }>) {
+    return ctx.state.n >= 3 ? done({ n: ctx.state.n }) : next('start', { n: ctx.state.n + 1 });
+  }
+}
+
+@DurableFsm({ name: 'bounced_waiter' })
+class Waiter {
+  @Step() start(ctx: StepContext<Record<string, never>>) {
+    return awaitSignal('go', 'woken', ctx.state);
+  }
+  @Step() woken(ctx: StepContext<Record<string, never>>) {
+    return done({ got: ctx.awaited.map((s) => s.payload) });
+  }
+}
+
+@DurableFsm({ name: 'bounced_child' })
+class Child {
+  @Step() start(ctx: StepContext<{ i: number }>) {
+    return done({ doubled: ctx.state.i * 2 });
+  }
+}
+
+@DurableFsm({ name: 'bounced_parent' })
+class Parent {
+  @Step() start(ctx: StepContext<Record<string, never>>) {
+    return scheduleChildren(
+      'joined',
+      [0, 1, 2, 3].map((i) => ({ fsm: 'bounced_child', state: { i } })),
+      ctx.state,
+    );
+  }
+  @Step() joined(ctx: StepContext<Record<string, never>>) {
+    return done({
+      sum: ctx.children.reduce(
+        (a, c) => a + Number((c.result as { doubled?: number } | null)?.doubled ?? 0),
+        0,
+      ),
+    });
+  }
+}
+
+let running = 0;
+let overlap = 0;
+
+@DurableFsm({ name: 'bounced_keyed' })
+class Keyed {
+  @Step() async start() {
+    running += 1;
+    overlap = Math.max(overlap, running);
+    await new Promise((r) => setTimeout(r, 5));
+    running -= 1;
+    return done({});
+  }
+}
+
+@DurableFsm({ name: 'bounced_limited' })
+class Limited {
+  @Step() start() {
+    return done({});
+  }
+}
+
+@DurableFsm({ name: 'bounced_trivial' })
+class Trivial {
+  @Step() start() {
+    return done({});
+  }
+}
+
+/** The test database seen through PgBouncer: same database, DataSource on PgBouncer's port. */
+function throughBouncer(
+  db: TestDatabase,
+  bouncer: PgBouncer,
+): TestDatabase & { close(): Promise<void> } {
+  let ds: DataSource | undefined;
+  return {
+    name: db.name,
+    url: bouncer.urlFor(db.url),
+    pool: db.pool,
+    async dataSource() {
+      if (!ds) {
+        ds = new DataSource({ type: 'postgres', url: bouncer.urlFor(db.url), poolSize: 10 });
+        await ds.initialize();
+      }
+      return ds;
+    },
+    drop: () => db.drop(),
+    async close() {
+      if (ds?.isInitialized) await ds.destroy();
+    },
+  };
+}
+
+describe('through PgBouncer (transaction pooling, preparedStatements: false)', () => {
+  let db: TestDatabase;
+  let bouncer: PgBouncer;
+  let bounced: ReturnType<typeof throughBouncer>;
+  let t: Harness;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    bouncer = await startPgBouncer(db.url);
+    bounced = throughBouncer(db, bouncer);
+    t = await bootEngine(bounced, [Counter, Waiter, Child, Parent, Keyed, Limited, Trivial], {
+      preparedStatements: false,
+      queues: { default: 20 },
+      rateLimits: { slow: { allowed: 50, period: 1, burst: 5 } },
+    });
+  });
+
+  afterAll(async () => {
+    await t?.close();
+    await bounced?.close();
+    await bouncer?.stop();
+    await db?.drop();
+  });
+
+  it('runs an FSM to completion', async () => {
+    const id = await t.engine.insert(Counter, { state: { n: 0 } });
+    expect(await t.engine.await(id, { timeout: 10_000 })).toEqual({
+      kind: 'done',
+      result: { n: 3 },
+    });
+  });
+
+  it('parks on a signal and wakes on delivery (dedup included)', async () => {
+    const id = await t.engine.insert(Waiter);
+    expect(await t.engine.await(id, { timeout: 10_000 })).toMatchObject({ kind: 'awaiting' });
+    await t.engine.signal({ id }, 'go', { v: 1 }, { dedupKey: 'once' });
+    await t.engine.signal({ id }, 'go', { v: 2 }, { dedupKey: 'once' });
+    expect(await t.engine.await(id, { timeout: 10_000, until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { got: [{ v: 1 }] },
+    });
+  });
+
+  it('fans out children and joins them', async () => {
+    const id = await t.engine.insert(Parent);
+    expect(await t.engine.await(id, { timeout: 15_000, until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { sum: 12 },
+    });
+  });
+
+  it('keeps a K = 1 concurrency key exclusive and honours a rate limit', async () => {
+    overlap = 0;
+    const keyed = await t.engine.insertAll(
+      Keyed,
+      Array.from({ length: 20 }, () => ({ concurrencyKey: 'one' })),
+    );
+    const limited = await t.engine.insertAll(
+      Limited,
+      Array.from({ length: 10 }, () => ({ rateLimit: 'slow' })),
+    );
+    for (const id of [...keyed, ...limited]) {
+      expect(await t.engine.await(id, { timeout: 20_000, until: 'terminal' })).toMatchObject({
+        kind: 'done',
+      });
+    }
+    expect(overlap).toBe(1);
+  });
+
+  it('drains 20 000 jobs', async () => {
+    const total = 20_000;
+    for (let i = 0; i < total; i += 5_000) {
+      await t.engine.insertAll(
+        Trivial,
+        Array.from({ length: 5_000 }, () => ({})),
+      );
+    }
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const { rows } = await db.pool.query<{ n: string }>(
+        `SELECT count(*) AS n FROM gen_durable WHERE fsm = 'bounced_trivial' AND status = 'done'`,
+      );
+      if (Number(rows[0]?.n) === total) break;
+      if (Date.now() > deadline) throw new Error(`drained ${rows[0]?.n} of ${total}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const { rows: left } = await db.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM gen_durable WHERE fsm = 'bounced_trivial' AND status <> 'done'`,
+    );
+    expect(Number(left[0]?.n)).toBe(0);
+  }, 180_000);
+
+  describe('pokes', () => {
+    it("warns at boot and polls when poke: 'postgres' would LISTEN through the pooler", async () => {
+      const h = await bootEngine(bounced, [Counter], {
+        name: 'bounced-listen',
+        preparedStatements: false,
+        poke: 'postgres',
+        queues: { default: 2 },
+      });
+      try {
+        const warning = await h.waitFor(
+          'boot:warning',
+          (e) => String(e.metadata['warning']).includes('transaction pooler'),
+          20_000,
+        );
+        expect(String(warning.metadata['warning'])).toContain('connectionString');
+        expect(h.engine.runtime.pokeTransport?.listening).toBe(false);
+        // Work still runs: the poll finds it.
+        const id = await h.engine.insert(Counter, { state: { n: 2 } });
+        expect(await h.engine.await(id, { timeout: 15_000 })).toEqual({
+          kind: 'done',
+          result: { n: 3 },
+        });
+      } finally {
+        await h.close();
+      }
+    });
+
+    it('LISTENs on the direct connectionString while statements go through the pooler', async () => {
+      const h = await bootEngine(bounced, [Counter], {
+        name: 'bounced-direct-listen',
+        preparedStatements: false,
+        poke: { postgres: { connectionString: db.url } },
+        queues: {},
+      });
+      try {
+        const transport = h.engine.runtime.pokeTransport;
+        expect(transport?.listening).toBe(true);
+        // The delivery probe had PROBE_TIMEOUT_MS to fail; give it that and check no warning came.
+        await new Promise((r) => setTimeout(r, 6_000));
+        expect(
+          h
+            .eventsOf('boot:warning')
+            .filter((e) => String(e.metadata['warning']).includes('transaction pooler')),
+        ).toEqual([]);
+        expect(transport?.listening).toBe(true);
+      } finally {
+        await h.close();
+      }
+    });
+  });
+});
