@@ -2,9 +2,9 @@
 export const DURABLE_FSM_METADATA = 'gen-durable:fsm';
 /** Metadata key written by `@Step()` on a class (map of step name → method name). */
 export const STEP_METADATA = 'gen-durable:steps';
-/** Default engine name (SPEC §22). */
+/** Default engine name (docs/design.md §22). */
 export const DEFAULT_ENGINE_NAME = 'GenDurable';
-/** The statuses in which an instance is live (SPEC §3.1). */
+/** The statuses in which an instance is live (docs/design.md §3.1). */
 export const LIVE_STATUSES = [
   'runnable',
   'executing',

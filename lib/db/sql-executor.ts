@@ -13,7 +13,7 @@ export type Queryable = PoolClient;
 /** node-postgres honours `query_timeout` per query; its typings omit it. */
 type TimedQueryConfig = QueryConfig & { query_timeout?: number };
 
-/** What the statement hook sees for each statement (tests count these; SPEC §24.1). */
+/** What the statement hook sees for each statement (tests count these; docs/design.md §24.1). */
 export interface StatementEvent {
   readonly name: string;
   readonly inTransaction: boolean;
@@ -134,7 +134,7 @@ export class SqlExecutor implements StatementRunner {
    * callback, synchronously: with the promise form it would come a microtask after the pool
    * handed over a brand-new client, too late for a FATAL parsed with the startup's
    * ReadyForQuery (docs/reliability.md, finding F-R1). A client that failed is destroyed.
-   * Waiting for a client is bounded by the statement timeout too (SPEC §26.4): a pool without
+   * Waiting for a client is bounded by the statement timeout too (docs/design.md §26.4): a pool without
    * `connectionTimeoutMillis` waits forever on a half-open peer, which hung a scheduler's pick
    * for as long as the partition lasted (finding F-R7). A client that arrives after the caller
    * gave up goes straight back to the pool.

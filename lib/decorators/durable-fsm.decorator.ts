@@ -13,7 +13,7 @@ export interface StateCodec<S = unknown> {
   dump(state: S): Record<string, unknown>;
 }
 
-/** Options of `@DurableFsm()` (SPEC §2.2). */
+/** Options of `@DurableFsm()` (docs/design.md §2.2). */
 export interface DurableFsmOptions {
   /** Stored in the `fsm` column. Default: the class name (logs a warning: minifiers rename classes). */
   name?: string;
@@ -23,7 +23,7 @@ export interface DurableFsmOptions {
   queue?: string;
   /** First step. Default `'start'` (a job's is `'perform'`). */
   initial?: string;
-  /** Run a `next` step in the same executor on the held claim (SPEC §7). Default false. */
+  /** Run a `next` step in the same executor on the held claim (docs/design.md §7). Default false. */
   inlineExecution?: boolean;
   /** Jobs: executions before a failing job stops. Default 20. */
   maxAttempts?: number;

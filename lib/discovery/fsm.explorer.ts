@@ -12,7 +12,7 @@ type AnyFunction = (...args: unknown[]) => unknown;
 
 /**
  * Walks the application's providers for `@DurableFsm()` classes and builds the registry,
- * failing boot with a ConfigurationError naming the bad definition (SPEC §2.2).
+ * failing boot with a ConfigurationError naming the bad definition (docs/design.md §2.2).
  */
 export class FsmExplorer {
   private readonly logger = new Logger('GenDurable');

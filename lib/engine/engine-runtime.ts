@@ -39,21 +39,21 @@ export function poolOf(dataSource: DataSource): Pool {
 /**
  * Everything one engine runs: SQL executor, flushers, executor, schedulers, reaper, GC,
  * await watcher, poke emitter, stall detector. Built at module init, started at bootstrap,
- * drained and released at shutdown (SPEC §2.1, §17.4).
+ * drained and released at shutdown (docs/design.md §2.1, §17.4).
  */
 export class EngineRuntime {
   readonly sql: SqlExecutor;
   readonly flushers: Flusher[];
   readonly executor: Executor;
   readonly picker: Picker;
-  /** Gates and rate limits: the PostgreSQL or Redis backend (SPEC §16). */
+  /** Gates and rate limits: the PostgreSQL or Redis backend (docs/design.md §16). */
   readonly limiter: Limiter;
   readonly schedulers = new Map<string, Scheduler>();
   readonly watcher: AwaitWatcher;
   readonly pokes: PokeEmitter;
-  /** The cross-node poke leg (`'postgres'` or `{ redis }`), else undefined (SPEC §16.4). */
+  /** The cross-node poke leg (`'postgres'` or `{ redis }`), else undefined (docs/design.md §16.4). */
   readonly pokeTransport: PokeTransport | undefined;
-  /** `insertAsync` / group-commit inserts (SPEC §6.5, §26.11), when `insertBatcher` is set. */
+  /** `insertAsync` / group-commit inserts (docs/design.md §6.5, §26.11), when `insertBatcher` is set. */
   readonly batcher: InsertBatcher | undefined;
   readonly stall: StallDetector;
   reaper: Reaper | undefined;
@@ -116,7 +116,7 @@ export class EngineRuntime {
     return found ?? (this.flushers[0] as Flusher);
   }
 
-  /** After a flush committed (SPEC §6.4): credit held slots, nudge awaiters, poke woken queues. */
+  /** After a flush committed (docs/design.md §6.4): credit held slots, nudge awaiters, poke woken queues. */
   afterCommit(effects: FlushEffects): void {
     const slots = effects.committed.flatMap((e) => (e.slot ? [e.slot] : []));
     // Best-effort and never throws: a lost credit is a leaked slot the GC reconcile repairs.
@@ -151,7 +151,7 @@ export class EngineRuntime {
       this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
     }
     this.stall.start();
-    // Order of SPEC §2.1: watcher, poke, limiter, reaper, GC, flushers, batcher, schedulers.
+    // Order of docs/design.md §2.1: watcher, poke, limiter, reaper, GC, flushers, batcher, schedulers.
     await this.pokeTransport?.start({
       poke: (queue) => this.schedulers.get(queue)?.poke(),
       resync: () => {
@@ -160,7 +160,7 @@ export class EngineRuntime {
       degraded: (message) =>
         this.telemetry.emit('boot:warning', { count: 1 }, { warning: message }),
     });
-    // Seeds this node's own limit declarations (SPEC §16.1) and connects a Redis limiter.
+    // Seeds this node's own limit declarations (docs/design.md §16.1) and connects a Redis limiter.
     await this.limiter.syncConfig(limitConfigs(this.options));
     if (this.options.reaper) {
       this.reaper = new Reaper(
@@ -197,7 +197,7 @@ export class EngineRuntime {
     await this.reaper?.sweepNow();
   }
 
-  /** Stop claiming, release buffers, wait for in-flight steps, flush (SPEC §17.4). Idempotent. */
+  /** Stop claiming, release buffers, wait for in-flight steps, flush (docs/design.md §17.4). Idempotent. */
   drain(): Promise<void> {
     this.drained ??= (async () => {
       await Promise.all([...this.schedulers.values()].map((s) => s.drain()));

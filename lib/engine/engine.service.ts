@@ -66,7 +66,7 @@ export class EngineService {
   /**
    * Inserts one instance; resolves with its id once committed. `DuplicateError` on an occupied
    * key. One statement — or, with `insertBatcher: { durable: true }` and no `manager`, a share of
-   * one group-commit statement with concurrent callers (SPEC §26.11).
+   * one group-commit statement with concurrent callers (docs/design.md §26.11).
    */
   async insert(fsm: Type<unknown> | string, options?: InsertOptions): Promise<string> {
     const definition = this.registry.resolve(fsm);
@@ -86,7 +86,7 @@ export class EngineService {
   }
 
   /**
-   * Lossy buffered insert (SPEC §6.5): validates the entry (typed errors, nothing buffered),
+   * Lossy buffered insert (docs/design.md §6.5): validates the entry (typed errors, nothing buffered),
    * hands it to the insert batcher and resolves at once, without an id. Buffered rows die with
    * the process; a failed batch is dropped (`insert_batch:error`); a duplicate vanishes. At
    * `maxBuffer` pending, or with no live batcher, it inserts durably instead (one statement,
@@ -145,7 +145,7 @@ export class EngineService {
   }
 
   /**
-   * Delivers a signal to a live instance in one statement (SPEC §8.1). Resolves once stored
+   * Delivers a signal to a live instance in one statement (docs/design.md §8.1). Resolves once stored
    * (or recognised as a duplicate of `dedupKey` for the instance's life); `NoTargetError` when
    * no live instance answers. `manager` joins the caller's TypeORM transaction.
    */
@@ -207,7 +207,7 @@ export class EngineService {
 
   /**
    * Waits until the instance settles (done, failed, or parked; `until: 'terminal'` = done or
-   * failed) or `timeout` ms pass (`busy`: call again). Answers from the row (SPEC §9).
+   * failed) or `timeout` ms pass (`busy`: call again). Answers from the row (docs/design.md §9).
    * `target`: an id, `{ id }` or `{ correlationKey }` (the key's current occupant, looked up
    * once; `not_found` when the key is free).
    */

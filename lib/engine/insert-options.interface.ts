@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { DurableStatus } from '../gen-durable.constants';
 import type { LimitKey } from '../fsm/outcome';
 
-/** Options of `insert` / `insertAll` entries (SPEC §2.5). */
+/** Options of `insert` / `insertAll` entries (docs/design.md §2.5). */
 export interface InsertOptions {
   /** Initial state (a JSON object). Default `{}`. */
   state?: Record<string, unknown>;
@@ -21,13 +21,13 @@ export interface InsertOptions {
   scheduleAt?: Date;
   /** Delay from now, ms (database clock), integer ≥ 0. */
   scheduleIn?: number;
-  /** Identity: unique among occupants, and a signal address (SPEC §11). */
+  /** Identity: unique among occupants, and a signal address (docs/design.md §11). */
   correlationKey?: string;
   /** Statuses in which the key is occupied. Default the live statuses. */
   correlationScope?: readonly DurableStatus[];
-  /** Concurrency key of the first step (SPEC §14). */
+  /** Concurrency key of the first step (docs/design.md §14). */
   concurrencyKey?: LimitKey;
-  /** Rate limit of the first step (SPEC §15). */
+  /** Rate limit of the first step (docs/design.md §15). */
   rateLimit?: LimitKey;
   /** Tokens the first step takes (> 0). Default 1. */
   weight?: number;

@@ -51,7 +51,7 @@ function validDate(value: unknown, path: string): Date {
   return value;
 }
 
-/** Checks a weight against a rate limit this node knows (SPEC §26.8). */
+/** Checks a weight against a rate limit this node knows (docs/design.md §26.8). */
 export function checkWeight(
   options: ResolvedOptions,
   rateLimit: string | null,
@@ -72,7 +72,7 @@ export function checkWeight(
 }
 
 /**
- * Validates and serializes one insert (SPEC §2.5, §26.8). Throws a typed error naming the
+ * Validates and serializes one insert (docs/design.md §2.5, §26.8). Throws a typed error naming the
  * field; nothing is written for a bad entry.
  */
 export function buildInsertRow(

@@ -1,6 +1,6 @@
 import type { DurableStatus } from '../gen-durable.constants';
 
-/** An instance row in camelCase (SPEC §2.5, §3.2). Ids are decimal strings. */
+/** An instance row in camelCase (docs/design.md §2.5, §3.2). Ids are decimal strings. */
 export interface InstanceView {
   readonly id: string;
   readonly fsm: string;
@@ -32,7 +32,7 @@ export interface InstanceView {
   readonly updatedAt: Date;
 }
 
-/** What `EngineService.await` answers (SPEC §9). */
+/** What `EngineService.await` answers (docs/design.md §9). */
 export type AwaitResult =
   | { readonly kind: 'done'; readonly result: Record<string, unknown> }
   | { readonly kind: 'failed'; readonly error: string }

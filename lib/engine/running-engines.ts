@@ -1,6 +1,6 @@
 import { AlreadyStartedError } from '../errors/already-started.error';
 
-/** Engine names running in this process (SPEC §2.1): a second start of a name fails. */
+/** Engine names running in this process (docs/design.md §2.1): a second start of a name fails. */
 const running = new Set<string>();
 
 export const RunningEngines = {

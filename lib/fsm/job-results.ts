@@ -7,12 +7,12 @@ function brand(result: JobResult): JobResult {
   return Object.freeze(result);
 }
 
-/** A job's failure: retried with backoff until `maxAttempts`, then stopped (SPEC §13). */
+/** A job's failure: retried with backoff until `maxAttempts`, then stopped (docs/design.md §13). */
 export function jobError(reason: unknown): JobResult {
   return brand({ kind: 'jobError', reason });
 }
 
-/** Stops a job at once with `reason`, attempt unchanged (SPEC §13). */
+/** Stops a job at once with `reason`, attempt unchanged (docs/design.md §13). */
 export function cancel(reason: unknown): JobResult {
   return brand({ kind: 'cancel', reason });
 }

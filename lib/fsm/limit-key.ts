@@ -1,7 +1,7 @@
 import { InvalidInputError } from '../errors/invalid-input.error';
 import type { LimitKey } from './outcome';
 
-/** `[name, partition]` → `"name:partition"`; strings as-is (SPEC §2.4). */
+/** `[name, partition]` → `"name:partition"`; strings as-is (docs/design.md §2.4). */
 export function limitKeyText(key: LimitKey, path: string): string {
   if (typeof key === 'string') {
     if (key.length === 0) throw new InvalidInputError(path, 'must be a non-empty string');

@@ -17,7 +17,7 @@ export interface ChildView {
   readonly lastError: string | null;
 }
 
-/** What a step receives (SPEC §2.3). Lists are ordered by id, snapshots taken at claim time. */
+/** What a step receives (docs/design.md §2.3). Lists are ordered by id, snapshots taken at claim time. */
 export interface StepContext<S = Record<string, unknown>> {
   readonly id: string;
   readonly fsm: string;

@@ -46,7 +46,7 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
 }
 
 /**
- * Terminus health checks of one engine (SPEC §21). Each is one index-served query or a memory
+ * Terminus health checks of one engine (docs/design.md §21). Each is one index-served query or a memory
  * read, has a timeout, and reports down with details instead of throwing.
  */
 @Injectable()

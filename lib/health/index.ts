@@ -1,4 +1,4 @@
-// gen-durable/health: Terminus health checks (SPEC §21). A separate entry point so that apps
+// gen-durable/health: Terminus health checks (docs/design.md §21). A separate entry point so that apps
 // without the optional peer @nestjs/terminus never load it.
 export { GenDurableHealthModule } from './gen-durable-health.module';
 export {

@@ -5,7 +5,7 @@ import type { LimitConfig, Limiter } from './limiter.interface';
 import { PostgresLimiter } from './postgres.limiter';
 import { RedisLimiter } from './redis.limiter';
 
-/** The backend `limiter` selects (SPEC §16): `'postgres'` (default) or `{ redis }`. */
+/** The backend `limiter` selects (docs/design.md §16): `'postgres'` (default) or `{ redis }`. */
 export function createLimiter(
   options: ResolvedOptions,
   sql: SqlExecutor,
@@ -15,7 +15,7 @@ export function createLimiter(
   return new RedisLimiter(sql, options.limiter.redis, options.leaseTtl);
 }
 
-/** This node's own declarations, as seeded at boot (SPEC §16.1): gates and rate limits. */
+/** This node's own declarations, as seeded at boot (docs/design.md §16.1): gates and rate limits. */
 export function limitConfigs(options: ResolvedOptions): LimitConfig[] {
   const gates = Object.values(options.concurrencyLimits).map((g): LimitConfig => ({
     kind: 'conc',

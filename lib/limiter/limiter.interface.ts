@@ -1,5 +1,5 @@
 /**
- * The limiter port (SPEC §16.1): gates (concurrency limits) and token buckets (rate limits)
+ * The limiter port (docs/design.md §16.1): gates (concurrency limits) and token buckets (rate limits)
  * behind one contract with two backends, PostgreSQL (default, §16.2) and Redis (§16.3).
  * K = 1 concurrency keys are never the limiter's business: the claim's arbiter settles them.
  */
@@ -56,7 +56,7 @@ export interface LimitConfig {
   readonly shards: number;
 }
 
-/** What one reconcile changed (SPEC §18 steps 2–3): rate buckets deleted, gate rows changed. */
+/** What one reconcile changed (docs/design.md §18.2–18.3): rate buckets deleted, gate rows changed. */
 export interface ReconcileResult {
   readonly buckets: number;
   readonly gates: number;

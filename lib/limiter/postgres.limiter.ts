@@ -23,7 +23,7 @@ import type {
   ReconcileResult,
 } from './limiter.interface';
 
-/** Retries of an admit that tripped a bucket constraint, and of a credit (SPEC §22 fixed internals). */
+/** Retries of an admit that tripped a bucket constraint, and of a credit (docs/design.md §22, fixed internals). */
 const ATTEMPTS = 3;
 const CHECK_CONSTRAINT = 'gen_durable_buckets_check';
 const PK_CONSTRAINT = 'gen_durable_buckets_pkey';
@@ -34,7 +34,7 @@ const PRUNE_PAGE = 1000;
 const RECONCILE_SETTLE_MS = 1000;
 
 /**
- * The default limiter (SPEC §16.2): sharded counters in gen_durable_buckets, admitted in one
+ * The default limiter (docs/design.md §16.2): sharded counters in gen_durable_buckets, admitted in one
  * statement per pick, fenced by the bucket CHECK and PK. A violated constraint means a
  * concurrent admit won a race (a cold mint, a merged overdraft): the statement aborted whole
  * and is retried against committed truth, 3 attempts, each reported as `concurrency:contended`

@@ -28,13 +28,13 @@ const COMMAND_TIMEOUT_MS = 2_000;
 const WARN_EVERY_MS = 5_000;
 const UNSEEDED = -1;
 
-/** Reconnect backoff: 100 ms doubling to 2 s, forever (SPEC §26.9). */
+/** Reconnect backoff: 100 ms doubling to 2 s, forever (docs/design.md §26.9). */
 export function redisRetryDelay(times: number): number {
   return Math.min(100 * 2 ** Math.min(Math.max(times - 1, 0), 5), 2_000);
 }
 
 /**
- * The Redis limiter (SPEC §16.3, §26.9) on ioredis, single-node Redis. Policies come from this
+ * The Redis limiter (docs/design.md §16.3, §26.9) on ioredis, single-node Redis. Policies come from this
  * node's options (shards are ignored); the clock is Redis `TIME`.
  * - Gate = sorted set `gd:conc:<key>`, member = row id, score = lease expiry; slot = {key, id}.
  *   Admitted gated rows are marked in Postgres with shard 1 (claimed rows carry the
@@ -46,7 +46,7 @@ export function redisRetryDelay(times: number): number {
  *   into a scheduler. ioredis reconnects with backoff; commands never queue while offline.
  * - A seed marker lives beside the data. Redis restarted empty (or flushed) loses it, and the
  *   next admit re-adds every gate holder Postgres knows (executing rows with a drawn shard)
- *   before it admits anything (SPEC §26.9).
+ *   before it admits anything (docs/design.md §26.9).
  * `reconcile` has nothing to repair (holders expire) and answers zeros. K = 1 and
  * `concurrency_shard` stay in Postgres. `syncConfig` also upserts the policies into
  * gen_durable_bucket_configs, so every node and tool sees the same names.

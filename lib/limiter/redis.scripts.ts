@@ -1,5 +1,5 @@
 /**
- * The Lua scripts of the Redis limiter (SPEC §16.3), as named constants: the Redis analogue of
+ * The Lua scripts of the Redis limiter (docs/design.md §16.3), as named constants: the Redis analogue of
  * lib/sql. Each runs atomically on one Redis (single-node: the scripts span keys). The clock is
  * Redis `TIME`, in ms. Redis ≥ 5 (effects replication makes TIME before writes safe).
  */
@@ -19,7 +19,7 @@ function script(name: string, lua: string): RedisScript {
  * gate its capacity, per bucket its rate (tokens/s) and burst, then the entry count and per
  * entry: id, gate index (0 = none), bucket index (0 = none), weight.
  * - No seed marker (Redis restarted empty or was flushed): answers {-1} and changes nothing;
- *   the caller re-adds the holders Postgres knows, then retries (SPEC §26.9).
+ *   the caller re-adds the holders Postgres knows, then retries (docs/design.md §26.9).
  * - Gate: scores ≤ now are pruned (crashed holders expire with their lease); free = cap − size.
  *   In order, a gated entry reserves a rank while free is positive (kept even if its bucket
  *   denies) and is added, score now + leaseTtl, only if finally admitted.
@@ -113,7 +113,7 @@ return #KEYS
 );
 
 /**
- * Re-seeding after Redis lost its data (SPEC §26.9). KEYS = the seed marker, then one gate
+ * Re-seeding after Redis lost its data (docs/design.md §26.9). KEYS = the seed marker, then one gate
  * sorted set per holder; ARGV = per holder its id and remaining lease in ms (from Postgres).
  * Adds each holder that is not there yet (ZADD NX; a live score is never lowered), then sets
  * the marker, in one atomic step: no admit runs between the re-add and the marker. The marker

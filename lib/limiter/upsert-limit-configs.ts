@@ -3,7 +3,7 @@ import { UPSERT_BUCKET_CONFIGS } from '../sql/limiter.sql';
 import type { LimitConfig } from './limiter.interface';
 
 /**
- * Seeds this node's limit declarations into gen_durable_bucket_configs (SPEC §16.1), sorted by
+ * Seeds this node's limit declarations into gen_durable_bucket_configs (docs/design.md §16.1), sorted by
  * (kind, name) so two nodes booting at once lock the config rows in the same order. Shared by
  * both limiter backends.
  */

@@ -6,7 +6,7 @@ import { listenerConnectionOf, PostgresPokeTransport } from './postgres.poke-tra
 import { RedisPokeTransport } from './redis.poke-transport';
 
 /**
- * The cross-node leg for `options.poke` (SPEC §16.4): none for `'local'` and `'none'` (the
+ * The cross-node leg for `options.poke` (docs/design.md §16.4): none for `'local'` and `'none'` (the
  * emitter alone decides whether local schedulers are poked).
  */
 export function createPokeTransport(

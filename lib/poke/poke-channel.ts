@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
 
-/** The channel of one engine's pokes: `gen_durable:<engine>:poke` (SPEC §16.4). */
+/** The channel of one engine's pokes: `gen_durable:<engine>:poke` (docs/design.md §16.4). */
 export function pokeChannel(engine: string): string {
   return `gen_durable:${engine}:poke`;
 }
 
 /**
  * The sender token of one running engine: `<nodeId>-<8 hex>`, like a worker id's node part.
- * NOTE: SPEC §16.4 names the sender by `nodeId` alone, but `nodeId` defaults to the hostname
- * (§26.2), so two processes on one host would then ignore each other's pokes and fall back to
+ * NOTE: a sender named by `nodeId` alone would not do: `nodeId` defaults to the hostname
+ * (docs/design.md §26.2), so two processes on one host would then ignore each other's pokes and fall back to
  * their polls. The per-engine suffix keeps "ignore your own pokes" exact. `|` (the payload
  * separator) is replaced so the first `|` always ends the token.
  */

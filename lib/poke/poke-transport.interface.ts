@@ -1,4 +1,4 @@
-/** What a transport calls when another node announces runnable work (SPEC §16.4). */
+/** What a transport calls when another node announces runnable work (docs/design.md §16.4). */
 export interface PokeListener {
   /** Another node announced runnable work in `queue`: poke the local scheduler, if any. */
   poke(queue: string): void;
@@ -12,7 +12,7 @@ export interface PokeListener {
 }
 
 /**
- * The cross-node leg of pokes (SPEC §16.4): `'postgres'` (NOTIFY/LISTEN) or `{ redis }`
+ * The cross-node leg of pokes (docs/design.md §16.4): `'postgres'` (NOTIFY/LISTEN) or `{ redis }`
  * (PUBLISH/SUBSCRIBE). Best-effort by contract: nothing here ever throws into the engine; a
  * dead transport degrades every node to its poll and reconnects with backoff.
  */

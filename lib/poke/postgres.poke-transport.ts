@@ -61,7 +61,7 @@ export interface PostgresPokeTransportOptions {
 }
 
 /**
- * `poke: 'postgres'` (SPEC §16.4): announcements are `pg_notify` calls, each its own
+ * `poke: 'postgres'` (docs/design.md §16.4): announcements are `pg_notify` calls, each its own
  * autocommit statement on the pool; one dedicated `pg.Client` per engine LISTENs on the quoted
  * channel, is probed every `pingIntervalMs`, and reconnects with exponential backoff
  * (100 ms … 5 s) when its connection drops. While it is down, this node finds work by polling.

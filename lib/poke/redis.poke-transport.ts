@@ -29,7 +29,7 @@ function backoff(times: number): number {
 }
 
 /**
- * `poke: { redis }` (SPEC §16.4): PUBLISH on one ioredis connection, SUBSCRIBE on another
+ * `poke: { redis }` (docs/design.md §16.4): PUBLISH on one ioredis connection, SUBSCRIBE on another
  * (a subscribed connection can run nothing else). Both reconnect with backoff (100 ms … 5 s);
  * the subscriber resubscribes by itself. The publisher has no offline queue: while Redis is
  * down an announcement is dropped at once (the other nodes poll) instead of piling up.

@@ -37,7 +37,7 @@ function boundedRead<T>(read: Promise<T>, ms: number): Promise<T | undefined> {
 }
 
 /**
- * Caller-side await (SPEC §9): answers from the row; waiters are nudged by same-node commits
+ * Caller-side await (docs/design.md §9): answers from the row; waiters are nudged by same-node commits
  * at once and by one batched probe per `tick` while any waiter exists (no timer otherwise).
  */
 export class AwaitWatcher {
@@ -128,7 +128,7 @@ export class AwaitWatcher {
           clearTimeout(timer);
           waiters.delete(waiter);
           if (waiters.size === 0 && this.waiters.get(id) === waiters) this.waiters.delete(id);
-          // No waiters, no timer (SPEC §9).
+          // No waiters, no timer (docs/design.md §9).
           if (this.waiters.size === 0 && this.probeTimer) {
             clearTimeout(this.probeTimer);
             this.probeTimer = undefined;

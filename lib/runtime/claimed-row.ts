@@ -17,14 +17,14 @@ export interface ClaimedRow {
   readonly concurrencyShard: number | null;
   readonly rateLimit: string | null;
   readonly weight: number;
-  /** The fencing token of this claim (SPEC §26.1). */
+  /** The fencing token of this claim (docs/design.md §26.1). */
   readonly claimSeq: string;
   readonly parentId: string | null;
   readonly gated: boolean;
   /** The worker id that holds the claim. */
   readonly worker: string;
   /**
-   * The gate slot admission drew for this row (SPEC §16), credited after its outcome commits
+   * The gate slot admission drew for this row (docs/design.md §16), credited after its outcome commits
    * or when the claim is released; absent or null for rows that hold none.
    */
   slot?: LimiterSlot | null;

@@ -32,7 +32,7 @@ export interface ExecutionResult {
 
 export interface ExecuteOptions {
   /**
-   * Asked before each inline hand-off (SPEC §7): true lets an inline `next` run its next step
+   * Asked before each inline hand-off (docs/design.md §7): true lets an inline `next` run its next step
    * on the held claim. Absent (the testing drain) = never chain.
    */
   readonly chain?: () => boolean;
@@ -46,7 +46,7 @@ export interface ExecuteOptions {
 
 /**
  * Runs one claimed row: builds the StepContext, calls the step, routes throws to `onError`
- * (SPEC §2.7), maps job results (§13), validates and serializes the outcome, and awaits its
+ * (docs/design.md §2.7), maps job results (§13), validates and serializes the outcome, and awaits its
  * commit through the flusher before returning. Never throws.
  */
 export class Executor {
@@ -59,12 +59,12 @@ export class Executor {
     private readonly flusherFor: (queue: string) => Flusher,
   ) {}
 
-  /** Inline execution (SPEC §7); set by the runtime once the limiter exists. */
+  /** Inline execution (docs/design.md §7); set by the runtime once the limiter exists. */
   runAhead: RunAhead | undefined;
 
   /**
    * Runs `row`'s step and commits its outcome; with `options.chain`, an inline `next` runs the
-   * following steps on the same claim until one is not inlined (SPEC §7).
+   * following steps on the same claim until one is not inlined (docs/design.md §7).
    */
   async execute(row: ClaimedRow, options: ExecuteOptions = {}): Promise<ExecutionResult> {
     let current = row;
@@ -101,7 +101,7 @@ export class Executor {
       entry.rateLimit !== null &&
       this.options.rateLimits[limitName(entry.rateLimit)] === undefined
     ) {
-      // Never granted: the row will stall at its window head (SPEC §15, §24.3 #4).
+      // Never granted: the row will stall at its window head (docs/design.md §15, §24.3 item 4).
       const name = limitName(entry.rateLimit);
       this.telemetry.emit(
         'rate_limit:unknown',
@@ -176,7 +176,7 @@ export class Executor {
     return { reply: 'crash', kind: null };
   }
 
-  /** The guarded region (SPEC §2.7): step, validation, dump, serialization, child expansion. */
+  /** The guarded region (docs/design.md §2.7): step, validation, dump, serialization, child expansion. */
   private async produce(row: ClaimedRow, definition: FsmDefinition): Promise<FlushEntry> {
     const awaited = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)) : [];
     const awaitedIds = awaited.map((s) => s.id);
@@ -224,7 +224,7 @@ export class Executor {
     }
   }
 
-  /** SPEC §13: perform results. */
+  /** docs/design.md §13: perform results. */
   private jobOutcome(
     value: unknown,
     ctx: StepContext<unknown>,

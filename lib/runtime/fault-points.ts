@@ -1,5 +1,5 @@
 /**
- * Fault points (RELIABILITY §3.3): named places in the engine where the reliability harness
+ * Fault points (docs/reliability.md §3.3): named places in the engine where the reliability harness
  * can stop, delay, fail or kill the process at an exact moment (after a claim, before a flush
  * commits, …), modelled on DBOS's debug triggers.
  *

@@ -2,7 +2,7 @@ import type { KindsWrittenBy } from '../fsm/outcome-kinds';
 import type { InsertRow } from '../engine/insert-row';
 import type { LimiterSlot } from '../limiter/limiter.interface';
 
-/** A step's outcome, validated and serialized, ready for the flush transaction (SPEC §6.3). */
+/** A step's outcome, validated and serialized, ready for the flush transaction (docs/design.md §6.3). */
 export type FlushEntry = TransitionEntry | ParkEntry | FanOutEntry;
 
 interface EntryBase {
@@ -15,12 +15,12 @@ interface EntryBase {
   readonly parentId: string | null;
   /** Signal ids presented as `awaited` (consumed by next/scheduleChildren; excluded by the park recheck). */
   readonly awaitedIds: readonly string[];
-  /** The gate slot the row holds, credited after this entry commits (SPEC §6.4); absent or null if none. */
+  /** The gate slot the row holds, credited after this entry commits (docs/design.md §6.4); absent or null if none. */
   readonly slot?: LimiterSlot | null;
 }
 
 export interface TransitionEntry extends EntryBase {
-  /** `continue` = the inline hand-off of a `next` that keeps the claim (SPEC §7). */
+  /** `continue` = the inline hand-off of a `next` that keeps the claim (docs/design.md §7). */
   readonly kind: KindsWrittenBy<'transition'>;
   readonly nextStep: string | null;
   readonly stateText: string | null;

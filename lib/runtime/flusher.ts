@@ -25,7 +25,7 @@ import type {
   TransitionEntry,
 } from './flush-entry';
 
-/** What a committed flush changed, for the after-commit effects (SPEC §6.4). */
+/** What a committed flush changed, for the after-commit effects (docs/design.md §6.4). */
 export interface FlushEffects {
   /** Entries that committed. */
   readonly committed: readonly FlushEntry[];
@@ -47,7 +47,7 @@ const MAX_RETRY_DELAY_MS = 1_000;
 const MIN_FLUSH_ATTEMPTS = 3;
 
 /**
- * Group commit (SPEC §6.2–6.4). Natural batching: when no flush is in flight, pending entries
+ * Group commit (docs/design.md §6.2–6.4). Natural batching: when no flush is in flight, pending entries
  * flush at once; arrivals during a flush form the next one (≤ maxBatch). Never two flushes at
  * once. Each flush is one transaction; transient failures are retried (docs/design.md §26.3)
  * until half the lease; a failed flush answers `error` to all its entries and leaves the rows executing for the reaper.
@@ -224,7 +224,7 @@ export class Flusher {
     return { committed: entries.filter((e) => committedIds.has(e.id)), pokeQueues, settledIds };
   }
 
-  /** The flush transaction body (SPEC §6.3). */
+  /** The flush transaction body (docs/design.md §6.3). */
   private async write(tx: Queryable, entries: FlushEntry[]): Promise<FlushEffects> {
     const { transitions, parks, fanOuts } = byStatement(entries);
     const committedIds = new Set<string>();

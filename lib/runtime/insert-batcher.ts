@@ -14,7 +14,7 @@ export interface InsertBatcherConfig {
   readonly maxDelayMs: number;
   /** `insertAsync` rows pending (buffered or being written) at most; beyond, callers insert durably. */
   readonly maxBuffer: number;
-  /** Route awaited `insert()` calls through the group-commit lane (SPEC §26.11). */
+  /** Route awaited `insert()` calls through the group-commit lane (docs/design.md §26.11). */
   readonly durable: boolean;
 }
 
@@ -32,7 +32,7 @@ interface InsertedRow {
 }
 
 /**
- * The insert batcher (SPEC §6.5, §26.11), two lanes over INSERT_INSTANCES:
+ * The insert batcher (docs/design.md §6.5, §26.11), two lanes over INSERT_INSTANCES:
  * - **lossy** (`insertAsync`): rows are buffered and the caller returns at once; the first row
  *   arms a `maxDelayMs` timer (or `maxBatch` rows fire at once), then the writer empties the
  *   buffer in statements of ≤ `maxBatch` rows and pokes the due queues. A failed statement drops
@@ -102,7 +102,7 @@ export class InsertBatcher {
     });
   }
 
-  /** Shutdown (SPEC §17.4): stops accepting, then writes everything pending in both lanes. */
+  /** Shutdown (docs/design.md §17.4): stops accepting, then writes everything pending in both lanes. */
   async drain(): Promise<void> {
     this.live = false;
     while (

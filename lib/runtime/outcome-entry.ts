@@ -15,7 +15,7 @@ import type { ClaimedRow } from './claimed-row';
 import type { FlushEntry, TransitionEntry } from './flush-entry';
 
 /**
- * Validates an outcome against the FSM and serializes it into a flush entry (SPEC §2.4,
+ * Validates an outcome against the FSM and serializes it into a flush entry (docs/design.md §2.4,
  * §26.8). Runs inside the guarded region: any throw here goes to `onError`.
  */
 export function outcomeToEntry(

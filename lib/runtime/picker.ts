@@ -18,7 +18,7 @@ const CLAIM_ATTEMPTS = 3;
 const ARBITER_INDEX = 'gen_durable_concurrency_active';
 
 /**
- * One pick through the production SQL (SPEC §5.3–5.4): claim with its enrichment in one
+ * One pick through the production SQL (docs/design.md §5.3–5.4): claim with its enrichment in one
  * statement (bounded retry of the K = 1 arbiter race), then admission of gated and
  * rate-limited rows (denied rows released by one guarded statement). Used by the
  * schedulers and by the testing drain, so both run the same statements. Any failure after
@@ -65,7 +65,7 @@ export class Picker {
   }
 
   /**
-   * Admission (SPEC §5.4, §16): gated or rate-limited rows go to the limiter in claim order
+   * Admission (docs/design.md §5.4, §16): gated or rate-limited rows go to the limiter in claim order
    * (unlimited picks skip it); each admitted row takes its drawn slot; denied rows are
    * released by one guarded statement and reported per key (`concurrency:throttled`,
    * `rate_limit:throttled`). Returns the rows to run, in claim order.
@@ -115,13 +115,13 @@ export class Picker {
     return [...ids];
   }
 
-  /** Heartbeat (SPEC §17.1): renews the slots of held rows. Never throws. */
+  /** Heartbeat (docs/design.md §17.1): renews the slots of held rows. Never throws. */
   async renew(rows: readonly ClaimedRow[]): Promise<void> {
     const slots = rows.flatMap((r) => (r.slot ? [r.slot] : []));
     if (slots.length > 0) await this.limiter.renew(slots).catch(() => undefined);
   }
 
-  /** Re-reads inbox and children of held rows (inline chains, SPEC §7): one statement. */
+  /** Re-reads inbox and children of held rows (inline chains, docs/design.md §7): one statement. */
   async enrich(rows: readonly ClaimedRow[]): Promise<void> {
     const records = await this.sql.query<EnrichmentRecord>(LOAD_ENRICHMENT, [
       rows.map((r) => r.id),

@@ -11,7 +11,7 @@ const BATCH = 10_000;
 
 /**
  * Every `reaper.interval`: expired leases back to runnable with attempt + 1 (poison pills
- * failed, §26.5), then overdue await deadlines (SPEC §8.5, §17.2). Skip-locked, so several
+ * failed, §26.5), then overdue await deadlines (docs/design.md §8.5, §17.2). Skip-locked, so several
  * reapers in a cluster are safe.
  */
 export class Reaper {

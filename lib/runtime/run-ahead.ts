@@ -14,11 +14,11 @@ export type RunAheadStep =
   | { readonly kind: 'requeue' }
   /** The chain ended here with this flusher reply (continue stale/failed, or a denied requeue). */
   | { readonly kind: 'ended'; readonly reply: FlushReply }
-  /** An engine-internal failure after the continue committed: the crash path (SPEC §2.7). */
+  /** An engine-internal failure after the continue committed: the crash path (docs/design.md §2.7). */
   | { readonly kind: 'crash'; readonly error: string };
 
 /**
- * Inline execution (SPEC §7): a `next` whose FSM or outcome asks for it runs the following
+ * Inline execution (docs/design.md §7): a `next` whose FSM or outcome asks for it runs the following
  * step in the same executor, on the claim it already holds, instead of requeueing the row:
  *
  * 1. The guarded **continue** commits first, through the normal flusher: the row stays

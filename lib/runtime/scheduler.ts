@@ -14,7 +14,7 @@ import type { Picker } from './picker';
 export type SchedulerState = 'created' | 'running' | 'draining' | 'stopped';
 
 const POKE_DEBOUNCE_MS = 10;
-/** The poison-pill cap a node without a reaper assumes for its startup reclaim (SPEC §26.5 default). */
+/** The poison-pill cap a node without a reaper assumes for its startup reclaim (docs/design.md §26.5 default). */
 const DEFAULT_MAX_REAPS = 5;
 
 /**
@@ -131,7 +131,7 @@ export class Scheduler {
 
   /**
    * A poke: runnable work may exist. A scheduler with free slots fills at once (leading edge)
-   * and coalesces further pokes for 10 ms into one trailing fill (SPEC §5.5). A saturated one
+   * and coalesces further pokes for 10 ms into one trailing fill (docs/design.md §5.5). A saturated one
    * drops it: its completion refill finds the work. ("Busy" is read as "no free slot": a
    * scheduler running one long step with 49 slots free must not leave a poked row to the
    * poll.) A pick in flight may have scanned before the poked row committed, so it is asked to
@@ -290,7 +290,7 @@ export class Scheduler {
     this.schedulePoll(this.interval);
   }
 
-  /** One pick (SPEC §5.2–5.4). Returns the number of rows claimed. */
+  /** One pick (docs/design.md §5.2–5.4). Returns the number of rows claimed. */
   private pick(fromPoke: boolean): Promise<number> {
     if (this.picking) {
       this.refillWanted = true;

@@ -3,7 +3,7 @@ import type { Telemetry } from '../telemetry/telemetry';
 const SAMPLE_MS = 250;
 
 /**
- * Samples event-loop delay (SPEC §26.10). A stall longer than `thresholdMs` (the heartbeat
+ * Samples event-loop delay (docs/design.md §26.10). A stall longer than `thresholdMs` (the heartbeat
  * interval: every held row's heartbeat stopped with it) emits `scheduler:stall` and marks the
  * node stalled for one more threshold, which `schedulerLiveness` reports as down.
  */

@@ -2,7 +2,7 @@ import type { ThrottleReport } from '../limiter/limiter.interface';
 import type { Telemetry } from '../telemetry/telemetry';
 
 /**
- * Reports the keys of one admission that granted fewer than asked (SPEC §20):
+ * Reports the keys of one admission that granted fewer than asked (docs/design.md §20):
  * `concurrency:throttled` per gate, `rate_limit:throttled` per bucket. Shared by the pick's
  * admission and the inline hand-off's.
  */

@@ -17,7 +17,7 @@ function fromQueryRunner(queryRunner: QueryRunner): MigrationConnection {
 }
 
 /**
- * The host's one-line TypeORM migration delegates here (SPEC §3.6):
+ * The host's one-line TypeORM migration delegates here (docs/design.md §3.6):
  *
  * ```ts
  * export class SetupGenDurable1700000000000 implements MigrationInterface {

@@ -1,7 +1,7 @@
 import type { SchemaIncrement } from './schema-increment';
 
 /**
- * Version 1: everything of SPEC §3 plus the §26 columns (`claim_seq` fencing token, `reaps`
+ * Version 1: everything of docs/design.md §3 plus the §26 columns (`claim_seq` fencing token, `reaps`
  * poison-pill counter, `signals.consumed_at` with its partial inbox index). Frozen once shipped.
  */
 export const V001: SchemaIncrement = {
@@ -46,7 +46,7 @@ export const V001: SchemaIncrement = {
        CONSTRAINT gen_durable_state_is_object CHECK (jsonb_typeof(state) = 'object')
      )`,
 
-    // Claim scan, index-ordered (SPEC §5.3): queue equality + (priority, eligible_at).
+    // Claim scan, index-ordered (docs/design.md §5.3): queue equality + (priority, eligible_at).
     `CREATE INDEX gen_durable_pick ON {schema}.gen_durable (queue, priority, eligible_at)
        WHERE status = 'runnable'`,
     // Reaper, startup reclaim, health lease backlog.
@@ -55,10 +55,10 @@ export const V001: SchemaIncrement = {
     // Await-timeout sweep.
     `CREATE INDEX gen_durable_await_deadline ON {schema}.gen_durable (await_deadline)
        WHERE status = 'awaiting_signal' AND await_deadline IS NOT NULL`,
-    // K = 1 arbiter: a second executing NULL-shard row per key is uncommittable (SPEC §14).
+    // K = 1 arbiter: a second executing NULL-shard row per key is uncommittable (docs/design.md §14).
     `CREATE UNIQUE INDEX gen_durable_concurrency_active ON {schema}.gen_durable (concurrency_key)
        WHERE status = 'executing' AND concurrency_key IS NOT NULL AND concurrency_shard IS NULL`,
-    // Identity: one occupant per correlation key within its scope (SPEC §11).
+    // Identity: one occupant per correlation key within its scope (docs/design.md §11).
     `CREATE UNIQUE INDEX gen_durable_correlation ON {schema}.gen_durable (correlation_guard)
        WHERE correlation_guard IS NOT NULL`,
     // Child join, children enrichment, GC guard.
@@ -79,7 +79,7 @@ export const V001: SchemaIncrement = {
        CONSTRAINT signals_target_dedup UNIQUE (target_id, dedup_key)
      )`,
     `CREATE INDEX signals_target ON {schema}.signals (target_id, name)`,
-    // Inbox loads and the park recheck read only unconsumed signals (SPEC §26.7).
+    // Inbox loads and the park recheck read only unconsumed signals (docs/design.md §26.7).
     `CREATE INDEX signals_inbox ON {schema}.signals (target_id, id) WHERE consumed_at IS NULL`,
 
     `CREATE TABLE {schema}.gen_durable_bucket_configs (

@@ -2,7 +2,7 @@ import type { SchemaIncrement } from './schema-increment';
 
 /**
  * Version 2: `signaled`, true once the row was sent a signal. The delivery statement sets it
- * in the update that locks the target first (SPEC §26.6), so it costs no extra write there; a
+ * in the update that locks the target first (docs/design.md §26.6), so it costs no extra write there; a
  * trigger on `signals` sets it for any other writer (a node of the previous release during a
  * rolling deploy, a hand-written insert), finding it already set after an engine delivery. A
  * flush reads it from the rows it updates, under their row locks: a terminal row never

@@ -3,7 +3,7 @@ import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 
 /**
  * Serializes a value bound for a jsonb column, refusing anything JSON or jsonb would not hold
- * faithfully (SPEC §26.8): bigint, cycles, non-finite numbers, `undefined`/functions/symbols,
+ * faithfully (docs/design.md §26.8): bigint, cycles, non-finite numbers, `undefined`/functions/symbols,
  * Map/Set, typed arrays and buffers, holes in sparse arrays, strings with `\u0000` or lone
  * surrogates, and objects that JSON would not read back as what they were: a `Date` (stored as
  * a string) or any class instance, boxed primitives and errors included (read back as a plain

@@ -1,7 +1,7 @@
 import { sql } from './statement';
 
 /**
- * The claim (SPEC §5.3), one statement. `$1` queue, `$2` batch, `$3` worker id, `$4` lease
+ * The claim (docs/design.md §5.3), one statement. `$1` queue, `$2` batch, `$3` worker id, `$4` lease
  * ms, `$5` this node's gate names.
  * - cand: the pick index gen_durable_pick scanned by queue equality in (priority, eligible_at)
  *   order, locked in-scan FOR NO KEY UPDATE SKIP LOCKED (skip-locked never waits). The K = 1
@@ -10,9 +10,9 @@ import { sql } from './statement';
  *   is index-only).
  * - kept: one row per raw key (NULL keys and gated rows all kept); losers stay runnable.
  * - The update goes by ctid (the rows this statement located and locked), stamps the lease
- *   and bumps claim_seq, the fencing token of SPEC §26.1. A cross-node race on one K = 1 key
+ *   and bumps claim_seq, the fencing token of docs/design.md §26.1. A cross-node race on one K = 1 key
  *   trips the arbiter index and aborts the statement; the scheduler retries.
- * - The enrichment (SPEC §5.4) rides in the same statement: per claimed row, its unconsumed
+ * - The enrichment (docs/design.md §5.4) rides in the same statement: per claimed row, its unconsumed
  *   inbox (index signals_inbox, probed only when the row was ever `signaled`) and every stored
  *   child (index gen_durable_parent), each as a JSON array or NULL. They read the statement's
  *   snapshot: a signal committed after it is not presented to this step, exactly as one
@@ -63,7 +63,7 @@ export const CLAIM_RUNNABLE = sql(
 
 /**
  * The enrichment alone, one statement for any number of held rows (`$1` ids): what the claim
- * returns as `inbox` and `children`. Used by an inline chain before each next step (SPEC §7),
+ * returns as `inbox` and `children`. Used by an inline chain before each next step (docs/design.md §7),
  * which runs on a held claim and so never passes through the claim. Same indexes.
  */
 export const LOAD_ENRICHMENT = sql(

@@ -14,7 +14,7 @@ export interface QueueBacklog {
 }
 
 /**
- * Lease backlog (SPEC §21): executing rows whose lease expired more than `$1` ms ago (index
+ * Lease backlog (docs/design.md §21): executing rows whose lease expired more than `$1` ms ago (index
  * gen_durable_lease) and parked rows overdue by more than `$1` ms (index
  * gen_durable_await_deadline), each count capped at `$2` rows.
  */
@@ -37,7 +37,7 @@ export const HEALTH_LEASE_BACKLOG = sql(
 );
 
 /**
- * Runnable backlog (SPEC §21): for each queue `$1`, the age of its pick-order head (first due
+ * Runnable backlog (docs/design.md §21): for each queue `$1`, the age of its pick-order head (first due
  * row by priority, eligible_at) and its due depth capped at `$2` — both index-ordered scans
  * of gen_durable_pick that stop early.
  */

@@ -4,7 +4,7 @@ import { sql } from './statement';
  * One instance. `$4` state is JSON text cast server-side; `$7` an absolute start time or
  * NULL, else now() + `$8` ms (DB clock); `$10` the correlation scope comma-joined.
  * Conflict on the occupied correlation guard (unique index gen_durable_correlation) drops the
- * row: no row returned ⇒ duplicate. Touches no other table (SPEC §3.7).
+ * row: no row returned ⇒ duplicate. Touches no other table (docs/design.md §3.7).
  */
 export const INSERT_INSTANCE = sql(
   'insert_instance',
@@ -19,11 +19,11 @@ export const INSERT_INSTANCE = sql(
 );
 
 /**
- * Many instances in one statement for any size (SPEC §2.5, §3.7): fixed parallel arrays
+ * Many instances in one statement for any size (docs/design.md §2.5, §3.7): fixed parallel arrays
  * expanded by unnest, inserted ordered by correlation key (opposite orders would deadlock on
  * gen_durable_correlation); duplicates drop silently. `$14` = parent ids (children) or NULLs;
  * `$15` = per-entry ordinal, returned as `ord` so callers map each id back to its entry (the
- * group-commit insert batcher, SPEC §26.11): an entry whose ordinal is missing was a duplicate.
+ * group-commit insert batcher, docs/design.md §26.11): an entry whose ordinal is missing was a duplicate.
  * NOTE: RETURNING sees only the inserted row, so `e` draws each entry's id from the table's
  * identity sequence up front (materialized: it is volatile and read twice) and the insert
  * writes it explicitly; joining the returned rows to `e` on that id (PK, unique) carries the

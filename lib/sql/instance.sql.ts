@@ -12,7 +12,7 @@ export const GET_INSTANCE_BY_ID = sql(
 );
 
 /**
- * The current occupant of a correlation key (unique index gen_durable_correlation), SPEC §2.5,
+ * The current occupant of a correlation key (unique index gen_durable_correlation), docs/design.md §2.5,
  * §11: the row whose status is in its key's scope. With the default (live) scope that is the
  * live instance only; a terminal-inclusive scope keeps a finished holder findable until GC
  * (signals to it are still refused, DELIVER_SIGNAL). A freed key finds nothing.
@@ -22,7 +22,7 @@ export const GET_INSTANCE_BY_KEY = sql(
   `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE correlation_guard = $1`,
 );
 
-/** Await probe (SPEC §9): status of many ids at once (PK lookups). */
+/** Await probe (docs/design.md §9): status of many ids at once (PK lookups). */
 export const PROBE_STATUSES = sql(
   'probe_statuses',
   `SELECT id, status FROM {schema}.gen_durable WHERE id = ANY ($1::bigint[])`,

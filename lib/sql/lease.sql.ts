@@ -1,7 +1,7 @@
 import { sql } from './statement';
 
 /**
- * Heartbeat (SPEC §17.1): extend the lease of the rows this scheduler holds, `$2`/`$3` =
+ * Heartbeat (docs/design.md §17.1): extend the lease of the rows this scheduler holds, `$2`/`$3` =
  * (id, claim_seq) pairs, guarded by worker and fencing token; rows locked by someone else
  * are skipped, never waited on. PK lookups.
  */
@@ -21,7 +21,7 @@ export const HEARTBEAT = sql(
 );
 
 /**
- * Releases held claims back to runnable (shutdown drain, admission denial; SPEC §5.4, §17.4):
+ * Releases held claims back to runnable (shutdown drain, admission denial; docs/design.md §5.4, §17.4):
  * guarded, attempt and eligible_at kept, lock, lease and shard cleared.
  */
 export const RELEASE_CLAIMS = sql(
@@ -35,7 +35,7 @@ export const RELEASE_CLAIMS = sql(
 );
 
 /**
- * Reaper (SPEC §17.2, §26.5): expired leases (index gen_durable_lease) back to runnable with
+ * Reaper (docs/design.md §17.2, §26.5): expired leases (index gen_durable_lease) back to runnable with
  * attempt + 1, claimed in id order, skip-locked (a parent locked mid-spawn is skipped). A row
  * reaped `$1` times fails as a poison pill, naming its step and count. `$2` = batch.
  * A row reaped *again* (reaps ≥ 1 before this reap) becomes eligible at a random point within
@@ -70,7 +70,7 @@ export const REAP_EXPIRED = sql(
 );
 
 /**
- * Startup reclaim (SPEC §17.3): this queue's executing rows claimed under this scheduler's
+ * Startup reclaim (docs/design.md §17.3): this queue's executing rows claimed under this scheduler's
  * prefix (prefix-length compare, not LIKE) whose remaining lease is below `$3` ms: a dead
  * predecessor that missed ≥ 2 beats. Back to runnable, no attempt bump. Index gen_durable_lease.
  * The predecessor died holding them, so a reclaim counts toward the poison-pill cap like a reap
@@ -100,7 +100,7 @@ export const RECLAIM_PREDECESSOR = sql(
 );
 
 /**
- * Await-deadline sweep (SPEC §8.5): overdue parked rows (index gen_durable_await_deadline)
+ * Await-deadline sweep (docs/design.md §8.5): overdue parked rows (index gen_durable_await_deadline)
  * become runnable, eligible now, deadline cleared, awaits and attempt kept. `$1` = batch.
  */
 export const FIRE_AWAIT_DEADLINES = sql(

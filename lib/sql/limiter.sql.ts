@@ -1,7 +1,7 @@
 import { noRows } from './row-decoders';
 import { noParams, sql } from './statement';
 
-// The PostgreSQL limiter (SPEC §14–§16.2, §18 steps 2–3). Counter rows live in
+// The PostgreSQL limiter (docs/design.md §14–§16.2, §18.2–18.3). Counter rows live in
 // gen_durable_buckets, PK gen_durable_buckets_pkey (kind, key, shard), fenced by
 // gen_durable_buckets_check (0 ≤ available ≤ capacity); policies in gen_durable_bucket_configs,
 // PK (kind, name). Counter rows are locked FOR UPDATE SKIP LOCKED in (key, shard) order (R6):
@@ -83,7 +83,7 @@ export interface GateHolder {
 }
 
 /**
- * Seeds this node's limit declarations at boot (SPEC §16.1): one upsert over parallel arrays
+ * Seeds this node's limit declarations at boot (docs/design.md §16.1): one upsert over parallel arrays
  * `$1` kind, `$2` name, `$3` rate (tokens/s, NULL for gates), `$4` capacity (burst or limit),
  * `$5` shards, written in (kind, name) order so two booting nodes never deadlock on the PK.
  * Differing declarations last-write-win; unchanged rows are not rewritten. PK lookups.
@@ -119,7 +119,7 @@ export const UPSERT_BUCKET_CONFIGS = sql(
 );
 
 /**
- * Admission (SPEC §16.2), ONE statement over the batch arrays in claim order (ordinality =
+ * Admission (docs/design.md §16.2), ONE statement over the batch arrays in claim order (ordinality =
  * order): `$1` ids, `$2` gate keys (NULL = not gated), `$3` rate keys (NULL = none), `$4`
  * weights. Holds only bucket locks, for the statement.
  * - Gates: gated entries ranked per key (n); the key's existing shards locked FOR UPDATE SKIP
@@ -138,7 +138,7 @@ export const UPSERT_BUCKET_CONFIGS = sql(
  *   in place, with last_refill and capacity refreshed; cold rate shards are minted pre-debited
  *   WITHOUT ON CONFLICT (merging needs the burst, a config value), so a racing mint trips the
  *   PK. Either violation aborts the statement; the caller retries (3 attempts).
- * - The drawn shard is stamped onto each admitted gated row by id (unguarded, SPEC §7; the
+ * - The drawn shard is stamped onto each admitted gated row by id (unguarded, docs/design.md §7; the
  *   claim wrote the provisional shard 0, so shard-0 draws write nothing).
  * Unknown names (no config row) are never admitted. Returns one row per entry in order with
  * the verdict, the drawn shard, and the gate and rate verdicts for telemetry.
@@ -310,7 +310,7 @@ export const ADMIT = sql(
 );
 
 /**
- * Credit (SPEC §6.4, §16.2): returns `$3` slots to each gate shard (`$1` key, `$2` shard,
+ * Credit (docs/design.md §6.4, §16.2): returns `$3` slots to each gate shard (`$1` key, `$2` shard,
  * pre-aggregated), capped at capacity: available = least(capacity, available + n). Locks the
  * shards in (key, shard) order (waits: a credit must land) through the PK; a shard swept by
  * GC meanwhile matches nothing (it was idle and full).
@@ -348,7 +348,7 @@ export const CREDIT_GATES = sql(
 );
 
 /**
- * Bucket GC (SPEC §18 step 2), one page of rate keys after `$1` (by key; `$2` keys per page):
+ * Bucket GC (docs/design.md §18.2), one page of rate keys after `$1` (by key; `$2` keys per page):
  * all shards of a key or none. A key goes when every one of its rows is lockable now (locked
  * here, skip-locked) and either its config row is gone, or every configured shard is present
  * and idle longer than capacity/rate seconds (refilled to full: re-minting loses nothing).
@@ -403,7 +403,7 @@ export const PRUNE_RATE_BUCKETS = sql(
 );
 
 /**
- * Gate reconcile, before its transaction (SPEC §18 step 3): each gate shard whose counter is
+ * Gate reconcile, before its transaction (docs/design.md §18.3): each gate shard whose counter is
  * below the executing truth, max(0, shardCap − holders) − available, without locking
  * anything. The reconcile raises a counter by at most the deficit it saw here a moment
  * earlier: an outcome that committed but whose credit has not landed yet looks like a leak
@@ -432,7 +432,7 @@ export const READ_GATE_DEFICITS = sql(
 );
 
 /**
- * Gate reconcile, step 1 of its transaction (SPEC §18 step 3): lock every gate shard that is
+ * Gate reconcile, step 1 of its transaction (docs/design.md §18.3): lock every gate shard that is
  * lockable now, skip-locked, in (key, shard) order (PK). The next statement reads the
  * executing truth fresh, under these locks.
  */
@@ -447,7 +447,7 @@ export const LOCK_GATE_SHARDS = sql(
 );
 
 /**
- * Gate reconcile, step 2 (SPEC §18 step 3), on the shards `$1` keys / `$2` shards locked by
+ * Gate reconcile, step 2 (docs/design.md §18.3), on the shards `$1` keys / `$2` shards locked by
  * LOCK_GATE_SHARDS in this transaction; `$3` = per shard the most its counter may be raised
  * (the deficit READ_GATE_DEFICITS saw before, 0 if none). Holders = executing rows of key +
  * shard, read fresh (a new snapshot after the locks; found through gen_durable_lease).
@@ -540,7 +540,7 @@ export const RECONCILE_GATES = sql(
 );
 
 /**
- * Redis limiter (SPEC §16.3, §26.9): marks the gated rows `$1` that Redis just admitted with
+ * Redis limiter (docs/design.md §16.3, §26.9): marks the gated rows `$1` that Redis just admitted with
  * shard 1. Redis ignores shards; the mark tells an admitted holder apart from a row that is
  * merely claimed (provisional shard 0), so a re-seed after Redis lost its data re-adds real
  * holders only. Unguarded like the PG stamp (the caller holds the claims). PK lookups.
@@ -555,7 +555,7 @@ export const MARK_REDIS_ADMITTED = sql(
 );
 
 /**
- * Redis limiter recovery (SPEC §26.9): the gate holders Postgres knows, i.e. executing rows
+ * Redis limiter recovery (docs/design.md §26.9): the gate holders Postgres knows, i.e. executing rows
  * the Redis limiter admitted (MARK_REDIS_ADMITTED), with their remaining lease in ms, so an
  * emptied Redis can be re-seeded before it admits again. Scans the executing set through
  * gen_durable_lease.

@@ -1,7 +1,7 @@
 import { sql } from './statement';
 
 /**
- * GC select (SPEC §18.1): up to `$2` terminal rows older than `$1` ms (index gen_durable_gc),
+ * GC select (docs/design.md §18.1): up to `$2` terminal rows older than `$1` ms (index gen_durable_gc),
  * skipping children of live parents (PK probe per candidate with a parent).
  */
 export const GC_SELECT_TERMINAL = sql(

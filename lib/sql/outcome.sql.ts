@@ -1,15 +1,15 @@
 import { sql } from './statement';
 
-// The flush transaction (SPEC §6.3). Every write is guarded by the ownership guard plus the
+// The flush transaction (docs/design.md §6.3). Every write is guarded by the ownership guard plus the
 // fencing token: locked_by = worker AND status = 'executing' AND claim_seq = the claim's seq
-// (SPEC §6.1, §26.1). A row that matches nothing was reclaimed: its entry is stale.
+// (docs/design.md §6.1, §26.1). A row that matches nothing was reclaimed: its entry is stale.
 
 /**
  * Transitions next / retry / done / stop for any number of rows in one UPDATE over parallel
- * arrays (PK lookups). Per-row kind drives each column as in SPEC §2.4's table. Every outcome
+ * arrays (PK lookups). Per-row kind drives each column as in docs/design.md §2.4's table. Every outcome
  * clears the claim and the drawn shard and resets `reaps` (a committed outcome proves the step
  * does not kill its worker, §26.5). RETURNING defines what committed.
- * `continue` is the inline hand-off (SPEC §7): a `next` that keeps the claim — the row stays
+ * `continue` is the inline hand-off (docs/design.md §7): a `next` that keeps the claim — the row stays
  * executing under the same worker and fencing token, its lease renewed to now + `lease_ms`;
  * the shard is kept with the key, cleared with it, or provisionally 0 for a new gated key
  * (admission, after this commit, stamps the drawn one).
@@ -56,7 +56,7 @@ export const FLUSH_TRANSITIONS = sql(
 );
 
 /**
- * awaitSignal parks (SPEC §2.4, §8): awaits from a per-row JSON array text, deadline from a
+ * awaitSignal parks (docs/design.md §2.4, §8): awaits from a per-row JSON array text, deadline from a
  * per-row timeout (NULL = none). The lost-wakeup recheck runs next in the same transaction.
  */
 export const FLUSH_PARKS = sql(
@@ -75,7 +75,7 @@ export const FLUSH_PARKS = sql(
 );
 
 /**
- * Lost-wakeup recheck (SPEC §8.4) over the just-parked ids `$1`: flip to runnable a row whose
+ * Lost-wakeup recheck (docs/design.md §8.4) over the just-parked ids `$1`: flip to runnable a row whose
  * unconsumed inbox (signals_inbox) holds a signal named in its awaits that was not presented
  * to the parking step. Presented signals travel as (target, id) pairs `$2`/`$3`: per-row
  * exclusion, not a watermark, because signal ids commit out of order.
@@ -111,7 +111,7 @@ export const CONSUME_INBOXES = sql(
 );
 
 /**
- * Child join (SPEC §6.3 step 5): `$1` = parent id of each terminal child (repeats count).
+ * Child join (docs/design.md §6.3 step 5): `$1` = parent id of each terminal child (repeats count).
  * Parents are locked in id order, decremented once by their count; one at ≤ 0 while
  * awaiting_children becomes runnable, eligible now. Returns the parents woken.
  */
@@ -135,7 +135,7 @@ export const JOIN_PARENTS = sql(
 );
 
 /**
- * Fan-out step 1 (SPEC §6.3, §10): lock the spawning parents in id order, guarded, so the
+ * Fan-out step 1 (docs/design.md §6.3, §10): lock the spawning parents in id order, guarded, so the
  * reaper (skip-locked) cannot reclaim a parent mid-spawn. Returns the parents still owned.
  */
 export const FANOUT_LOCK_PARENTS = sql(

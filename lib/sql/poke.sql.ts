@@ -1,7 +1,7 @@
 import { noRows } from './row-decoders';
 import { sql } from './statement';
 
-// Cross-node pokes over PostgreSQL (SPEC §16.4). None of these touches a table or an index.
+// Cross-node pokes over PostgreSQL (docs/design.md §16.4). None of these touches a table or an index.
 
 /**
  * Announces runnable work: `$1` channel (`gen_durable:<engine>:poke`), `$2` payload

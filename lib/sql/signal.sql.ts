@@ -1,13 +1,13 @@
 import { sql } from './statement';
 
 /**
- * Signal delivery, one statement (SPEC §8.1, §26.6, §26.7). `$1` target id or NULL, `$2`
+ * Signal delivery, one statement (docs/design.md §8.1, §26.6, §26.7). `$1` target id or NULL, `$2`
  * correlation key or NULL (resolved through gen_durable_correlation), `$3` name, `$4` payload
  * JSON text, `$5` dedup key or NULL.
  * - target: lock the target FIRST by updating it by id with a live-status WHERE, which is
  *   re-evaluated after the row lock, so a target that terminated meanwhile drops out; the
  *   flip (awaiting_signal and name ∈ awaits ⇒ runnable, eligible now) sits in a CASE so a
- *   park that commits first is seen after its lock (SPEC §8.4). A dedup key already stored
+ *   park that commits first is seen after its lock (docs/design.md §8.4). A dedup key already stored
  *   for the instance's life (consumed or not) flips nothing.
  *   The same update sets `signaled` (schema v2): a flush that finds it false on a row it holds
  *   locked knows the inbox is empty and skips the terminal inbox sweep.

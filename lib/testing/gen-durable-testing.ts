@@ -27,7 +27,7 @@ export interface DrainOptions {
 const PICK_BATCH = 100;
 
 /**
- * Drives an engine inline in host-app tests (SPEC §23): run the module as a web node
+ * Drives an engine inline in host-app tests (docs/design.md §23): run the module as a web node
  * (`queues: {}`, `reaper: false`, `gc: false`, `poke: 'none'`) and call `drain()`. Execution goes
  * through the production claim/enrich SQL and executor; each step's outcome is flushed before
  * the next runs.

@@ -1,3 +1,3 @@
-// gen-durable/testing: helpers for host-app tests (SPEC §23). A separate entry point.
+// gen-durable/testing: helpers for host-app tests (docs/design.md §23). A separate entry point.
 export { GenDurableTesting, type DrainOptions } from './gen-durable-testing';
 export type { DrainTally } from './drain-tally';
