@@ -7,7 +7,7 @@ import type { FsmRegistry } from '../discovery/fsm.registry';
 import { UnknownStepError } from '../errors/unknown-step.error';
 import { isJobResult } from '../fsm/job-results';
 import { limitName } from '../fsm/limit-key';
-import { done, isOutcome, type Outcome, reasonText, retry, stop } from '../fsm/outcome';
+import { done, isOutcome, type Outcome, retry, stop } from '../fsm/outcome';
 import { OUTCOME_KINDS, type TallyKind } from '../fsm/outcome-kinds';
 import type { Signal, StepContext } from '../fsm/step-context';
 import type { ResolvedOptions } from '../options/resolved-options';
@@ -17,6 +17,7 @@ import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { FlushEntry, FlushReply } from './flush-entry';
 import type { Flusher } from './flusher';
 import { outcomeToEntry } from './outcome-entry';
+import { describeThrown, thrownErrorText } from './step-failure';
 import type { RunAhead } from './run-ahead';
 
 const MAX_BACKOFF_MS = 300_000;
@@ -199,6 +200,9 @@ export class Executor {
     definition: FsmDefinition,
     original: StepContext<unknown> | undefined,
   ): Promise<FlushEntry> {
+    const text = thrownErrorText(err);
+    let entry: FlushEntry;
+    let handlerError: unknown;
     try {
       const state: unknown = original ? original.state : row.state;
       const base = original ?? this.rawContext(row);
@@ -215,12 +219,44 @@ export class Executor {
       };
       let outcome: unknown;
       if (definition.onError) outcome = await definition.onError(err, ctx);
-      else if (definition.kind === 'job') {
-        outcome = this.retryRule(reasonText(err), ctx, definition);
-      } else outcome = stop(err);
-      return outcomeToEntry(outcome, row, definition, this.registry, this.options, []);
+      else if (definition.kind === 'job') outcome = this.retryRule(text, ctx, definition);
+      else outcome = stop(text);
+      entry = outcomeToEntry(outcome, row, definition, this.registry, this.options, []);
+      // A retried throw keeps its error in last_error while the row backs off.
+      if (entry.kind === 'retry') entry = { ...entry, error: text };
     } catch (secondErr) {
-      return outcomeToEntry(stop(secondErr), row, definition, this.registry, this.options, []);
+      handlerError = secondErr;
+      entry = outcomeToEntry(
+        stop(thrownErrorText(secondErr)),
+        row,
+        definition,
+        this.registry,
+        this.options,
+        [],
+      );
+    }
+    this.logThrow(row, err, entry, handlerError);
+    return entry;
+  }
+
+  /**
+   * One log line per thrown step (docs/design.md §28.1): fsm, id, step, attempt and the error's
+   * class and message — `warn` when the instance goes on (a retry, or whatever `onError` chose),
+   * `error` with the stack when it stops. Never the state or a payload.
+   */
+  private logThrow(row: ClaimedRow, err: unknown, entry: FlushEntry, handlerError: unknown): void {
+    const where = `step "${row.step}" of ${row.fsm}#${row.id} (attempt ${row.attempt})`;
+    const thrown = `${where} threw ${describeThrown(err)}`;
+    if (entry.kind === 'stop') {
+      const because =
+        handlerError === undefined ? '' : `; onError threw ${describeThrown(handlerError)}`;
+      const stack =
+        (handlerError ?? err) instanceof Error ? thrownErrorText(handlerError ?? err) : undefined;
+      this.logger.error(`${thrown}${because}; the instance fails`, stack);
+    } else if (entry.kind === 'retry') {
+      this.logger.warn(`${thrown}; retried in ${entry.delayMs} ms`);
+    } else {
+      this.logger.warn(`${thrown}; onError chose ${entry.kind}`);
     }
   }
 

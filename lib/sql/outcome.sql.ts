@@ -6,7 +6,9 @@ import { sql } from './statement';
 
 /**
  * Transitions next / retry / done / stop for any number of rows in one UPDATE over parallel
- * arrays (PK lookups). Per-row kind drives each column as in docs/design.md §2.4's table. Every outcome
+ * arrays (PK lookups). Per-row kind drives each column as in docs/design.md §2.4's table;
+ * `last_error` is written by a stop, and by a retry that carries an error (a thrown step
+ * retried). Every outcome
  * clears the claim and the drawn shard and resets `reaps` (a committed outcome proves the step
  * does not kill its worker, §26.5). RETURNING defines what committed.
  * `continue` is the inline hand-off (docs/design.md §7): a `next` that keeps the claim — the row stays
@@ -30,7 +32,7 @@ export const FLUSH_TRANSITIONS = sql(
           attempt = CASE t.kind WHEN 'next' THEN 0 WHEN 'continue' THEN 0 WHEN 'retry' THEN g.attempt + 1 ELSE g.attempt END,
           state = CASE WHEN t.kind IN ('next', 'retry', 'continue') THEN t.state::jsonb ELSE g.state END,
           result = CASE WHEN t.kind = 'done' THEN t.result::jsonb ELSE g.result END,
-          last_error = CASE WHEN t.kind = 'stop' THEN t.error ELSE g.last_error END,
+          last_error = CASE WHEN t.kind = 'stop' OR (t.kind = 'retry' AND t.error IS NOT NULL) THEN t.error ELSE g.last_error END,
           awaits = CASE WHEN t.kind = 'retry' THEN g.awaits END,
           await_deadline = NULL,
           rate_limit = CASE WHEN t.kind IN ('next', 'continue') THEN t.rate_limit ELSE g.rate_limit END,

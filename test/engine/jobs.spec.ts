@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { cancel, done, DurableFsm, jobError, type StepContext } from '../../lib';
 import { bootEngine, eventually, type Harness, rowOf } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -79,6 +80,17 @@ class HandledJob {
   }
 }
 
+@DurableFsm({ name: 'logged', queue: 'jobs', maxAttempts: 2 })
+class LoggedJob {
+  perform(_args: { secret: string }, ctx: StepContext) {
+    record(ctx);
+    throw new RangeError(`logged ${ctx.attempt}`);
+  }
+  backoff() {
+    return 0;
+  }
+}
+
 describe('jobs (docs/design.md §13)', () => {
   let db: TestDatabase;
   let h: Harness;
@@ -86,7 +98,7 @@ describe('jobs (docs/design.md §13)', () => {
     db = await createTestDatabase();
     h = await bootEngine(
       db,
-      [ResultsJob, FlakyJob, DefaultBackoffJob, CustomBackoffJob, HandledJob],
+      [ResultsJob, FlakyJob, DefaultBackoffJob, CustomBackoffJob, HandledJob, LoggedJob],
       {
         queues: { jobs: 4, 'jobs-parked': 1 },
         reaper: false,
@@ -141,8 +153,9 @@ describe('jobs (docs/design.md §13)', () => {
     '%s ⇒ retried until maxAttempts executions, then stop(reason)',
     async (mode) => {
       const id = await h.engine.insert(FlakyJob, { args: { mode } });
-      const reason = mode === 'throw' ? 'boom 2' : 'failed 2';
-      expect(await terminal(id)).toEqual({ kind: 'failed', error: reason });
+      // A throw keeps its class, message and stack frames; a jobError keeps its reason as given.
+      const reason = mode === 'throw' ? /^Error: boom 2\n\s+at FlakyJob\.perform /u : /^failed 2$/u;
+      expect(await terminal(id)).toEqual({ kind: 'failed', error: expect.stringMatching(reason) });
       expect(calls.get(id)).toEqual([0, 1, 2]);
       expect(await rowOf(db, id)).toMatchObject({ attempt: 2, status: 'failed' });
     },
@@ -182,6 +195,45 @@ describe('jobs (docs/design.md §13)', () => {
       [id],
     );
     expect(rows[0].delay).toBe(1234);
+    // While it backs off, last_error already holds the retried throw.
+    expect((await rowOf(db, id))['last_error']).toMatch(
+      /^Error: again\n\s+at CustomBackoffJob\.perform /u,
+    );
+  });
+
+  it('a thrown step is logged: warn while it is retried, error with the stack when it stops; never args or state', async () => {
+    const warned: string[] = [];
+    const errored: { message: string; stack: unknown }[] = [];
+    const warnSpy = jest.spyOn(Logger.prototype, 'warn').mockImplementation((message: unknown) => {
+      warned.push(String(message));
+    });
+    const errorSpy = jest
+      .spyOn(Logger.prototype, 'error')
+      .mockImplementation((message: unknown, stack?: unknown) => {
+        errored.push({ message: String(message), stack });
+      });
+    try {
+      const id = await h.engine.insert(LoggedJob, { args: { secret: 'hunter2' } });
+      const end = await terminal(id);
+      expect(end).toEqual({
+        kind: 'failed',
+        error: expect.stringMatching(/^RangeError: logged 1\n\s+at LoggedJob\.perform /u),
+      });
+      const mine = (line: string) => line.includes(`logged#${id} `);
+      expect(warned.filter(mine)).toEqual([
+        `step "perform" of logged#${id} (attempt 0) threw RangeError: logged 0; retried in 0 ms`,
+      ]);
+      const stops = errored.filter((e) => mine(e.message));
+      expect(stops.map((e) => e.message)).toEqual([
+        `step "perform" of logged#${id} (attempt 1) threw RangeError: logged 1; the instance fails`,
+      ]);
+      expect(stops[0]!.stack).toMatch(/^RangeError: logged 1\n\s+at LoggedJob\.perform /u);
+      const everything = [...warned, ...errored.map((e) => `${e.message} ${String(e.stack)}`)];
+      expect(everything.filter((line) => line.includes('hunter2'))).toEqual([]);
+    } finally {
+      warnSpy.mockRestore();
+      errorSpy.mockRestore();
+    }
   });
 
   it('a class onError replaces the rule for throws; jobError keeps the built-in rule', async () => {
