@@ -4,7 +4,7 @@
 // test watches; `shutdown` (or SIGTERM, through enableShutdownHooks) closes it gracefully.
 import 'reflect-metadata';
 
-import { Module } from '@nestjs/common';
+import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 
@@ -32,6 +32,19 @@ const FORWARDED = new Set([
   'scheduler:stall',
 ]);
 
+/**
+ * Forwards the watched events from construction on: boot-time events (startup reclaim, the
+ * reaper's sweep at start) are emitted inside createApplicationContext, before it returns.
+ */
+@Injectable()
+class EventForwarder {
+  constructor(engine: EngineService) {
+    engine.events$.subscribe((e) => {
+      if (FORWARDED.has(e.event)) send({ type: 'event', event: e.event, metadata: e.metadata });
+    });
+  }
+}
+
 async function main(): Promise<void> {
   const config = JSON.parse(process.env['GD_WORKER'] ?? '') as WorkerConfig;
   const dataSource = await new DataSource({
@@ -46,6 +59,7 @@ async function main(): Promise<void> {
       CrashyFsm,
       { provide: LEDGER_DATA_SOURCE, useValue: dataSource },
       { provide: WORKER_NAME, useValue: config.name },
+      EventForwarder,
     ],
   })
   class WorkerModule {}
@@ -55,9 +69,6 @@ async function main(): Promise<void> {
   });
   app.enableShutdownHooks();
   const engine = app.get(EngineService);
-  engine.events$.subscribe((e) => {
-    if (FORWARDED.has(e.event)) send({ type: 'event', event: e.event, metadata: e.metadata });
-  });
   process.on('message', (message: unknown) => {
     if ((message as { type?: string }).type === 'shutdown') {
       void app
