@@ -14,6 +14,9 @@ import 'reflect-metadata';
 
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { subscribe } from 'node:diagnostics_channel';
+import { PerformanceObserver } from 'node:perf_hooks';
+
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 
@@ -21,6 +24,7 @@ import {
   done,
   DurableFsm,
   EngineService,
+  type GenDurableEvent,
   type GenDurableOptions,
   GenDurableModule,
   next,
@@ -111,10 +115,11 @@ async function main(): Promise<void> {
     const picks: number[] = [];
     const app = await NestFactory.createApplicationContext(ProfModule, { logger: ['error'] });
     const engine = app.get(EngineService);
-    engine.events$.subscribe((e) => {
-      if (e.event === 'pick:stop' && (e.measurements['count'] ?? 0) > 0) {
-        picks.push(e.measurements['count']!);
-      }
+    // Only pick:stop is subscribed (a diagnostics channel): with an events$ subscriber every
+    // event would be built and published, which the bench's workers never do.
+    subscribe('gen_durable:pick:stop', (message) => {
+      const count = (message as GenDurableEvent).measurements['count'] ?? 0;
+      if (count > 0) picks.push(count);
     });
     await app.init();
     const cls = KIND === 'fsm3' ? Prof3 : ProfJob;
@@ -123,17 +128,32 @@ async function main(): Promise<void> {
       cls,
       Array.from({ length: N }, () => ({ state: {} })),
     );
+    let gcMs = 0;
+    let gcMajorMs = 0;
+    const gc = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        gcMs += e.duration;
+        // Node's gc entry kinds: 1 minor (scavenge), 2 major (mark-compact), 4 incremental.
+        if ((e as { detail?: { kind?: number } }).detail?.kind !== 1) gcMajorMs += e.duration;
+      }
+    });
+    gc.observe({ entryTypes: ['gc'] });
     const cpu0 = process.cpuUsage();
     const w0 = process.hrtime.bigint() / 1000n;
     await finished;
     const t1 = performance.now();
     const w1 = process.hrtime.bigint() / 1000n;
     const cpu = process.cpuUsage(cpu0);
+    gc.disconnect();
     const ms = t1 - firstStart;
     const steps = KIND === 'fsm3' ? 3 * N : N;
     const out: string[] = [];
     out.push(
       `${KIND} N=${N} C=${C} OPTS=${JSON.stringify(OPTS)}: ${ms.toFixed(0)} ms, ${((steps / ms) * 1000).toFixed(0)} steps/s, worker CPU ${(((cpu.user + cpu.system) / 1000 / steps) * 1000).toFixed(1)} ms per 1 000 steps`,
+    );
+    const per1k = (us: number): string => ((us / 1000 / steps) * 1000).toFixed(1);
+    out.push(
+      `  of which user ${per1k(cpu.user)} + system ${per1k(cpu.system)}; GC pauses ${per1k(gcMs * 1000)} ms per 1 000 steps (${per1k(gcMajorMs * 1000)} not scavenges)`,
     );
     // The drain's span on the monotonic clock V8's CPU profile stamps samples with (µs).
     out.push(`window (µs, monotonic): ${w0} ${w1}`);

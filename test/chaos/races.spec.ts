@@ -436,7 +436,9 @@ describe('R0 races on real connections, all permutations', () => {
         },
         { valid: 120, blocking: false },
       );
-    });
+      // 120 interleavings of real sessions: about 24–30 s on a loaded 2-core machine, past
+      // jest's 30 s default. A time limit only: nothing here asserts on wall-clock time.
+    }, 180_000);
   }
 
   // ---------------------------------------------------------------------------------------
