@@ -42,7 +42,7 @@ export interface SqlExecutorOptions {
 
 /**
  * The server-side bounds of an engine transaction, derived from the options
- * (docs/reliability.md, "Half-open links"): a flush takes milliseconds, so a session idle
+ * (docs/reliability.md, finding F-R9): a flush takes milliseconds, so a session idle
  * inside one for `leaseTtl / 30` (clamped to [1 s, statementTimeout]; 2 s by default) is a
  * client that went dark, and the server ends it, releasing its row locks. A statement of a
  * live client waits at most as long for a lock, then the flush is retried on a fresh

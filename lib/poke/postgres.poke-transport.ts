@@ -63,8 +63,10 @@ export interface PostgresPokeTransportOptions {
 /**
  * `poke: 'postgres'` (docs/design.md §16.4): announcements are `pg_notify` calls, each its own
  * autocommit statement on the pool; one dedicated `pg.Client` per engine LISTENs on the quoted
- * channel, is probed every `pingIntervalMs`, and reconnects with exponential backoff
- * (100 ms … 5 s) when its connection drops. While it is down, this node finds work by polling.
+ * channel (on `poke.postgres.connectionString` when given), checks after each LISTEN that a
+ * NOTIFY reaches it (not through a transaction pooler: see verifyDelivery), is probed every
+ * `pingIntervalMs`, and reconnects with exponential backoff (100 ms … 5 s) when its connection
+ * drops. While it is down or deaf, this node finds work by polling.
  */
 export class PostgresPokeTransport implements PokeTransport {
   private client: Client | undefined;

@@ -16,16 +16,6 @@ const SCHEMA_DIR = join(LIB, 'schema');
 const SQL_PATTERN =
   /\b(SELECT|INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|CREATE\s+(UNIQUE\s+)?(TABLE|INDEX|TYPE|SCHEMA)|ALTER\s+(TABLE|TYPE)|DROP\s+(TABLE|TYPE|SCHEMA|INDEX)|TRUNCATE\s+\S+|WITH\s+\w+\s+AS\s*\(|ON\s+CONFLICT)\b/;
 
-/**
- * Statement names that may repeat. The transaction-control statements run unprepared through
- * `SqlExecutor.control()`, and `BEGIN_WITH_IDLE_TIMEOUT` deliberately reports as `begin` so a
- * flush counts BEGIN + UPDATE + COMMIT either way. Every other name keys the executor's
- * prepared-statement cache, where a duplicate would run the wrong text.
- */
-const SHARED_NAMES: Record<string, readonly string[]> = {
-  begin: ['BEGIN', 'BEGIN_WITH_IDLE_TIMEOUT'],
-};
-
 function tsFiles(dir: string): string[] {
   const out: string[] = [];
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -215,14 +205,10 @@ describe('SQL location', () => {
           byName.set(s.name, [...(byName.get(s.name) ?? []), s.constant]);
         }
       }
+      // Every name keys the executor's prepared-statement cache, where a duplicate would run the
+      // wrong text; transaction control (BEGIN_WITH_TIMEOUTS reports as `begin`) is named once too.
       const duplicates = [...byName]
-        .filter(([name, constants]) => {
-          if (constants.length < 2) {
-            return false;
-          }
-          const allowed = SHARED_NAMES[name] ?? [];
-          return !constants.every((c) => allowed.includes(c));
-        })
+        .filter(([, constants]) => constants.length > 1)
         .map(([name, constants]) => `'${name}': ${constants.join(', ')}`);
       expect(duplicates).toEqual([]);
     });
