@@ -9,7 +9,7 @@ import { DuplicateError } from '../errors/duplicate.error';
 import { NoTargetError } from '../errors/no-target.error';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { INSERT_INSTANCE, INSERT_INSTANCES } from '../sql/insert.sql';
+import { INSERT_INSTANCE, INSERT_INSTANCE_OR_HOLDER, INSERT_INSTANCES } from '../sql/insert.sql';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import { DELIVER_SIGNAL } from '../sql/signal.sql';
 import { toJsonText } from '../serialization/json-value';
@@ -17,7 +17,7 @@ import type { GenDurableEvent } from '../telemetry/telemetry-events';
 import { EngineHost } from './engine-host';
 import type { EngineRuntime } from './engine-runtime';
 import type { InsertOptions } from './insert-options.interface';
-import { buildInsertRow, insertArrays, insertParams } from './insert-row';
+import { buildInsertRow, insertArrays, insertParams, type InsertRow } from './insert-row';
 import { resolveTarget, type Target, targetLabel } from './target';
 import {
   type AwaitResult,
@@ -71,9 +71,13 @@ export class EngineService {
   async insert(fsm: Type<unknown> | string, options?: InsertOptions): Promise<string> {
     const definition = this.registry.resolve(fsm);
     const row = buildInsertRow(definition, options, this.runtime.options);
+    const holder = options?.onConflict === 'return' && row.correlationKey !== null;
     const batcher = this.runtime.batcher;
-    if (options?.manager === undefined && batcher?.takesDurable) return batcher.insert(row);
+    if (options?.manager === undefined && batcher?.takesDurable && !holder) {
+      return batcher.insert(row);
+    }
     const client = await this.clientOf(options?.manager);
+    if (holder) return this.insertOrHolder(row, client, options?.manager !== undefined);
     const rows = await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(
       INSERT_INSTANCE,
       insertParams(row),
@@ -83,6 +87,41 @@ export class EngineService {
     if (!inserted) throw new DuplicateError(row.correlationKey ?? '');
     if (inserted.due && !options?.manager) this.runtime.pokes.poke([inserted.queue]);
     return inserted.id;
+  }
+
+  /**
+   * `onConflict: 'return'`: one statement inserts or names the key's holder. When the holder
+   * committed after that statement's snapshot (a concurrent insert of the same key), it is
+   * looked up once more by key; a holder that has already left the key's scope lets the
+   * insert be tried again, once.
+   */
+  private async insertOrHolder(
+    row: InsertRow,
+    client: PoolClient | undefined,
+    inCallerTransaction: boolean,
+  ): Promise<string> {
+    const key = row.correlationKey ?? '';
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      const [answer] = await this.runtime.sql.query<{
+        id: string;
+        queue: string;
+        due: boolean;
+        inserted: boolean;
+      }>(INSERT_INSTANCE_OR_HOLDER, insertParams(row), client);
+      if (answer) {
+        if (answer.inserted && answer.due && !inCallerTransaction) {
+          this.runtime.pokes.poke([answer.queue]);
+        }
+        return answer.id;
+      }
+      const [current] = await this.runtime.sql.query<InstanceRecord>(
+        GET_INSTANCE_BY_KEY,
+        [key],
+        client,
+      );
+      if (current) return String(current.id);
+    }
+    throw new DuplicateError(key);
   }
 
   /**
@@ -146,8 +185,9 @@ export class EngineService {
 
   /**
    * Delivers a signal to a live instance in one statement (docs/design.md §8.1). Resolves once stored
-   * (or recognised as a duplicate of `dedupKey` for the instance's life); `NoTargetError` when
-   * no live instance answers. `manager` joins the caller's TypeORM transaction.
+   * (or recognised as a duplicate of `dedupKey` for the instance's life, also once it has
+   * finished: a retry after a lost answer succeeds); `NoTargetError` when no live instance
+   * answers otherwise. `manager` joins the caller's TypeORM transaction.
    */
   async signal(
     target: Target,

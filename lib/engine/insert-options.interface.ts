@@ -31,6 +31,13 @@ export interface InsertOptions {
   rateLimit?: LimitKey;
   /** Tokens the first step takes (> 0). Default 1. */
   weight?: number;
+  /**
+   * `insert` only: what an occupied correlation key answers. `'error'` (default):
+   * `DuplicateError`. `'return'`: the id of the instance that holds the key, so retrying an
+   * insert whose acknowledgement was lost is safe (the holder may be someone else's instance
+   * with the same key: keys are identities). Bypasses the durable insert batcher.
+   */
+  onConflict?: 'error' | 'return';
   /** Join the caller's TypeORM transaction (insert/insertAll/signal only). */
   manager?: EntityManager;
 }

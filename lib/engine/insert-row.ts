@@ -42,6 +42,7 @@ const INSERT_KEYS = new Set([
   'rateLimit',
   'weight',
   'manager',
+  'onConflict',
 ]);
 
 function validDate(value: unknown, path: string): Date {
@@ -88,6 +89,14 @@ export function buildInsertRow(
   for (const key of Object.keys(o)) {
     if (!INSERT_KEYS.has(key)) {
       throw new InvalidInputError(`${path}.${key}`, 'is not an insert option');
+    }
+  }
+  if (o.onConflict !== undefined) {
+    if (path !== 'insert') {
+      throw new InvalidInputError(`${path}.onConflict`, 'only insert() takes onConflict');
+    }
+    if (o.onConflict !== 'error' && o.onConflict !== 'return') {
+      throw new InvalidInputError(`${path}.onConflict`, "must be 'error' or 'return'");
     }
   }
   if (o.state !== undefined && o.args !== undefined) {

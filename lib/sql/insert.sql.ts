@@ -19,6 +19,34 @@ export const INSERT_INSTANCE = sql(
 );
 
 /**
+ * One instance, or the id of the instance that holds its correlation key (`insert` with
+ * `onConflict: 'return'`, docs/reliability.md "After an ambiguous answer"): the parameters of
+ * INSERT_INSTANCE; a row with `inserted` false names the current holder, found by
+ * gen_durable_correlation (guard = `$9`). NOTE: the holder is read from the statement's
+ * snapshot; a holder that committed after it (the insert waited for it and then skipped)
+ * is not seen, and no row comes back: the caller looks it up once more.
+ */
+export const INSERT_INSTANCE_OR_HOLDER = sql(
+  'insert_instance_or_holder',
+  `WITH ins AS (
+     INSERT INTO {schema}.gen_durable
+       (fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
+        correlation_scope, concurrency_key, rate_limit, weight)
+     VALUES ($1, $2, $3, $4::text::jsonb, $5, $6,
+             COALESCE($7::timestamptz, now() + make_interval(secs => $8::float8 / 1000)),
+             $9, string_to_array($10::text, ',')::{schema}.durable_status[], $11, $12, $13)
+     ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
+     RETURNING id, queue, eligible_at <= now() AS due
+   )
+   SELECT id, queue, due, true AS inserted FROM ins
+   UNION ALL
+   SELECT g.id, g.queue, false AS due, false AS inserted
+     FROM {schema}.gen_durable g
+    WHERE NOT EXISTS (SELECT 1 FROM ins) AND g.correlation_guard = $9::text
+   LIMIT 1`,
+);
+
+/**
  * Many instances in one statement for any size (docs/design.md §2.5, §3.7): fixed parallel arrays
  * expanded by unnest, inserted ordered by correlation key (opposite orders would deadlock on
  * gen_durable_correlation); duplicates drop silently. `$14` = parent ids (children) or NULLs;

@@ -13,7 +13,12 @@ import { sql } from './statement';
  *   locked knows the inbox is empty and skips the terminal inbox sweep.
  * - the inbox row is inserted only from that update's result; ON CONFLICT (target_id,
  *   dedup_key) DO NOTHING makes a redelivery a no-op.
- * Returns one row per live target: `inserted` false = duplicate.
+ * Returns one row per live target: `inserted` false = duplicate. A target that is no longer
+ * live but still exists and already stored this dedup key (the webhook retried after the
+ * instance consumed the signal and finished) returns one row too, `inserted` false and no
+ * status: the retry is the duplicate it is, not `NoTargetError` (docs/reliability.md, "After
+ * an ambiguous answer"). By correlation key, a finished instance no longer holds the key, so
+ * such a retry still finds no target.
  * Indexes: the target by the PK or gen_durable_correlation (guard = key); the dedup probe and
  * the conflict by signals_target_dedup (target_id, dedup_key).
  * NOTE: the dedup probe reads the statement's snapshot, taken before the row lock. Two
@@ -51,5 +56,9 @@ export const DELIVER_SIGNAL = sql(
      RETURNING id
    )
    SELECT target.id, target.queue, target.status, target.due, (SELECT count(*) FROM ins) > 0 AS inserted
-     FROM target`,
+     FROM target
+   UNION ALL
+   SELECT r.id, NULL::text, NULL::{schema}.durable_status, false, false
+     FROM resolved r, dup
+    WHERE dup.seen AND NOT EXISTS (SELECT 1 FROM target)`,
 );
