@@ -6,7 +6,7 @@
  *
  * The executor, outcome-entry, the flusher's phase selection and riders, the run-ahead and the
  * testing tally read this table. Adding a kind here without handling it fails `tsc`: the
- * public `Outcome` union must list exactly the public kinds (see `PublicKindsMatch` in
+ * public `Outcome` union must list exactly the public kinds (see `publicKindsMatch` in
  * outcome.ts), and every `switch` over a kind or a column of this table ends in `assertNever`.
  */
 export const OUTCOME_KINDS = {
