@@ -47,10 +47,11 @@ const MAX_RETRY_DELAY_MS = 1_000;
 const MIN_FLUSH_ATTEMPTS = 3;
 
 /**
- * Group commit (docs/design.md §6.2–6.4). Natural batching: when no flush is in flight, pending entries
- * flush at once; arrivals during a flush form the next one (≤ maxBatch). Never two flushes at
- * once. Each flush is one transaction; transient failures are retried (docs/design.md §26.3)
- * until half the lease; a failed flush answers `error` to all its entries and leaves the rows executing for the reaper.
+ * Group commit (docs/design.md §6.2–6.4). Natural batching: when no flush is in flight, pending
+ * entries flush at once; arrivals during a flush form the next one (≤ maxBatch). Never two
+ * flushes at once. A flush no rider can follow is one autocommit UPDATE ("solo"), any other one
+ * transaction; transient failures are retried (docs/design.md §26.3) until half the lease; a
+ * failed flush answers `error` to all its entries and leaves the rows executing for the reaper.
  */
 export class Flusher {
   private pending: Pending[] = [];
@@ -65,7 +66,7 @@ export class Flusher {
     private readonly afterCommit: (effects: FlushEffects) => void,
     /**
      * How long a failed flush is retried, ms: `leaseTtl / 2`, while the claims it carries are
-     * still valid (docs/design.md §26.3 extended in docs/reliability.md).
+     * still valid (docs/design.md §26.3).
      */
     private readonly retryWindowMs = 30_000,
   ) {}
