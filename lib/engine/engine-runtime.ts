@@ -15,6 +15,7 @@ import { type FlushEffects, Flusher } from '../runtime/flusher';
 import { GarbageCollector } from '../runtime/gc';
 import { Picker } from '../runtime/picker';
 import { createLimiter, limitConfigs } from '../limiter/create-limiter';
+import { RedisNamespace } from '../db/engine-namespace';
 import type { Limiter } from '../limiter/limiter.interface';
 import { createPokeTransport } from '../poke/create-poke-transport';
 import type { PokeTransport } from '../poke/poke-transport.interface';
@@ -73,7 +74,8 @@ export class EngineRuntime {
       ...transactionTimeouts(options.leaseTtl, options.statementTimeout),
     });
     this.watcher = new AwaitWatcher(this.sql, options.await.tick);
-    this.pokeTransport = createPokeTransport(options, this.sql);
+    const namespace = new RedisNamespace(this.sql, options.name, options.redisPrefix);
+    this.pokeTransport = createPokeTransport(options, this.sql, namespace);
     const transport = this.pokeTransport;
     this.pokes = new PokeEmitter(
       options.poke !== 'none',
@@ -96,7 +98,7 @@ export class EngineRuntime {
         ),
     );
     this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
-    this.limiter = createLimiter(options, this.sql, telemetry);
+    this.limiter = createLimiter(options, this.sql, telemetry, namespace);
     this.picker = new Picker(this.sql, options, telemetry, this.limiter);
     this.executor.runAhead = new RunAhead(
       options,

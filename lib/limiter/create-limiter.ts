@@ -1,3 +1,4 @@
+import type { RedisNamespace } from '../db/engine-namespace';
 import type { SqlExecutor } from '../db/sql-executor';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
@@ -10,9 +11,10 @@ export function createLimiter(
   options: ResolvedOptions,
   sql: SqlExecutor,
   telemetry: Telemetry,
+  namespace: RedisNamespace,
 ): Limiter {
   if (options.limiter === 'postgres') return new PostgresLimiter(sql, telemetry);
-  return new RedisLimiter(sql, options.limiter.redis, options.leaseTtl);
+  return new RedisLimiter(sql, namespace, options.limiter.redis, options.leaseTtl);
 }
 
 /** This node's own declarations, as seeded at boot (docs/design.md §16.1): gates and rate limits. */

@@ -1,10 +1,11 @@
 import { Logger } from '@nestjs/common';
 import type { Redis, RedisOptions } from 'ioredis';
 
+import { type RedisNamespace, redisKeys } from '../db/engine-namespace';
 import type { SqlExecutor } from '../db/sql-executor';
 import { limitName } from '../fsm/limit-key';
 import type { RedisConnectionOptions } from '../options/gen-durable-options.interface';
-import { CURRENT_DATABASE, LIST_GATE_HOLDERS, MARK_REDIS_ADMITTED } from '../sql/limiter.sql';
+import { LIST_GATE_HOLDERS, MARK_REDIS_ADMITTED } from '../sql/limiter.sql';
 import type {
   AdmitResult,
   LimitConfig,
@@ -36,15 +37,17 @@ export function redisRetryDelay(times: number): number {
 /**
  * The Redis limiter (docs/design.md §16.3, §26.9) on ioredis, single-node Redis. Policies come from this
  * node's options (shards are ignored); the clock is Redis `TIME`.
- * - Gate = sorted set `gd:conc:<key>`, member = row id, score = lease expiry; slot = {key, id}.
+ * Every key starts with the engine's Redis prefix (`redisPrefix`, default
+ * `gd:<database>/<schema>/<name>:`, docs/design.md §34), written `<prefix>` below.
+ * - Gate = sorted set `<prefix>conc:<key>`, member = row id, score = lease expiry; slot = {key, id}.
  *   Admitted gated rows are marked in Postgres with shard 1 (claimed rows carry the
  *   provisional 0): one statement per pick that admits gated rows, the Redis analogue of the
  *   PG admit's stamp.
- * - Rate = hash `gd:rate:<key>` `{t, s}` with a TTL.
+ * - Rate = hash `<prefix>rate:<key>` `{t, s}` with a TTL.
  * - Fails closed: with Redis down, hanging or erroring, admission denies (the rows go back to
  *   runnable) and credit/renew are dropped (holders expire with their lease); it never throws
  *   into a scheduler. ioredis reconnects with backoff; commands never queue while offline.
- * - A seed marker lives beside the data. Redis restarted empty (or flushed) loses it, and the
+ * - A seed marker (`<prefix>seed`) lives beside the data. Redis restarted empty (or flushed) loses it, and the
  *   next admit re-adds every gate holder Postgres knows (executing rows with a drawn shard)
  *   before it admits anything (docs/design.md §26.9).
  * `reconcile` has nothing to repair (holders expire) and answers zeros. K = 1 and
@@ -55,7 +58,8 @@ export class RedisLimiter implements Limiter {
   private client: Redis | undefined;
   private connecting: Promise<void> | undefined;
   private seeding: Promise<void> | undefined;
-  private marker = 'gd:seed';
+  /** Set by syncConfig (at start, before any admit). */
+  private prefix = '';
   private readonly gates = new Map<string, number>();
   private readonly rates = new Map<string, { rate: number; burst: number }>();
   private readonly logger = new Logger('GenDurable');
@@ -64,6 +68,7 @@ export class RedisLimiter implements Limiter {
 
   constructor(
     private readonly sql: SqlExecutor,
+    private readonly namespace: RedisNamespace,
     private readonly connection: RedisConnectionOptions,
     private readonly leaseTtl: number,
   ) {}
@@ -73,8 +78,7 @@ export class RedisLimiter implements Limiter {
       if (c.kind === 'conc') this.gates.set(c.name, c.capacity);
       else this.rates.set(c.name, { rate: c.rate ?? 0, burst: c.capacity });
     }
-    const database = await CURRENT_DATABASE.run(this.sql);
-    this.marker = `gd:seed:${database}/${this.sql.schema}`;
+    this.prefix = await this.namespace.prefix();
     await upsertLimitConfigs(this.sql, configs);
     await this.connect();
   }
@@ -107,7 +111,7 @@ export class RedisLimiter implements Limiter {
     try {
       const client = await this.ready();
       const pipeline = client.pipeline();
-      for (const s of slots) pipeline.zrem(gateKey(s.key), s.id);
+      for (const s of slots) pipeline.zrem(this.gateKey(s.key), s.id);
       const results = await pipeline.exec();
       const failed = results?.find(([err]) => err);
       if (failed) throw failed[0] as Error;
@@ -124,7 +128,7 @@ export class RedisLimiter implements Limiter {
       const client = await this.ready();
       await this.command(client, RENEW_SCRIPT)(
         slots.length,
-        ...slots.map((s) => gateKey(s.key)),
+        ...slots.map((s) => this.gateKey(s.key)),
         this.leaseTtl,
         ...slots.map((s) => s.id),
       );
@@ -206,9 +210,9 @@ export class RedisLimiter implements Limiter {
       }
     }
     const keys = [
-      ...[...gateIndex.keys()].map(gateKey),
-      ...[...rateIndex.keys()].map((k) => `gd:rate:${k}`),
-      this.marker,
+      ...[...gateIndex.keys()].map((k) => this.gateKey(k)),
+      ...[...rateIndex.keys()].map((k) => redisKeys.rate(this.prefix, k)),
+      redisKeys.seed(this.prefix),
     ];
     const args: (string | number)[] = [gateIndex.size, rateIndex.size, this.leaseTtl];
     for (const key of gateIndex.keys()) args.push(this.gates.get(limitName(key)) ?? 0);
@@ -259,7 +263,7 @@ export class RedisLimiter implements Limiter {
     this.seeding ??= (async () => {
       try {
         const holders = await LIST_GATE_HOLDERS.run(this.sql);
-        const keys = [this.marker, ...holders.map((h) => gateKey(h.key))];
+        const keys = [redisKeys.seed(this.prefix), ...holders.map((h) => this.gateKey(h.key))];
         const args = holders.flatMap((h) => [h.id, Math.ceil(h.remainingMs)]);
         await this.command(client, SEED_SCRIPT)(keys.length, ...keys, ...args);
         this.logger.log(`Redis limiter seeded with ${holders.length} gate holder(s) from Postgres`);
@@ -283,14 +287,14 @@ export class RedisLimiter implements Limiter {
     return v.result();
   }
 
+  private gateKey(key: string): string {
+    return redisKeys.gate(this.prefix, key);
+  }
+
   private warn(message: string): void {
     const now = Date.now();
     if (now - this.lastWarnAt < WARN_EVERY_MS) return;
     this.lastWarnAt = now;
     this.logger.warn(message);
   }
-}
-
-function gateKey(key: string): string {
-  return `gd:conc:${key}`;
 }

@@ -14,8 +14,8 @@ function script(name: string, lua: string): RedisScript {
 }
 
 /**
- * Admission, one atomic script. KEYS = the gate sorted sets `gd:conc:<key>` (ng of them), the
- * rate hashes `gd:rate:<key>` (nr), then the seed marker. ARGV = ng, nr, leaseTtl ms, then per
+ * Admission, one atomic script. KEYS = the gate sorted sets `<prefix>conc:<key>` (ng of them), the
+ * rate hashes `<prefix>rate:<key>` (nr), then the seed marker. ARGV = ng, nr, leaseTtl ms, then per
  * gate its capacity, per bucket its rate (tokens/s) and burst, then the entry count and per
  * entry: id, gate index (0 = none), bucket index (0 = none), weight.
  * - No seed marker (Redis restarted empty or was flushed): answers {-1} and changes nothing;

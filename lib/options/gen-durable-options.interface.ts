@@ -109,6 +109,14 @@ export interface GenDurableOptions {
     | 'none'
     | { postgres: { connectionString: string } }
     | { redis: RedisConnectionOptions };
+  /**
+   * First part of every Redis key and pub/sub channel of this engine: the Redis limiter's gates
+   * (`<prefix>conc:<key>`), buckets (`<prefix>rate:<key>`) and seed marker (`<prefix>seed`), and
+   * the Redis poke channel (`<prefix>poke`). Default `gd:<database>/<schema>/<name>:` (each part
+   * URI-encoded), so engines on different databases, schemas or names never share one on a
+   * shared Redis. Two engine names on one schema that should share gates set the same prefix.
+   */
+  redisPrefix?: string;
   /** Caller-side await tuning. Default `{ tick: 25 }`. */
   await?: AwaitOptions;
   /** Reaper on this node. Default `{ interval: 30 000, maxReaps: 5 }`. */

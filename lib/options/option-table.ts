@@ -197,6 +197,16 @@ export const OPTION_TABLE = {
     default: { value: 'local' as const },
     parse: parsePoke,
   }),
+  redisPrefix: custom({
+    doc: 'first part of every Redis key and pub/sub channel of this engine (limiter gates, buckets, seed marker, pokes); the default keeps engines on different databases, schemas or names apart on one Redis ([operations](docs/operations.md#sharing-one-redis))',
+    default: computed('`gd:<database>/<schema>/<name>:`', () => undefined),
+    parse: (raw, path): string => {
+      if (typeof raw !== 'string' || raw.length === 0) {
+        throw new ConfigurationError(path, 'must be a non-empty string');
+      }
+      return raw;
+    },
+  }),
   await: section({
     doc: 'caller-side `await`: cross-node probe period while someone waits (≥ 1)',
     fields: {

@@ -1,6 +1,7 @@
+import { postgresPokeChannel, type RedisNamespace, redisKeys } from '../db/engine-namespace';
 import type { SqlExecutor } from '../db/sql-executor';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { pokeChannel, pokeSenderToken } from './poke-channel';
+import { pokeSenderToken } from './poke-channel';
 import type { PokeTransport } from './poke-transport.interface';
 import { listenerConnectionOf, PostgresPokeTransport } from './postgres.poke-transport';
 import { RedisPokeTransport } from './redis.poke-transport';
@@ -12,12 +13,13 @@ import { RedisPokeTransport } from './redis.poke-transport';
 export function createPokeTransport(
   options: ResolvedOptions,
   sql: SqlExecutor,
+  namespace: RedisNamespace,
 ): PokeTransport | undefined {
-  const channel = pokeChannel(options.name);
   const sender = pokeSenderToken(options.nodeId);
   const poke = options.poke;
   if (poke === 'postgres' || (typeof poke === 'object' && 'postgres' in poke)) {
-    const applicationName = `${channel}-listener`;
+    const channel = postgresPokeChannel(options.name, options.schema);
+    const applicationName = `gen_durable:${options.name}:poke-listener`;
     return new PostgresPokeTransport(sql, {
       channel,
       sender,
@@ -35,10 +37,10 @@ export function createPokeTransport(
   }
   if (typeof poke === 'object') {
     return new RedisPokeTransport({
-      channel,
+      channel: async () => redisKeys.poke(await namespace.prefix()),
       sender,
       redis: poke.redis,
-      clientName: `${channel}`.replace(/[^A-Za-z0-9_:.-]/g, '_'),
+      clientName: `gen_durable:${options.name}:poke`.replace(/[^A-Za-z0-9_:.-]/g, '_'),
       commandTimeoutMs: options.statementTimeout,
     });
   }

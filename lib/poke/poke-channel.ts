@@ -1,10 +1,5 @@
 import { randomBytes } from 'node:crypto';
 
-/** The channel of one engine's pokes: `gen_durable:<engine>:poke` (docs/design.md §16.4). */
-export function pokeChannel(engine: string): string {
-  return `gen_durable:${engine}:poke`;
-}
-
 /**
  * The sender token of one running engine: `<nodeId>-<8 hex>`, like a worker id's node part.
  * NOTE: a sender named by `nodeId` alone would not do: `nodeId` defaults to the hostname

@@ -48,7 +48,7 @@ export function listenerConnectionOf(pool: Pool, applicationName: string): Clien
 }
 
 export interface PostgresPokeTransportOptions {
-  /** `gen_durable:<engine>:poke`. */
+  /** `gen_durable:<schema>:<engine>:poke` (see postgresPokeChannel). */
   readonly channel: string;
   /** This engine's sender token; its own announcements are ignored. */
   readonly sender: string;

@@ -11,8 +11,11 @@ const FIRST_CONNECT_WAIT_MS = 5_000;
 const CLOSE_WAIT_MS = 1_000;
 
 export interface RedisPokeTransportOptions {
-  /** `gen_durable:<engine>:poke`. */
-  readonly channel: string;
+  /**
+   * `<redisPrefix>poke` (docs/design.md §34), or how to find it at start (the default prefix
+   * names the database, read from PostgreSQL).
+   */
+  readonly channel: string | (() => Promise<string>);
   /** This engine's sender token; its own announcements are ignored. */
   readonly sender: string;
   /** A Redis URL or ioredis options (the `poke: { redis }` value). */
@@ -38,6 +41,8 @@ export class RedisPokeTransport implements PokeTransport {
   private pub: Redis | undefined;
   private sub: Redis | undefined;
   private listener: PokeListener | undefined;
+  /** The channel, known once `start` resolved it. */
+  private channel = '';
   private closed = false;
   private wasReady = false;
   private outageLogged = false;
@@ -52,6 +57,8 @@ export class RedisPokeTransport implements PokeTransport {
 
   async start(listener: PokeListener): Promise<void> {
     this.listener = listener;
+    const configured = this.options.channel;
+    this.channel = typeof configured === 'string' ? configured : await configured();
     // Loaded here, not at import: ioredis is an optional peer (options validation checked it).
     const { default: RedisClient } = await import('ioredis');
     const common: RedisOptions = { retryStrategy: backoff, lazyConnect: false };
@@ -72,18 +79,18 @@ export class RedisPokeTransport implements PokeTransport {
     });
     this.sub = sub;
     sub.on('message', (channel: string, message: string) => {
-      if (channel === this.options.channel) this.receive(message);
+      if (channel === this.channel) this.receive(message);
     });
     sub.on('ready', () => {
       if (this.outageLogged) {
-        this.logger.log(`poke subscriber on ${this.options.channel} reconnected`);
+        this.logger.log(`poke subscriber on ${this.channel} reconnected`);
       }
       this.outageLogged = false;
       if (this.wasReady) this.listener?.resync();
       this.wasReady = true;
     });
     sub.on('error', (err: unknown) => this.outage(err));
-    const subscribed = sub.subscribe(this.options.channel).then(
+    const subscribed = sub.subscribe(this.channel).then(
       () => undefined,
       () => undefined,
     );
@@ -103,7 +110,7 @@ export class RedisPokeTransport implements PokeTransport {
     const pub = this.pub;
     if (this.closed || !pub || pub.status !== 'ready') return;
     const sent: Promise<void> = pub
-      .publish(this.options.channel, pokePayload(this.options.sender, queue))
+      .publish(this.channel, pokePayload(this.options.sender, queue))
       .then(
         () => undefined,
         (err: unknown) => this.outage(err),

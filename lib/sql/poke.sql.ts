@@ -4,7 +4,7 @@ import { sql } from './statement';
 // Cross-node pokes over PostgreSQL (docs/design.md §16.4). None of these touches a table or an index.
 
 /**
- * Announces runnable work: `$1` channel (`gen_durable:<engine>:poke`), `$2` payload
+ * Announces runnable work: `$1` channel (`gen_durable:<schema>:<engine>:poke`), `$2` payload
  * (`<sender>|<queue>`). Runs on the pool as its own autocommit statement, after the insert,
  * signal or flush that made the work runnable has committed — never inside that transaction:
  * a NOTIFY takes a cluster-wide queue lock at commit, which would serialize every committing

@@ -2,6 +2,7 @@ import Redis from 'ioredis';
 import { Client } from 'pg';
 
 import { DurableFsm, done, Step } from '../../lib';
+import { defaultRedisPrefix } from '../../lib/db/engine-namespace';
 import { SqlExecutor } from '../../lib/db/sql-executor';
 import type { PokeListener, PokeTransport } from '../../lib/poke/poke-transport.interface';
 import {
@@ -302,7 +303,7 @@ describe('poke modes', () => {
         await idleAfterBoot(h);
         witness = new Client({ connectionString: db.url });
         await witness.connect();
-        await witness.query('LISTEN "gen_durable:PokePg:poke"');
+        await witness.query('LISTEN "gen_durable:public:PokePg:poke"');
       });
       afterAll(async () => {
         await witness.end();
@@ -325,7 +326,7 @@ describe('poke modes', () => {
           // Another node's announcement for this queue arrives after our own (commit order):
           // once it is counted, our own copy was already heard — and ignored.
           await db.pool.query(
-            `SELECT pg_notify('gen_durable:PokePg:poke', 'other-node-0000|default')`,
+            `SELECT pg_notify('gen_durable:public:PokePg:poke', 'other-node-0000|default')`,
           );
           await eventually(async () => pokes.mock.calls.length >= 2);
           expect(pokes).toHaveBeenCalledTimes(2);
@@ -430,7 +431,7 @@ describe('poke modes', () => {
           });
           await idleAfterBoot(h);
           witness = new Redis(url);
-          await witness.subscribe('gen_durable:PokeRedis:poke');
+          await witness.subscribe(`${defaultRedisPrefix(db.name, 'public', 'PokeRedis')}poke`);
         });
         afterAll(async () => {
           witness.disconnect();

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 
 import { done, DurableFsm, Step, type StepContext } from '../../lib';
+import { defaultRedisPrefix } from '../../lib/db/engine-namespace';
 import { bootEngine, eventually, Gates, type Harness, sleep } from '../support/engine-harness';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
 import { bucketsOf } from './support/limiter-fixtures';
@@ -143,13 +144,21 @@ if (!url) {
       const probe = new Redis(redis.url, { keyPrefix: prefix });
       try {
         await eventually(
-          async () => (await probe.exists(`gd:seed:${db.name}/public`)) === 1,
+          async () =>
+            (await probe.exists(`${defaultRedisPrefix(db.name, 'public', 'GenDurable')}seed`)) ===
+            1,
           15_000,
           50,
         );
-        expect((await probe.zrange('gd:conc:api:x', 0, -1)).sort()).toEqual(
-          [holder, second].sort(),
-        );
+        expect(
+          (
+            await probe.zrange(
+              `${defaultRedisPrefix(db.name, 'public', 'GenDurable')}conc:api:x`,
+              0,
+              -1,
+            )
+          ).sort(),
+        ).toEqual([holder, second].sort());
       } finally {
         probe.disconnect();
       }

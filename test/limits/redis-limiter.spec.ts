@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 
 import type { LimitConfig } from '../../lib/limiter/limiter.interface';
+import { defaultRedisPrefix, RedisNamespace } from '../../lib/db/engine-namespace';
 import { RedisLimiter } from '../../lib/limiter/redis.limiter';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
@@ -41,9 +42,17 @@ if (!url) {
     let limiter: RedisLimiter;
     let raw: Redis;
     const prefix = `gdtest:${randomBytes(4).toString('hex')}:`;
+    /** The engine's own namespace inside the test's ioredis keyPrefix (the default redisPrefix). */
+    const ns = (): string => defaultRedisPrefix(db.name, 'public', 'LimiterT');
 
     const open = (target: string, leaseTtl = 60_000): RedisLimiter => {
-      const l = new RedisLimiter(executorOf(db).sql, optionsFor(target, prefix), leaseTtl);
+      const sql = executorOf(db).sql;
+      const l = new RedisLimiter(
+        sql,
+        new RedisNamespace(sql, 'LimiterT', undefined),
+        optionsFor(target, prefix),
+        leaseTtl,
+      );
       let live = true;
       trackResource('redis limiter', () => live);
       const close = l.close.bind(l);
@@ -81,7 +90,7 @@ if (!url) {
         [ids],
       );
       expect(rows.map((r) => r.concurrency_shard)).toEqual([1, 1, 0]);
-      const members = await raw.zrange('gd:conc:g2:a', 0, -1, 'WITHSCORES');
+      const members = await raw.zrange(`${ns()}conc:g2:a`, 0, -1, 'WITHSCORES');
       expect(members.filter((_, i) => i % 2 === 0).sort()).toEqual([ids[0], ids[1]].sort());
       const [time] = await raw.time();
       expect(Number(members[1])).toBeGreaterThan(Number(time) * 1000 + 50_000);
@@ -90,12 +99,12 @@ if (!url) {
     it('credit frees the slot; renew raises live scores and never re-adds a credited holder', async () => {
       const ids = await insertExecuting(db, 2, { gateKey: 'g2:b' });
       const { admitted } = await limiter.admit(entriesOf(ids, { gateKey: 'g2:b' }), 'limits');
-      const before = Number(await raw.zscore('gd:conc:g2:b', ids[1]!));
+      const before = Number(await raw.zscore(`${ns()}conc:g2:b`, ids[1]!));
       await limiter.credit([admitted[0]!.slot!]);
       await new Promise((r) => setTimeout(r, 20));
       await limiter.renew(admitted.map((a) => a.slot!));
-      expect(await raw.zscore('gd:conc:g2:b', ids[0]!)).toBeNull();
-      expect(Number(await raw.zscore('gd:conc:g2:b', ids[1]!))).toBeGreaterThan(before);
+      expect(await raw.zscore(`${ns()}conc:g2:b`, ids[0]!)).toBeNull();
+      expect(Number(await raw.zscore(`${ns()}conc:g2:b`, ids[1]!))).toBeGreaterThan(before);
       const more = await insertExecuting(db, 2, { gateKey: 'g2:b' });
       expect(
         (await limiter.admit(entriesOf(more, { gateKey: 'g2:b' }), 'limits')).admitted.map(
@@ -133,9 +142,9 @@ if (!url) {
       // 1 + 2 = 3 fits; the third (cumulative 4) does not, and the key stays shut for the fourth.
       expect(r1.admitted.map((a) => a.id)).toEqual(ids.slice(0, 2));
       expect(r1.throttled).toEqual([{ kind: 'rate', key: 'r3:a', wanted: 4, granted: 2 }]);
-      const bucket = await raw.hgetall('gd:rate:r3:a');
+      const bucket = await raw.hgetall(`${ns()}rate:r3:a`);
       expect(Number(bucket['s'])).toBeCloseTo(0, 3);
-      expect(await raw.pttl('gd:rate:r3:a')).toBeGreaterThan(3_600_000);
+      expect(await raw.pttl(`${ns()}rate:r3:a`)).toBeGreaterThan(3_600_000);
 
       const f = await insertExecuting(db, 5, { rateKey: 'fast:a' });
       expect(
@@ -155,7 +164,7 @@ if (!url) {
         'limits',
       );
       expect(result.admitted.map((a) => a.id)).toEqual(ids.slice(0, 2));
-      expect(await raw.zcard('gd:conc:g3:x')).toBe(2);
+      expect(await raw.zcard(`${ns()}conc:g3:x`)).toBe(2);
     });
 
     it('never admits unknown names', async () => {
@@ -222,8 +231,8 @@ if (!url) {
             enableOfflineQueue: false,
           });
           await probe.connect();
-          const seeded = await probe.exists(`gd:seed:${db.name}/public`);
-          const members = await probe.zrange('gd:conc:g2:restart', 0, -1);
+          const seeded = await probe.exists(`${ns()}seed`);
+          const members = await probe.zrange(`${ns()}conc:g2:restart`, 0, -1);
           probe.disconnect();
           if (seeded) {
             admitted = r.admitted;

@@ -6,6 +6,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { Client } from 'pg';
 
 import { done, DurableFsm, type GenDurableOptions, next, Step } from '../../lib';
+import { defaultRedisPrefix } from '../../lib/db/engine-namespace';
 import { bootEngine, eventually } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
@@ -205,7 +206,13 @@ async function runStress(
     if (limiter !== 'postgres') {
       const r = new Redis(limiter.redis as RedisOptions);
       try {
-        await eventually(async () => (await r.zcard('gd:conc:g:shared')) === 0, 10_000);
+        await eventually(
+          async () =>
+            (await r.zcard(
+              `${defaultRedisPrefix(db.name, 'public', 'GenDurable')}conc:g:shared`,
+            )) === 0,
+          10_000,
+        );
       } finally {
         r.disconnect();
       }
