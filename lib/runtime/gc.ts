@@ -8,9 +8,9 @@ import { PeriodicTask } from './periodic-task';
 
 /**
  * Every `gc.interval` (docs/design.md §18): deletes up to `batch` terminal rows older than `retention`,
- * sparing children of live parents, a full batch sweeping again at once (step 1); then the
+ * sparing children of live parents, a full batch sweeping again at once (§18.1); then the
  * limiter prunes idle rate buckets and reconciles gate counters from the executing rows
- * (steps 2–3; no-ops on Redis). `gc:swept {count, buckets, gates}` when anything changed.
+ * (§18.2–18.3; no-ops on Redis). `gc:swept {count, buckets, gates}` when anything changed.
  */
 export class GarbageCollector {
   private readonly periodic: PeriodicTask;

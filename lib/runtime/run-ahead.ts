@@ -30,7 +30,7 @@ export type RunAheadStep =
  *    configured key. Denied ⇒ requeued by a normal `next` commit, which frees the held slot
  *    (`run_ahead:yield`, `throttled`).
  * 3. Admitted ⇒ the old slot is credited only if the key changed, the held row's slot is
- *    updated (heartbeats renew the right one), inbox and children are re-read (2 statements),
+ *    updated (heartbeats renew the right one), inbox and children are re-read (1 statement),
  *    `run_ahead:continue`, and the step runs.
  *
  * Key hand-off: kept — nothing; `null` — key and shard cleared, old slot credited; a new
