@@ -9,7 +9,7 @@ import { Client } from 'pg';
 import { migrateUp } from '../lib/schema/migrator';
 import { CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../lib/sql/claim.sql';
 import { FLUSH_TRANSITIONS } from '../lib/sql/outcome.sql';
-import { renderStatement, type Statement } from '../lib/sql/statement';
+import { renderStatement, type Statement, type StatementRunner } from '../lib/sql/statement';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
@@ -65,44 +65,54 @@ async function main(): Promise<void> {
       `${server.replace(/:[^:@/]*@/, ':***@')} ${embedded ? '(embedded PostgreSQL)' : ''}: ${ROWS} rows, ${terminal} terminal\n`,
     );
 
-    await explain(client, `claim of ${BATCH}, enrichment included`, CLAIM_RUNNABLE, [
-      'default',
-      BATCH,
-      'explain-worker',
-      60_000,
-      [],
-    ]);
+    const claim = {
+      queue: 'default',
+      limit: BATCH,
+      worker: 'explain-worker',
+      leaseMs: 60_000,
+      gates: [],
+    };
+    await explain(
+      client,
+      `claim of ${BATCH}, enrichment included`,
+      CLAIM_RUNNABLE,
+      CLAIM_RUNNABLE.params(claim),
+    );
 
     // Claim a batch for real, then explain the inline chain's enrichment and the flush of it.
-    const claimed = (
-      await client.query<{ id: string; claim_seq: string }>(
-        renderStatement(CLAIM_RUNNABLE, 'public'),
-        ['default', BATCH, 'explain-worker', 60_000, []],
-      )
-    ).rows;
+    const runner: StatementRunner = {
+      queryResult: (statement, values) =>
+        client.query(renderStatement(statement, 'public'), values as unknown[]),
+    };
+    const claimed = await CLAIM_RUNNABLE.run(runner, claim);
     const ids = claimed.map((r) => r.id);
-    await explain(client, `enrichment alone (inline chains) of ${ids.length}`, LOAD_ENRICHMENT, [
-      ids,
-    ]);
-    const n = claimed.length;
-    const fill = <T>(value: T): T[] => Array.from({ length: n }, () => value);
-    await explain(client, `flush of ${n} done outcomes, solo (autocommit)`, FLUSH_TRANSITIONS, [
-      fill('explain-worker'),
-      ids,
-      claimed.map((r) => r.claim_seq),
-      fill('done'),
-      fill(null),
-      fill(null),
-      fill('{}'),
-      fill(null),
-      fill(0),
-      fill(null),
-      fill(1),
-      fill(false),
-      fill(null),
-      fill(null),
-      fill(true),
-    ]);
+    await explain(
+      client,
+      `enrichment alone (inline chains) of ${ids.length}`,
+      LOAD_ENRICHMENT,
+      LOAD_ENRICHMENT.params({ ids }),
+    );
+    const entries = claimed.map((r) => ({
+      worker: r.worker,
+      id: r.id,
+      seq: r.claimSeq,
+      kind: 'done' as const,
+      nextStep: null,
+      stateText: null,
+      resultText: '{}',
+      error: null,
+      delayMs: 0,
+      rateLimit: null,
+      weight: 1,
+      setKey: false,
+      concurrencyKey: null,
+    }));
+    await explain(
+      client,
+      `flush of ${entries.length} done outcomes, solo (autocommit)`,
+      FLUSH_TRANSITIONS,
+      FLUSH_TRANSITIONS.params({ entries, solo: true }),
+    );
   } finally {
     await client.end();
     await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);

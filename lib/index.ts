@@ -13,8 +13,8 @@ export { InjectEngine } from './decorators/inject-engine.decorator';
 export { EngineService } from './engine/engine.service';
 export type { Target } from './engine/target';
 export { getEngineToken } from './engine/get-engine-token.util';
-export type { InsertOptions } from './engine/insert-options.interface';
-export type { AwaitResult, InstanceView } from './engine/instance-view';
+export type { InsertOptions } from './fsm/insert-options.interface';
+export type { AwaitResult, InstanceView } from './instance/instance-view';
 export {
   awaitSignal,
   type ChildSpec,

@@ -84,17 +84,11 @@ export class SqlExecutor implements StatementRunner {
     return () => this.listeners.delete(listener);
   }
 
-  /** Runs one statement on `on` (a client in a transaction), or on a pooled connection. */
-  async query<R extends QueryResultRow = QueryResultRow>(
-    statement: Statement,
-    values: readonly unknown[] = [],
-    on?: Queryable,
-  ): Promise<R[]> {
-    const result = await this.queryResult<R>(statement, values, on);
-    return result.rows;
-  }
-
-  /** Like {@link query} but returns the full result (row counts). */
+  /**
+   * Runs one statement's positional `values` on `on` (a client in a transaction), or on a
+   * pooled connection. Callers outside lib/sql do not come here directly: a statement runs as
+   * `STATEMENT.run(executor, input)`, which builds `values` and decodes the rows.
+   */
   async queryResult<R extends QueryResultRow = QueryResultRow>(
     statement: Statement,
     values: readonly unknown[] = [],

@@ -16,15 +16,11 @@ import { toJsonText } from '../serialization/json-value';
 import type { GenDurableEvent } from '../telemetry/telemetry-events';
 import { EngineHost } from './engine-host';
 import type { EngineRuntime } from './engine-runtime';
-import type { InsertOptions } from './insert-options.interface';
-import { buildInsertRow, insertArrays, insertParams, type InsertRow } from './insert-row';
 import { resolveTarget, type Target, targetLabel } from './target';
-import {
-  type AwaitResult,
-  type InstanceRecord,
-  type InstanceView,
-  toInstanceView,
-} from './instance-view';
+import type { InsertOptions } from '../fsm/insert-options.interface';
+import type { InsertRow } from '../instance/insert-row';
+import { buildInsertRow } from '../instance/build-insert-row';
+import type { AwaitResult, InstanceView } from '../instance/instance-view';
 import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
 
 /**
@@ -78,12 +74,7 @@ export class EngineService {
     }
     const client = await this.clientOf(options?.manager);
     if (holder) return this.insertOrHolder(row, client, options?.manager !== undefined);
-    const rows = await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(
-      INSERT_INSTANCE,
-      insertParams(row),
-      client,
-    );
-    const inserted = rows[0];
+    const inserted = await INSERT_INSTANCE.run(this.runtime.sql, row, client);
     if (!inserted) throw new DuplicateError(row.correlationKey ?? '');
     if (inserted.due && !options?.manager) this.runtime.pokes.poke([inserted.queue]);
     return inserted.id;
@@ -102,24 +93,19 @@ export class EngineService {
   ): Promise<string> {
     const key = row.correlationKey ?? '';
     for (let attempt = 1; attempt <= 2; attempt++) {
-      const [answer] = await this.runtime.sql.query<{
-        id: string;
-        queue: string;
-        due: boolean;
-        inserted: boolean;
-      }>(INSERT_INSTANCE_OR_HOLDER, insertParams(row), client);
+      const answer = await INSERT_INSTANCE_OR_HOLDER.run(this.runtime.sql, row, client);
       if (answer) {
         if (answer.inserted && answer.due && !inCallerTransaction) {
           this.runtime.pokes.poke([answer.queue]);
         }
         return answer.id;
       }
-      const [current] = await this.runtime.sql.query<InstanceRecord>(
-        GET_INSTANCE_BY_KEY,
-        [key],
+      const current = await GET_INSTANCE_BY_KEY.run(
+        this.runtime.sql,
+        { correlationKey: key },
         client,
       );
-      if (current) return String(current.id);
+      if (current) return current.id;
     }
     throw new DuplicateError(key);
   }
@@ -141,12 +127,7 @@ export class EngineService {
     }
     const row = buildInsertRow(definition, options, this.runtime.options, 'insertAsync');
     if (this.runtime.batcher?.offer(row)) return;
-    const inserted = (
-      await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(
-        INSERT_INSTANCE,
-        insertParams(row),
-      )
-    )[0];
+    const inserted = await INSERT_INSTANCE.run(this.runtime.sql, row);
     if (inserted?.due) this.runtime.pokes.poke([inserted.queue]);
   }
 
@@ -172,11 +153,7 @@ export class EngineService {
       return buildInsertRow(definition, entry, this.runtime.options, `insertAll[${i}]`);
     });
     const client = await this.clientOf(options.manager);
-    const inserted = await this.runtime.sql.query<{ id: string; queue: string; due: boolean }>(
-      INSERT_INSTANCES,
-      insertArrays(rows),
-      client,
-    );
+    const inserted = await INSERT_INSTANCES.run(this.runtime.sql, { rows }, client);
     if (!options.manager) {
       this.runtime.pokes.poke(new Set(inserted.filter((r) => r.due).map((r) => r.queue)));
     }
@@ -207,21 +184,15 @@ export class EngineService {
     const to = resolveTarget(target, 'signal.target');
     const payloadText = toJsonText(payload, 'signal.payload', this.runtime.options.maxStateBytes);
     const byId = 'id' in to;
-    const params = [
-      byId ? to.id : null,
-      byId ? null : to.correlationKey,
+    const delivery = {
+      targetId: byId ? to.id : null,
+      correlationKey: byId ? null : to.correlationKey,
       name,
       payloadText,
-      options.dedupKey ?? null,
-    ];
+      dedupKey: options.dedupKey ?? null,
+    };
     const client = await this.clientOf(options.manager);
-    const row = (
-      await this.runtime.sql.query<{ id: string; queue: string; status: string; due: boolean }>(
-        DELIVER_SIGNAL,
-        params,
-        client,
-      )
-    )[0];
+    const row = await DELIVER_SIGNAL.run(this.runtime.sql, delivery, client);
     if (!row) {
       throw new NoTargetError(targetLabel(to));
     }
@@ -237,12 +208,9 @@ export class EngineService {
    */
   async get(target: Target): Promise<InstanceView | null> {
     const to = resolveTarget(target, 'get.target');
-    const rows =
-      'id' in to
-        ? await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_ID, [to.id])
-        : await this.runtime.sql.query<InstanceRecord>(GET_INSTANCE_BY_KEY, [to.correlationKey]);
-    const row = rows[0];
-    return row ? toInstanceView(row) : null;
+    return 'id' in to
+      ? GET_INSTANCE_BY_ID.run(this.runtime.sql, { id: to.id })
+      : GET_INSTANCE_BY_KEY.run(this.runtime.sql, { correlationKey: to.correlationKey });
   }
 
   /**

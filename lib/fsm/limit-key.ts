@@ -1,5 +1,7 @@
 import { InvalidInputError } from '../errors/invalid-input.error';
-import type { LimitKey } from './outcome';
+
+/** A concurrency or rate-limit key: a string, or `[name, partition]` stored as `"name:partition"`. */
+export type LimitKey = string | readonly [string, string | number];
 
 /** `[name, partition]` → `"name:partition"`; strings as-is (docs/design.md §2.4). */
 export function limitKeyText(key: LimitKey, path: string): string {

@@ -6,13 +6,13 @@ import { isArray } from '../util/is-array';
 
 import { InvalidOutcomeError } from '../errors/invalid-outcome.error';
 import type { PublicOutcomeKind } from './outcome-kinds';
-import type { InsertOptions } from '../engine/insert-options.interface';
+import type { InsertOptions } from './insert-options.interface';
+import type { LimitKey } from './limit-key';
 
 /** Outcomes built by this module; a WeakSet keeps the objects plain (no hidden property). */
 const OUTCOMES = new WeakSet<object>();
 
-/** A concurrency or rate-limit key: a string, or `[name, partition]` stored as `"name:partition"`. */
-export type LimitKey = string | readonly [string, string | number];
+export type { LimitKey };
 
 export interface NextOptions {
   /** Rate limit of the next step. */

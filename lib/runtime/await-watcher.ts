@@ -1,6 +1,6 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import type { DurableStatus } from '../gen-durable.constants';
-import type { AwaitResult, InstanceRecord } from '../engine/instance-view';
+import type { AwaitResult, InstanceView } from '../instance/instance-view';
 import { GET_INSTANCE_BY_ID, PROBE_STATUSES } from '../sql/instance.sql';
 
 type Until = 'settled' | 'terminal';
@@ -88,10 +88,8 @@ export class AwaitWatcher {
     const deadline = Date.now() + timeoutMs;
     let snapshot: Snapshot | undefined;
     for (;;) {
-      let read: { row: InstanceRecord | undefined } | undefined;
-      const query = this.sql
-        .query<InstanceRecord>(GET_INSTANCE_BY_ID, [id])
-        .then((rows) => ({ row: rows[0] }));
+      let read: { row: InstanceView | null } | undefined;
+      const query = GET_INSTANCE_BY_ID.run(this.sql, { id }).then((row) => ({ row }));
       if (snapshot === undefined) {
         read = await query;
       } else {
@@ -103,7 +101,7 @@ export class AwaitWatcher {
         const row = read.row;
         if (!row) return { kind: 'not_found' };
         if (row.status === 'done') return { kind: 'done', result: row.result ?? {} };
-        if (row.status === 'failed') return { kind: 'failed', error: row.last_error ?? '' };
+        if (row.status === 'failed') return { kind: 'failed', error: row.lastError ?? '' };
         snapshot = { status: row.status, step: row.step, attempt: row.attempt };
         if (settled(row.status, until)) return { kind: 'awaiting', snapshot };
       }
@@ -155,9 +153,7 @@ export class AwaitWatcher {
     this.probing = true;
     try {
       const ids = [...this.waiters.keys()];
-      const rows = await this.sql.query<{ id: string; status: DurableStatus }>(PROBE_STATUSES, [
-        ids,
-      ]);
+      const rows = await PROBE_STATUSES.run(this.sql, { ids });
       const status = new Map(rows.map((r) => [r.id, r.status]));
       for (const id of ids) {
         const s = status.get(id);

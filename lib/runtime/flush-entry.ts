@@ -1,5 +1,5 @@
 import type { KindsWrittenBy } from '../fsm/outcome-kinds';
-import type { InsertRow } from '../engine/insert-row';
+import type { InsertRow } from '../instance/insert-row';
 import type { LimiterSlot } from '../limiter/limiter.interface';
 
 /** A step's outcome, validated and serialized, ready for the flush transaction (docs/design.md §6.3). */

@@ -2,7 +2,6 @@ import { assertNever, OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import { Logger } from '@nestjs/common';
 
 import { type Queryable, isTransient, type SqlExecutor } from '../db/sql-executor';
-import { insertArrays } from '../engine/insert-row';
 import type { ResolvedFlusher } from '../options/resolved-options';
 import { INSERT_INSTANCES } from '../sql/insert.sql';
 import {
@@ -14,6 +13,7 @@ import {
   FLUSH_TRANSITIONS,
   JOIN_PARENTS,
   RECHECK_PARKS,
+  type SignalPair,
 } from '../sql/outcome.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
@@ -211,10 +211,7 @@ export class Flusher {
    */
   private async writeSolo(entries: TransitionEntry[]): Promise<FlushEffects> {
     if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
-    const rows = await this.sql.query<TransitionRecord>(
-      FLUSH_TRANSITIONS,
-      transitionParams(entries, true),
-    );
+    const rows = await FLUSH_TRANSITIONS.run(this.sql, { entries, solo: true });
     const committedIds = new Set(rows.map((r) => r.id));
     const pokeQueues = new Set<string>();
     const settledIds: string[] = [];
@@ -236,82 +233,47 @@ export class Flusher {
 
     // 1. transitions
     if (transitions.length > 0) {
-      const rows = await this.sql.query<TransitionRecord>(
-        FLUSH_TRANSITIONS,
-        transitionParams(transitions, false),
-        tx,
-      );
+      const rows = await FLUSH_TRANSITIONS.run(this.sql, { entries: transitions, solo: false }, tx);
       for (const row of rows) {
         committedIds.add(row.id);
         if (row.status === 'done' || row.status === 'failed') {
           // A row never signaled has an empty inbox (read under its row lock: exact).
           if (row.signaled) terminalIds.push(row.id);
           settledIds.push(row.id);
-          if (row.parent_id !== null) terminalParents.push(row.parent_id);
+          if (row.parentId !== null) terminalParents.push(row.parentId);
         }
       }
     }
 
     // 2. parks + lost-wakeup recheck
     if (parks.length > 0) {
-      const parked = await this.sql.query<{ id: string }>(
-        FLUSH_PARKS,
-        [
-          parks.map((e) => e.worker),
-          parks.map((e) => e.id),
-          parks.map((e) => e.seq),
-          parks.map((e) => e.nextStep),
-          parks.map((e) => e.stateText),
-          parks.map((e) => JSON.stringify(e.names)),
-          parks.map((e) => e.timeoutMs),
-        ],
-        tx,
-      );
-      if (parked.length > 0) {
-        const parkedIds = parked.map((r) => r.id);
+      const parkedIds = await FLUSH_PARKS.run(this.sql, { entries: parks }, tx);
+      if (parkedIds.length > 0) {
         for (const id of parkedIds) {
           committedIds.add(id);
           settledIds.push(id);
         }
-        const presented = parks
-          .filter((e) => committedIds.has(e.id))
-          .flatMap((e) => e.awaitedIds.map((s) => [e.id, s] as const));
-        const woken = await this.sql.query<{ id: string; queue: string }>(
-          RECHECK_PARKS,
-          [parkedIds, presented.map((p) => p[0]), presented.map((p) => p[1])],
-          tx,
-        );
+        const presented = presentedPairs(parks.filter((e) => committedIds.has(e.id)));
+        const woken = await RECHECK_PARKS.run(this.sql, { parkedIds, presented }, tx);
         for (const w of woken) pokeQueues.add(w.queue);
       }
     }
 
     // 3. fan-outs: lock parents, insert children gated on ownership, park on landed count
     if (fanOuts.length > 0) {
-      const owned = await this.sql.query<{ id: string }>(
-        FANOUT_LOCK_PARENTS,
-        [fanOuts.map((e) => e.worker), fanOuts.map((e) => e.id), fanOuts.map((e) => e.seq)],
-        tx,
-      );
-      const ownedIds = new Set(owned.map((r) => r.id));
+      const ownedIds = new Set(await FANOUT_LOCK_PARENTS.run(this.sql, { entries: fanOuts }, tx));
       const spawning = fanOuts.filter((e) => ownedIds.has(e.id));
       const landed = new Map<string, number>();
       const childRows = spawning.flatMap((e) => e.children.map((row) => ({ row, parent: e.id })));
       if (childRows.length > 0) {
-        const inserted = await this.sql.query<{
-          id: string;
-          queue: string;
-          parent_id: string;
-          due: boolean;
-        }>(
-          INSERT_INSTANCES,
-          insertArrays(
-            childRows.map((c) => c.row),
-            childRows.map((c) => c.parent),
-          ),
+        const inserted = await INSERT_INSTANCES.run(
+          this.sql,
+          { rows: childRows.map((c) => c.row), parentIds: childRows.map((c) => c.parent) },
           tx,
         );
         for (const child of inserted) {
-          landed.set(child.parent_id, (landed.get(child.parent_id) ?? 0) + 1);
+          const parent = child.parentId as string;
+          landed.set(parent, (landed.get(parent) ?? 0) + 1);
           if (child.due) pokeQueues.add(child.queue);
         }
         if (FAULTS_ENABLED) {
@@ -319,18 +281,7 @@ export class Flusher {
         }
       }
       if (spawning.length > 0) {
-        const parked = await this.sql.query<{ id: string; queue: string; status: string }>(
-          FANOUT_PARK_PARENTS,
-          [
-            spawning.map((e) => e.worker),
-            spawning.map((e) => e.id),
-            spawning.map((e) => e.seq),
-            spawning.map((e) => e.nextStep),
-            spawning.map((e) => e.stateText),
-            spawning.map((e) => landed.get(e.id) ?? 0),
-          ],
-          tx,
-        );
+        const parked = await FANOUT_PARK_PARENTS.run(this.sql, { entries: spawning, landed }, tx);
         for (const p of parked) {
           committedIds.add(p.id);
           settledIds.push(p.id);
@@ -340,23 +291,15 @@ export class Flusher {
     }
 
     // 4. consume: exact awaited pairs of committed progressing entries; whole inbox of terminals
-    const pairs = entries
-      .filter((e) => committedIds.has(e.id) && OUTCOME_KINDS[e.kind].consumesAwaited)
-      .flatMap((e) => e.awaitedIds.map((s) => [e.id, s] as const));
-    if (pairs.length > 0) {
-      await this.sql.query(CONSUME_SIGNALS, [pairs.map((p) => p[0]), pairs.map((p) => p[1])], tx);
-    }
-    if (terminalIds.length > 0) {
-      await this.sql.query(CONSUME_INBOXES, [terminalIds], tx);
-    }
+    const pairs = presentedPairs(
+      entries.filter((e) => committedIds.has(e.id) && OUTCOME_KINDS[e.kind].consumesAwaited),
+    );
+    if (pairs.length > 0) await CONSUME_SIGNALS.run(this.sql, { pairs }, tx);
+    if (terminalIds.length > 0) await CONSUME_INBOXES.run(this.sql, { ids: terminalIds }, tx);
 
     // 5. join: each parent decremented once by its count of terminal children
     if (terminalParents.length > 0) {
-      const parents = await this.sql.query<{ id: string; queue: string; status: string }>(
-        JOIN_PARENTS,
-        [terminalParents],
-        tx,
-      );
+      const parents = await JOIN_PARENTS.run(this.sql, { parentIds: terminalParents }, tx);
       for (const p of parents) if (p.status === 'runnable') pokeQueues.add(p.queue);
     }
 
@@ -366,14 +309,6 @@ export class Flusher {
     if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
     return { committed: entries.filter((e) => committedIds.has(e.id)), pokeQueues, settledIds };
   }
-}
-
-interface TransitionRecord {
-  id: string;
-  parent_id: string | null;
-  status: string;
-  queue: string;
-  signaled: boolean;
 }
 
 /**
@@ -435,24 +370,13 @@ function pokesAfter(e: TransitionEntry): boolean {
   }
 }
 
-function transitionParams(transitions: readonly TransitionEntry[], solo: boolean): unknown[] {
-  return [
-    transitions.map((e) => e.worker),
-    transitions.map((e) => e.id),
-    transitions.map((e) => e.seq),
-    transitions.map((e) => e.kind),
-    transitions.map((e) => e.nextStep),
-    transitions.map((e) => e.stateText),
-    transitions.map((e) => e.resultText),
-    transitions.map((e) => e.error),
-    transitions.map((e) => e.delayMs),
-    transitions.map((e) => e.rateLimit),
-    transitions.map((e) => e.weight),
-    transitions.map((e) => e.setKey),
-    transitions.map((e) => e.concurrencyKey),
-    transitions.map((e) => (e.kind === 'continue' ? (e.leaseMs ?? null) : null)),
-    transitions.map(() => solo),
-  ];
+/** The (target, signal) pairs of the signals presented to `entries`' steps. */
+function presentedPairs(entries: readonly FlushEntry[]): SignalPair[] {
+  const pairs: SignalPair[] = [];
+  for (const e of entries) {
+    for (const signalId of e.awaitedIds) pairs.push({ targetId: e.id, signalId });
+  }
+  return pairs;
 }
 
 function merge(a: FlushEffects, b: FlushEffects): FlushEffects {

@@ -48,13 +48,11 @@ export class GarbageCollector {
     let swept = false;
     try {
       for (;;) {
-        const ids = (
-          await this.sql.query<{ id: string }>(GC_SELECT_TERMINAL, [
-            this.config.retention,
-            this.config.batch,
-          ])
-        ).map((r) => r.id);
-        if (ids.length > 0) count += (await this.sql.queryResult(GC_DELETE, [ids])).rowCount ?? 0;
+        const ids = await GC_SELECT_TERMINAL.run(this.sql, {
+          retentionMs: this.config.retention,
+          limit: this.config.batch,
+        });
+        if (ids.length > 0) count += await GC_DELETE.run(this.sql, { ids });
         if (ids.length < this.config.batch || this.stopping) break;
       }
       swept = true;

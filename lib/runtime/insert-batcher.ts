@@ -1,10 +1,9 @@
 import { Logger } from '@nestjs/common';
 
 import type { SqlExecutor } from '../db/sql-executor';
-import type { InsertRow } from '../engine/insert-row';
-import { insertArrays } from '../engine/insert-row';
+import type { InsertRow } from '../instance/insert-row';
 import { DuplicateError } from '../errors/duplicate.error';
-import { INSERT_INSTANCES } from '../sql/insert.sql';
+import { type InsertedEntry, INSERT_INSTANCES } from '../sql/insert.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 
 export interface InsertBatcherConfig {
@@ -22,13 +21,6 @@ interface DurableWaiter {
   readonly row: InsertRow;
   readonly resolve: (id: string) => void;
   readonly reject: (err: unknown) => void;
-}
-
-interface InsertedRow {
-  id: string;
-  queue: string;
-  due: boolean;
-  ord: number;
 }
 
 /**
@@ -133,7 +125,7 @@ export class InsertBatcher {
       const chunk = this.asyncBuffer.splice(0, this.config.maxBatch);
       this.asyncWriting = chunk.length;
       try {
-        const rows = await this.sql.query<InsertedRow>(INSERT_INSTANCES, insertArrays(chunk));
+        const rows = await INSERT_INSTANCES.run(this.sql, { rows: chunk });
         this.pokeDue(rows);
       } catch (err) {
         this.logger.error(
@@ -167,12 +159,9 @@ export class InsertBatcher {
   private async writeDurable(): Promise<void> {
     while (this.durableBuffer.length > 0) {
       const chunk = this.durableBuffer.splice(0, this.config.maxBatch);
-      let rows: InsertedRow[];
+      let rows: InsertedEntry[];
       try {
-        rows = await this.sql.query<InsertedRow>(
-          INSERT_INSTANCES,
-          insertArrays(chunk.map((w) => w.row)),
-        );
+        rows = await INSERT_INSTANCES.run(this.sql, { rows: chunk.map((w) => w.row) });
       } catch (err) {
         // Nothing of this statement committed (or its fate is unknown): no caller is acknowledged.
         this.telemetry.emit(
@@ -183,7 +172,7 @@ export class InsertBatcher {
         for (const waiter of chunk) waiter.reject(err);
         continue;
       }
-      const byOrd = new Map(rows.map((r) => [Number(r.ord), r.id]));
+      const byOrd = new Map(rows.map((r) => [r.ord, r.id]));
       chunk.forEach((waiter, ord) => {
         const id = byOrd.get(ord);
         if (id !== undefined) waiter.resolve(id);
@@ -201,7 +190,7 @@ export class InsertBatcher {
     }
   }
 
-  private pokeDue(rows: readonly InsertedRow[]): void {
+  private pokeDue(rows: readonly InsertedEntry[]): void {
     const queues = new Set<string>();
     for (const r of rows) if (r.due) queues.add(r.queue);
     if (queues.size > 0) this.poke(queues);

@@ -2,8 +2,8 @@ import { inspect } from 'node:util';
 
 import type { FsmDefinition } from '../discovery/fsm-definition';
 import type { FsmRegistry } from '../discovery/fsm.registry';
-import { buildInsertRow, checkWeight } from '../engine/insert-row';
-import type { InsertOptions } from '../engine/insert-options.interface';
+import type { InsertOptions } from '../fsm/insert-options.interface';
+import { buildInsertRow, checkWeight } from '../instance/build-insert-row';
 import { InvalidOutcomeError } from '../errors/invalid-outcome.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
 import { limitKeyText } from '../fsm/limit-key';

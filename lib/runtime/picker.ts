@@ -4,13 +4,7 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import { CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
-import type {
-  ChildRecord,
-  ClaimedRow,
-  ClaimRecord,
-  EnrichmentRecord,
-  InboxRecord,
-} from './claimed-row';
+import type { ClaimedRow } from './claimed-row';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import { emitThrottled } from './throttle-telemetry';
 
@@ -31,19 +25,24 @@ export class Picker {
     private readonly options: ResolvedOptions,
     private readonly telemetry: Telemetry,
     readonly limiter: Limiter,
-  ) {}
+  ) {
+    this.gates = Object.keys(options.concurrencyLimits);
+  }
+
+  /** This node's gate names, passed to every claim. */
+  private readonly gates: readonly string[];
 
   async pick(queue: string, batch: number, worker: string): Promise<ClaimedRow[]> {
-    let records: ClaimRecord[] = [];
+    let rows: ClaimedRow[] = [];
     for (let attempt = 1; ; attempt++) {
       try {
-        records = await this.sql.query<ClaimRecord>(CLAIM_RUNNABLE, [
+        rows = await CLAIM_RUNNABLE.run(this.sql, {
           queue,
-          batch,
+          limit: batch,
           worker,
-          this.options.leaseTtl,
-          Object.keys(this.options.concurrencyLimits),
-        ]);
+          leaseMs: this.options.leaseTtl,
+          gates: this.gates,
+        });
         break;
       } catch (err) {
         if ((err as { constraint?: string }).constraint !== ARBITER_INDEX) throw err;
@@ -51,11 +50,10 @@ export class Picker {
         if (attempt >= CLAIM_ATTEMPTS) return [];
       }
     }
-    if (records.length === 0) return [];
+    if (rows.length === 0) return [];
     if (FAULTS_ENABLED) {
-      await faultPoint('pick.afterClaim', { ids: records.map((r) => r.id), worker });
+      await faultPoint('pick.afterClaim', { ids: rows.map((r) => r.id), worker });
     }
-    const rows = records.map((r) => toRow(r, worker));
     try {
       return await this.admit(queue, worker, rows);
     } catch (err) {
@@ -100,12 +98,7 @@ export class Picker {
    */
   async release(worker: string, rows: readonly ClaimedRow[]): Promise<string[]> {
     if (rows.length === 0) return [];
-    const released = await this.sql.query<{ id: string }>(RELEASE_CLAIMS, [
-      worker,
-      rows.map((r) => r.id),
-      rows.map((r) => r.claimSeq),
-    ]);
-    const ids = new Set(released.map((r) => r.id));
+    const ids = new Set(await RELEASE_CLAIMS.run(this.sql, { worker, rows }));
     const slots: LimiterSlot[] = [];
     for (const row of rows) {
       if (row.slot && ids.has(row.id)) slots.push(row.slot);
@@ -123,63 +116,14 @@ export class Picker {
 
   /** Re-reads inbox and children of held rows (inline chains, docs/design.md §7): one statement. */
   async enrich(rows: readonly ClaimedRow[]): Promise<void> {
-    const records = await this.sql.query<EnrichmentRecord>(LOAD_ENRICHMENT, [
-      rows.map((r) => r.id),
-    ]);
+    const records = await LOAD_ENRICHMENT.run(this.sql, { ids: rows.map((r) => r.id) });
     const byId = new Map(records.map((r) => [r.id, r]));
     for (const row of rows) {
       const record = byId.get(row.id);
-      row.inbox = inboxView(record?.inbox ?? null);
-      row.children = childrenView(record?.children ?? null);
+      row.inbox = record?.inbox ?? NONE;
+      row.children = record?.children ?? NONE;
     }
   }
 }
 
 const NONE: readonly never[] = Object.freeze([]);
-
-function inboxView(records: InboxRecord[] | null): ClaimedRow['inbox'] {
-  if (records === null) return NONE;
-  return Object.freeze(
-    records.map((s) => Object.freeze({ id: s.id, name: s.name, payload: s.payload })),
-  );
-}
-
-function childrenView(records: ChildRecord[] | null): ClaimedRow['children'] {
-  if (records === null) return NONE;
-  return Object.freeze(
-    records.map((c) =>
-      Object.freeze({
-        id: c.id,
-        fsm: c.fsm,
-        status: c.status,
-        state: c.state,
-        result: c.result,
-        lastError: c.last_error,
-      }),
-    ),
-  );
-}
-
-function toRow(r: ClaimRecord, worker: string): ClaimedRow {
-  return {
-    id: r.id,
-    fsm: r.fsm,
-    fsmVersion: r.fsm_version,
-    step: r.step,
-    state: r.state,
-    attempt: r.attempt,
-    awaits: r.awaits,
-    queue: r.queue,
-    priority: r.priority,
-    concurrencyKey: r.concurrency_key,
-    concurrencyShard: r.concurrency_shard,
-    rateLimit: r.rate_limit,
-    weight: r.weight,
-    claimSeq: r.claim_seq,
-    parentId: r.parent_id,
-    gated: r.gated,
-    worker,
-    inbox: inboxView(r.inbox),
-    children: childrenView(r.children),
-  };
-}

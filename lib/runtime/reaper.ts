@@ -62,30 +62,20 @@ export class Reaper {
       // and its parent's join, or not at all (a terminal child whose join was lost would leave
       // its parent awaiting_children forever). The next sweep retries a rolled-back reap.
       const { rows, failed } = await this.sql.transaction(async (tx) => {
-        const reapedRows = await this.sql.query<{
-          id: string;
-          status: string;
-          parent_id: string | null;
-          queue: string;
-          fsm: string;
-          step: string;
-          reaps: number;
-        }>(REAP_EXPIRED, [this.maxReaps, BATCH, this.spreadMs], tx);
+        const reapedRows = await REAP_EXPIRED.run(
+          this.sql,
+          { maxReaps: this.maxReaps, limit: BATCH, spreadMs: this.spreadMs },
+          tx,
+        );
         if (FAULTS_ENABLED) {
           await faultPoint('reaper.afterSelect', { ids: reapedRows.map((r) => r.id) });
         }
         const poisonedRows = reapedRows.filter((r) => r.status === 'failed');
         if (poisonedRows.length > 0) {
-          await this.sql.query(CONSUME_INBOXES, [poisonedRows.map((r) => r.id)], tx);
-          const parents = poisonedRows
-            .filter((r) => r.parent_id !== null)
-            .map((r) => r.parent_id as string);
+          await CONSUME_INBOXES.run(this.sql, { ids: poisonedRows.map((r) => r.id) }, tx);
+          const parents = poisonedRows.flatMap((r) => (r.parentId !== null ? [r.parentId] : []));
           if (parents.length > 0) {
-            const woken = await this.sql.query<{ queue: string; status: string }>(
-              JOIN_PARENTS,
-              [parents],
-              tx,
-            );
+            const woken = await JOIN_PARENTS.run(this.sql, { parentIds: parents }, tx);
             for (const p of woken) if (p.status === 'runnable') queues.add(p.queue);
           }
         }
@@ -108,9 +98,7 @@ export class Reaper {
         }
         this.settled(failed.map((r) => r.id));
       }
-      const fired = await this.sql.query<{ id: string; queue: string }>(FIRE_AWAIT_DEADLINES, [
-        BATCH,
-      ]);
+      const fired = await FIRE_AWAIT_DEADLINES.run(this.sql, { limit: BATCH });
       timeouts = fired.length;
       if (timeouts > 0) this.telemetry.emit('await:timeout', { count: timeouts }, {});
       this.poke(queues);

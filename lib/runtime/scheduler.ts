@@ -442,12 +442,11 @@ export class Scheduler {
       return;
     }
     try {
-      await this.sql.query(HEARTBEAT, [
-        this.workerId,
-        rows.map((r) => r.id),
-        rows.map((r) => r.claimSeq),
-        this.options.leaseTtl,
-      ]);
+      await HEARTBEAT.run(this.sql, {
+        worker: this.workerId,
+        rows,
+        leaseMs: this.options.leaseTtl,
+      });
       this.lastHeartbeatAt = Date.now();
       await this.picker.renew(rows);
     } catch (err) {
@@ -462,13 +461,13 @@ export class Scheduler {
   private async reclaim(): Promise<void> {
     const margin = Math.max(this.options.leaseTtl - 2 * this.options.heartbeatInterval, 0);
     const maxReaps = this.options.reaper ? this.options.reaper.maxReaps : DEFAULT_MAX_REAPS;
-    const rows = await this.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, [
-      this.queue,
-      this.reclaimPrefix,
-      margin,
+    const rows = await RECLAIM_PREDECESSOR.run(this.sql, {
+      queue: this.queue,
+      workerPrefix: this.reclaimPrefix,
+      leaseBelowMs: margin,
       maxReaps,
-      this.options.leaseTtl,
-    ]);
+      spreadMs: this.options.leaseTtl,
+    });
     if (rows.length > 0) {
       this.telemetry.emit('scheduler:reclaimed', { count: rows.length }, { queue: this.queue });
     }

@@ -1,4 +1,92 @@
+import type { DurableStatus } from '../gen-durable.constants';
+import type { ChildView, Signal } from '../fsm/step-context';
 import { sql } from './statement';
+
+/** What one claim asks for: `limit` due rows of `queue` for `worker`, leased `leaseMs`. */
+export interface ClaimInput {
+  readonly queue: string;
+  readonly limit: number;
+  readonly worker: string;
+  readonly leaseMs: number;
+  /** This node's gate names: a keyed row under one is admitted by the limiter, not the arbiter. */
+  readonly gates: readonly string[];
+}
+
+/** A row claimed by CLAIM_RUNNABLE, with its enrichment snapshot. */
+export interface ClaimRow {
+  readonly id: string;
+  readonly fsm: string;
+  readonly fsmVersion: number;
+  readonly step: string;
+  readonly state: Record<string, unknown>;
+  readonly attempt: number;
+  readonly awaits: readonly string[] | null;
+  readonly queue: string;
+  readonly priority: number;
+  readonly concurrencyKey: string | null;
+  readonly concurrencyShard: number | null;
+  readonly rateLimit: string | null;
+  readonly weight: number;
+  /** The fencing token of this claim (docs/design.md §26.1). */
+  readonly claimSeq: string;
+  readonly parentId: string | null;
+  readonly gated: boolean;
+  /** The worker id that holds the claim. */
+  readonly worker: string;
+  inbox: readonly Signal[];
+  children: readonly ChildView[];
+}
+
+/** A held row's enrichment as LOAD_ENRICHMENT re-reads it. */
+export interface Enrichment {
+  readonly id: string;
+  readonly inbox: readonly Signal[];
+  readonly children: readonly ChildView[];
+}
+
+interface ClaimRecord {
+  id: string;
+  fsm: string;
+  fsm_version: number;
+  step: string;
+  state: Record<string, unknown>;
+  attempt: number;
+  awaits: string[] | null;
+  queue: string;
+  priority: number;
+  concurrency_key: string | null;
+  concurrency_shard: number | null;
+  rate_limit: string | null;
+  weight: number;
+  claim_seq: string;
+  parent_id: string | null;
+  gated: boolean;
+  /** The unconsumed inbox in id order (JSON), NULL when empty. */
+  inbox: InboxRecord[] | null;
+  /** Every stored child in id order (JSON), NULL when none. */
+  children: ChildRecord[] | null;
+}
+
+interface EnrichmentRecord {
+  id: string;
+  inbox: InboxRecord[] | null;
+  children: ChildRecord[] | null;
+}
+
+interface InboxRecord {
+  id: string;
+  name: string;
+  payload: unknown;
+}
+
+interface ChildRecord {
+  id: string;
+  fsm: string;
+  status: DurableStatus;
+  state: unknown;
+  result: unknown;
+  last_error: string | null;
+}
 
 /**
  * The claim (docs/design.md §5.3), one statement. `$1` queue, `$2` batch, `$3` worker id, `$4` lease
@@ -59,6 +147,14 @@ export const CLAIM_RUNNABLE = sql(
           c.gated, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children
      FROM claimed c
     ORDER BY c.priority, c.eligible_at, c.id`,
+  {
+    params: (i: ClaimInput) => [i.queue, i.limit, i.worker, i.leaseMs, i.gates],
+    decode: (rows: readonly ClaimRecord[], i: ClaimInput): ClaimRow[] => {
+      const out: ClaimRow[] = [];
+      for (let k = 0; k < rows.length; k++) out[k] = claimRow(rows[k]!, i.worker);
+      return out;
+    },
+  },
 );
 
 /**
@@ -71,6 +167,17 @@ export const LOAD_ENRICHMENT = sql(
   `SELECT r.id::text AS id, ${inboxOf('r')} AS inbox, ${childrenOf('r')} AS children
      FROM {schema}.gen_durable r
     WHERE r.id = ANY ($1::bigint[])`,
+  {
+    params: (i: { readonly ids: readonly string[] }) => [i.ids],
+    decode: (rows: readonly EnrichmentRecord[]): Enrichment[] => {
+      const out: Enrichment[] = [];
+      for (let k = 0; k < rows.length; k++) {
+        const r = rows[k]!;
+        out[k] = { id: r.id, inbox: inboxView(r.inbox), children: childrenView(r.children) };
+      }
+      return out;
+    },
+  },
 );
 
 /** The unconsumed inbox of row alias `r`, in id order, or NULL (signals_inbox). */
@@ -87,4 +194,57 @@ function childrenOf(r: string): string {
                                              'result', k.result, 'last_error', k.last_error) ORDER BY k.id)
              FROM {schema}.gen_durable k
             WHERE k.parent_id = ${r}.id)`;
+}
+
+const NONE: readonly never[] = Object.freeze([]);
+
+function inboxView(records: readonly InboxRecord[] | null): readonly Signal[] {
+  if (records === null) return NONE;
+  const out: Signal[] = [];
+  for (let k = 0; k < records.length; k++) {
+    const s = records[k]!;
+    out[k] = Object.freeze({ id: s.id, name: s.name, payload: s.payload });
+  }
+  return Object.freeze(out);
+}
+
+function childrenView(records: readonly ChildRecord[] | null): readonly ChildView[] {
+  if (records === null) return NONE;
+  const out: ChildView[] = [];
+  for (let k = 0; k < records.length; k++) {
+    const c = records[k]!;
+    out[k] = Object.freeze({
+      id: c.id,
+      fsm: c.fsm,
+      status: c.status,
+      state: c.state,
+      result: c.result,
+      lastError: c.last_error,
+    });
+  }
+  return Object.freeze(out);
+}
+
+function claimRow(r: ClaimRecord, worker: string): ClaimRow {
+  return {
+    id: r.id,
+    fsm: r.fsm,
+    fsmVersion: r.fsm_version,
+    step: r.step,
+    state: r.state,
+    attempt: r.attempt,
+    awaits: r.awaits,
+    queue: r.queue,
+    priority: r.priority,
+    concurrencyKey: r.concurrency_key,
+    concurrencyShard: r.concurrency_shard,
+    rateLimit: r.rate_limit,
+    weight: r.weight,
+    claimSeq: r.claim_seq,
+    parentId: r.parent_id,
+    gated: r.gated,
+    worker,
+    inbox: inboxView(r.inbox),
+    children: childrenView(r.children),
+  };
 }

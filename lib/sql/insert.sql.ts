@@ -1,4 +1,59 @@
+import type { InsertRow } from '../instance/insert-row';
 import { sql } from './statement';
+
+/** A row INSERT_INSTANCE wrote: its id, its queue, and whether it is due now (poke it). */
+export interface InsertedInstance {
+  readonly id: string;
+  readonly queue: string;
+  readonly due: boolean;
+}
+
+/** The rows of one INSERT_INSTANCES, each with its parent (children) or none. */
+export interface InsertManyInput {
+  readonly rows: readonly InsertRow[];
+  /** Per row, by index; absent or shorter = no parent. */
+  readonly parentIds?: readonly (string | null)[];
+}
+
+interface InsertedRecord {
+  id: string;
+  queue: string;
+  correlation_key: string | null;
+  parent_id: string | null;
+  due: boolean;
+  ord: number;
+}
+
+/** A row INSERT_INSTANCES wrote; `ord` is its index in the input (a missing index was a duplicate). */
+export interface InsertedEntry extends InsertedInstance {
+  readonly correlationKey: string | null;
+  readonly parentId: string | null;
+  readonly ord: number;
+}
+
+/** A row INSERT_INSTANCE_OR_HOLDER answered: `inserted`, or the key's holder (`due` false). */
+export interface InsertedOrHolder extends InsertedInstance {
+  readonly inserted: boolean;
+}
+
+/** The `$1`…`$13` of INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER, in column order. */
+function insertRowParams(row: InsertRow): unknown[] {
+  return [
+    row.fsm,
+    row.fsmVersion,
+    row.step,
+    row.stateText,
+    row.queue,
+    row.priority,
+    row.at,
+    row.delayMs,
+    row.correlationKey,
+    row.scope,
+    row.concurrencyKey,
+    row.rateLimit,
+    row.weight,
+  ];
+}
 
 /**
  * One instance. `$4` state is JSON text cast server-side; `$7` an absolute start time or
@@ -16,6 +71,11 @@ export const INSERT_INSTANCE = sql(
            $9, string_to_array($10::text, ',')::{schema}.durable_status[], $11, $12, $13)
    ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
    RETURNING id, queue, eligible_at <= now() AS due`,
+  {
+    params: insertRowParams,
+    /** The inserted row, or null: the key was occupied (a duplicate). */
+    decode: (rows: readonly InsertedInstance[]): InsertedInstance | null => rows[0] ?? null,
+  },
 );
 
 /**
@@ -44,6 +104,11 @@ export const INSERT_INSTANCE_OR_HOLDER = sql(
      FROM {schema}.gen_durable g
     WHERE NOT EXISTS (SELECT 1 FROM ins) AND g.correlation_guard = $9::text
    LIMIT 1`,
+  {
+    params: insertRowParams,
+    /** The inserted row or the key's holder; null: a holder committed after the snapshot. */
+    decode: (rows: readonly InsertedOrHolder[]): InsertedOrHolder | null => rows[0] ?? null,
+  },
 );
 
 /**
@@ -84,4 +149,72 @@ export const INSERT_INSTANCES = sql(
    SELECT ins.id, ins.queue, ins.correlation_key, ins.parent_id, ins.due, e.ord
      FROM ins JOIN e ON e.id = ins.id
     ORDER BY ins.id`,
+  {
+    params: ({ rows, parentIds }: InsertManyInput) => {
+      const fsms: string[] = [];
+      const versions: number[] = [];
+      const steps: string[] = [];
+      const states: string[] = [];
+      const queues: string[] = [];
+      const priorities: number[] = [];
+      const ats: (Date | null)[] = [];
+      const delays: number[] = [];
+      const keys: (string | null)[] = [];
+      const scopes: string[] = [];
+      const concurrencyKeys: (string | null)[] = [];
+      const rateLimits: (string | null)[] = [];
+      const weights: number[] = [];
+      const parents: (string | null)[] = [];
+      const ords: number[] = [];
+      for (let i = 0; i < rows.length; i++) {
+        const r = rows[i]!;
+        fsms.push(r.fsm);
+        versions.push(r.fsmVersion);
+        steps.push(r.step);
+        states.push(r.stateText);
+        queues.push(r.queue);
+        priorities.push(r.priority);
+        ats.push(r.at);
+        delays.push(r.delayMs);
+        keys.push(r.correlationKey);
+        scopes.push(r.scope);
+        concurrencyKeys.push(r.concurrencyKey);
+        rateLimits.push(r.rateLimit);
+        weights.push(r.weight);
+        parents.push(parentIds?.[i] ?? null);
+        ords.push(i);
+      }
+      return [
+        fsms,
+        versions,
+        steps,
+        states,
+        queues,
+        priorities,
+        ats,
+        delays,
+        keys,
+        scopes,
+        concurrencyKeys,
+        rateLimits,
+        weights,
+        parents,
+        ords,
+      ];
+    },
+    decode: (rows: readonly InsertedRecord[]): InsertedEntry[] => {
+      const out: InsertedEntry[] = [];
+      for (const r of rows) {
+        out.push({
+          id: r.id,
+          queue: r.queue,
+          correlationKey: r.correlation_key,
+          parentId: r.parent_id,
+          due: r.due,
+          ord: Number(r.ord),
+        });
+      }
+      return out;
+    },
+  },
 );

@@ -1,4 +1,12 @@
+import type { DurableStatus } from '../gen-durable.constants';
+import type { InstanceView } from '../instance/instance-view';
 import { sql } from './statement';
+
+/** An instance's id and status (PROBE_STATUSES). */
+export interface InstanceStatus {
+  readonly id: string;
+  readonly status: DurableStatus;
+}
 
 const COLUMNS = `id, fsm, fsm_version, step, status, state, result, last_error, attempt, awaits,
        await_deadline, queue, priority, eligible_at, concurrency_key, concurrency_shard, rate_limit,
@@ -9,6 +17,7 @@ const COLUMNS = `id, fsm, fsm_version, step, status, state, result, last_error, 
 export const GET_INSTANCE_BY_ID = sql(
   'get_instance_by_id',
   `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE id = $1`,
+  { params: (i: { readonly id: string }) => [i.id], decode: firstInstance },
 );
 
 /**
@@ -20,10 +29,88 @@ export const GET_INSTANCE_BY_ID = sql(
 export const GET_INSTANCE_BY_KEY = sql(
   'get_instance_by_key',
   `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE correlation_guard = $1`,
+  {
+    params: (i: { readonly correlationKey: string }) => [i.correlationKey],
+    decode: firstInstance,
+  },
 );
 
 /** Await probe (docs/design.md §9): status of many ids at once (PK lookups). */
 export const PROBE_STATUSES = sql(
   'probe_statuses',
   `SELECT id, status FROM {schema}.gen_durable WHERE id = ANY ($1::bigint[])`,
+  {
+    params: (i: { readonly ids: readonly string[] }) => [i.ids],
+    decode: (rows: readonly InstanceStatus[]) => rows,
+  },
 );
+
+interface InstanceRecord {
+  id: string;
+  fsm: string;
+  fsm_version: number;
+  step: string;
+  status: DurableStatus;
+  state: Record<string, unknown>;
+  result: Record<string, unknown> | null;
+  last_error: string | null;
+  attempt: number;
+  awaits: string[] | null;
+  await_deadline: Date | null;
+  queue: string;
+  priority: number;
+  eligible_at: Date;
+  concurrency_key: string | null;
+  concurrency_shard: number | null;
+  rate_limit: string | null;
+  weight: number;
+  locked_by: string | null;
+  lease_expires_at: Date | null;
+  parent_id: string | null;
+  children_pending: number;
+  correlation_key: string | null;
+  correlation_scope: DurableStatus[];
+  claim_seq: string;
+  reaps: number;
+  inserted_at: Date;
+  updated_at: Date;
+}
+
+function toInstanceView(r: InstanceRecord): InstanceView {
+  return Object.freeze({
+    id: r.id,
+    fsm: r.fsm,
+    fsmVersion: r.fsm_version,
+    step: r.step,
+    status: r.status,
+    state: r.state,
+    result: r.result,
+    lastError: r.last_error,
+    attempt: r.attempt,
+    awaits: r.awaits,
+    awaitDeadline: r.await_deadline,
+    queue: r.queue,
+    priority: r.priority,
+    eligibleAt: r.eligible_at,
+    concurrencyKey: r.concurrency_key,
+    concurrencyShard: r.concurrency_shard,
+    rateLimit: r.rate_limit,
+    weight: r.weight,
+    lockedBy: r.locked_by,
+    leaseExpiresAt: r.lease_expires_at,
+    parentId: r.parent_id,
+    childrenPending: r.children_pending,
+    correlationKey: r.correlation_key,
+    correlationScope: r.correlation_scope,
+    claimSeq: r.claim_seq,
+    reaps: r.reaps,
+    insertedAt: r.inserted_at,
+    updatedAt: r.updated_at,
+  });
+}
+
+/** The one row of a by-id or by-key read as an `InstanceView`, or null when there is none. */
+function firstInstance(rows: readonly InstanceRecord[]): InstanceView | null {
+  const row = rows[0];
+  return row ? toInstanceView(row) : null;
+}

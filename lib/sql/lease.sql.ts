@@ -1,4 +1,34 @@
+import type { DurableStatus } from '../gen-durable.constants';
+import { type IdQueue, idsOf } from './row-decoders';
 import { sql } from './statement';
+
+/** A claim this worker holds: the row id and the claim's fencing token. */
+export interface HeldClaim {
+  readonly id: string;
+  readonly claimSeq: string;
+}
+
+interface ReapedRecord {
+  id: string;
+  status: DurableStatus;
+  parent_id: string | null;
+  queue: string;
+  fsm: string;
+  step: string;
+  reaps: number;
+}
+
+/** A row REAP_EXPIRED took back: runnable again, or failed as a poison pill. */
+export interface ReapedRow {
+  readonly id: string;
+  readonly status: DurableStatus;
+  readonly parentId: string | null;
+  readonly queue: string;
+  readonly fsm: string;
+  readonly step: string;
+  /** Reaps counted so far, this one included. */
+  readonly reaps: number;
+}
 
 /**
  * Heartbeat (docs/design.md §17.1): extend the lease of the rows this scheduler holds, `$2`/`$3` =
@@ -18,6 +48,22 @@ export const HEARTBEAT = sql(
       SET lease_expires_at = now() + make_interval(secs => $4::float8 / 1000)
      FROM h WHERE g.id = h.id
    RETURNING g.id`,
+  {
+    params: (i: {
+      readonly worker: string;
+      readonly rows: readonly HeldClaim[];
+      readonly leaseMs: number;
+    }) => {
+      const ids: string[] = [];
+      const seqs: string[] = [];
+      for (const r of i.rows) {
+        ids.push(r.id);
+        seqs.push(r.claimSeq);
+      }
+      return [i.worker, ids, seqs, i.leaseMs];
+    },
+    decode: idsOf,
+  },
 );
 
 /**
@@ -32,6 +78,18 @@ export const RELEASE_CLAIMS = sql(
      FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
     WHERE g.id = t.id AND g.locked_by = $1 AND g.status = 'executing' AND g.claim_seq = t.seq
     RETURNING g.id`,
+  {
+    params: (i: { readonly worker: string; readonly rows: readonly HeldClaim[] }) => {
+      const ids: string[] = [];
+      const seqs: string[] = [];
+      for (const r of i.rows) {
+        ids.push(r.id);
+        seqs.push(r.claimSeq);
+      }
+      return [i.worker, ids, seqs];
+    },
+    decode: idsOf,
+  },
 );
 
 /**
@@ -67,6 +125,28 @@ export const REAP_EXPIRED = sql(
      FROM expired
     WHERE g.id = expired.id
    RETURNING g.id, g.status, g.parent_id, g.queue, g.fsm, g.step, g.reaps`,
+  {
+    params: (i: {
+      readonly maxReaps: number;
+      readonly limit: number;
+      readonly spreadMs: number;
+    }) => [i.maxReaps, i.limit, i.spreadMs],
+    decode: (rows: readonly ReapedRecord[]): ReapedRow[] => {
+      const out: ReapedRow[] = [];
+      for (const r of rows) {
+        out.push({
+          id: r.id,
+          status: r.status,
+          parentId: r.parent_id,
+          queue: r.queue,
+          fsm: r.fsm,
+          step: r.step,
+          reaps: r.reaps,
+        });
+      }
+      return out;
+    },
+  },
 );
 
 /**
@@ -97,6 +177,16 @@ export const RECLAIM_PREDECESSOR = sql(
           reaps = g.reaps + 1, updated_at = now()
      FROM r WHERE g.id = r.id
    RETURNING g.id`,
+  {
+    params: (i: {
+      readonly queue: string;
+      readonly workerPrefix: string;
+      readonly leaseBelowMs: number;
+      readonly maxReaps: number;
+      readonly spreadMs: number;
+    }) => [i.queue, i.workerPrefix, i.leaseBelowMs, i.maxReaps, i.spreadMs],
+    decode: idsOf,
+  },
 );
 
 /**
@@ -116,4 +206,8 @@ export const FIRE_AWAIT_DEADLINES = sql(
       SET status = 'runnable', eligible_at = now(), await_deadline = NULL, updated_at = now()
      FROM due WHERE g.id = due.id
    RETURNING g.id, g.queue`,
+  {
+    params: (i: { readonly limit: number }) => [i.limit],
+    decode: (rows: readonly IdQueue[]) => rows,
+  },
 );

@@ -1,3 +1,4 @@
+import { affectedRows, idsOf } from './row-decoders';
 import { sql } from './statement';
 
 /**
@@ -16,6 +17,13 @@ export const GC_SELECT_TERMINAL = sql(
            AND p.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children'))
     ORDER BY g.updated_at
     LIMIT $2`,
+  {
+    params: (i: { readonly retentionMs: number; readonly limit: number }) => [
+      i.retentionMs,
+      i.limit,
+    ],
+    decode: idsOf,
+  },
 );
 
 /**
@@ -25,4 +33,5 @@ export const GC_SELECT_TERMINAL = sql(
 export const GC_DELETE = sql(
   'gc_delete',
   `DELETE FROM {schema}.gen_durable WHERE id = ANY ($1::bigint[]) AND status IN ('done', 'failed')`,
+  { params: (i: { readonly ids: readonly string[] }) => [i.ids], decode: affectedRows },
 );

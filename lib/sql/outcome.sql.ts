@@ -1,8 +1,70 @@
+import type { KindsWrittenBy } from '../fsm/outcome-kinds';
+import { type IdQueue, type IdQueueStatus, idsOf, noRows } from './row-decoders';
 import { sql } from './statement';
 
 // The flush transaction (docs/design.md §6.3). Every write is guarded by the ownership guard plus the
 // fencing token: locked_by = worker AND status = 'executing' AND claim_seq = the claim's seq
 // (docs/design.md §6.1, §26.1). A row that matches nothing was reclaimed: its entry is stale.
+
+/** The guard of every flush write: the claim's worker and fencing token. */
+export interface GuardedWrite {
+  readonly worker: string;
+  readonly id: string;
+  readonly seq: string;
+}
+
+/** One row's transition (FLUSH_TRANSITIONS): per kind, the columns of docs/design.md §2.4's table. */
+export interface TransitionWrite extends GuardedWrite {
+  readonly kind: KindsWrittenBy<'transition'>;
+  readonly nextStep: string | null;
+  readonly stateText: string | null;
+  readonly resultText: string | null;
+  readonly error: string | null;
+  readonly delayMs: number;
+  readonly rateLimit: string | null;
+  readonly weight: number;
+  readonly setKey: boolean;
+  readonly concurrencyKey: string | null;
+  /** `continue` only: the renewed lease, ms. */
+  readonly leaseMs?: number;
+}
+
+interface TransitionRecord {
+  id: string;
+  parent_id: string | null;
+  status: string;
+  queue: string;
+  signaled: boolean;
+}
+
+/** A row FLUSH_TRANSITIONS wrote: its status after, and whether it was ever signaled. */
+export interface TransitionRow {
+  readonly id: string;
+  readonly parentId: string | null;
+  readonly status: string;
+  readonly queue: string;
+  readonly signaled: boolean;
+}
+
+/** One row's park (FLUSH_PARKS). */
+export interface ParkWrite extends GuardedWrite {
+  readonly nextStep: string;
+  readonly stateText: string;
+  readonly names: readonly string[];
+  readonly timeoutMs: number | null;
+}
+
+/** A signal presented to a step: its target row and its id. */
+export interface SignalPair {
+  readonly targetId: string;
+  readonly signalId: string;
+}
+
+/** One parent's park on its children (FANOUT_PARK_PARENTS). */
+export interface FanOutParkWrite extends GuardedWrite {
+  readonly nextStep: string;
+  readonly stateText: string;
+}
 
 /**
  * Transitions next / retry / done / stop for any number of rows in one UPDATE over parallel
@@ -55,6 +117,78 @@ export const FLUSH_TRANSITIONS = sql(
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
       AND NOT (COALESCE(t.solo, false) AND t.kind IN ('done', 'stop') AND g.signaled)
     RETURNING g.id, g.parent_id, g.status, g.queue, g.signaled`,
+  {
+    params: ({
+      entries,
+      solo,
+    }: {
+      readonly entries: readonly TransitionWrite[];
+      readonly solo: boolean;
+    }) => {
+      const workers: string[] = [];
+      const ids: string[] = [];
+      const seqs: string[] = [];
+      const kinds: string[] = [];
+      const steps: (string | null)[] = [];
+      const states: (string | null)[] = [];
+      const results: (string | null)[] = [];
+      const errors: (string | null)[] = [];
+      const delays: number[] = [];
+      const rateLimits: (string | null)[] = [];
+      const weights: number[] = [];
+      const setKeys: boolean[] = [];
+      const keys: (string | null)[] = [];
+      const leases: (number | null)[] = [];
+      const solos: boolean[] = [];
+      for (const e of entries) {
+        workers.push(e.worker);
+        ids.push(e.id);
+        seqs.push(e.seq);
+        kinds.push(e.kind);
+        steps.push(e.nextStep);
+        states.push(e.stateText);
+        results.push(e.resultText);
+        errors.push(e.error);
+        delays.push(e.delayMs);
+        rateLimits.push(e.rateLimit);
+        weights.push(e.weight);
+        setKeys.push(e.setKey);
+        keys.push(e.concurrencyKey);
+        leases.push(e.kind === 'continue' ? (e.leaseMs ?? null) : null);
+        solos.push(solo);
+      }
+      return [
+        workers,
+        ids,
+        seqs,
+        kinds,
+        steps,
+        states,
+        results,
+        errors,
+        delays,
+        rateLimits,
+        weights,
+        setKeys,
+        keys,
+        leases,
+        solos,
+      ];
+    },
+    decode: (rows: readonly TransitionRecord[]): TransitionRow[] => {
+      const out: TransitionRow[] = [];
+      for (const r of rows) {
+        out.push({
+          id: r.id,
+          parentId: r.parent_id,
+          status: r.status,
+          queue: r.queue,
+          signaled: r.signaled,
+        });
+      }
+      return out;
+    },
+  },
 );
 
 /**
@@ -74,6 +208,28 @@ export const FLUSH_PARKS = sql(
           AS t(worker, id, seq, step, state, names, timeout_ms)
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
     RETURNING g.id, g.queue`,
+  {
+    params: ({ entries }: { readonly entries: readonly ParkWrite[] }) => {
+      const workers: string[] = [];
+      const ids: string[] = [];
+      const seqs: string[] = [];
+      const steps: string[] = [];
+      const states: string[] = [];
+      const names: string[] = [];
+      const timeouts: (number | null)[] = [];
+      for (const e of entries) {
+        workers.push(e.worker);
+        ids.push(e.id);
+        seqs.push(e.seq);
+        steps.push(e.nextStep);
+        states.push(e.stateText);
+        names.push(JSON.stringify(e.names));
+        timeouts.push(e.timeoutMs);
+      }
+      return [workers, ids, seqs, steps, states, names, timeouts];
+    },
+    decode: idsOf,
+  },
 );
 
 /**
@@ -93,6 +249,21 @@ export const RECHECK_PARKS = sql(
            AND NOT EXISTS (SELECT 1 FROM unnest($2::bigint[], $3::bigint[]) AS p(target_id, signal_id)
                             WHERE p.target_id = s.target_id AND p.signal_id = s.id))
     RETURNING g.id, g.queue`,
+  {
+    params: (i: {
+      readonly parkedIds: readonly string[];
+      readonly presented: readonly SignalPair[];
+    }) => {
+      const targets: string[] = [];
+      const signals: string[] = [];
+      for (const p of i.presented) {
+        targets.push(p.targetId);
+        signals.push(p.signalId);
+      }
+      return [i.parkedIds, targets, signals];
+    },
+    decode: (rows: readonly IdQueue[]) => rows,
+  },
 );
 
 /** Consumes exactly the presented (target, signal) pairs of committed progressing entries (§8.3). */
@@ -102,6 +273,18 @@ export const CONSUME_SIGNALS = sql(
       SET consumed_at = now()
      FROM unnest($1::bigint[], $2::bigint[]) AS p(target_id, signal_id)
     WHERE s.id = p.signal_id AND s.target_id = p.target_id AND s.consumed_at IS NULL`,
+  {
+    params: ({ pairs }: { readonly pairs: readonly SignalPair[] }) => {
+      const targets: string[] = [];
+      const signals: string[] = [];
+      for (const p of pairs) {
+        targets.push(p.targetId);
+        signals.push(p.signalId);
+      }
+      return [targets, signals];
+    },
+    decode: noRows,
+  },
 );
 
 /** Consumes the whole inbox of committed terminal entries that were ever signaled (§8.3). Index signals_inbox. */
@@ -110,6 +293,7 @@ export const CONSUME_INBOXES = sql(
   `UPDATE {schema}.signals
       SET consumed_at = now()
     WHERE target_id = ANY ($1::bigint[]) AND consumed_at IS NULL`,
+  { params: (i: { readonly ids: readonly string[] }) => [i.ids], decode: noRows },
 );
 
 /**
@@ -134,6 +318,10 @@ export const JOIN_PARENTS = sql(
      FROM d JOIN locked ON locked.id = d.pid
     WHERE p.id = d.pid
     RETURNING p.id, p.queue, p.status`,
+  {
+    params: (i: { readonly parentIds: readonly string[] }) => [i.parentIds],
+    decode: (rows: readonly IdQueueStatus[]) => rows,
+  },
 );
 
 /**
@@ -148,6 +336,20 @@ export const FANOUT_LOCK_PARENTS = sql(
     WHERE g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
     ORDER BY g.id
       FOR NO KEY UPDATE OF g`,
+  {
+    params: ({ entries }: { readonly entries: readonly GuardedWrite[] }) => {
+      const workers: string[] = [];
+      const ids: string[] = [];
+      const seqs: string[] = [];
+      for (const e of entries) {
+        workers.push(e.worker);
+        ids.push(e.id);
+        seqs.push(e.seq);
+      }
+      return [workers, ids, seqs];
+    },
+    decode: idsOf,
+  },
 );
 
 /**
@@ -165,4 +367,28 @@ export const FANOUT_PARK_PARENTS = sql(
           AS t(worker, id, seq, step, state, landed)
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
     RETURNING g.id, g.queue, g.status`,
+  {
+    params: (i: {
+      readonly entries: readonly FanOutParkWrite[];
+      /** Children that landed, per parent id (none = 0). */
+      readonly landed: ReadonlyMap<string, number>;
+    }) => {
+      const workers: string[] = [];
+      const ids: string[] = [];
+      const seqs: string[] = [];
+      const steps: string[] = [];
+      const states: string[] = [];
+      const landed: number[] = [];
+      for (const e of i.entries) {
+        workers.push(e.worker);
+        ids.push(e.id);
+        seqs.push(e.seq);
+        steps.push(e.nextStep);
+        states.push(e.stateText);
+        landed.push(i.landed.get(e.id) ?? 0);
+      }
+      return [workers, ids, seqs, steps, states, landed];
+    },
+    decode: (rows: readonly IdQueueStatus[]) => rows,
+  },
 );

@@ -20,7 +20,7 @@ export function asRows<Raw>(rows: readonly Raw[]): readonly Raw[] {
 
 /** The `id` column of every row, in row order. */
 export function idsOf(rows: readonly { readonly id: string }[]): string[] {
-  const ids = new Array<string>(rows.length);
+  const ids: string[] = [];
   for (let i = 0; i < rows.length; i++) ids[i] = rows[i]!.id;
   return ids;
 }

@@ -1,4 +1,36 @@
+import type { DurableStatus } from '../gen-durable.constants';
 import { sql } from './statement';
+
+/** One delivery: to `targetId`, else to the occupant of `correlationKey`. */
+export interface SignalDelivery {
+  readonly targetId: string | null;
+  readonly correlationKey: string | null;
+  readonly name: string;
+  /** The payload as JSON text. */
+  readonly payloadText: string;
+  readonly dedupKey: string | null;
+}
+
+/**
+ * The target a delivery reached: a live one with its status after the delivery (`inserted`
+ * false for a duplicate), or a duplicate whose target is no longer live (a retry after the
+ * instance consumed the signal and finished), with no queue and no status.
+ */
+export type DeliveredSignal =
+  | {
+      readonly id: string;
+      readonly queue: string;
+      readonly status: DurableStatus;
+      readonly due: boolean;
+      readonly inserted: boolean;
+    }
+  | {
+      readonly id: string;
+      readonly queue: null;
+      readonly status: null;
+      readonly due: false;
+      readonly inserted: false;
+    };
 
 /**
  * Signal delivery, one statement (docs/design.md §8.1, §26.6, §26.7). `$1` target id or NULL, `$2`
@@ -61,4 +93,15 @@ export const DELIVER_SIGNAL = sql(
    SELECT r.id, NULL::text, NULL::{schema}.durable_status, false, false
      FROM resolved r, dup
     WHERE dup.seen AND NOT EXISTS (SELECT 1 FROM target)`,
+  {
+    params: (i: SignalDelivery) => [
+      i.targetId,
+      i.correlationKey,
+      i.name,
+      i.payloadText,
+      i.dedupKey,
+    ],
+    /** The target the signal reached, or null: no live instance answers (and no duplicate). */
+    decode: (rows: readonly DeliveredSignal[]): DeliveredSignal | null => rows[0] ?? null,
+  },
 );

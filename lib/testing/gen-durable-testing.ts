@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 
 import type { EngineService } from '../engine/engine.service';
 import { resolveTarget, type Target, targetLabel } from '../engine/target';
-import type { InstanceView } from '../engine/instance-view';
+import type { InstanceView } from '../instance/instance-view';
 import { MaxStepsExceededError } from '../errors/max-steps-exceeded.error';
 import type { DurableStatus } from '../gen-durable.constants';
 import {

@@ -152,8 +152,8 @@ const MECHANISMS = {
     edits: [
       [
         'lib/runtime/reaper.ts',
-        '[this.maxReaps, BATCH, this.spreadMs]',
-        '[this.maxReaps, BATCH, 0]',
+        '{ maxReaps: this.maxReaps, limit: BATCH, spreadMs: this.spreadMs }',
+        '{ maxReaps: this.maxReaps, limit: BATCH, spreadMs: 0 }',
       ],
     ],
     tests: ['test/chaos/poison-pill.spec.ts -t spread'],

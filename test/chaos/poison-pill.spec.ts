@@ -121,15 +121,15 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
         [id],
       );
       // The restarted node reclaims its dead predecessor's row (margin 0: expired ones).
-      const reclaimed = await h.engine.runtime.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, [
-        'reclaim-q',
-        prefix,
-        0,
-        MAX_REAPS,
-        SPREAD_MS,
-      ]);
+      const reclaimed = await RECLAIM_PREDECESSOR.run(h.engine.runtime.sql, {
+        queue: 'reclaim-q',
+        workerPrefix: prefix,
+        leaseBelowMs: 0,
+        maxReaps: MAX_REAPS,
+        spreadMs: SPREAD_MS,
+      });
       if (life < MAX_REAPS) {
-        expect(reclaimed.map((r) => r.id)).toEqual([id]);
+        expect(reclaimed).toEqual([id]);
         expect(await rowOf(db, id)).toMatchObject({ status: 'runnable', reaps: life, attempt: 0 });
         await db.pool.query(`UPDATE gen_durable SET eligible_at = now() WHERE id = $1`, [id]);
       } else {

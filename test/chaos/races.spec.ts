@@ -1,6 +1,5 @@
 import type { Pool } from 'pg';
 
-import { insertArrays } from '../../lib/engine/insert-row';
 import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
 import { INSERT_INSTANCES } from '../../lib/sql/insert.sql';
 import { FIRE_AWAIT_DEADLINES, HEARTBEAT, REAP_EXPIRED } from '../../lib/sql/lease.sql';
@@ -12,7 +11,11 @@ import {
   FLUSH_TRANSITIONS,
   RECHECK_PARKS,
 } from '../../lib/sql/outcome.sql';
-import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
+import {
+  type DeliveredSignal,
+  DELIVER_SIGNAL,
+  type SignalDelivery,
+} from '../../lib/sql/signal.sql';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { type RaceReport, type RaceSpec, type RaceStep, runRace } from './support/isolation-runner';
 import {
@@ -22,9 +25,8 @@ import {
   inboxOf,
   insertRow,
   row,
+  poolRunner,
   rowView,
-  runOn,
-  unnestParams,
 } from './support/race-fixtures';
 
 // R0 races (docs/reliability.md §3.4): every interleaving of the production statements of two or
@@ -45,6 +47,11 @@ const begin = <V>(name: string) => step<V>(name, ({ session }) => session.exec('
 const commit = <V>(name: string) => step<V>(name, ({ session }) => session.exec('COMMIT'));
 
 const rowsOf = (value: unknown): Record<string, unknown>[] => value as Record<string, unknown>[];
+const deliveryOf = (value: unknown): DeliveredSignal | null => value as DeliveredSignal | null;
+/** A delivery by id (no dedup key unless given). */
+const toId = (id: string, name: string, payloadText: string, dedupKey: string | null = null) =>
+  ({ targetId: id, correlationKey: null, name, payloadText, dedupKey }) satisfies SignalDelivery;
+const REAP = { maxReaps: MAX_REAPS, limit: 100, spreadMs: 2000 };
 const reports: RaceReport[] = [];
 
 describe('R0 races on real connections, all permutations', () => {
@@ -94,43 +101,42 @@ describe('R0 races on real connections, all permutations', () => {
     const presented: string[] = [];
     if (options.presentOld) {
       // A pack: the parking step was shown signal #1 and re-awaits it.
-      const [old] = await runOn<{ id: string }>(pool, DELIVER_SIGNAL, [
-        id,
-        null,
-        'go',
-        '{"n":1}',
-        null,
-      ]);
+      const old = await DELIVER_SIGNAL.run(poolRunner(pool), toId(id, 'go', '{"n":1}'));
       const inbox = await inboxOf(pool, old!.id);
       presented.push(...inbox.map((s) => s.id));
     }
     const [claimed] = await claim(pool, queue, W);
-    return { id, seq: claimed!.claim_seq, presented, signalName: options.signalName ?? 'go' };
+    return { id, seq: claimed!.claimSeq, presented, signalName: options.signalName ?? 'go' };
   }
 
   const parkSteps: RaceStep<ParkVars>[] = [
     begin('p_begin'),
     step('p_park', ({ session, vars }) =>
-      session.run(
-        FLUSH_PARKS,
-        unnestParams(FLUSH_PARKS, {
-          worker: W,
-          id: vars.id,
-          seq: vars.seq,
-          step: 'woken',
-          state: '{"seq":1}',
-          names: '["go"]',
-        }),
-      ),
+      FLUSH_PARKS.run(session, {
+        entries: [
+          {
+            worker: W,
+            id: vars.id,
+            seq: vars.seq,
+            nextStep: 'woken',
+            stateText: '{"seq":1}',
+            names: ['go'],
+            timeoutMs: null,
+          },
+        ],
+      }),
     ),
     step('p_recheck', ({ session, vars }) =>
-      session.run(RECHECK_PARKS, [[vars.id], vars.presented.map(() => vars.id), vars.presented]),
+      RECHECK_PARKS.run(session, {
+        parkedIds: [vars.id],
+        presented: vars.presented.map((signalId) => ({ targetId: vars.id, signalId })),
+      }),
     ),
     commit('p_commit'),
   ];
   const deliver = (name: string) =>
     step<ParkVars>(name, ({ session, vars }) =>
-      session.run(DELIVER_SIGNAL, [vars.id, null, vars.signalName, '{"n":2}', null]),
+      DELIVER_SIGNAL.run(session, toId(vars.id, vars.signalName, '{"n":2}')),
     );
 
   async function checkPark(
@@ -141,10 +147,10 @@ describe('R0 races on real connections, all permutations', () => {
     const { vars, steps } = result;
     for (const o of steps.values()) expect(o.error).toBeUndefined();
     expect(rowsOf(steps.get('p_park')!.value)).toHaveLength(1);
-    const delivered = rowsOf(steps.get(deliverStep)!.value);
-    expect(delivered).toEqual([expect.objectContaining({ id: vars.id, inserted: true })]);
+    const delivered = deliveryOf(steps.get(deliverStep)!.value);
+    expect(delivered).toEqual(expect.objectContaining({ id: vars.id, inserted: true }));
     const wokenByRecheck = rowsOf(steps.get('p_recheck')!.value).length === 1;
-    const wokenByDelivery = delivered[0]!['status'] === 'runnable';
+    const wokenByDelivery = delivered!.status === 'runnable';
     const final = await rowView(pool, vars.id);
     const inbox = await inboxOf(pool, vars.id);
     expect(inbox.filter((s) => s.consumed)).toEqual([]);
@@ -237,12 +243,10 @@ describe('R0 races on real connections, all permutations', () => {
     const flush: RaceStep<SpawnVars>[] = [
       begin('f_begin'),
       step('f_lock', async ({ session, vars }) => {
-        const owned = await session.run<{ id: string }>(FANOUT_LOCK_PARENTS, [
-          [W],
-          [vars.parent],
-          [vars.seq],
-        ]);
-        vars.owned = owned.map((r) => r.id);
+        const owned = await FANOUT_LOCK_PARENTS.run(session, {
+          entries: [{ worker: W, id: vars.parent, seq: vars.seq }],
+        });
+        vars.owned = owned;
         return owned;
       }),
       step('f_children', async ({ session, vars }) => {
@@ -251,29 +255,27 @@ describe('R0 races on real connections, all permutations', () => {
         const children = [1, 2, 3].map((n) =>
           row('child', 'start', { n }, `${vars.queue}-children`),
         );
-        const inserted = await session.run<{ id: string }>(
-          INSERT_INSTANCES,
-          insertArrays(
-            children,
-            children.map(() => vars.parent),
-          ),
-        );
+        const inserted = await INSERT_INSTANCES.run(session, {
+          rows: children,
+          parentIds: children.map(() => vars.parent),
+        });
         vars.landed = inserted.length;
         return inserted;
       }),
       step('f_park', async ({ session, vars }) => {
         if (!vars.owned.includes(vars.parent)) return [];
-        return session.run(
-          FANOUT_PARK_PARENTS,
-          unnestParams(FANOUT_PARK_PARENTS, {
-            worker: W,
-            id: vars.parent,
-            seq: vars.seq,
-            step: 'joined',
-            state: '{"seq":1}',
-            landed: vars.landed,
-          }),
-        );
+        return FANOUT_PARK_PARENTS.run(session, {
+          entries: [
+            {
+              worker: W,
+              id: vars.parent,
+              seq: vars.seq,
+              nextStep: 'joined',
+              stateText: '{"seq":1}',
+            },
+          ],
+          landed: new Map([[vars.parent, vars.landed]]),
+        });
       }),
       commit('f_commit'),
     ];
@@ -282,9 +284,7 @@ describe('R0 races on real connections, all permutations', () => {
         name: 'reaper-vs-parent-mid-spawn',
         sessions: {
           flush,
-          reaper: [
-            step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000])),
-          ],
+          reaper: [step('r_reap', ({ session }) => REAP_EXPIRED.run(session, REAP))],
         },
         async setup(pool) {
           await pool.query('TRUNCATE gen_durable CASCADE');
@@ -292,7 +292,7 @@ describe('R0 races on real connections, all permutations', () => {
           const parent = await insertRow(pool, row('basket', 'start', { seq: 0 }, queue));
           const [claimed] = await claim(pool, queue, W);
           await expireLease(pool, parent);
-          return { parent, seq: claimed!.claim_seq, queue, owned: [], landed: 0 };
+          return { parent, seq: claimed!.claimSeq, queue, owned: [], landed: 0 };
         },
         async check({ vars, steps }, pool) {
           for (const o of steps.values()) expect(o.error).toBeUndefined();
@@ -342,18 +342,26 @@ describe('R0 races on real connections, all permutations', () => {
     claimed: { seq: string; step: string; state: { seq: number } } | null;
   }
 
-  const transition = (worker: string, id: string, seq: string, step: string, state: object) =>
-    unnestParams(FLUSH_TRANSITIONS, {
-      worker,
-      id,
-      seq,
-      kind: 'next',
-      step,
-      state: JSON.stringify(state),
-      delay_ms: 0,
-      weight: 1,
-      set_key: false,
-    });
+  const transition = (worker: string, id: string, seq: string, step: string, state: object) => ({
+    entries: [
+      {
+        worker,
+        id,
+        seq,
+        kind: 'next' as const,
+        nextStep: step,
+        stateText: JSON.stringify(state),
+        resultText: null,
+        error: null,
+        delayMs: 0,
+        rateLimit: null,
+        weight: 1,
+        setKey: false,
+        concurrencyKey: null,
+      },
+    ],
+    solo: false,
+  });
 
   for (const [label, second] of [
     ['the same worker id', W],
@@ -363,28 +371,27 @@ describe('R0 races on real connections, all permutations', () => {
       const t1: RaceStep<FenceVars>[] = [
         begin('t1_begin'),
         step('t1_outcome', ({ session, vars }) =>
-          session.run(
-            FLUSH_TRANSITIONS,
+          FLUSH_TRANSITIONS.run(
+            session,
             transition(W, vars.id, vars.seq1, 'b', { seq: 1, by: 'T1' }),
           ),
         ),
         commit('t1_commit'),
       ];
-      const reaper = [
-        step<FenceVars>('r_reap', ({ session }) =>
-          session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000]),
-        ),
-      ];
+      const reaper = [step<FenceVars>('r_reap', ({ session }) => REAP_EXPIRED.run(session, REAP))];
       const claimer = [
         step<FenceVars>('c_claim', async ({ session, vars }) => {
-          const rows = await session.run<{
-            id: string;
-            claim_seq: string;
-            step: string;
-            state: { seq: number };
-          }>(CLAIM_RUNNABLE, [vars.queue, 10, second, 60_000, []]);
+          const rows = await CLAIM_RUNNABLE.run(session, {
+            queue: vars.queue,
+            limit: 10,
+            worker: second,
+            leaseMs: 60_000,
+            gates: [],
+          });
           const r = rows[0];
-          vars.claimed = r ? { seq: r.claim_seq, step: r.step, state: r.state } : null;
+          vars.claimed = r
+            ? { seq: r.claimSeq, step: r.step, state: r.state as { seq: number } }
+            : null;
           return rows;
         }),
       ];
@@ -393,8 +400,8 @@ describe('R0 races on real connections, all permutations', () => {
           if (!vars.claimed) return 'nothing claimed';
           // T2 ran whatever step the claim handed it, from the state it was handed.
           const next = vars.claimed.step === 'start' ? 'b' : 'c';
-          return session.run(
-            FLUSH_TRANSITIONS,
+          return FLUSH_TRANSITIONS.run(
+            session,
             transition(second, vars.id, vars.claimed.seq, next, {
               seq: vars.claimed.state.seq + 1,
               by: 'T2',
@@ -412,7 +419,7 @@ describe('R0 races on real connections, all permutations', () => {
             const id = await insertRow(pool, row('fenced', 'start', { seq: 0 }, queue));
             const [claimed] = await claim(pool, queue, W);
             await expireLease(pool, id);
-            return { id, queue, seq1: claimed!.claim_seq, claimed: null };
+            return { id, queue, seq1: claimed!.claimSeq, claimed: null };
           },
           async check({ vars, steps }, pool) {
             for (const o of steps.values()) expect(o.error).toBeUndefined();
@@ -456,30 +463,45 @@ describe('R0 races on real connections, all permutations', () => {
   const terminalFlush: RaceStep<TerminalVars>[] = [
     begin('f_begin'),
     step('f_done', ({ session, vars }) =>
-      session.run(
-        FLUSH_TRANSITIONS,
-        unnestParams(FLUSH_TRANSITIONS, {
-          worker: W,
-          id: vars.id,
-          seq: vars.seq,
-          kind: 'done',
-          result: '{"ok":true}',
-          delay_ms: 0,
-          weight: 1,
-          set_key: false,
-        }),
-      ),
+      FLUSH_TRANSITIONS.run(session, {
+        entries: [
+          {
+            worker: W,
+            id: vars.id,
+            seq: vars.seq,
+            kind: 'done',
+            nextStep: null,
+            stateText: null,
+            resultText: '{"ok":true}',
+            error: null,
+            delayMs: 0,
+            rateLimit: null,
+            weight: 1,
+            setKey: false,
+            concurrencyKey: null,
+          },
+        ],
+        solo: false,
+      }),
     ),
-    step('f_consume', ({ session, vars }) => session.run(CONSUME_INBOXES, [[vars.id]])),
+    step('f_consume', ({ session, vars }) => CONSUME_INBOXES.run(session, { ids: [vars.id] })),
     commit('f_commit'),
   ];
 
   for (const by of ['id', 'key'] as const) {
     const deliverTo = (name: string) =>
       step<TerminalVars>(name, ({ session, vars }) =>
-        session.run(
-          DELIVER_SIGNAL,
-          by === 'id' ? [vars.id, null, 'go', '{}', 'd-1'] : [null, vars.key, 'go', '{}', 'd-1'],
+        DELIVER_SIGNAL.run(
+          session,
+          by === 'id'
+            ? toId(vars.id, 'go', '{}', 'd-1')
+            : {
+                targetId: null,
+                correlationKey: vars.key,
+                name: 'go',
+                payloadText: '{}',
+                dedupKey: 'd-1',
+              },
         ),
       );
     const setup = async (pool: Pool): Promise<TerminalVars> => {
@@ -490,7 +512,7 @@ describe('R0 races on real connections, all permutations', () => {
         row('checkout', 'start', {}, queue, { correlationKey: key }),
       );
       const [claimed] = await claim(pool, queue, W);
-      return { id, seq: claimed!.claim_seq, key };
+      return { id, seq: claimed!.claimSeq, key };
     };
     const check = async (
       {
@@ -504,7 +526,7 @@ describe('R0 races on real connections, all permutations', () => {
       expect(rowsOf(steps.get('f_done')!.value)).toEqual([
         expect.objectContaining({ id: vars.id, status: 'done' }),
       ]);
-      const acknowledged = rowsOf(steps.get(name)!.value).length === 1;
+      const acknowledged = deliveryOf(steps.get(name)!.value) !== null;
       const inbox = await inboxOf(pool, vars.id);
       if (acknowledged) {
         expect(inbox).toEqual([expect.objectContaining({ name: 'go', consumed: true })]);
@@ -557,19 +579,19 @@ describe('R0 races on real connections, all permutations', () => {
     const queue = freshQueue();
     const id = await insertRow(pool, row('timed', 'start', { seq: 0 }, queue));
     const [claimed] = await claim(pool, queue, W);
-    await runOn(
-      pool,
-      FLUSH_PARKS,
-      unnestParams(FLUSH_PARKS, {
-        worker: W,
-        id,
-        seq: claimed!.claim_seq,
-        step: 'woken',
-        state: '{"seq":1}',
-        names: '["go"]',
-        timeout_ms: 60_000,
-      }),
-    );
+    await FLUSH_PARKS.run(poolRunner(pool), {
+      entries: [
+        {
+          worker: W,
+          id,
+          seq: claimed!.claimSeq,
+          nextStep: 'woken',
+          stateText: '{"seq":1}',
+          names: ['go'],
+          timeoutMs: 60_000,
+        },
+      ],
+    });
     await pool.query(
       `UPDATE gen_durable SET await_deadline = now() - interval '1 second' WHERE id = $1`,
       [id],
@@ -585,9 +607,9 @@ describe('R0 races on real connections, all permutations', () => {
   ): Promise<void> => {
     for (const o of steps.values()) expect(o.error).toBeUndefined();
     const byTimeout = rowsOf(steps.get('t_fire')!.value).some((r) => r['id'] === vars.id);
-    const delivered = rowsOf(steps.get('s_deliver')!.value);
-    expect(delivered).toEqual([expect.objectContaining({ id: vars.id, inserted: true })]);
-    const bySignal = delivered[0]!['status'] === 'runnable' && !byTimeout;
+    const delivered = deliveryOf(steps.get('s_deliver')!.value);
+    expect(delivered).toEqual(expect.objectContaining({ id: vars.id, inserted: true }));
+    const bySignal = delivered!.status === 'runnable' && !byTimeout;
     expect(byTimeout !== bySignal).toBe(true);
     expect(await rowView(pool, vars.id)).toMatchObject({
       status: 'runnable',
@@ -605,7 +627,7 @@ describe('R0 races on real connections, all permutations', () => {
     expect(rows[0]!.deadline).toBeNull();
   };
   const deliverGo = step<DeadlineVars>('s_deliver', ({ session, vars }) =>
-    session.run(DELIVER_SIGNAL, [vars.id, null, 'go', '{}', null]),
+    DELIVER_SIGNAL.run(session, toId(vars.id, 'go', '{}')),
   );
 
   it('S24 await timeout vs signal: sweep and delivery each in their own transaction, 20 interleavings', async () => {
@@ -615,7 +637,7 @@ describe('R0 races on real connections, all permutations', () => {
         sessions: {
           sweeper: [
             begin('t_begin'),
-            step('t_fire', ({ session }) => session.run(FIRE_AWAIT_DEADLINES, [100])),
+            step('t_fire', ({ session }) => FIRE_AWAIT_DEADLINES.run(session, { limit: 100 })),
             commit('t_commit'),
           ],
           signal: [begin('s_begin'), deliverGo, commit('s_commit')],
@@ -632,7 +654,9 @@ describe('R0 races on real connections, all permutations', () => {
       {
         name: 'await-timeout-vs-signal (autocommit)',
         sessions: {
-          sweeper: [step('t_fire', ({ session }) => session.run(FIRE_AWAIT_DEADLINES, [100]))],
+          sweeper: [
+            step('t_fire', ({ session }) => FIRE_AWAIT_DEADLINES.run(session, { limit: 100 })),
+          ],
           signal: [deliverGo],
         },
         setup: deadlineSetup,
@@ -666,12 +690,14 @@ describe('R0 races on real connections, all permutations', () => {
           ],
           heartbeat: [
             step('h_beat', ({ session, vars }) =>
-              session.run(HEARTBEAT, [W, [vars.id], [vars.seq], 2000]),
+              HEARTBEAT.run(session, {
+                worker: W,
+                rows: [{ id: vars.id, claimSeq: vars.seq }],
+                leaseMs: 2000,
+              }),
             ),
           ],
-          reaper: [
-            step('r_reap', ({ session }) => session.run(REAP_EXPIRED, [MAX_REAPS, 100, 2000])),
-          ],
+          reaper: [step('r_reap', ({ session }) => REAP_EXPIRED.run(session, REAP))],
         },
         async setup(pool) {
           await pool.query('TRUNCATE gen_durable CASCADE');
@@ -679,7 +705,7 @@ describe('R0 races on real connections, all permutations', () => {
           const id = await insertRow(pool, row('locked', 'start', {}, queue));
           const [claimed] = await claim(pool, queue, W);
           await expireLease(pool, id);
-          return { id, seq: claimed!.claim_seq };
+          return { id, seq: claimed!.claimSeq };
         },
         async check({ vars, steps }, pool) {
           for (const o of steps.values()) expect(o.error).toBeUndefined();
@@ -691,7 +717,7 @@ describe('R0 races on real connections, all permutations', () => {
           else expect(final).toMatchObject({ status: 'executing', attempt: 0, locked_by: W });
           if (!renewed && !reaped) {
             // Both were skipped under the foreign lock: the next sweep reaps the row.
-            expect(await runOn(pool, REAP_EXPIRED, [MAX_REAPS, 100, 2000])).toEqual([
+            expect(await REAP_EXPIRED.run(poolRunner(pool), REAP)).toEqual([
               expect.objectContaining({ id: vars.id, status: 'runnable' }),
             ]);
           }

@@ -8,10 +8,10 @@ import {
   type StepContext,
   stop,
 } from '../../lib';
-import { buildInsertRow, insertParams } from '../../lib/engine/insert-row';
+import { buildInsertRow } from '../../lib/instance/build-insert-row';
 import { INSERT_INSTANCE } from '../../lib/sql/insert.sql';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
-import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
+import { flushEntry, submitTogether } from '../support/flush-entries';
 import { claimRows, openRawSession, waitUntilBlockedBy } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -274,23 +274,18 @@ describe('child fan-out and join (docs/design.md §10)', () => {
       const control = await t.engine.insert(BasketFsm, { queue: 'spawn', state: { rounds: [] } });
       const claimed = await claimRows(session, 'spawn', worker, { leaseMs: 1500 });
       expect(claimed.map((c) => c.id).sort()).toEqual([parent, control].sort());
-      const parentRow = claimedRow(
-        claimed.find((c) => c.id === parent)!,
-        worker,
-      );
+      const parentRow = claimed.find((c) => c.id === parent)!;
 
       // Another transaction holds an uncommitted insert of the key one child will use, so the
       // flush stops inside its child insert: after locking the parent, before parking it.
       const definition = t.engine.runtime.registry.resolve(ItemFsm);
       await blocker.exec('BEGIN');
-      await blocker.run(
-        INSERT_INSTANCE,
-        insertParams(
-          buildInsertRow(
-            definition,
-            { correlationKey: 'spawn:contended', state: { sku: 'other' } },
-            t.engine.runtime.options,
-          ),
+      await INSERT_INSTANCE.run(
+        blocker,
+        buildInsertRow(
+          definition,
+          { correlationKey: 'spawn:contended', state: { sku: 'other' } },
+          t.engine.runtime.options,
         ),
       );
       t.clear();

@@ -11,7 +11,7 @@ import type { ClaimedRow } from '../../lib/runtime/claimed-row';
 import { LOAD_ENRICHMENT } from '../../lib/sql/claim.sql';
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
-import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
+import { flushEntry, submitTogether } from '../support/flush-entries';
 import {
   claimRows,
   holdRowLock,
@@ -109,12 +109,7 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
     }
     const claimed = await claimRows(a, queue, WORKER, { batch: n });
     expect(claimed.map((c) => c.id).sort()).toEqual([...ids].sort());
-    return ids.map((id) =>
-      claimedRow(
-        claimed.find((c) => c.id === id)!,
-        WORKER,
-      ),
-    );
+    return ids.map((id) => claimed.find((c) => c.id === id)!);
   }
 
   /**
@@ -179,9 +174,9 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
       const [row] = await claimedManualRows(1);
       await b.exec('BEGIN');
       // Delivery locks the executing row and stores the signal; no flip (not parked yet).
-      expect(await b.run(DELIVER_SIGNAL, [row!.id, null, 'go', '{"n":2}', null])).toEqual([
+      expect(await deliver(b, row!.id, '{"n":2}')).toEqual(
         expect.objectContaining({ id: row!.id, status: 'executing', inserted: true }),
-      ]);
+      );
       t.clear();
       const replies = submitTogether(t.engine, [
         flushEntry(t.engine, row!, awaitSignal('go', 'woken', {})),
@@ -206,7 +201,7 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
       const id = await t.engine.insert(RacerFsm);
       await eventually(async () => gate(id).entered);
       await b.exec('BEGIN');
-      await b.run(DELIVER_SIGNAL, [id, null, 'go', '{"n":3}', null]);
+      await deliver(b, id, '{"n":3}');
       t.clear();
       gate(id).open();
       // The step returned awaitSignal; the flusher's park waits on the delivery's row lock.
@@ -224,11 +219,9 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
 
     it('a presented signal is excluded by the recheck: re-parking on it does not wake', async () => {
       const [row] = await claimedManualRows(1);
-      await b.run(DELIVER_SIGNAL, [row!.id, null, 'go', '{"n":4}', null]);
-      const [enrichment] = await a.run<{ inbox: Array<{ id: string }> | null }>(LOAD_ENRICHMENT, [
-        [row!.id],
-      ]);
-      const presented = enrichment?.inbox?.[0];
+      await deliver(b, row!.id, '{"n":4}');
+      const [enrichment] = await LOAD_ENRICHMENT.run(a, { ids: [row!.id] });
+      const presented = enrichment?.inbox[0];
       const replies = submitTogether(t.engine, [
         flushEntry(t.engine, row!, awaitSignal('go', 'woken', {}), [presented!.id]),
       ]);
@@ -272,7 +265,7 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
       const id = await t.engine.insert(RacerFsm, { state: { finish: true } });
       await eventually(async () => gate(id).entered);
       await b.exec('BEGIN');
-      await b.run(DELIVER_SIGNAL, [id, null, 'go', '{"n":6}', null]);
+      await deliver(b, id, '{"n":6}');
       t.clear();
       gate(id).open();
       const [flusherPid] = await waitUntilBlockedBy(db, b.pid);
@@ -305,3 +298,14 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
     });
   });
 });
+
+/** Delivers signal `go` with `payloadText` to `id` through the production DELIVER_SIGNAL on `session`. */
+function deliver(session: RawSession, id: string, payloadText: string) {
+  return DELIVER_SIGNAL.run(session, {
+    targetId: id,
+    correlationKey: null,
+    name: 'go',
+    payloadText,
+    dedupKey: null,
+  });
+}

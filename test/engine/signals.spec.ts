@@ -12,7 +12,7 @@ import {
   type StepContext,
 } from '../../lib';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
-import { claimedRow, flushEntry, submitTogether } from '../support/flush-entries';
+import { flushEntry, submitTogether } from '../support/flush-entries';
 import { claimRows, openRawSession } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -444,7 +444,7 @@ describe('signals and await-parking (docs/design.md §8, §25.3)', () => {
       const id = await t.engine.insert(PackFsm, { queue: 'manual', state: { seenCount: 0 } });
       const [claim] = await claimRows(session, 'manual', 'test-worker');
       expect(claim!.id).toBe(id);
-      const row = claimedRow(claim!, 'test-worker');
+      const row = claim!;
       expect(
         await submitTogether(t.engine, [
           flushEntry(t.engine, row, awaitSignal(['a', 'b'], 'collect', {}, { timeout: 1 })),

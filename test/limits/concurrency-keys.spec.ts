@@ -166,13 +166,13 @@ describe('K = 1 concurrency keys', () => {
     try {
       await other.exec('BEGIN');
       // Node A claims the head row and has not committed yet.
-      const claimedByA = await other.run<{ id: string }>(CLAIM_RUNNABLE, [
-        'kq',
-        1,
-        'node-a',
-        60_000,
-        [],
-      ]);
+      const claimedByA = await CLAIM_RUNNABLE.run(other, {
+        queue: 'kq',
+        limit: 1,
+        worker: 'node-a',
+        leaseMs: 60_000,
+        gates: [],
+      });
       expect(claimedByA).toHaveLength(1);
       h.clear();
       // Node B skips A's locked row, sees no committed holder and claims the sibling: its

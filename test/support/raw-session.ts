@@ -1,24 +1,24 @@
 import { Client } from 'pg';
 
-import type { ClaimRecord } from '../../lib/runtime/claimed-row';
-import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
-import { renderStatement, type Statement } from '../../lib/sql/statement';
+import { CLAIM_RUNNABLE, type ClaimRow } from '../../lib/sql/claim.sql';
+import {
+  renderStatement,
+  type Statement,
+  type StatementResult,
+  type StatementRunner,
+} from '../../lib/sql/statement';
 import { trackResource } from './open-resources';
 import type { TestDatabase } from './test-database';
 
 /**
  * One dedicated PostgreSQL connection for deterministic race tests: it runs the engine's own
- * statements (lib/sql constants rendered with renderStatement, i.e. the production SQL) so a
- * test can hold a flush or a delivery transaction open at an exact point, and it knows its
- * backend pid so another session can be observed waiting on it.
+ * statements (a lib/sql statement's `run(session, input)`, rendered with renderStatement, i.e.
+ * the production SQL, parameters and decoding) so a test can hold a flush or a delivery
+ * transaction open at an exact point, and it knows its backend pid so another session can be
+ * observed waiting on it.
  */
-export interface RawSession {
+export interface RawSession extends StatementRunner {
   readonly pid: number;
-  /** Runs a lib/sql statement (unprepared; same text the engine prepares). */
-  run<R extends Record<string, unknown> = Record<string, unknown>>(
-    statement: Statement,
-    params?: readonly unknown[],
-  ): Promise<R[]>;
   /** Runs plain SQL (BEGIN, COMMIT, test-side reads). */
   exec<R extends Record<string, unknown> = Record<string, unknown>>(
     text: string,
@@ -36,12 +36,9 @@ export async function openRawSession(db: TestDatabase, schema = 'public'): Promi
   const pid = pidRow.rows[0]!.pid;
   return {
     pid,
-    async run<R extends Record<string, unknown>>(
-      statement: Statement,
-      params: readonly unknown[] = [],
-    ) {
-      const result = await client.query<R>(renderStatement(statement, schema), params as unknown[]);
-      return result.rows;
+    async queryResult(statement: Statement, values: readonly unknown[]): Promise<StatementResult> {
+      // Unprepared: the same text the engine prepares.
+      return client.query(renderStatement(statement, schema), values as unknown[]);
     },
     async exec<R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) {
       const result = await client.query<R>(text, params as unknown[]);
@@ -99,14 +96,14 @@ export async function claimRows(
   queue: string,
   worker: string,
   options: { batch?: number; leaseMs?: number } = {},
-): Promise<ClaimRecord[]> {
-  return session.run<ClaimRecord & Record<string, unknown>>(CLAIM_RUNNABLE, [
+): Promise<ClaimRow[]> {
+  return CLAIM_RUNNABLE.run(session, {
     queue,
-    options.batch ?? 100,
+    limit: options.batch ?? 100,
     worker,
-    options.leaseMs ?? 60_000,
-    [],
-  ]);
+    leaseMs: options.leaseMs ?? 60_000,
+    gates: [],
+  });
 }
 
 /** Opens a transaction on `session` that holds the row lock of `id` (FOR NO KEY UPDATE). */

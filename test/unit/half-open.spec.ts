@@ -3,7 +3,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { Pool } from 'pg';
 
 import { SqlExecutor } from '../../lib/db/sql-executor';
-import { sql } from '../../lib/sql/statement';
+import { noParams, sql } from '../../lib/sql/statement';
 import { trackResource } from '../support/open-resources';
 
 // Finding F-R7 (docs/reliability.md), docs/reliability.md S13/F-HALFOPEN: a peer that accepts TCP
@@ -12,7 +12,10 @@ import { trackResource } from '../support/open-resources';
 // forever; the R1 chaos run saw a worker's pick hang for the whole partition. The engine
 // bounds the wait for a connection by its own statementTimeout.
 
-const PROBE = sql('chaos_probe_one', 'SELECT 1 AS one');
+const PROBE = sql('chaos_probe_one', 'SELECT 1 AS one', {
+  params: noParams,
+  decode: () => undefined,
+});
 
 describe('half-open peer', () => {
   let server: Server;
@@ -45,7 +48,7 @@ describe('half-open peer', () => {
       statementTimeoutMs: 300,
     });
     const started = Date.now();
-    await expect(executor.query(PROBE)).rejects.toThrow(
+    await expect(PROBE.run(executor)).rejects.toThrow(
       /timeout: no database connection within 300 ms/,
     );
     await expect(executor.transaction(async () => 'never')).rejects.toThrow(/timeout/);

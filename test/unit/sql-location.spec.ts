@@ -21,7 +21,7 @@ function tsFiles(dir: string): string[] {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) {
-      out.push(...tsFiles(path));
+      if (entry.name !== 'node_modules') out.push(...tsFiles(path));
     } else if (entry.isFile() && entry.name.endsWith('.ts')) {
       out.push(path);
     }
@@ -62,6 +62,107 @@ function findSqlLiterals(fileName: string, text: string): string[] {
   visit(source);
   return found;
 }
+
+const RUNNER_METHODS = new Set(['query', 'queryResult']);
+const STATEMENT_CONSTANT = /^[A-Z][A-Z0-9_]*$/;
+
+/**
+ * Calls that build a statement's `$n` order at the call site, as `file:line: call`: a
+ * `.query(...)` / `.queryResult(...)` given an array literal (positional parameters), or given
+ * a lib/sql statement constant directly (a raw run that bypasses the statement's own parameter
+ * builder and row decoder). Outside lib/sql a statement runs as `STATEMENT.run(runner, input)`.
+ */
+function findPositionalParams(fileName: string, text: string): string[] {
+  const source = parse(fileName, text);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if (
+      ts.isCallExpression(node) &&
+      ts.isPropertyAccessExpression(node.expression) &&
+      RUNNER_METHODS.has(node.expression.name.text)
+    ) {
+      const [first, ...rest] = node.arguments;
+      const rawStatement =
+        first !== undefined && ts.isIdentifier(first) && STATEMENT_CONSTANT.test(first.text);
+      if (rawStatement || rest.some((a) => ts.isArrayLiteralExpression(a))) {
+        const { line } = source.getLineAndCharacterOfPosition(node.getStart(source));
+        found.push(
+          `${fileName}:${line + 1}: ${node.getText(source).replace(/\s+/g, ' ').slice(0, 80)}`,
+        );
+      }
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/** The local names a file imports from a lib/sql module (statement constants among them). */
+function libSqlImports(source: ts.SourceFile): Set<string> {
+  const names = new Set<string>();
+  for (const stmt of source.statements) {
+    if (
+      !ts.isImportDeclaration(stmt) ||
+      !ts.isStringLiteral(stmt.moduleSpecifier) ||
+      !/(^|\/)sql\/[^/]+$/.test(stmt.moduleSpecifier.text)
+    ) {
+      continue;
+    }
+    const bindings = stmt.importClause?.namedBindings;
+    if (bindings && ts.isNamedImports(bindings)) {
+      for (const element of bindings.elements) names.add(element.name.text);
+    }
+  }
+  return names;
+}
+
+/**
+ * Calls that run a lib/sql statement with a parameter order of their own, as `file:line: call`:
+ * a `.query(...)` / `.queryResult(...)` / `.exec(...)` given a statement imported from lib/sql,
+ * its `.text` or its `renderStatement(...)`; or any call given such a statement beside an
+ * array literal (a helper such as `runOn(pool, CLAIM_RUNNABLE, [queue, 10, …])`). Such a
+ * statement runs as `STATEMENT.run(runner, input)`; a runner renders whatever statement it is
+ * handed, so its `renderStatement(statement, …)` on a parameter is fine.
+ */
+function findRawStatementRuns(fileName: string, text: string): string[] {
+  const source = parse(fileName, text);
+  const imported = libSqlImports(source);
+  if (imported.size === 0) return [];
+  const namesStatement = (node: ts.Node | undefined): boolean => {
+    if (node === undefined) return false;
+    if (ts.isIdentifier(node)) return imported.has(node.text);
+    if (ts.isPropertyAccessExpression(node)) {
+      return node.name.text === 'text' && namesStatement(node.expression);
+    }
+    if (ts.isCallExpression(node) && ts.isIdentifier(node.expression)) {
+      return node.expression.text === 'renderStatement' && namesStatement(node.arguments[0]);
+    }
+    return false;
+  };
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isCallExpression(node)) {
+      const runsRaw =
+        ts.isPropertyAccessExpression(node.expression) &&
+        RAW_RUN_METHODS.has(node.expression.name.text) &&
+        namesStatement(node.arguments[0]);
+      const withArray =
+        node.arguments.some((a) => namesStatement(a)) &&
+        node.arguments.some((a) => ts.isArrayLiteralExpression(a));
+      if (runsRaw || withArray) {
+        const { line } = source.getLineAndCharacterOfPosition(node.getStart(source));
+        found.push(
+          `${fileName}:${line + 1}: ${node.getText(source).replace(/\s+/g, ' ').slice(0, 80)}`,
+        );
+      }
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+const RAW_RUN_METHODS = new Set(['query', 'queryResult', 'exec']);
 
 interface DeclaredStatement {
   readonly file: string;
@@ -152,6 +253,77 @@ describe('SQL location', () => {
       ].join('\n');
       expect(findSqlLiterals('probe.ts', source)).toEqual([]);
     });
+  });
+
+  describe('the positional-parameter scanner', () => {
+    it('finds parameter arrays and raw statement runs built at a call site', () => {
+      const source = [
+        'await this.sql.query(CLAIM_RUNNABLE, [queue, batch, worker]);',
+        'await sql.queryResult(GC_DELETE, [ids]);',
+        "await client.query('SELECT 1 WHERE id = $1', [id]);",
+        'await this.sql.query(READ_GATE_DEFICITS);',
+      ].join('\n');
+      expect(findPositionalParams('probe.ts', source)).toHaveLength(4);
+    });
+
+    it('accepts a statement run with named inputs and plain pass-through calls', () => {
+      const source = [
+        'await CLAIM_RUNNABLE.run(this.sql, { queue, limit, worker, leaseMs, gates });',
+        'await LOCK_GATE_SHARDS.run(this.sql, undefined, tx);',
+        'await client.query(this.listenText);',
+        'await conn.query(renderStatement(statement, schema), values as unknown[]);',
+      ].join('\n');
+      expect(findPositionalParams('probe.ts', source)).toEqual([]);
+    });
+  });
+
+  describe('the raw-run scanner', () => {
+    it('finds a lib/sql statement run with a parameter array of its own', () => {
+      const source = [
+        "import { CLAIM_RUNNABLE, HEARTBEAT as BEAT } from '../../lib/sql/claim.sql';",
+        "import { renderStatement } from '../../lib/sql/statement';",
+        "await pool.query(renderStatement(CLAIM_RUNNABLE, 'public'), ['q', 10, 'w', 1000, []]);",
+        'await session.exec(CLAIM_RUNNABLE.text, [queue]);',
+        "await executor.queryResult(BEAT, ['w', [id], [seq], 1000]);",
+        "const rows = await runOn(pool, CLAIM_RUNNABLE, ['q', 10, 'w', 1000, []]);",
+        "await other.run(BEAT, ['w', [id], [seq], 1000]);",
+      ].join('\n');
+      expect(findRawStatementRuns('probe.ts', source)).toHaveLength(5);
+    });
+
+    it('accepts STATEMENT.run, a generic runner and a test-side query of its own', () => {
+      const source = [
+        "import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';",
+        "import { renderStatement } from '../../lib/sql/statement';",
+        'const runner = { queryResult: (s, v) => pool.query(renderStatement(s, schema), v) };',
+        'await CLAIM_RUNNABLE.run(runner, { queue, limit, worker, leaseMs, gates: [] });',
+        "await pool.query('SELECT status FROM gen_durable WHERE id = $1', [id]);",
+        "await explain(client, 'claim', CLAIM_RUNNABLE, CLAIM_RUNNABLE.params(claim));",
+        "expect(CLAIM_RUNNABLE.text).toContain('SKIP LOCKED');",
+      ].join('\n');
+      expect(findRawStatementRuns('probe.ts', source)).toEqual([]);
+    });
+  });
+
+  it('lib/, test/ and bench/ run lib/sql statements only through their own parameter builders', () => {
+    const files = [
+      ...tsFiles(LIB).filter((f) => !f.startsWith(SQL_DIR + sep)),
+      ...tsFiles(join(ROOT, 'test')),
+      ...tsFiles(join(ROOT, 'bench')),
+    ];
+    expect(files.length).toBeGreaterThan(0);
+    const found = files.flatMap((f) => findRawStatementRuns(rel(f), readFileSync(f, 'utf8')));
+    // Call STATEMENT.run(runner, input) (test/support/raw-session.ts, poolRunner in
+    // test/chaos/support/race-fixtures.ts) instead of restating the statement's $n order.
+    expect(found).toEqual([]);
+  });
+
+  it('lib/ outside lib/sql/ builds no positional parameter array (statements own their $n order)', () => {
+    const files = tsFiles(LIB).filter((f) => !f.startsWith(SQL_DIR + sep));
+    expect(files.length).toBeGreaterThan(0);
+    const found = files.flatMap((f) => findPositionalParams(rel(f), readFileSync(f, 'utf8')));
+    // Give the statement a parameter builder in lib/sql and call STATEMENT.run(runner, input).
+    expect(found).toEqual([]);
   });
 
   it('lib/ outside lib/sql/ and lib/schema/ contains no SQL text', () => {

@@ -264,14 +264,13 @@ export class HeartbeatCmd implements Cmd {
     const worker = WORKERS[this.worker]!;
     const held = real.held.get(worker) ?? [];
     if (held.length === 0) return;
-    const renewed = await real.engine.runtime.sql.query<{ id: string }>(HEARTBEAT, [
+    const renewed = await HEARTBEAT.run(real.engine.runtime.sql, {
       worker,
-      held.map((r) => r.id),
-      held.map((r) => r.claimSeq),
-      LEASE_MS,
-    ]);
+      rows: held,
+      leaseMs: LEASE_MS,
+    });
     const expected = model.heartbeat(held.map(claimOf));
-    expect(renewed.map((r) => r.id).sort()).toEqual([...new Set(expected)].sort());
+    expect([...renewed].sort()).toEqual([...new Set(expected)].sort());
   }
   toString = (): string => `Heartbeat(${WORKERS[this.worker]})`;
 }
@@ -315,14 +314,14 @@ export class ReclaimCmd implements Cmd {
   check = (): boolean => true;
   async run({ model }: World, real: Real): Promise<void> {
     const prefix = PREFIXES[this.prefix]!;
-    const rows = await real.engine.runtime.sql.query<{ id: string }>(RECLAIM_PREDECESSOR, [
-      'm',
-      prefix,
-      0,
-      MAX_REAPS,
-      0,
-    ]);
-    expect(rows.map((r) => r.id).sort()).toEqual(model.reclaim(prefix).sort());
+    const rows = await RECLAIM_PREDECESSOR.run(real.engine.runtime.sql, {
+      queue: 'm',
+      workerPrefix: prefix,
+      leaseBelowMs: 0,
+      maxReaps: MAX_REAPS,
+      spreadMs: 0,
+    });
+    expect([...rows].sort()).toEqual(model.reclaim(prefix).sort());
   }
   toString = (): string => `StartupReclaim(${PREFIXES[this.prefix]})`;
 }

@@ -1,18 +1,17 @@
 import type { Pool } from 'pg';
 
-import { insertParams, type InsertRow } from '../../../lib/engine/insert-row';
 import { LIVE_STATUSES } from '../../../lib/gen-durable.constants';
-import { CLAIM_RUNNABLE } from '../../../lib/sql/claim.sql';
+import type { InsertRow } from '../../../lib/instance/insert-row';
+import { CLAIM_RUNNABLE, type ClaimRow } from '../../../lib/sql/claim.sql';
 import { INSERT_INSTANCE } from '../../../lib/sql/insert.sql';
-import { renderStatement, type Statement } from '../../../lib/sql/statement';
+import { renderStatement, type StatementRunner } from '../../../lib/sql/statement';
 
-/** Production statements run on the test pool (rendered for `public`, unprepared). */
-export async function runOn<R extends Record<string, unknown>>(
-  pool: Pool,
-  statement: Statement,
-  params: readonly unknown[],
-): Promise<R[]> {
-  return (await pool.query<R>(renderStatement(statement, 'public'), params as unknown[])).rows;
+/** Runs production statements on the test pool (`STATEMENT.run(poolRunner(pool), input)`): rendered for `public`, unprepared. */
+export function poolRunner(pool: Pool): StatementRunner {
+  return {
+    queryResult: (statement, values) =>
+      pool.query(renderStatement(statement, 'public'), values as unknown[]),
+  };
 }
 
 let queues = 0;
@@ -49,16 +48,9 @@ export function row(
 
 /** Inserts through INSERT_INSTANCE; returns the id. */
 export async function insertRow(pool: Pool, r: InsertRow): Promise<string> {
-  const [inserted] = await runOn<{ id: string }>(pool, INSERT_INSTANCE, insertParams(r));
+  const inserted = await INSERT_INSTANCE.run(poolRunner(pool), r);
   if (!inserted) throw new Error(`insert of ${r.fsm} was a duplicate`);
   return inserted.id;
-}
-
-export interface Claimed {
-  readonly id: string;
-  readonly claim_seq: string;
-  readonly step: string;
-  readonly state: Record<string, unknown>;
 }
 
 /** Claims the due rows of `queue` as `worker` through CLAIM_RUNNABLE. */
@@ -68,14 +60,8 @@ export function claim(
   worker: string,
   leaseMs = 60_000,
   batch = 10,
-): Promise<Claimed[]> {
-  return runOn<Claimed & Record<string, unknown>>(pool, CLAIM_RUNNABLE, [
-    queue,
-    batch,
-    worker,
-    leaseMs,
-    [],
-  ]);
+): Promise<ClaimRow[]> {
+  return CLAIM_RUNNABLE.run(poolRunner(pool), { queue, limit: batch, worker, leaseMs, gates: [] });
 }
 
 /** Test-side clock control: the lease of `id` ran out a second ago. */
@@ -116,21 +102,4 @@ export async function inboxOf(
     [id],
   );
   return rows;
-}
-
-/**
- * Parameters of a batched flush statement for one row, by column name: the statement's own
- * `unnest(...) AS t(col, ...)` list gives the order, so the race specs follow the production
- * text as it evolves (a column they do not name is NULL).
- */
-export function unnestParams(statement: Statement, values: Record<string, unknown>): unknown[][] {
-  const match = /AS t\(([^)]*)\)/.exec(statement.text);
-  if (!match) throw new Error(`${statement.name} has no unnest column list`);
-  const columns = match[1]!.split(',').map((c) => c.trim());
-  for (const key of Object.keys(values)) {
-    if (!columns.includes(key)) {
-      throw new Error(`${statement.name} has no column ${key} (columns: ${columns.join(', ')})`);
-    }
-  }
-  return columns.map((c) => [values[c] ?? null]);
 }

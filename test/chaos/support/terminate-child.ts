@@ -6,10 +6,13 @@
 import { Client, Pool } from 'pg';
 
 import { SqlExecutor } from '../../../lib/db/sql-executor';
-import { sql } from '../../../lib/sql/statement';
+import { noParams, sql } from '../../../lib/sql/statement';
 import { HandoverProxy } from './handover-proxy';
 
-const PID = sql('chaos_probe_pid', 'SELECT pg_backend_pid() AS pid');
+const PID = sql('chaos_probe_pid', 'SELECT pg_backend_pid() AS pid', {
+  params: noParams,
+  decode: (rows: readonly { pid: number }[]) => rows[0]?.pid,
+});
 const url = process.env['GD_TERMINATE_URL'] ?? '';
 
 async function main(): Promise<void> {
@@ -25,18 +28,18 @@ async function main(): Promise<void> {
   let answer: string;
   try {
     await executor.transaction(async (tx) => {
-      const [row] = await executor.query<{ pid: number }>(PID, [], tx);
-      await killer.query('SELECT pg_terminate_backend($1)', [row!.pid]);
+      const pid = await PID.run(executor, undefined, tx);
+      await killer.query('SELECT pg_terminate_backend($1)', [pid]);
       // The FATAL message arrives while the client is checked out but runs no query.
       await new Promise((resolve) => setTimeout(resolve, 300));
-      await executor.query(PID, [], tx);
+      await PID.run(executor, undefined, tx);
     });
     answer = 'committed';
   } catch (err) {
     answer = `rejected: ${(err as Error).message}`;
   }
   // The pool still works afterwards (the broken client was destroyed, not reused).
-  const [after] = await executor.query<{ pid: number }>(PID);
+  const after = await PID.run(executor);
 
   // A backend terminated while the pool hands its brand-new client over: the FATAL comes in
   // the same TCP chunk as the startup's ReadyForQuery (a backend kill or a Postgres restart
@@ -56,14 +59,14 @@ async function main(): Promise<void> {
   });
   let handoverAnswer: string;
   try {
-    await handover.query(PID);
+    await PID.run(handover);
     handoverAnswer = 'answered';
   } catch (err) {
     handoverAnswer = `rejected: ${(err as Error).message}`;
   }
-  const [again] = await handover.query<{ pid: number }>(PID);
+  const again = await PID.run(handover);
   process.stdout.write(
-    `${JSON.stringify({ answer, poolWorks: typeof after?.pid === 'number', handoverAnswer, handoverPoolWorks: typeof again?.pid === 'number' })}\n`,
+    `${JSON.stringify({ answer, poolWorks: typeof after === 'number', handoverAnswer, handoverPoolWorks: typeof again === 'number' })}\n`,
   );
   await handoverPool.end();
   await proxy.close();

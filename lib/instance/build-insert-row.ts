@@ -6,26 +6,8 @@ import { UnknownStepError } from '../errors/unknown-step.error';
 import { limitKeyText, limitName } from '../fsm/limit-key';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { toJsonObjectText } from '../serialization/json-value';
-import type { InsertOptions } from './insert-options.interface';
-
-/** A validated, serialized row ready for INSERT_INSTANCE / INSERT_INSTANCES. */
-export interface InsertRow {
-  readonly fsm: string;
-  readonly fsmVersion: number;
-  readonly step: string;
-  readonly stateText: string;
-  readonly queue: string;
-  readonly priority: number;
-  /** Absolute start, or null for now() + delayMs. */
-  readonly at: Date | null;
-  readonly delayMs: number;
-  readonly correlationKey: string | null;
-  /** Comma-joined scope statuses. */
-  readonly scope: string;
-  readonly concurrencyKey: string | null;
-  readonly rateLimit: string | null;
-  readonly weight: number;
-}
+import type { InsertOptions } from '../fsm/insert-options.interface';
+import type { InsertRow } from './insert-row';
 
 const INSERT_KEYS = new Set([
   'state',
@@ -184,47 +166,4 @@ export function buildInsertRow(
     rateLimit,
     weight,
   };
-}
-
-/** The parallel arrays of INSERT_INSTANCES for `rows` (parent ids optional). */
-export function insertArrays(
-  rows: readonly InsertRow[],
-  parentIds?: readonly (string | null)[],
-): unknown[] {
-  return [
-    rows.map((r) => r.fsm),
-    rows.map((r) => r.fsmVersion),
-    rows.map((r) => r.step),
-    rows.map((r) => r.stateText),
-    rows.map((r) => r.queue),
-    rows.map((r) => r.priority),
-    rows.map((r) => r.at),
-    rows.map((r) => r.delayMs),
-    rows.map((r) => r.correlationKey),
-    rows.map((r) => r.scope),
-    rows.map((r) => r.concurrencyKey),
-    rows.map((r) => r.rateLimit),
-    rows.map((r) => r.weight),
-    rows.map((_, i) => parentIds?.[i] ?? null),
-    rows.map((_, i) => i),
-  ];
-}
-
-/** The parameters of INSERT_INSTANCE for one row. */
-export function insertParams(row: InsertRow): unknown[] {
-  return [
-    row.fsm,
-    row.fsmVersion,
-    row.step,
-    row.stateText,
-    row.queue,
-    row.priority,
-    row.at,
-    row.delayMs,
-    row.correlationKey,
-    row.scope,
-    row.concurrencyKey,
-    row.rateLimit,
-    row.weight,
-  ];
 }

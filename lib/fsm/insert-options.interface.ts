@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 
 import type { DurableStatus } from '../gen-durable.constants';
-import type { LimitKey } from '../fsm/outcome';
+import type { LimitKey } from './limit-key';
 
 /** Options of `insert` / `insertAll` entries (docs/design.md §2.5). */
 export interface InsertOptions {

@@ -1,0 +1,47 @@
+import type { DurableStatus } from '../gen-durable.constants';
+
+/** An instance row in camelCase (docs/design.md §2.5, §3.2). Ids are decimal strings. */
+export interface InstanceView {
+  readonly id: string;
+  readonly fsm: string;
+  readonly fsmVersion: number;
+  readonly step: string;
+  readonly status: DurableStatus;
+  readonly state: Record<string, unknown>;
+  readonly result: Record<string, unknown> | null;
+  readonly lastError: string | null;
+  readonly attempt: number;
+  readonly awaits: readonly string[] | null;
+  readonly awaitDeadline: Date | null;
+  readonly queue: string;
+  readonly priority: number;
+  readonly eligibleAt: Date;
+  readonly concurrencyKey: string | null;
+  readonly concurrencyShard: number | null;
+  readonly rateLimit: string | null;
+  readonly weight: number;
+  readonly lockedBy: string | null;
+  readonly leaseExpiresAt: Date | null;
+  readonly parentId: string | null;
+  readonly childrenPending: number;
+  readonly correlationKey: string | null;
+  readonly correlationScope: readonly DurableStatus[];
+  readonly claimSeq: string;
+  readonly reaps: number;
+  readonly insertedAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** What `EngineService.await` answers (docs/design.md §9). */
+export type AwaitResult =
+  | { readonly kind: 'done'; readonly result: Record<string, unknown> }
+  | { readonly kind: 'failed'; readonly error: string }
+  | {
+      readonly kind: 'awaiting' | 'busy';
+      readonly snapshot: {
+        readonly status: DurableStatus;
+        readonly step: string;
+        readonly attempt: number;
+      };
+    }
+  | { readonly kind: 'not_found' };

@@ -1,0 +1,247 @@
+import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
+import {
+  INSERT_INSTANCE,
+  INSERT_INSTANCE_OR_HOLDER,
+  INSERT_INSTANCES,
+} from '../../lib/sql/insert.sql';
+import { GC_DELETE } from '../../lib/sql/maintenance.sql';
+import { FLUSH_TRANSITIONS, RECHECK_PARKS, type TransitionWrite } from '../../lib/sql/outcome.sql';
+import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
+import type {
+  Statement,
+  StatementResult,
+  StatementRunner,
+  TypedStatement,
+} from '../../lib/sql/statement';
+import type { InsertRow } from '../../lib/instance/insert-row';
+
+// A statement owns its `$n` order and its row shape (lib/sql/statement.ts). These check a few
+// parameter builders and decoders without a database: each builder yields exactly as many
+// parameters as its text numbers, in the order the text uses them, and each decoder maps the
+// raw columns to the typed fields.
+
+/** The highest `$n` in a statement's text: how many parameters it takes. */
+function parameterCount(statement: Statement): number {
+  let max = 0;
+  for (const m of statement.text.matchAll(/\$(\d+)/g)) max = Math.max(max, Number(m[1]));
+  return max;
+}
+
+function expectArity<I>(statement: TypedStatement<I, unknown>, input: I): unknown[] {
+  const params = statement.params(input);
+  expect(params).toHaveLength(parameterCount(statement));
+  return params;
+}
+
+const transition = (over: Partial<TransitionWrite>): TransitionWrite => ({
+  worker: 'w',
+  id: '1',
+  seq: '7',
+  kind: 'next',
+  nextStep: 'b',
+  stateText: '{}',
+  resultText: null,
+  error: null,
+  delayMs: 0,
+  rateLimit: null,
+  weight: 1,
+  setKey: false,
+  concurrencyKey: null,
+  ...over,
+});
+
+const insertRow = (over: Partial<InsertRow>): InsertRow => ({
+  fsm: 'order',
+  fsmVersion: 1,
+  step: 'start',
+  stateText: '{}',
+  queue: 'default',
+  priority: 0,
+  at: null,
+  delayMs: 0,
+  correlationKey: null,
+  scope: 'runnable',
+  concurrencyKey: null,
+  rateLimit: null,
+  weight: 1,
+  ...over,
+});
+
+describe('statement parameter builders and decoders (no database)', () => {
+  it('CLAIM_RUNNABLE: $1 queue, $2 limit, $3 worker, $4 lease, $5 gates; rows carry the worker and frozen enrichment', () => {
+    const input = { queue: 'q', limit: 10, worker: 'node-a', leaseMs: 30_000, gates: ['pool'] };
+    expect(expectArity(CLAIM_RUNNABLE, input)).toEqual(['q', 10, 'node-a', 30_000, ['pool']]);
+    const [row, bare] = CLAIM_RUNNABLE.decode(
+      [
+        {
+          id: '5',
+          fsm: 'order',
+          fsm_version: 2,
+          step: 'pay',
+          state: { n: 1 },
+          attempt: 0,
+          awaits: null,
+          queue: 'q',
+          priority: 0,
+          concurrency_key: 'pool:1',
+          concurrency_shard: 0,
+          rate_limit: null,
+          weight: 1,
+          claim_seq: '3',
+          parent_id: null,
+          gated: true,
+          inbox: [{ id: '9', name: 'go', payload: { a: 1 } }],
+          children: [
+            {
+              id: '6',
+              fsm: 'item',
+              status: 'done',
+              state: {},
+              result: { ok: true },
+              last_error: null,
+            },
+          ],
+        },
+        {
+          id: '8',
+          fsm: 'order',
+          fsm_version: 2,
+          step: 'pay',
+          state: {},
+          attempt: 1,
+          awaits: null,
+          queue: 'q',
+          priority: 0,
+          concurrency_key: null,
+          concurrency_shard: null,
+          rate_limit: null,
+          weight: 1,
+          claim_seq: '1',
+          parent_id: '5',
+          gated: false,
+          inbox: null,
+          children: null,
+        },
+      ],
+      input,
+    );
+    expect(row).toMatchObject({
+      id: '5',
+      fsmVersion: 2,
+      concurrencyKey: 'pool:1',
+      concurrencyShard: 0,
+      claimSeq: '3',
+      worker: 'node-a',
+      inbox: [{ id: '9', name: 'go', payload: { a: 1 } }],
+      children: [{ id: '6', status: 'done', result: { ok: true }, lastError: null }],
+    });
+    expect(Object.isFrozen(row!.inbox)).toBe(true);
+    expect(Object.isFrozen(row!.children[0])).toBe(true);
+    expect(bare).toMatchObject({ parentId: '5', worker: 'node-a', inbox: [], children: [] });
+  });
+
+  it('FLUSH_TRANSITIONS: fifteen parallel arrays; the lease only for continue, solo on every row', () => {
+    const params = expectArity(FLUSH_TRANSITIONS, {
+      entries: [
+        transition({ id: '1', kind: 'next', leaseMs: 500 }),
+        transition({ id: '2', kind: 'continue', leaseMs: 500, setKey: true, concurrencyKey: 'k' }),
+        transition({ id: '3', kind: 'done', nextStep: null, stateText: null, resultText: '{}' }),
+      ],
+      solo: true,
+    });
+    expect(params[1]).toEqual(['1', '2', '3']);
+    expect(params[3]).toEqual(['next', 'continue', 'done']);
+    expect(params[6]).toEqual([null, null, '{}']);
+    expect(params[11]).toEqual([false, true, false]);
+    expect(params[12]).toEqual([null, 'k', null]);
+    expect(params[13]).toEqual([null, 500, null]);
+    expect(params[14]).toEqual([true, true, true]);
+    expect(
+      FLUSH_TRANSITIONS.decode(
+        [{ id: '3', parent_id: '9', status: 'done', queue: 'q', signaled: true }],
+        { entries: [], solo: false },
+      ),
+    ).toEqual([{ id: '3', parentId: '9', status: 'done', queue: 'q', signaled: true }]);
+  });
+
+  it('INSERT_INSTANCES: per-row parents (absent = NULL) and ordinals; the ordinal decodes as a number', () => {
+    const rows = [insertRow({ correlationKey: 'k:1' }), insertRow({ at: new Date(0) })];
+    const params = expectArity(INSERT_INSTANCES, { rows, parentIds: ['42'] });
+    expect(params[6]).toEqual([null, new Date(0)]);
+    expect(params[8]).toEqual(['k:1', null]);
+    expect(params[13]).toEqual(['42', null]);
+    expect(params[14]).toEqual([0, 1]);
+    expect(
+      INSERT_INSTANCES.decode(
+        [{ id: '11', queue: 'default', correlation_key: null, parent_id: '42', due: true, ord: 1 }],
+        { rows },
+      ),
+    ).toEqual([
+      { id: '11', queue: 'default', correlationKey: null, parentId: '42', due: true, ord: 1 },
+    ]);
+  });
+
+  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same thirteen columns; a duplicate decodes as null', () => {
+    const row = insertRow({ correlationKey: 'k:1', at: new Date(0), weight: 2 });
+    const params = expectArity(INSERT_INSTANCE, row);
+    expect(params).toEqual([
+      'order',
+      1,
+      'start',
+      '{}',
+      'default',
+      0,
+      new Date(0),
+      0,
+      'k:1',
+      'runnable',
+      null,
+      null,
+      2,
+    ]);
+    expect(expectArity(INSERT_INSTANCE_OR_HOLDER, row)).toEqual(params);
+    expect(INSERT_INSTANCE.decode([], row)).toBeNull();
+    const holder = { id: '5', queue: 'default', due: false, inserted: false };
+    expect(INSERT_INSTANCE_OR_HOLDER.decode([holder], row)).toEqual(holder);
+  });
+
+  it('RECHECK_PARKS: the presented pairs split into the $2 / $3 target and signal arrays', () => {
+    expect(
+      expectArity(RECHECK_PARKS, {
+        parkedIds: ['1', '2'],
+        presented: [
+          { targetId: '1', signalId: '10' },
+          { targetId: '2', signalId: '11' },
+        ],
+      }),
+    ).toEqual([
+      ['1', '2'],
+      ['1', '2'],
+      ['10', '11'],
+    ]);
+  });
+
+  it('DELIVER_SIGNAL: target, key, name, payload, dedup key; no live target decodes as null', () => {
+    const input = {
+      targetId: null,
+      correlationKey: 'order:1',
+      name: 'paid',
+      payloadText: '{"x":1}',
+      dedupKey: 'd-1',
+    };
+    expect(expectArity(DELIVER_SIGNAL, input)).toEqual([null, 'order:1', 'paid', '{"x":1}', 'd-1']);
+    expect(DELIVER_SIGNAL.decode([], input)).toBeNull();
+  });
+
+  it('run() sends the built parameters through the runner and decodes its result (GC_DELETE: the affected-row count)', async () => {
+    const sent: { name: string; values: readonly unknown[] }[] = [];
+    const runner: StatementRunner = {
+      queryResult(statement, values): Promise<StatementResult> {
+        sent.push({ name: statement.name, values });
+        return Promise.resolve({ rows: [], rowCount: 2 });
+      },
+    };
+    expect(await GC_DELETE.run(runner, { ids: ['1', '2', '3'] })).toBe(2);
+    expect(sent).toEqual([{ name: 'gc_delete', values: [['1', '2', '3']] }]);
+  });
+});
