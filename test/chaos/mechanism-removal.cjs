@@ -172,6 +172,36 @@ const MECHANISMS = {
     ],
     tests: ['test/unit/half-open.spec.ts'],
   },
+  'F-R8 socket codes are connection failures': {
+    edits: [
+      [
+        'lib/db/error-class.ts',
+        "if (typeof code === 'string' && typeof severity === 'string') {",
+        "if (typeof code === 'string') {",
+      ],
+    ],
+    tests: ['test/unit/error-class.spec.ts'],
+  },
+  'F-R9 transaction-local lock and idle timeouts': {
+    edits: [
+      [
+        'lib/sql/transaction.sql.ts',
+        "; SET LOCAL lock_timeout = {lockMs}; ' +\n    'SET LOCAL idle_in_transaction_session_timeout = {idleMs}'",
+        "'",
+      ],
+    ],
+    tests: ['test/chaos/link-faults.spec.ts -t blackholed'],
+  },
+  'F-R10 flush retried while the lease lasts': {
+    edits: [
+      [
+        'lib/runtime/flusher.ts',
+        'if (attempt >= MIN_FLUSH_ATTEMPTS && Date.now() + wait > deadline) throw err;',
+        'if (attempt >= MIN_FLUSH_ATTEMPTS) throw err;',
+      ],
+    ],
+    tests: ['test/chaos/link-faults.spec.ts -t stopped'],
+  },
   'F-R5 sparse holes and typed arrays refused': {
     edits: [
       [
