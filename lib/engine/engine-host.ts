@@ -70,7 +70,7 @@ export class EngineHost {
     }
   }
 
-  /** Before shutdown: stop claiming, finish what is in flight (design §17.4). */
+  /** Before shutdown: stop claiming, finish what is in flight (docs/design.md §17.4). */
   async drain(): Promise<void> {
     await this.runtimeRef?.drain();
   }

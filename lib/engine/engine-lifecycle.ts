@@ -11,7 +11,7 @@ import { EngineHost } from './engine-host';
 /**
  * Nest's lifecycle hooks for one engine, and nothing else: init builds it, bootstrap starts
  * it, `beforeApplicationShutdown` drains it (so the host's DataSource is still open while
- * in-flight outcomes commit), `onApplicationShutdown` releases it (design §2.1, §17.4).
+ * in-flight outcomes commit), `onApplicationShutdown` releases it (docs/design.md §2.1, §17.4).
  */
 @Injectable()
 export class EngineLifecycle

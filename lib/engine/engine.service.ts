@@ -24,7 +24,7 @@ import type { AwaitResult, InstanceView } from '../instance/instance-view';
 import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
 
 /**
- * The engine's public API (design §2.5): insert, signal, await, get, events$. Thin: it
+ * The engine's public API (docs/design.md §2.5): insert, signal, await, get, events$. Thin: it
  * validates input and delegates to the runtime. Nothing here needs a local scheduler, and
  * nothing here is a lifecycle hook (those are EngineLifecycle's).
  */
@@ -37,7 +37,7 @@ export class EngineService {
     return this.host.name;
   }
 
-  /** Telemetry events of this engine (hot, no replay; design §20). */
+  /** Telemetry events of this engine (hot, no replay; docs/design.md §20). */
   get events$(): Observable<GenDurableEvent> {
     return this.host.telemetry.events$;
   }

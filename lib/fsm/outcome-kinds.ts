@@ -58,7 +58,7 @@ export const OUTCOME_KINDS = {
     pokes: 'never',
     tally: 'stop',
   },
-  /** The inline hand-off of a `next` that keeps its claim (design §7); internal. */
+  /** The inline hand-off of a `next` that keeps its claim (docs/design.md §7); internal. */
   continue: {
     public: false,
     write: 'transition',
@@ -79,10 +79,10 @@ export interface OutcomeKindSpec {
   readonly write: 'transition' | 'park' | 'fanOut';
   /**
    * Ends the instance. A terminal's riders: the inbox sweep when the row was ever signaled,
-   * and the parent join when it has a parent (design §8.3, §10).
+   * and the parent join when it has a parent (docs/design.md §8.3, §10).
    */
   readonly terminal: boolean;
-  /** Consumes the signals its step was presented as `awaited` (design §8.3). */
+  /** Consumes the signals its step was presented as `awaited` (docs/design.md §8.3). */
   readonly consumesAwaited: boolean;
   /**
    * When a commit pokes its queue: `always` (work is runnable now), `whenDue` (only without a

@@ -5,7 +5,7 @@ type None = Record<string, never>;
 type Row = { id: string; fsm: string; step: string };
 
 /**
- * Every telemetry event with its measurements and metadata (design §20), documented in
+ * Every telemetry event with its measurements and metadata (docs/design.md §20), documented in
  * docs/telemetry.md. Published on `diagnostics_channel` as `gen_durable:<event>` (only when
  * subscribed) and on `engine.events$`. `Telemetry.emit` is typed by this map, so an event is
  * emitted with exactly the fields its row of the docs table names. To add an event, add it

@@ -7,7 +7,7 @@ import type { GenDurableEvent, GenDurableEventName, TelemetryPayloads } from './
 
 /**
  * The engine's event emitter. Subscriber errors are caught and logged, never thrown into
- * the engine (design §20).
+ * the engine (docs/design.md §20).
  */
 export class Telemetry {
   private readonly subject = new Subject<GenDurableEvent>();
