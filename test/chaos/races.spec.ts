@@ -1,6 +1,5 @@
 import type { Pool } from 'pg';
 
-import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
 import { INSERT_INSTANCES } from '../../lib/sql/insert.sql';
 import { FIRE_AWAIT_DEADLINES, HEARTBEAT, REAP_EXPIRED } from '../../lib/sql/lease.sql';
 import {
@@ -16,10 +15,10 @@ import {
   DELIVER_SIGNAL,
   type SignalDelivery,
 } from '../../lib/sql/signal.sql';
+import { claimOn } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { type RaceReport, type RaceSpec, type RaceStep, runRace } from './support/isolation-runner';
 import {
-  claim,
   expireLease,
   freshQueue,
   inboxOf,
@@ -105,7 +104,7 @@ describe('R0 races on real connections, all permutations', () => {
       const inbox = await inboxOf(pool, old!.id);
       presented.push(...inbox.map((s) => s.id));
     }
-    const [claimed] = await claim(pool, queue, W);
+    const [claimed] = await claimOn(poolRunner(pool), queue, W);
     return { id, seq: claimed!.claimSeq, presented, signalName: options.signalName ?? 'go' };
   }
 
@@ -290,7 +289,7 @@ describe('R0 races on real connections, all permutations', () => {
           await pool.query('TRUNCATE gen_durable CASCADE');
           const queue = freshQueue();
           const parent = await insertRow(pool, row('basket', 'start', { seq: 0 }, queue));
-          const [claimed] = await claim(pool, queue, W);
+          const [claimed] = await claimOn(poolRunner(pool), queue, W);
           await expireLease(pool, parent);
           return { parent, seq: claimed!.claimSeq, queue, owned: [], landed: 0 };
         },
@@ -381,13 +380,7 @@ describe('R0 races on real connections, all permutations', () => {
       const reaper = [step<FenceVars>('r_reap', ({ session }) => REAP_EXPIRED.run(session, REAP))];
       const claimer = [
         step<FenceVars>('c_claim', async ({ session, vars }) => {
-          const rows = await CLAIM_RUNNABLE.run(session, {
-            queue: vars.queue,
-            limit: 10,
-            worker: second,
-            leaseMs: 60_000,
-            gates: [],
-          });
+          const rows = await claimOn(session, vars.queue, second, { batch: 10 });
           const r = rows[0];
           vars.claimed = r
             ? { seq: r.claimSeq, step: r.step, state: r.state as { seq: number } }
@@ -417,7 +410,7 @@ describe('R0 races on real connections, all permutations', () => {
             await pool.query('TRUNCATE gen_durable CASCADE');
             const queue = freshQueue();
             const id = await insertRow(pool, row('fenced', 'start', { seq: 0 }, queue));
-            const [claimed] = await claim(pool, queue, W);
+            const [claimed] = await claimOn(poolRunner(pool), queue, W);
             await expireLease(pool, id);
             return { id, queue, seq1: claimed!.claimSeq, claimed: null };
           },
@@ -511,7 +504,7 @@ describe('R0 races on real connections, all permutations', () => {
         pool,
         row('checkout', 'start', {}, queue, { correlationKey: key }),
       );
-      const [claimed] = await claim(pool, queue, W);
+      const [claimed] = await claimOn(poolRunner(pool), queue, W);
       return { id, seq: claimed!.claimSeq, key };
     };
     const check = async (
@@ -578,7 +571,7 @@ describe('R0 races on real connections, all permutations', () => {
     await pool.query('TRUNCATE gen_durable CASCADE');
     const queue = freshQueue();
     const id = await insertRow(pool, row('timed', 'start', { seq: 0 }, queue));
-    const [claimed] = await claim(pool, queue, W);
+    const [claimed] = await claimOn(poolRunner(pool), queue, W);
     await FLUSH_PARKS.run(poolRunner(pool), {
       entries: [
         {
@@ -703,7 +696,7 @@ describe('R0 races on real connections, all permutations', () => {
           await pool.query('TRUNCATE gen_durable CASCADE');
           const queue = freshQueue();
           const id = await insertRow(pool, row('locked', 'start', {}, queue));
-          const [claimed] = await claim(pool, queue, W);
+          const [claimed] = await claimOn(poolRunner(pool), queue, W);
           await expireLease(pool, id);
           return { id, seq: claimed!.claimSeq };
         },

@@ -12,7 +12,7 @@ import { buildInsertRow } from '../../lib/instance/build-insert-row';
 import { INSERT_INSTANCE } from '../../lib/sql/insert.sql';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { flushEntry, submitTogether } from '../support/flush-entries';
-import { claimRows, openRawSession, waitUntilBlockedBy } from '../support/raw-session';
+import { claimOn, openRawSession, waitUntilBlockedBy } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // Child fan-out and join (docs/design.md §10, §6.3 steps 3 and 5, §18, §25 item 8).
@@ -272,7 +272,7 @@ describe('child fan-out and join (docs/design.md §10)', () => {
       const worker = 'spawn-worker';
       const parent = await t.engine.insert(BasketFsm, { queue: 'spawn', state: { rounds: [] } });
       const control = await t.engine.insert(BasketFsm, { queue: 'spawn', state: { rounds: [] } });
-      const claimed = await claimRows(session, 'spawn', worker, { leaseMs: 1500 });
+      const claimed = await claimOn(session, 'spawn', worker, { leaseMs: 1500 });
       expect(claimed.map((c) => c.id).sort()).toEqual([parent, control].sort());
       const parentRow = claimed.find((c) => c.id === parent)!;
 

@@ -13,7 +13,7 @@ import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { flushEntry, submitTogether } from '../support/flush-entries';
 import {
-  claimRows,
+  claimOn,
   holdRowLock,
   isBlockedBy,
   openRawSession,
@@ -107,7 +107,7 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
     for (let i = 0; i < n; i++) {
       ids.push(await t.engine.insert(RacerFsm, { queue, ...(i === 0 ? options : {}) }));
     }
-    const claimed = await claimRows(a, queue, WORKER, { batch: n });
+    const claimed = await claimOn(a, queue, WORKER, { batch: n });
     expect(claimed.map((c) => c.id).sort()).toEqual([...ids].sort());
     return ids.map((id) => claimed.find((c) => c.id === id)!);
   }
@@ -164,7 +164,7 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
       });
       expect(await inbox(row!.id)).toEqual([{ name: 'go', consumed: false }]);
       // And the next claim presents it.
-      const again = await claimRows(a, row!.queue, WORKER, { batch: 2 });
+      const again = await claimOn(a, row!.queue, WORKER, { batch: 2 });
       expect(again.find((c) => c.id === row!.id)?.inbox).toEqual([
         expect.objectContaining({ name: 'go' }),
       ]);

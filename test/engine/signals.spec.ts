@@ -13,7 +13,7 @@ import {
 } from '../../lib';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { flushEntry, submitTogether } from '../support/flush-entries';
-import { claimRows, openRawSession } from '../support/raw-session';
+import { claimOn, openRawSession } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // docs/design.md §8 and §25 item 3 on real PostgreSQL: delivery, parking, the lost-wakeup recheck,
@@ -442,7 +442,7 @@ describe('signals and await-parking (docs/design.md §8, §25.3)', () => {
     const session = await openRawSession(db);
     try {
       const id = await t.engine.insert(PackFsm, { queue: 'manual', state: { seenCount: 0 } });
-      const [claim] = await claimRows(session, 'manual', 'test-worker');
+      const [claim] = await claimOn(session, 'manual', 'test-worker');
       expect(claim!.id).toBe(id);
       const row = claim!;
       expect(

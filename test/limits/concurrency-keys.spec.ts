@@ -1,7 +1,6 @@
 import { done, DurableFsm, next, Step, type StepContext } from '../../lib';
-import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
 import { bootEngine, eventually, Gates, type Harness, sleep } from '../support/engine-harness';
-import { openRawSession, waitUntilBlockedBy } from '../support/raw-session';
+import { claimOn, openRawSession, waitUntilBlockedBy } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // K = 1 concurrency keys (docs/design.md §5.3, §14, §25 item 4) on real PostgreSQL: the claim is the
@@ -166,13 +165,7 @@ describe('K = 1 concurrency keys', () => {
     try {
       await other.exec('BEGIN');
       // Node A claims the head row and has not committed yet.
-      const claimedByA = await CLAIM_RUNNABLE.run(other, {
-        queue: 'kq',
-        limit: 1,
-        worker: 'node-a',
-        leaseMs: 60_000,
-        gates: [],
-      });
+      const claimedByA = await claimOn(other, 'kq', 'node-a', { batch: 1 });
       expect(claimedByA).toHaveLength(1);
       h.clear();
       // Node B skips A's locked row, sees no committed holder and claims the sibling: its

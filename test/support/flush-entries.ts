@@ -5,7 +5,7 @@ import { outcomeToEntry } from '../../lib/runtime/outcome-entry';
 
 /**
  * Feeding the engine's own flusher by hand, for race tests: a row claimed through the
- * production claim (raw-session `claimRows`) is a ClaimedRow already, an outcome becomes a flush
+ * production claim (raw-session `claimOn`) is a ClaimedRow already, an outcome becomes a flush
  * entry through the production validation/serialization, and entries submitted in one turn
  * of the event loop ride one flush transaction. Nothing here re-states the flush SQL or its
  * parameters, so these tests follow the flusher as it changes.

@@ -90,14 +90,19 @@ export async function isBlockedBy(
   return rows[0]?.blocked === true;
 }
 
-/** Claims up to `batch` due rows of `queue` as `worker` through the production claim. */
-export async function claimRows(
-  session: RawSession,
+/**
+ * Claims up to `batch` (default 100) due rows of `queue` as `worker` through the production
+ * CLAIM_RUNNABLE on `runner` (a raw session, or `poolRunner(pool)` of the race fixtures),
+ * without the picker's admission: the one claim helper of the raw-SQL tests. Tests that go
+ * through an engine use the harness's pick instead.
+ */
+export async function claimOn(
+  runner: StatementRunner,
   queue: string,
   worker: string,
   options: { batch?: number; leaseMs?: number } = {},
 ): Promise<ClaimRow[]> {
-  return CLAIM_RUNNABLE.run(session, {
+  return CLAIM_RUNNABLE.run(runner, {
     queue,
     limit: options.batch ?? 100,
     worker,

@@ -2,7 +2,6 @@ import type { Pool } from 'pg';
 
 import { LIVE_STATUSES } from '../../../lib/gen-durable.constants';
 import type { InsertRow } from '../../../lib/instance/insert-row';
-import { CLAIM_RUNNABLE, type ClaimRow } from '../../../lib/sql/claim.sql';
 import { INSERT_INSTANCE } from '../../../lib/sql/insert.sql';
 import { renderStatement, type StatementRunner } from '../../../lib/sql/statement';
 
@@ -51,17 +50,6 @@ export async function insertRow(pool: Pool, r: InsertRow): Promise<string> {
   const inserted = await INSERT_INSTANCE.run(poolRunner(pool), r);
   if (!inserted) throw new Error(`insert of ${r.fsm} was a duplicate`);
   return inserted.id;
-}
-
-/** Claims the due rows of `queue` as `worker` through CLAIM_RUNNABLE. */
-export function claim(
-  pool: Pool,
-  queue: string,
-  worker: string,
-  leaseMs = 60_000,
-  batch = 10,
-): Promise<ClaimRow[]> {
-  return CLAIM_RUNNABLE.run(poolRunner(pool), { queue, limit: batch, worker, leaseMs, gates: [] });
 }
 
 /** Test-side clock control: the lease of `id` ran out a second ago. */
