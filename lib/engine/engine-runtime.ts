@@ -18,6 +18,8 @@ import { createLimiter, limitConfigs } from '../limiter/create-limiter';
 import { RedisNamespace } from '../db/engine-namespace';
 import type { Limiter } from '../limiter/limiter.interface';
 import { createPokeTransport } from '../poke/create-poke-transport';
+import { WakeUps } from '../runtime/wake-ups';
+import { OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import type { PokeTransport } from '../poke/poke-transport.interface';
 import { InsertBatcher } from '../runtime/insert-batcher';
 import { PokeEmitter } from '../runtime/poke-emitter';
@@ -54,6 +56,8 @@ export class EngineRuntime {
   readonly pokes: PokeEmitter;
   /** The cross-node poke leg (`'postgres'` or `{ redis }`), else undefined (docs/design.md §16.4). */
   readonly pokeTransport: PokeTransport | undefined;
+  /** Local wake-ups of rows this node committed with a short delay (docs/design.md §27.4). */
+  readonly wakeUps: WakeUps;
   /** `insertAsync` / group-commit inserts (docs/design.md §6.5, §26.11), when `insertBatcher` is set. */
   readonly batcher: InsertBatcher | undefined;
   readonly stall: StallDetector;
@@ -82,6 +86,7 @@ export class EngineRuntime {
       (queue) => this.schedulers.get(queue)?.poke(),
       transport ? (queue) => transport.publish(queue) : undefined,
     );
+    this.wakeUps = new WakeUps(options.maxPollInterval * 10, (queue) => this.pokes.poke([queue]));
     this.batcher = options.insertBatcher
       ? new InsertBatcher(this.sql, options.insertBatcher, telemetry, (queues) =>
           this.pokes.poke(queues),
@@ -125,6 +130,12 @@ export class EngineRuntime {
     if (slots.length > 0) void this.limiter.credit(slots);
     if (effects.settledIds.length > 0) this.watcher.nudge(effects.settledIds);
     if (effects.pokeQueues.size > 0) this.pokes.poke(effects.pokeQueues);
+    // A row made runnable later (a retry backoff) wakes its queue when it is due.
+    for (const e of effects.committed) {
+      if ('delayMs' in e && e.delayMs > 0 && OUTCOME_KINDS[e.kind].pokes === 'whenDue') {
+        this.wakeUps.arm(e.queue, e.delayMs);
+      }
+    }
   }
 
   async start(): Promise<void> {
@@ -215,6 +226,7 @@ export class EngineRuntime {
   async close(): Promise<void> {
     await this.drain();
     await this.pokeTransport?.close();
+    this.wakeUps.close();
     this.pokes.close();
     await this.limiter.close();
     this.watcher.close();

@@ -76,8 +76,25 @@ export class EngineService {
     if (holder) return this.insertOrHolder(row, client, options?.manager !== undefined);
     const inserted = await INSERT_INSTANCE.run(this.runtime.sql, row, client);
     if (!inserted) throw new DuplicateError(row.correlationKey ?? '');
-    if (inserted.due && !options?.manager) this.runtime.pokes.poke([inserted.queue]);
+    if (!options?.manager) this.pokeOrArm(inserted, row);
     return inserted.id;
+  }
+
+  /** After an insert committed: poke its queue if it is due, else arm a wake-up for when it is. */
+  private pokeOrArm(inserted: { queue: string; due: boolean }, row: InsertRow): void {
+    if (inserted.due) this.runtime.pokes.poke([inserted.queue]);
+    else this.armWakeUp(row);
+  }
+
+  /**
+   * A local wake-up for a row inserted to run later (docs/design.md §27.4): `scheduleIn` counts
+   * on the database clock from the insert, as the timer does from its commit; an absolute
+   * `scheduleAt` / `eligibleAt` is read on this node's clock (a node clock ahead of the
+   * database's wakes the queue early, finds nothing due, and the poll runs the row).
+   */
+  private armWakeUp(row: InsertRow): void {
+    const delay = row.at === null ? row.delayMs : row.at.getTime() - Date.now();
+    this.runtime.wakeUps.arm(row.queue, delay);
   }
 
   /**
@@ -95,9 +112,7 @@ export class EngineService {
     for (let attempt = 1; attempt <= 2; attempt++) {
       const answer = await INSERT_INSTANCE_OR_HOLDER.run(this.runtime.sql, row, client);
       if (answer) {
-        if (answer.inserted && answer.due && !inCallerTransaction) {
-          this.runtime.pokes.poke([answer.queue]);
-        }
+        if (answer.inserted && !inCallerTransaction) this.pokeOrArm(answer, row);
         return answer.id;
       }
       const current = await GET_INSTANCE_BY_KEY.run(
@@ -128,7 +143,7 @@ export class EngineService {
     const row = buildInsertRow(definition, options, this.runtime.options, 'insertAsync');
     if (this.runtime.batcher?.offer(row)) return;
     const inserted = await INSERT_INSTANCE.run(this.runtime.sql, row);
-    if (inserted?.due) this.runtime.pokes.poke([inserted.queue]);
+    if (inserted) this.pokeOrArm(inserted, row);
   }
 
   /**
@@ -156,6 +171,7 @@ export class EngineService {
     const inserted = await INSERT_INSTANCES.run(this.runtime.sql, { rows }, client);
     if (!options.manager) {
       this.runtime.pokes.poke(new Set(inserted.filter((r) => r.due).map((r) => r.queue)));
+      if (inserted.some((r) => !r.due)) for (const row of rows) this.armWakeUp(row);
     }
     return inserted.map((r) => r.id);
   }
