@@ -164,6 +164,47 @@ function findRawStatementRuns(fileName: string, text: string): string[] {
 
 const RAW_RUN_METHODS = new Set(['query', 'queryResult', 'exec']);
 
+/** node-postgres client and query options: snake_case by the driver's API, not row fields. */
+const DRIVER_OPTION_NAMES = new Set(['query_timeout', 'application_name']);
+
+/**
+ * Snake_case property names read or declared in `text` (a raw row's columns: `r.claim_seq`,
+ * `{ parent_id: string }`), as `file:line: name`. Rows are decoded to camelCase by their
+ * statement in lib/sql, so outside it no code spells a column.
+ */
+function findRawRowFields(fileName: string, text: string): string[] {
+  const source = parse(fileName, text);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    let name: string | undefined;
+    if (ts.isPropertyAccessExpression(node)) {
+      name = node.name.text;
+    } else if (
+      (ts.isPropertySignature(node) ||
+        ts.isPropertyAssignment(node) ||
+        ts.isPropertyDeclaration(node) ||
+        ts.isBindingElement(node)) &&
+      node.name !== undefined &&
+      (ts.isIdentifier(node.name) || ts.isStringLiteral(node.name))
+    ) {
+      name = node.name.text;
+    } else if (ts.isElementAccessExpression(node) && ts.isStringLiteral(node.argumentExpression)) {
+      name = node.argumentExpression.text;
+    }
+    if (
+      name !== undefined &&
+      /^[a-z0-9]+(_[a-z0-9]+)+$/.test(name) &&
+      !DRIVER_OPTION_NAMES.has(name)
+    ) {
+      const { line } = source.getLineAndCharacterOfPosition(node.getStart(source));
+      found.push(`${fileName}:${line + 1}: ${name}`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
 interface DeclaredStatement {
   readonly file: string;
   readonly constant: string;
@@ -323,6 +364,36 @@ describe('SQL location', () => {
     expect(files.length).toBeGreaterThan(0);
     const found = files.flatMap((f) => findPositionalParams(rel(f), readFileSync(f, 'utf8')));
     // Give the statement a parameter builder in lib/sql and call STATEMENT.run(runner, input).
+    expect(found).toEqual([]);
+  });
+
+  describe('the raw-row scanner', () => {
+    it('finds snake_case row fields read, declared or destructured', () => {
+      const source = [
+        'const seq = row.claim_seq;',
+        'interface R { parent_id: string | null }',
+        "const e = r['last_error'];",
+        'const { fsm_version } = r;',
+      ].join('\n');
+      expect(findRawRowFields('probe.ts', source)).toHaveLength(4);
+    });
+
+    it('accepts camelCase fields and the driver options', () => {
+      const source = [
+        'const seq = row.claimSeq;',
+        'const config = { text, values, query_timeout: 5000 };',
+        'new Client({ application_name: name });',
+      ].join('\n');
+      expect(findRawRowFields('probe.ts', source)).toEqual([]);
+    });
+  });
+
+  it('lib/ outside lib/sql/ and lib/schema/ spells no column (statements decode their rows)', () => {
+    const files = tsFiles(LIB).filter(
+      (f) => !f.startsWith(SQL_DIR + sep) && !f.startsWith(SCHEMA_DIR + sep),
+    );
+    const found = files.flatMap((f) => findRawRowFields(rel(f), readFileSync(f, 'utf8')));
+    // Decode the row in the statement's codec (lib/sql) and read the camelCase field.
     expect(found).toEqual([]);
   });
 
