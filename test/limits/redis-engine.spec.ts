@@ -155,7 +155,7 @@ if (!url) {
             await probe.zrange(
               `${defaultRedisPrefix(db.name, 'public', 'GenDurable')}conc:api:x`,
               0,
-              -1,
+              '-1',
             )
           ).sort(),
         ).toEqual([holder, second].sort());

@@ -90,7 +90,7 @@ if (!url) {
         [ids],
       );
       expect(rows.map((r) => r.concurrency_shard)).toEqual([1, 1, 0]);
-      const members = await raw.zrange(`${ns()}conc:g2:a`, 0, -1, 'WITHSCORES');
+      const members = await raw.zrange(`${ns()}conc:g2:a`, 0, '-1', 'WITHSCORES');
       expect(members.filter((_, i) => i % 2 === 0).sort()).toEqual([ids[0], ids[1]].sort());
       const [time] = await raw.time();
       expect(Number(members[1])).toBeGreaterThan(Number(time) * 1000 + 50_000);
@@ -232,7 +232,7 @@ if (!url) {
           });
           await probe.connect();
           const seeded = await probe.exists(`${ns()}seed`);
-          const members = await probe.zrange(`${ns()}conc:g2:restart`, 0, -1);
+          const members = await probe.zrange(`${ns()}conc:g2:restart`, 0, '-1');
           probe.disconnect();
           if (seeded) {
             admitted = r.admitted;
