@@ -151,38 +151,40 @@ export const INSERT_INSTANCES = sql(
     ORDER BY ins.id`,
   {
     params: ({ rows, parentIds }: InsertManyInput) => {
-      const fsms: string[] = [];
-      const versions: number[] = [];
-      const steps: string[] = [];
-      const states: string[] = [];
-      const queues: string[] = [];
-      const priorities: number[] = [];
-      const ats: (Date | null)[] = [];
-      const delays: number[] = [];
-      const keys: (string | null)[] = [];
-      const scopes: string[] = [];
-      const concurrencyKeys: (string | null)[] = [];
-      const rateLimits: (string | null)[] = [];
-      const weights: number[] = [];
-      const parents: (string | null)[] = [];
-      const ords: number[] = [];
-      for (let i = 0; i < rows.length; i++) {
+      // Preallocated and filled by index (children of a fan-out, batched inserts).
+      const n = rows.length;
+      const fsms = new Array<string>(n);
+      const versions = new Array<number>(n);
+      const steps = new Array<string>(n);
+      const states = new Array<string>(n);
+      const queues = new Array<string>(n);
+      const priorities = new Array<number>(n);
+      const ats = new Array<Date | null>(n);
+      const delays = new Array<number>(n);
+      const keys = new Array<string | null>(n);
+      const scopes = new Array<string>(n);
+      const concurrencyKeys = new Array<string | null>(n);
+      const rateLimits = new Array<string | null>(n);
+      const weights = new Array<number>(n);
+      const parents = new Array<string | null>(n);
+      const ords = new Array<number>(n);
+      for (let i = 0; i < n; i++) {
         const r = rows[i]!;
-        fsms.push(r.fsm);
-        versions.push(r.fsmVersion);
-        steps.push(r.step);
-        states.push(r.stateText);
-        queues.push(r.queue);
-        priorities.push(r.priority);
-        ats.push(r.at);
-        delays.push(r.delayMs);
-        keys.push(r.correlationKey);
-        scopes.push(r.scope);
-        concurrencyKeys.push(r.concurrencyKey);
-        rateLimits.push(r.rateLimit);
-        weights.push(r.weight);
-        parents.push(parentIds?.[i] ?? null);
-        ords.push(i);
+        fsms[i] = r.fsm;
+        versions[i] = r.fsmVersion;
+        steps[i] = r.step;
+        states[i] = r.stateText;
+        queues[i] = r.queue;
+        priorities[i] = r.priority;
+        ats[i] = r.at;
+        delays[i] = r.delayMs;
+        keys[i] = r.correlationKey;
+        scopes[i] = r.scope;
+        concurrencyKeys[i] = r.concurrencyKey;
+        rateLimits[i] = r.rateLimit;
+        weights[i] = r.weight;
+        parents[i] = parentIds?.[i] ?? null;
+        ords[i] = i;
       }
       return [
         fsms,

@@ -125,37 +125,40 @@ export const FLUSH_TRANSITIONS = sql(
       readonly entries: readonly TransitionWrite[];
       readonly solo: boolean;
     }) => {
-      const workers: string[] = [];
-      const ids: string[] = [];
-      const seqs: string[] = [];
-      const kinds: string[] = [];
-      const steps: (string | null)[] = [];
-      const states: (string | null)[] = [];
-      const results: (string | null)[] = [];
-      const errors: (string | null)[] = [];
-      const delays: number[] = [];
-      const rateLimits: (string | null)[] = [];
-      const weights: number[] = [];
-      const setKeys: boolean[] = [];
-      const keys: (string | null)[] = [];
-      const leases: (number | null)[] = [];
-      const solos: boolean[] = [];
-      for (const e of entries) {
-        workers.push(e.worker);
-        ids.push(e.id);
-        seqs.push(e.seq);
-        kinds.push(e.kind);
-        steps.push(e.nextStep);
-        states.push(e.stateText);
-        results.push(e.resultText);
-        errors.push(e.error);
-        delays.push(e.delayMs);
-        rateLimits.push(e.rateLimit);
-        weights.push(e.weight);
-        setKeys.push(e.setKey);
-        keys.push(e.concurrencyKey);
-        leases.push(e.kind === 'continue' ? (e.leaseMs ?? null) : null);
-        solos.push(solo);
+      // Preallocated and filled by index: this runs once per flush on the drain's hot path.
+      const n = entries.length;
+      const workers = new Array<string>(n);
+      const ids = new Array<string>(n);
+      const seqs = new Array<string>(n);
+      const kinds = new Array<string>(n);
+      const steps = new Array<string | null>(n);
+      const states = new Array<string | null>(n);
+      const results = new Array<string | null>(n);
+      const errors = new Array<string | null>(n);
+      const delays = new Array<number>(n);
+      const rateLimits = new Array<string | null>(n);
+      const weights = new Array<number>(n);
+      const setKeys = new Array<boolean>(n);
+      const keys = new Array<string | null>(n);
+      const leases = new Array<number | null>(n);
+      const solos = new Array<boolean>(n);
+      for (let i = 0; i < n; i++) {
+        const e = entries[i]!;
+        workers[i] = e.worker;
+        ids[i] = e.id;
+        seqs[i] = e.seq;
+        kinds[i] = e.kind;
+        steps[i] = e.nextStep;
+        states[i] = e.stateText;
+        results[i] = e.resultText;
+        errors[i] = e.error;
+        delays[i] = e.delayMs;
+        rateLimits[i] = e.rateLimit;
+        weights[i] = e.weight;
+        setKeys[i] = e.setKey;
+        keys[i] = e.concurrencyKey;
+        leases[i] = e.kind === 'continue' ? (e.leaseMs ?? null) : null;
+        solos[i] = solo;
       }
       return [
         workers,
