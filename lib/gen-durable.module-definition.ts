@@ -1,4 +1,4 @@
-import { ConfigurableModuleBuilder, type Provider } from '@nestjs/common';
+import { ConfigurableModuleBuilder, type Provider, type Type } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 
 import {
@@ -9,7 +9,7 @@ import {
 import { EngineHost } from './engine/engine-host';
 import { EngineLifecycle } from './engine/engine-lifecycle';
 import { EngineService } from './engine/engine.service';
-import { getEngineToken } from './engine/get-engine-token.util';
+import { engineServiceClasses, getEngineToken } from './engine/get-engine-token.util';
 import type { GenDurableOptions } from './options/gen-durable-options.interface';
 import { MODULE_OPTION_TABLE } from './options/option-table';
 
@@ -44,15 +44,26 @@ export const {
       EngineLifecycle,
       EngineService,
       { provide: GEN_DURABLE_ENGINE_NAME, useValue: name },
+      { provide: token, useExisting: EngineService },
     ];
-    if (token !== EngineService) providers.push({ provide: token, useExisting: EngineService });
+    const exported: Array<string | Type> = [token];
+    if (name === DEFAULT_ENGINE_NAME) {
+      // The default engine is also injectable by type: as this copy's EngineService and as the
+      // class of any other loaded copy of the package (its other build).
+      for (const engineClass of engineServiceClasses()) {
+        if (engineClass !== EngineService) {
+          providers.push({ provide: engineClass, useExisting: EngineService });
+        }
+        exported.push(engineClass);
+      }
+    }
     return {
       ...definition,
       // The table's default and check: `isGlobal: 'no'` is a ConfigurationError, not truthy.
       global: MODULE_OPTION_TABLE.isGlobal.resolve(extras.isGlobal, 'isGlobal', 'isGlobal'),
       imports: [...(definition.imports ?? []), DiscoveryModule],
       providers,
-      exports: [token],
+      exports: exported,
     };
   })
   .build();

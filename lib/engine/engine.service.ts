@@ -30,6 +30,7 @@ import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
  */
 @Injectable()
 export class EngineService {
+  /** @internal built by Nest's injector; the published types leave the engine's internals out. */
   constructor(private readonly host: EngineHost) {}
 
   /** The engine name. */

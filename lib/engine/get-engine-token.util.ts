@@ -1,12 +1,27 @@
+import type { Type } from '@nestjs/common';
+
 import { DEFAULT_ENGINE_NAME } from '../gen-durable.constants';
+import { processWide } from '../util/process-wide';
 import { EngineService } from './engine.service';
 
 /**
- * The injection token of an engine: the `EngineService` class for the default engine,
- * `'GenDurableEngine:<name>'` for a named one.
+ * The `EngineService` class of every copy of the package loaded in this process (its CommonJS and
+ * ES-module builds are two copies, hence two classes). The default engine is also provided under
+ * each of them, so a provider that injects `EngineService` by type gets the one engine whichever
+ * build it imported.
  */
-export function getEngineToken(name?: string): string | typeof EngineService {
-  return name === undefined || name === DEFAULT_ENGINE_NAME
-    ? EngineService
-    : `GenDurableEngine:${name}`;
+const engineClasses = processWide('gen-durable.engine-service-classes', () => new Set<Type>());
+engineClasses.add(EngineService);
+
+/**
+ * The injection token of an engine: `'GenDurableEngine:<name>'`, the same string in every copy of
+ * the package (the default engine is also injectable as `EngineService`).
+ */
+export function getEngineToken(name: string = DEFAULT_ENGINE_NAME): string {
+  return `GenDurableEngine:${name}`;
+}
+
+/** @internal the `EngineService` classes loaded so far, this copy's first. */
+export function engineServiceClasses(): Type[] {
+  return [EngineService, ...[...engineClasses].filter((c) => c !== EngineService)];
 }

@@ -1,7 +1,11 @@
 import { AlreadyStartedError } from '../errors/already-started.error';
+import { processWide } from '../util/process-wide';
 
-/** Engine names running in this process (docs/design.md §2.1): a second start of a name fails. */
-const running = new Set<string>();
+/**
+ * Engine names running in this process (docs/design.md §2.1): a second start of a name fails.
+ * Process-wide, so the CommonJS and the ES-module build of the package share it.
+ */
+const running = processWide('gen-durable.running-engines', () => new Set<string>());
 
 export const RunningEngines = {
   acquire(name: string): void {

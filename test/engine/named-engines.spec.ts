@@ -85,8 +85,11 @@ describe('named engines (docs/design.md §2.1)', () => {
       expect(consumer.billing.name).toBe('Billing');
       expect(consumer.billing).not.toBe(consumer.main);
       expect(app.get(getEngineToken('Billing'))).toBe(consumer.billing);
-      expect(getEngineToken()).toBe(EngineService);
-      expect(getEngineToken('GenDurable')).toBe(EngineService);
+      // Tokens are strings, the same in either build of the package; the default engine is
+      // also provided under its class (above: `main`).
+      expect(getEngineToken()).toBe('GenDurableEngine:GenDurable');
+      expect(getEngineToken('GenDurable')).toBe('GenDurableEngine:GenDurable');
+      expect(app.get(getEngineToken())).toBe(consumer.main);
 
       // Each engine runs its own queue with its own FSM subset and worker ids.
       expect([...consumer.main.runtime.schedulers.keys()]).toEqual(['main']);
