@@ -102,7 +102,8 @@ export async function audit(
       WHERE e.exec_id IS NULL OR e.instance_id <> c.id OR e.step_seq <> c.new_seq OR e.claim_seq IS DISTINCT FROM c.claim_seq`,
   );
   // I-REEXEC-EXPLAINED: every execution that did not commit overlaps a fault on its worker
-  // (or a cluster-wide one), ±2 s.
+  // (or a cluster-wide one), ±2 s. A link reset after a commit explains nothing: the flush
+  // retry on a fresh connection must keep every such outcome (finding F-R8).
   const unexplained = `WITH ${COMMITTED}, lost AS (
       SELECT e.*, COALESCE(e.ended_at,
                (SELECT min(n.started_at) FROM chaos.executions n WHERE n.instance_id = e.instance_id AND n.started_at > e.started_at),
@@ -112,6 +113,7 @@ export async function audit(
     SELECT %s FROM lost l
      WHERE NOT EXISTS (SELECT 1 FROM chaos.faults f
                         WHERE (f.target = l.worker OR f.target IN ('postgres', 'all'))
+                          AND f.kind <> 'link-reset'
                           AND f.injected_at <= l.until + interval '2 seconds'
                           AND COALESCE(f.healed_at, 'infinity') >= l.started_at - interval '2 seconds')
        -- A stall the worker itself reported (scheduler:stall: its event loop was starved past

@@ -11,7 +11,30 @@ export type ProxyMode =
 interface Pair {
   readonly client: Socket;
   readonly upstream: Socket;
+  /** A reset is due once the server answers (its next ReadyForQuery). */
+  resetOnReply?: boolean;
 }
+
+/** What an armed statement fault does once a client chunk holds one of its needles. */
+export type StatementFaultKind = 'reset-after-reply' | 'blackhole-after-send';
+
+/** A ReadyForQuery message (type 'Z', length 5) in a server chunk: the statement is answered. */
+const READY_FOR_QUERY = Buffer.from([0x5a, 0, 0, 0, 5]);
+
+/** Needles for the statements a flush commits with: a simple COMMIT, the solo flush's bind. */
+export const FLUSH_COMMIT_NEEDLES: readonly Buffer[] = [
+  Buffer.from('COMMIT\0'),
+  Buffer.from('/flush_transitions\0'),
+];
+
+/** Needles for statements that only run inside a flush transaction (they take row locks). */
+export const IN_FLUSH_NEEDLES: readonly Buffer[] = [
+  Buffer.from('/join_parents\0'),
+  Buffer.from('/flush_parks\0'),
+  Buffer.from('/fanout_lock_parents\0'),
+  Buffer.from('/consume_signals\0'),
+  Buffer.from('/consume_inboxes\0'),
+];
 
 /**
  * A loopback TCP fault proxy for one worker (docs/reliability.md §3.3): 127.0.0.1:<port> → the
@@ -21,6 +44,8 @@ interface Pair {
  */
 export class FaultProxy {
   private mode: ProxyMode = { kind: 'pass' };
+  private armed:
+    { kind: StatementFaultKind; needles: readonly Buffer[]; resolve(): void } | undefined;
   private readonly pairs = new Set<Pair>();
   private constructor(
     private readonly server: Server,
@@ -55,6 +80,24 @@ export class FaultProxy {
     this.mode = mode;
   }
 
+  /**
+   * Arms one statement fault (chunk-level, approximate: a needle is a statement name or text
+   * in a client chunk): `reset-after-reply` lets the server run and answer the statement, then
+   * resets the client's connection instead of delivering the answer (S-RESET: a COMMIT that
+   * took effect, reported as a broken link); `blackhole-after-send` forwards the statement and
+   * then switches the whole proxy to `blackhole` (S-FLUSHHOLE: the link dies inside a flush
+   * transaction, holding its row locks). Resolves when it fired; `disarm` drops it.
+   */
+  arm(kind: StatementFaultKind, needles: readonly Buffer[]): Promise<void> {
+    return new Promise((resolve) => {
+      this.armed = { kind, needles, resolve };
+    });
+  }
+
+  disarm(): void {
+    this.armed = undefined;
+  }
+
   /** Destroys both sides of every open connection (a reset). */
   reset(): number {
     const n = this.pairs.size;
@@ -84,8 +127,28 @@ export class FaultProxy {
     upstream.on('error', end);
     client.on('close', end);
     upstream.on('close', end);
-    client.on('data', (chunk) => this.forward(chunk, upstream));
-    upstream.on('data', (chunk) => this.forward(chunk, client));
+    client.on('data', (chunk: Buffer) => {
+      const armed = this.armed;
+      const hit =
+        armed !== undefined &&
+        this.mode.kind === 'pass' &&
+        armed.needles.some((n) => chunk.includes(n));
+      this.forward(chunk, upstream);
+      if (!hit) return;
+      this.armed = undefined;
+      armed.resolve();
+      if (armed.kind === 'reset-after-reply') pair.resetOnReply = true;
+      else this.mode = { kind: 'blackhole' };
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (pair.resetOnReply && chunk.includes(READY_FOR_QUERY)) {
+        this.pairs.delete(pair);
+        client.resetAndDestroy();
+        upstream.destroy();
+        return;
+      }
+      this.forward(chunk, client);
+    });
   }
 
   private forward(chunk: Buffer, to: Socket): void {

@@ -10,7 +10,10 @@ export type FaultKind =
   | 'pg-outage'
   | 'blackhole'
   | 'redis-kill'
-  | 'flush-exit';
+  | 'flush-exit'
+  | 'link-reset'
+  | 'flush-blackhole'
+  | 'pg-blip';
 
 export interface PlannedFault {
   /** ms after the fault phase starts. */
@@ -32,6 +35,24 @@ export interface FaultBudget {
   readonly flushExit: number;
   /** S14: Postgres stopped (fast) for 2 × the lease, then started. */
   readonly pgOutage: number;
+  /**
+   * A worker's link reset right after the server answered a flush's COMMIT (or its solo
+   * UPDATE): the outcome committed, the worker sees ECONNRESET (finding F-R8). Its invariant:
+   * no execution lost to it (such re-executions are not explained, I-REEXEC-EXPLAINED).
+   */
+  readonly linkReset: number;
+  /**
+   * A worker's link goes dark right after it sent a statement inside a flush transaction
+   * (row locks held on the server; finding F-R9), for 4–6 s. Its invariant: the other workers'
+   * executions are not lost to it (only the dark worker's own are explained).
+   */
+  readonly flushBlackhole: number;
+  /**
+   * Postgres stopped (fast) and started again at once: an outage shorter than the lease
+   * (finding F-R10). Acknowledged writes survive; at the test lease (2 s) the stop and start
+   * outlast the flush retry window (lease / 2), so its re-executions are explained.
+   */
+  readonly pgBlip: number;
 }
 
 /**
@@ -73,5 +94,8 @@ export function planFaults(
   spread(budget.redisKill, 'redis-kill', () => uniform(random, 5_000, 10_000));
   spread(budget.flushExit, 'flush-exit', () => uniform(random, 0, 3_000));
   spread(budget.pgOutage, 'pg-outage', () => 2 * leaseMs, ...middle);
+  spread(budget.linkReset, 'link-reset', () => 0);
+  spread(budget.flushBlackhole, 'flush-blackhole', () => uniform(random, 4_000, 6_000));
+  spread(budget.pgBlip, 'pg-blip', () => 0, ...middle);
   return out.sort((a, b) => a.at - b.at);
 }

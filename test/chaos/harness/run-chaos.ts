@@ -12,7 +12,11 @@ import { Client, Pool } from 'pg';
 import { migrateUp } from '../../../lib/schema/migrator';
 import { freePort, PrivateRedis } from '../../limits/support/private-redis';
 import { audit, type Audit } from './checker';
-import { FaultProxy } from './fault-proxy';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+
+import { FaultProxy, FLUSH_COMMIT_NEEDLES, IN_FLUSH_NEEDLES } from './fault-proxy';
 import { createLedger } from './ledger';
 import { Monitor } from './monitor';
 import { type FaultKind, type PlannedFault, planFaults } from './nemesis';
@@ -28,7 +32,13 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 const log = (line: string): void =>
   void process.stdout.write(`[chaos ${new Date().toISOString().slice(11, 23)}] ${line}\n`);
 
-function args(): { profile: Profile; seed: number; report: string; keep: boolean } {
+function args(): {
+  profile: Profile;
+  seed: number;
+  report: string;
+  keep: boolean;
+  contention: boolean;
+} {
   const argv = process.argv.slice(2);
   const value = (flag: string): string | undefined => {
     const i = argv.indexOf(flag);
@@ -46,7 +56,27 @@ function args(): { profile: Profile; seed: number; report: string; keep: boolean
     seed,
     report: resolve(value('--report') ?? join(ROOT, 'test/chaos/report.json')),
     keep: argv.includes('--keep'),
+    contention: argv.includes('--contention'),
   };
+}
+
+/**
+ * `--contention`: one busy-loop process per core, pinned to it (taskset when present), for
+ * the whole run, so the engine runs on a box whose CPUs are taken by other work (finding
+ * F-R11: worker boot, heartbeats and flushes all slow down). Killed with the run.
+ */
+function startContention(): ChildProcess[] {
+  const cores = Math.max(1, Math.min(2, availableParallelism()));
+  const taskset = existsSync('/usr/bin/taskset') ? '/usr/bin/taskset' : undefined;
+  const loops: ChildProcess[] = [];
+  for (let core = 0; core < 2; core++) {
+    const command = [process.execPath, '-e', 'for (;;) {}'];
+    const child = taskset
+      ? spawn(taskset, ['-c', String(core % cores), ...command], { stdio: 'ignore' })
+      : spawn(command[0]!, command.slice(1), { stdio: 'ignore' });
+    loops.push(child);
+  }
+  return loops;
 }
 
 /** Run on a failed run (exit 2): nothing of ours may outlive the orchestrator. */
@@ -75,12 +105,25 @@ interface FaultLog {
 }
 
 async function main(): Promise<void> {
-  const { profile, seed, report, keep } = args();
+  const { profile, seed, report, keep, contention } = args();
   const random = mulberry32(seed);
   const artifacts = join(ROOT, '.tmp', 'chaos', `${profile.name}-${seed}-${Date.now()}`);
   mkdirSync(artifacts, { recursive: true });
-  log(`${profile.title}, seed ${seed} (replay: --seed ${seed}); artifacts in ${artifacts}`);
+  log(
+    `${profile.title}, seed ${seed} (replay: --seed ${seed}${contention ? ' --contention' : ''}); artifacts in ${artifacts}`,
+  );
   const began = Date.now();
+  if (contention) {
+    const loops = startContention();
+    const stop = async (): Promise<void> => {
+      for (const loop of loops) if (loop.exitCode === null) loop.kill('SIGKILL');
+    };
+    cleanups.push(stop);
+    process.once('exit', () => void stop());
+    log(
+      `CPU contention: ${loops.length} busy-loop processes (pids ${loops.map((l) => l.pid).join(', ')})`,
+    );
+  }
 
   const cluster = await PrivateCluster.create(await freePort());
   cleanups.push(() => cluster.destroy(true));
@@ -479,6 +522,57 @@ async function main(): Promise<void> {
         await recordFault({ kind: f.kind, target: 'postgres', at, healed: Date.now() });
         return true;
       }
+      case 'link-reset': {
+        // F-R8: the next flush commit of a worker answered by the server, then its link reset.
+        const w = pick(available());
+        if (!w) return false;
+        const fired = await Promise.race([
+          w.proxy.arm('reset-after-reply', FLUSH_COMMIT_NEEDLES).then(() => true),
+          sleep(5_000).then(() => false),
+        ]);
+        if (!fired) {
+          w.proxy.disarm();
+          return false;
+        }
+        const at = Date.now();
+        count(w.name);
+        await recordFault({ kind: f.kind, target: w.name, at, healed: at + 100 });
+        return true;
+      }
+      case 'flush-blackhole': {
+        // F-R9: the link goes dark right after a statement inside a flush transaction.
+        if (disrupted() >= 1) return false;
+        const w = pick(available());
+        if (!w) return false;
+        w.blackholed = true;
+        const fired = await Promise.race([
+          w.proxy.arm('blackhole-after-send', IN_FLUSH_NEEDLES).then(() => true),
+          sleep(5_000).then(() => false),
+        ]);
+        if (!fired) {
+          w.proxy.disarm();
+          w.blackholed = false;
+          return false;
+        }
+        const at = Date.now();
+        count(w.name);
+        await sleep(f.holdMs);
+        w.proxy.reset();
+        w.proxy.setMode({ kind: 'pass' });
+        w.blackholed = false;
+        await recordFault({ kind: f.kind, target: w.name, at, healed: Date.now() });
+        return true;
+      }
+      case 'pg-blip': {
+        // F-R10: Postgres stopped and started again at once (shorter than the lease).
+        const at = Date.now();
+        await cluster.stop('fast');
+        count();
+        await sleep(f.holdMs);
+        await cluster.start();
+        await recordFault({ kind: f.kind, target: 'postgres', at, healed: Date.now() });
+        return true;
+      }
       case 'redis-kill': {
         if (!redis) return true;
         const at = Date.now();
@@ -594,11 +688,12 @@ async function main(): Promise<void> {
   const zero = (name: string): string => `${result.hard[name] ?? 0}`;
   const failed = Object.entries(result.hard).filter(([, n]) => n !== 0);
   const headline =
-    `${profile.title}, seed ${seed}: ${figures['instances']} instances (${figures['step executions']} step executions, ` +
+    `${profile.title}${contention ? ' under CPU contention' : ''}, seed ${seed}: ${figures['instances']} instances (${figures['step executions']} step executions, ` +
     `${figures['signals acknowledged']} signals, ${figures['fan-outs']} fan-outs × 10 children) through ${c('sigkill')} SIGKILLs, ` +
     `${c('sigstop')} pauses past the lease, ${c('backend-kill')} backend kills, ${c('pg-immediate')} immediate + ${c('pg-fast')} fast ` +
     `Postgres restarts, ${c('pg-outage')} Postgres outages of 2 × the lease, ${c('blackhole')} blackholed links, ${c('redis-kill')} Redis kills, ` +
-    `${c('flush-exit')} exits at a flush commit: ${zero('I-LOST')} lost, ${zero('I-REWIND')} rewinds, ` +
+    `${c('flush-exit')} exits at a flush commit, ${c('link-reset')} link resets after a commit, ` +
+    `${c('flush-blackhole')} links blackholed inside a flush, ${c('pg-blip')} short Postgres stops: ${zero('I-LOST')} lost, ${zero('I-REWIND')} rewinds, ` +
     `${zero('I-DUPCOMMIT')} duplicate commits (${figures['stale outcomes rejected']} stale outcomes rejected), ${zero('I-SIG-LOST')} lost signals, ` +
     `${zero('I-K1-DB')} K=1 violations, ${zero('F-DEADLOCK')} deadlocks, ${zero('F-CRASH')} scheduler crashes; recovery after SIGKILL ` +
     `p50 / p99 / max = ${f2(figures['recovery p50 s'])} / ${f2(figures['recovery p99 s'])} / ${f2(figures['recovery max s'])} s at lease 2 s; ` +
@@ -619,7 +714,8 @@ async function main(): Promise<void> {
     recoveries: recoveryDetail,
     profile: profile.name,
     seed,
-    command: `npm run ${profile.name === 'R1' ? 'test:chaos' : 'chaos:soak'} -- --seed ${seed}`,
+    command: `npm run ${profile.name === 'R1' ? 'test:chaos' : 'chaos:soak'} -- --seed ${seed}${contention ? ' --contention' : ''}`,
+    contention,
     headline,
     hard: result.hard,
     figures,
