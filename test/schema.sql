@@ -1,6 +1,6 @@
 TYPE durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed)
 
-TABLE gen_durable  -- comment: 2
+TABLE gen_durable  -- comment: 3
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -36,6 +36,7 @@ END) STORED
   inserted_at timestamp with time zone NOT NULL DEFAULT now()
   updated_at timestamp with time zone NOT NULL DEFAULT now()
   signaled boolean NOT NULL DEFAULT false
+  started_seq bigint
   CONSTRAINT gen_durable_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES gen_durable(id) ON DELETE SET NULL
   CONSTRAINT gen_durable_pkey PRIMARY KEY (id)
   CONSTRAINT gen_durable_state_is_object CHECK ((jsonb_typeof(state) = 'object'::text))

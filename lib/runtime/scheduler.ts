@@ -4,7 +4,7 @@ import { Logger } from '@nestjs/common';
 
 import type { SqlExecutor } from '../db/sql-executor';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { HEARTBEAT, RECLAIM_PREDECESSOR } from '../sql/lease.sql';
+import { HEARTBEAT, MARK_STEP_STARTED, RECLAIM_PREDECESSOR } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
 import type { ExecutionResult, Executor } from './executor';
@@ -353,17 +353,31 @@ export class Scheduler {
       // Inline chains (docs/design.md §7) run while the queue runs; draining ends them at the
       // next step. A chain keeps its slot through its continue commits: only its last outcome
       // frees it.
-      const done = this.executor
-        .execute(row, {
-          chain: () => this.state === 'running',
-          onStepsDone: () => this.stepsDone(id),
-        })
+      const done = this.stepStarting(row)
+        .then(() =>
+          this.executor.execute(row, {
+            chain: () => this.state === 'running',
+            onStepsDone: () => this.stepsDone(id),
+          }),
+        )
         .then(
           (result) => this.completed(id, result.kind),
           () => this.completed(id, null),
         );
       this.running.set(id, { row, startedAt: performance.now(), done });
     }
+  }
+
+  /**
+   * Before the step of a row that has already lost a worker, records that it starts under this
+   * claim (MARK_STEP_STARTED, committed before the step runs): a loss from now on happened while
+   * the step ran and counts toward the poison-pill cap; a loss while it sat in the buffer does
+   * not (docs/reliability.md, finding F-R11). Rows that never lost a worker skip it. A failed
+   * mark is not fatal: the step runs, and a loss during it goes uncounted this once.
+   */
+  private async stepStarting(row: ClaimedRow): Promise<void> {
+    if (row.reaps === 0) return;
+    await MARK_STEP_STARTED.run(this.sql, { worker: row.worker, row }).catch(() => undefined);
   }
 
   /** The row's last step returned and its outcome went to the flusher: its slot is free. */

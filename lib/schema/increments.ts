@@ -1,9 +1,10 @@
 import type { SchemaIncrement } from './schema-increment';
 import { V001 } from './v001';
 import { V002 } from './v002';
+import { V003 } from './v003';
 
 /** Every shipped increment, in version order. */
-export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [V001, V002];
+export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [V001, V002, V003];
 
 /** The schema version this build of the library needs. */
 export const CURRENT_SCHEMA_VERSION = SCHEMA_INCREMENTS.length;

@@ -29,6 +29,12 @@ export interface ClaimRow {
   readonly weight: number;
   /** The fencing token of this claim (docs/design.md §26.1). */
   readonly claimSeq: string;
+  /**
+   * Workers this row has lost on its current step (`gen_durable.reaps`). Above 0, the
+   * scheduler records the start of its step (MARK_STEP_STARTED) before running it, so a later
+   * loss is known to have happened while the step ran (docs/reliability.md, finding F-R11).
+   */
+  readonly reaps: number;
   readonly parentId: string | null;
   readonly gated: boolean;
   /** The worker id that holds the claim. */
@@ -61,6 +67,7 @@ interface ClaimRecord {
   claim_seq: string;
   parent_id: string | null;
   gated: boolean;
+  reaps: number;
   /** The unconsumed inbox in id order (JSON), NULL when empty. */
   inbox: InboxRecord[] | null;
   /** Every stored child in id order (JSON), NULL when none. */
@@ -140,11 +147,11 @@ export const CLAIM_RUNNABLE = sql(
       WHERE g.ctid = kept.tid
       RETURNING g.id, g.fsm, g.fsm_version, g.step, g.state, g.attempt, g.awaits, g.queue,
                 g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
-                g.weight, g.claim_seq, g.parent_id, g.signaled, kept.gated
+                g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, kept.gated
    )
    SELECT c.id, c.fsm, c.fsm_version, c.step, c.state, c.attempt, c.awaits, c.queue, c.priority,
           c.concurrency_key, c.concurrency_shard, c.rate_limit, c.weight, c.claim_seq, c.parent_id,
-          c.gated, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children
+          c.gated, c.reaps, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children
      FROM claimed c
     ORDER BY c.priority, c.eligible_at, c.id`,
   {
@@ -241,6 +248,7 @@ function claimRow(r: ClaimRecord, worker: string): ClaimRow {
     rateLimit: r.rate_limit,
     weight: r.weight,
     claimSeq: r.claim_seq,
+    reaps: r.reaps,
     parentId: r.parent_id,
     gated: r.gated,
     worker,

@@ -1,5 +1,5 @@
 import type { DurableStatus } from '../gen-durable.constants';
-import { type IdQueue, idsOf } from './row-decoders';
+import { type IdQueue, idsOf, noRows } from './row-decoders';
 import { sql } from './statement';
 
 /** A claim this worker holds: the row id and the claim's fencing token. */
@@ -67,6 +67,29 @@ export const HEARTBEAT = sql(
 );
 
 /**
+ * The start of a step of a row that has already lost a worker (`reaps` > 0), recorded before
+ * the step runs: `started_seq` = the claim's fencing token, guarded by worker, status and
+ * token (a row reaped meanwhile is left alone). A loss after this is a loss while the step
+ * ran, the only kind REAP_EXPIRED and RECLAIM_PREDECESSOR count toward the poison-pill cap
+ * beyond a row's first (docs/reliability.md, finding F-R11). PK lookup. Rows that never lost
+ * a worker never run it, so the hot path's statement count is unchanged.
+ */
+export const MARK_STEP_STARTED = sql(
+  'mark_step_started',
+  `UPDATE {schema}.gen_durable
+      SET started_seq = claim_seq
+    WHERE id = $1::bigint AND locked_by = $2 AND status = 'executing' AND claim_seq = $3::bigint`,
+  {
+    params: (i: { readonly worker: string; readonly row: HeldClaim }) => [
+      i.row.id,
+      i.worker,
+      i.row.claimSeq,
+    ],
+    decode: noRows,
+  },
+);
+
+/**
  * Releases held claims back to runnable (shutdown drain, admission denial; docs/design.md §5.4, §17.4):
  * guarded, attempt and eligible_at kept, lock, lease and shard cleared.
  */
@@ -96,6 +119,10 @@ export const RELEASE_CLAIMS = sql(
  * Reaper (docs/design.md §17.2, §26.5): expired leases (index gen_durable_lease) back to runnable with
  * attempt + 1, claimed in id order, skip-locked (a parent locked mid-spawn is skipped). A row
  * reaped `$1` times fails as a poison pill, naming its step and count. `$2` = batch.
+ * Only losses that can be the row's own count (finding F-R11): its first, and any later one
+ * whose step had started under the lost claim (`started_seq = claim_seq`, MARK_STEP_STARTED).
+ * A row lost while buffered, prefetched or queued behind other rows goes back without a
+ * count, so rows that share workers with a pill, or with a killed process, are not failed.
  * A row reaped *again* (reaps ≥ 1 before this reap) becomes eligible at a random point within
  * reaps × `$3` ms (the lease TTL) instead of keeping its place: rows that died together with a
  * poison pill were otherwise re-claimed with it, batch after batch, and failed as pills
@@ -105,22 +132,23 @@ export const RELEASE_CLAIMS = sql(
 export const REAP_EXPIRED = sql(
   'reap_expired',
   `WITH expired AS (
-     SELECT id FROM {schema}.gen_durable
+     SELECT id, reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq AS counts
+       FROM {schema}.gen_durable
       WHERE status = 'executing' AND lease_expires_at < now()
       ORDER BY id
       LIMIT $2
       FOR NO KEY UPDATE SKIP LOCKED
    )
    UPDATE {schema}.gen_durable g
-      SET status = (CASE WHEN g.reaps + 1 >= $1 THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
-          attempt = CASE WHEN g.reaps + 1 >= $1 THEN g.attempt ELSE g.attempt + 1 END,
-          last_error = CASE WHEN g.reaps + 1 >= $1
+      SET status = (CASE WHEN expired.counts AND g.reaps + 1 >= $1 THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
+          attempt = CASE WHEN expired.counts AND g.reaps + 1 >= $1 THEN g.attempt ELSE g.attempt + 1 END,
+          last_error = CASE WHEN expired.counts AND g.reaps + 1 >= $1
                             THEN format('poison pill: step %s lost its worker %s times (reaper.maxReaps)', g.step, g.reaps + 1)
                             ELSE g.last_error END,
-          eligible_at = CASE WHEN g.reaps + 1 < $1 AND g.reaps > 0
+          eligible_at = CASE WHEN NOT (expired.counts AND g.reaps + 1 >= $1) AND g.reaps > 0
                              THEN now() + make_interval(secs => random() * g.reaps * $3::float8 / 1000)
                              ELSE g.eligible_at END,
-          reaps = g.reaps + 1,
+          reaps = g.reaps + CASE WHEN expired.counts THEN 1 ELSE 0 END,
           locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, updated_at = now()
      FROM expired
     WHERE g.id = expired.id
@@ -156,7 +184,8 @@ export const REAP_EXPIRED = sql(
  * The predecessor died holding them, so a reclaim counts toward the poison-pill cap like a reap
  * (`reaps` + 1, spread as in REAP_EXPIRED by `$5` ms) and a row that would reach the cap `$4`
  * is left for the reaper, which fails it: a pill whose node restarts quickly must not loop
- * forever (docs/reliability.md, finding F-R3).
+ * forever (docs/reliability.md, finding F-R3). Counted as in REAP_EXPIRED: the first loss, and
+ * later ones only after the step started (finding F-R11).
  */
 export const RECLAIM_PREDECESSOR = sql(
   'reclaim_predecessor',
@@ -165,7 +194,7 @@ export const RECLAIM_PREDECESSOR = sql(
       WHERE status = 'executing' AND queue = $1
         AND left(locked_by, length($2::text)) = $2::text
         AND lease_expires_at < now() + make_interval(secs => $3::float8 / 1000)
-        AND reaps + 1 < $4
+        AND (reaps + 1 < $4 OR NOT (reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq))
       ORDER BY id
       FOR NO KEY UPDATE SKIP LOCKED
    )
@@ -174,7 +203,8 @@ export const RECLAIM_PREDECESSOR = sql(
           eligible_at = CASE WHEN g.reaps > 0
                              THEN now() + make_interval(secs => random() * g.reaps * $5::float8 / 1000)
                              ELSE g.eligible_at END,
-          reaps = g.reaps + 1, updated_at = now()
+          reaps = g.reaps + CASE WHEN g.reaps = 0 OR g.started_seq IS NOT DISTINCT FROM g.claim_seq THEN 1 ELSE 0 END,
+          updated_at = now()
      FROM r WHERE g.id = r.id
    RETURNING g.id`,
   {

@@ -1,6 +1,7 @@
 import { done, DurableFsm, Step } from '../../lib';
 import { Reaper } from '../../lib/runtime/reaper';
-import { RECLAIM_PREDECESSOR } from '../../lib/sql/lease.sql';
+import type { ClaimedRow } from '../../lib/runtime/claimed-row';
+import { MARK_STEP_STARTED, RECLAIM_PREDECESSOR } from '../../lib/sql/lease.sql';
 import {
   bootEngine,
   claimRows,
@@ -56,6 +57,13 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
     await db.drop();
   });
 
+  /** What the scheduler does before the step of a row that already lost a worker (F-R11). */
+  const stepStarts = async (row: ClaimedRow | undefined): Promise<void> => {
+    if (row && row.reaps > 0) {
+      await MARK_STEP_STARTED.run(h.engine.runtime.sql, { worker: row.worker, row });
+    }
+  };
+
   it('rows that die with a pill are spread apart on their second reap and complete; only the pill fails', async () => {
     const pill = await h.engine.insert(CollateralFsm, { state: { pill: true } });
     const innocents = [
@@ -67,7 +75,9 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
     for (let round = 0; round < 400 && (await rowOf(db, pill))['status'] !== 'failed'; round++) {
       const batch = await claimRows(h.engine, 'pill-q', 4, `pill-worker-${round}`);
       if (batch.some((r) => r.id === pill)) {
-        // The pill runs: the worker dies with everything it holds.
+        // The pill runs (its batch mates wait in the buffer): the worker dies with everything
+        // it holds.
+        await stepStarts(batch.find((r) => r.id === pill));
         deaths++;
         await db.pool.query(
           `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = ANY ($1::bigint[])`,
@@ -86,11 +96,51 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
     }
   });
 
+  it('a row lost while buffered counts once, however often (F-R11); one lost while its step runs counts each time', async () => {
+    // Finding F-R11: under churn a row sat in the buffers of workers that died of other
+    // causes (the nemesis, other rows' pills) and was failed as a pill it never was.
+    const bystander = await h.engine.insert(CollateralFsm, { queue: 'bystander-q' });
+    for (let loss = 1; loss <= 3 * MAX_REAPS; loss++) {
+      const [row] = await claimRows(h.engine, 'bystander-q', 1, `busy-worker-${loss}`);
+      expect(row?.id).toBe(bystander);
+      // Its worker dies before the row's step starts (it was buffered behind other work).
+      await db.pool.query(
+        `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+        [bystander],
+      );
+      await reaper.sweep();
+      expect(await rowOf(db, bystander)).toMatchObject({ status: 'runnable', reaps: 1 });
+      await db.pool.query(`UPDATE gen_durable SET eligible_at = now() WHERE id = $1`, [bystander]);
+    }
+    const [last] = await claimRows(h.engine, 'bystander-q', 1, 'healthy-worker');
+    expect(await execute(h.engine, last!)).toBe('committed');
+    expect(await rowOf(db, bystander)).toMatchObject({ status: 'done', reaps: 0 });
+
+    // The same losses with the step started each time: the cap fails it at MAX_REAPS.
+    const pill = await h.engine.insert(CollateralFsm, { queue: 'bystander-q' });
+    for (let loss = 1; loss <= MAX_REAPS; loss++) {
+      const [row] = await claimRows(h.engine, 'bystander-q', 1, `pill-host-${loss}`);
+      expect(row?.id).toBe(pill);
+      await stepStarts(row);
+      await db.pool.query(
+        `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+        [pill],
+      );
+      await reaper.sweep();
+      await db.pool.query(`UPDATE gen_durable SET eligible_at = now() WHERE id = $1`, [pill]);
+    }
+    expect(await rowOf(db, pill)).toMatchObject({
+      status: 'failed',
+      reaps: MAX_REAPS,
+      last_error: `poison pill: step start lost its worker ${MAX_REAPS} times (reaper.maxReaps)`,
+    });
+  });
+
   it('a first reap keeps the row in place; a second one moves it within reaps × the spread', async () => {
     const id = await h.engine.insert(CollateralFsm, { queue: 'spread-q' });
     const before = (await rowOf(db, id))['eligible_at'] as Date;
     for (const reap of [1, 2]) {
-      await claimRows(h.engine, 'spread-q', 1, `spread-worker-${reap}`);
+      await stepStarts((await claimRows(h.engine, 'spread-q', 1, `spread-worker-${reap}`))[0]);
       await db.pool.query(
         `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
         [id],
@@ -116,6 +166,7 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
     for (let life = 1; life <= MAX_REAPS; life++) {
       const [claimed] = await claimRows(h.engine, 'reclaim-q', 1, `${prefix}${life}`);
       expect(claimed?.id).toBe(id);
+      await stepStarts(claimed);
       await db.pool.query(
         `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
         [id],

