@@ -203,6 +203,7 @@ export class EngineRuntime {
           this.executor,
           this.picker,
           this.telemetry,
+          (released) => this.pokes.poke([released]),
         ),
       );
     }

@@ -72,6 +72,7 @@ export class Scheduler {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private pokeWindow: NodeJS.Timeout | undefined;
   private pokeTrailing = false;
+  private shedding: Promise<void> | undefined;
   private refillTimer: NodeJS.Immediate | undefined;
   private interval: number;
   /** Moving average of this queue's step durations, ms (dispatch → last outcome handed over). */
@@ -89,6 +90,8 @@ export class Scheduler {
     private readonly executor: Executor,
     private readonly picker: Picker,
     private readonly telemetry: Telemetry,
+    /** Rows went back to runnable while the node runs (a prefetch shed): other nodes may take them. */
+    private readonly onReleased: (queue: string) => void = () => undefined,
   ) {
     this.reclaimPrefix = `${options.name}:${queue}@${options.nodeId}-`;
     this.workerId = `${this.reclaimPrefix}${randomBytes(4).toString('hex')}`;
@@ -219,6 +222,7 @@ export class Scheduler {
     if (this.refillTimer) clearImmediate(this.refillTimer);
     this.refillTimer = undefined;
     if (this.picking) await this.picking.catch(() => undefined);
+    if (this.shedding) await this.shedding;
     const buffered = this.buffer;
     this.buffer = [];
     let released = 0;
@@ -390,6 +394,45 @@ export class Scheduler {
       this.stepMs === undefined ? ms : this.stepMs + (ms - this.stepMs) * STEP_AVERAGE_WEIGHT;
     this.awaiting.set(id, task);
     this.slotFreed();
+    this.shedPrefetch();
+  }
+
+  /**
+   * `prefetch: 'auto'` stops prefetching once the queue's steps average 50 ms or more; rows it
+   * already prefetched would then wait behind whole steps, hidden from other nodes. Once every
+   * slot is running, buffered rows beyond the prefetch now are released to runnable (the last
+   * claimed first: they would start last) and the queue is poked, so another node with free
+   * slots runs them. One release at a time; a failed one leaves the rows buffered, still held.
+   */
+  private shedPrefetch(): void {
+    if (this.options.prefetch !== 'auto' || this.shedding || this.state !== 'running') return;
+    if (this.running.size < this.concurrency) return;
+    const excess = this.buffer.length - this.prefetch();
+    if (excess <= 0) return;
+    const shed = this.buffer.splice(this.buffer.length - excess, excess);
+    this.shedding = this.release(shed)
+      .then((ids) => {
+        const released = new Set(ids);
+        // A row the release did not match is no longer ours to run (its lease was taken):
+        // dropping it is what the drain does too.
+        if (released.size > 0) {
+          this.telemetry.emit(
+            'scheduler:shed',
+            { released: released.size },
+            { queue: this.queue, worker: this.workerId },
+          );
+          this.onReleased(this.queue);
+        }
+      })
+      .catch((err: unknown) => {
+        this.buffer.push(...shed);
+        this.logger.warn(
+          `releasing ${shed.length} prefetched row(s) of ${this.queue} failed; they stay buffered: ${String(err)}`,
+        );
+      })
+      .finally(() => {
+        this.shedding = undefined;
+      });
   }
 
   /** The executor is done with the row: its flush answered, or it took the crash path. */

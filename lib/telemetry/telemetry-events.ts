@@ -31,6 +31,10 @@ export type TelemetryPayloads = {
     measurements: { released: number; inFlight: number };
     metadata: { queue: string };
   };
+  'scheduler:shed': {
+    measurements: { released: number };
+    metadata: { queue: string; worker: string };
+  };
   'scheduler:reclaimed': { measurements: Count; metadata: { queue: string } };
   'scheduler:stall': { measurements: { durationMs: number }; metadata: None };
   'concurrency:contended': { measurements: Count; metadata: { queue: string } };

@@ -289,5 +289,70 @@ describe('running slots and rows awaiting commit', () => {
       // Never more claimed than the free slots.
       expect(Math.max(...demands(harness))).toBeLessThanOrEqual(2);
     });
+
+    it('rows prefetched while steps were short are released once steps turn long, and another node runs them', async () => {
+      const harness = await boot(2, { prefetch: 'auto', minDemand: 'auto' });
+      const scheduler = schedulerOf(harness);
+      // Short steps first: the average drops under 50 ms and the queue prefetches.
+      const warm = await harness.engine.insertAll(
+        SlotJob,
+        Array.from({ length: 20 }, () => ({ state: {} })),
+      );
+      for (const id of warm) await harness.engine.await(id, { timeout: 20_000 });
+      expect(scheduler.prefetch()).toBeGreaterThan(0);
+
+      // A burst of long (held) steps: one pick claims them all, 2 run, the rest are buffered.
+      const held = await harness.engine.insertAll(
+        SlotJob,
+        Array.from({ length: 12 }, () => ({ state: { hold: true } })),
+      );
+      await eventually(async () => scheduler.inFlightCount === 2);
+      await eventually(async () => scheduler.bufferedCount === 10);
+      // The two held steps return after 200 ms: the average crosses 50 ms, prefetch is 0, and
+      // once both slots run again the 8 rows still buffered go back to runnable.
+      await sleep(200);
+      gate.open();
+      gate = closedGate();
+      const shed = await harness.waitFor('scheduler:shed');
+      expect(shed.measurements).toEqual({ released: 8 });
+      expect(scheduler.prefetch()).toBe(0);
+      expect(scheduler.bufferedCount).toBe(0);
+      // The first two commit (their flushes may still be in flight when the shed runs).
+      const shape = async () =>
+        (
+          await db.pool.query<{ status: string; locked: boolean; n: number }>(
+            `SELECT status::text AS status, locked_by IS NOT NULL AS locked, count(*)::int AS n
+               FROM gen_durable WHERE id = ANY($1::bigint[]) GROUP BY 1, 2 ORDER BY 1, 2`,
+            [held],
+          )
+        ).rows;
+      await eventually(async () => (await shape()).some((r) => r.status === 'done' && r.n === 2));
+      expect(await shape()).toEqual([
+        { status: 'done', locked: false, n: 2 },
+        { status: 'executing', locked: true, n: 2 },
+        { status: 'runnable', locked: false, n: 8 },
+      ]);
+
+      // A second node with free slots takes the released rows at once.
+      const other = await bootEngine(db, [SlotJob, SlotChain, SlotSlow], {
+        name: 'SlotsOther',
+        queues: { slots: 8 },
+        prefetch: 0,
+        poke: 'local',
+        reaper: false,
+        gc: false,
+      });
+      try {
+        const otherScheduler = other.engine.runtime.schedulers.get('slots')!;
+        await eventually(async () => otherScheduler.inFlightCount === 8);
+        gate.open();
+        for (const id of held) {
+          expect((await harness.engine.await(id, { timeout: 20_000 })).kind).toBe('done');
+        }
+        for (const id of held) expect(starts.get(`${id}:perform`)).toBe(1);
+      } finally {
+        await other.close();
+      }
+    });
   });
 });
