@@ -73,6 +73,8 @@ export class Scheduler {
   private pokeWindow: NodeJS.Timeout | undefined;
   private pokeTrailing = false;
   private shedding: Promise<void> | undefined;
+  /** The last pick claimed fewer rows than it wanted: nothing runnable was left behind. */
+  private drainedQueue = false;
   private refillTimer: NodeJS.Immediate | undefined;
   private interval: number;
   /** Moving average of this queue's step durations, ms (dispatch → last outcome handed over). */
@@ -133,32 +135,37 @@ export class Scheduler {
   }
 
   /**
-   * A poke: runnable work may exist. A scheduler with free slots fills at once (leading edge)
-   * and coalesces further pokes for 10 ms into one trailing fill (docs/design.md §5.5). A saturated one
-   * drops it: its completion refill finds the work. ("Busy" is read as "no free slot": a
-   * scheduler running one long step with 49 slots free must not leave a poked row to the
-   * poll.) A pick in flight may have scanned before the poked row committed, so it is asked to
-   * go again (like a completion during a pick, §5.1) instead of losing the poke.
+   * A poke: runnable work may exist. A pick in flight may have scanned before the poked row
+   * committed, so it is asked to go again (like a completion during a pick, §5.1) instead of
+   * losing the poke. A saturated scheduler drops it: its completion refill finds the work.
+   * ("Busy" is read as "no free slot": a scheduler running one long step with 49 slots free must
+   * not leave a poked row to the poll.) Otherwise it fills at once (leading edge). Further pokes
+   * within 10 ms coalesce into one trailing fill (docs/design.md §5.5) only while the last pick
+   * came back full, i.e. while there may be more than it took; once a pick found fewer rows than
+   * it wanted the queue is drained, and a poke means new rows: it picks at once, so a trickle of
+   * inserts does not wait out the window (at most one pick in flight bounds the picks either way).
    */
   poke(): void {
     if (this.state !== 'running') return;
-    if (this.pokeWindow) {
-      this.pokeTrailing = true;
-      return;
-    }
     if (this.picking) {
       this.refillWanted = true;
       return;
     }
     if (!this.hasFreeSlots()) return;
-    this.pokeWindow = setTimeout(() => {
-      this.pokeWindow = undefined;
-      if (this.pokeTrailing) {
-        this.pokeTrailing = false;
-        if (this.picking) this.refillWanted = true;
-        else if (this.hasFreeSlots()) void this.pick(true);
-      }
-    }, POKE_DEBOUNCE_MS);
+    if (this.pokeWindow && !this.drainedQueue) {
+      this.pokeTrailing = true;
+      return;
+    }
+    if (!this.pokeWindow) {
+      this.pokeWindow = setTimeout(() => {
+        this.pokeWindow = undefined;
+        if (this.pokeTrailing) {
+          this.pokeTrailing = false;
+          if (this.picking) this.refillWanted = true;
+          else if (this.hasFreeSlots()) void this.pick(true);
+        }
+      }, POKE_DEBOUNCE_MS);
+    }
     void this.pick(true);
   }
 
@@ -311,6 +318,7 @@ export class Scheduler {
         if (demand <= 0 || (demand < Math.min(this.minDemand(), capacity) && !idle)) return;
         const rows = await this.claim(demand);
         fetched += rows.length;
+        this.drainedQueue = rows.length < demand;
         this.lastActivityAt = Date.now();
         this.telemetry.emit(
           'pick:stop',

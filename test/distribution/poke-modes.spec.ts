@@ -164,6 +164,33 @@ describe('poke modes', () => {
         spy.mockRestore();
       }
     });
+    it('a poke inside the 10 ms window picks at once when the last pick found the queue drained', async () => {
+      // The window's timer is captured and never fires: whatever runs B was picked at once.
+      const realSetTimeout = global.setTimeout;
+      let windowTimers = 0;
+      const spy = jest.spyOn(global, 'setTimeout').mockImplementation(((
+        fn: (...a: unknown[]) => void,
+        ms?: number,
+        ...rest: unknown[]
+      ) => {
+        if (ms === 10) {
+          windowTimers += 1;
+          return realSetTimeout(() => undefined, 0);
+        }
+        return realSetTimeout(fn, ms, ...rest);
+      }) as unknown as typeof setTimeout);
+      try {
+        const a = await h.engine.insert(PokedJob); // leading edge: opens the window, picks A
+        expect(await h.engine.await(a, { timeout: 20_000 })).toMatchObject({ kind: 'done' });
+        expect(windowTimers).toBeGreaterThan(0);
+        // The window never closes (its timer was swallowed); the last pick claimed fewer rows
+        // than it wanted, so B's poke must not wait for a trailing fill.
+        const b = await h.engine.insert(PokedJob);
+        expect(await h.engine.await(b, { timeout: 10_000 })).toMatchObject({ kind: 'done' });
+      } finally {
+        spy.mockRestore();
+      }
+    });
   });
 
   describe("'none'", () => {
