@@ -107,6 +107,18 @@ const sequences: Record<string, Cmd[]> = {
     new CompleteCmd(W_A1, NEWEST, 'next'),
     new CompleteCmd(W_B1, NEWEST, 'next'),
   ],
+  // "After an ambiguous answer" (docs/reliability.md): a dedup key retried by id after the
+  // instance consumed it and finished answers the duplicate, not NoTargetError; a new key to
+  // the finished instance is still refused. (Found by seed 103720980 once the engine changed.)
+  'a stored dedup key retried after the instance finished is the duplicate': [
+    new InsertCmd(null, null, false),
+    new DeliverCmd(0, 'x', 'd1', false, false),
+    new PickCmd(W_A1, 1),
+    new CompleteCmd(W_A1, NEWEST, 'done'),
+    new DeliverCmd(0, 'x', 'd1', false, false),
+    new DeliverCmd(0, 'x', 'd2', false, false),
+    new DeliverCmd(0, 'x', null, false, false),
+  ],
   // §18: GC spares terminal children of a live parent, then takes the family.
   'GC spares children of a live parent': [
     new InsertCmd(null, null, false),

@@ -312,16 +312,21 @@ export class ReferenceModel {
 
   /**
    * Delivery (docs/design.md §8.1, §8.2, §26.6, §26.7): refused unless live; a dedup key stored for
-   * the instance's life (consumed or not) is a duplicate that wakes nothing.
+   * the instance's life (consumed or not) is a duplicate that wakes nothing. A target that is no
+   * longer live but still exists answers a retry of a stored dedup key as that duplicate, not as
+   * no target (docs/reliability.md, "After an ambiguous answer"); by correlation key a finished
+   * instance holds no key, so the caller resolves no target there.
    */
   deliver(
     target: string | null,
     name: string,
     dedup: string | null,
   ): 'no_target' | 'duplicate' | 'stored' {
-    if (target === null || !this.isLive(target)) return 'no_target';
-    const r = this.must(target);
-    if (dedup !== null && r.inbox.some((s) => s.dedup === dedup)) return 'duplicate';
+    const r = target === null ? undefined : this.rows.get(target);
+    if (target === null || r === undefined) return 'no_target';
+    const seen = dedup !== null && r.inbox.some((s) => s.dedup === dedup);
+    if (!this.isLive(target)) return seen ? 'duplicate' : 'no_target';
+    if (seen) return 'duplicate';
     if (r.status === 'awaiting_signal' && r.awaits?.includes(name)) {
       r.status = 'runnable';
       r.eligible = true;
