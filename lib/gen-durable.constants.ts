@@ -11,9 +11,32 @@ export const LIVE_STATUSES = [
   'awaiting_signal',
   'awaiting_children',
 ] as const;
+/** The statuses in which an instance has ended; it never changes again except by a manual retry (docs/design.md §3.1, §27). */
+export const TERMINAL_STATUSES = ['done', 'failed', 'cancelled'] as const;
 /** Every status of the `durable_status` enum. */
-export const ALL_STATUSES = [...LIVE_STATUSES, 'done', 'failed'] as const;
+export const ALL_STATUSES = [...LIVE_STATUSES, ...TERMINAL_STATUSES] as const;
 export type DurableStatus = (typeof ALL_STATUSES)[number];
+export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
+export type LiveStatus = (typeof LIVE_STATUSES)[number];
+
+/** True for `done`, `failed` and `cancelled` (exhaustive: a new status fails compilation here). */
+export function isTerminalStatus(status: DurableStatus): status is TerminalStatus {
+  switch (status) {
+    case 'done':
+    case 'failed':
+    case 'cancelled':
+      return true;
+    case 'runnable':
+    case 'executing':
+    case 'awaiting_signal':
+    case 'awaiting_children':
+      return false;
+    default: {
+      const unhandled: never = status;
+      throw new Error(`unhandled status: ${String(unhandled)}`);
+    }
+  }
+}
 /** Injection token of a GenDurableModule instance's raw options. */
 export const GEN_DURABLE_MODULE_OPTIONS = 'GEN_DURABLE_MODULE_OPTIONS';
 /** Injection token of a GenDurableModule instance's engine name. */

@@ -1,6 +1,6 @@
-TYPE durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed)
+TYPE durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 3
+TABLE gen_durable  -- comment: 5
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -37,13 +37,15 @@ END) STORED
   updated_at timestamp with time zone NOT NULL DEFAULT now()
   signaled boolean NOT NULL DEFAULT false
   started_seq bigint
+  cancel_requested_at timestamp with time zone
+  cancel_reason text
   CONSTRAINT gen_durable_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES gen_durable(id) ON DELETE SET NULL
   CONSTRAINT gen_durable_pkey PRIMARY KEY (id)
   CONSTRAINT gen_durable_state_is_object CHECK ((jsonb_typeof(state) = 'object'::text))
   INDEX ON gen_durable USING btree (await_deadline) WHERE ((status = 'awaiting_signal'::durable_status) AND (await_deadline IS NOT NULL))  -- gen_durable_await_deadline
   INDEX UNIQUE ON gen_durable USING btree (concurrency_key) WHERE ((status = 'executing'::durable_status) AND (concurrency_key IS NOT NULL) AND (concurrency_shard IS NULL))  -- gen_durable_concurrency_active
   INDEX UNIQUE ON gen_durable USING btree (correlation_guard) WHERE (correlation_guard IS NOT NULL)  -- gen_durable_correlation
-  INDEX ON gen_durable USING btree (updated_at) WHERE (status = ANY (ARRAY['done'::durable_status, 'failed'::durable_status]))  -- gen_durable_gc
+  INDEX ON gen_durable USING btree (updated_at) WHERE (status <> ALL (ARRAY['runnable'::durable_status, 'executing'::durable_status, 'awaiting_signal'::durable_status, 'awaiting_children'::durable_status]))  -- gen_durable_gc
   INDEX ON gen_durable USING btree (lease_expires_at) WHERE (status = 'executing'::durable_status)  -- gen_durable_lease
   INDEX ON gen_durable USING btree (parent_id) WHERE (parent_id IS NOT NULL)  -- gen_durable_parent
   INDEX ON gen_durable USING btree (queue, priority, eligible_at) WHERE (status = 'runnable'::durable_status)  -- gen_durable_pick

@@ -1,4 +1,9 @@
-import { ALL_STATUSES, type DurableStatus, LIVE_STATUSES } from '../gen-durable.constants';
+import {
+  ALL_STATUSES,
+  type DurableStatus,
+  LIVE_STATUSES,
+  TERMINAL_STATUSES,
+} from '../gen-durable.constants';
 import type { FsmDefinition } from '../discovery/fsm-definition';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { isArray } from '../util/is-array';
@@ -139,7 +144,7 @@ export function buildInsertRow(
   if (scope.length > 0 && !LIVE_STATUSES.every((s) => scope.includes(s))) {
     throw new InvalidInputError(
       `${path}.correlationScope`,
-      `must be empty or hold every live status (${LIVE_STATUSES.join(', ')}), optionally with done and/or failed; got [${scope.join(', ')}]`,
+      `must be empty or hold every live status (${LIVE_STATUSES.join(', ')}), optionally with terminal ones (${TERMINAL_STATUSES.join(', ')}); got [${scope.join(', ')}]`,
     );
   }
   const concurrencyKey =

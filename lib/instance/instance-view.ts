@@ -28,6 +28,10 @@ export interface InstanceView {
   readonly correlationScope: readonly DurableStatus[];
   readonly claimSeq: string;
   readonly reaps: number;
+  /** When a cancel was requested (docs/design.md §27.2); kept once the row is cancelled. */
+  readonly cancelRequestedAt: Date | null;
+  /** The reason given to `cancel`, or null. */
+  readonly cancelReason: string | null;
   readonly insertedAt: Date;
   readonly updatedAt: Date;
 }
@@ -36,6 +40,7 @@ export interface InstanceView {
 export type AwaitResult =
   | { readonly kind: 'done'; readonly result: Record<string, unknown> }
   | { readonly kind: 'failed'; readonly error: string }
+  | { readonly kind: 'cancelled'; readonly reason: string | null }
   | {
       readonly kind: 'awaiting' | 'busy';
       readonly snapshot: {

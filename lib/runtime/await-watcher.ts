@@ -1,5 +1,6 @@
 import type { SqlExecutor } from '../db/sql-executor';
-import type { DurableStatus } from '../gen-durable.constants';
+import { assertNever } from '../fsm/outcome-kinds';
+import { type DurableStatus, isTerminalStatus } from '../gen-durable.constants';
 import type { AwaitResult, InstanceView } from '../instance/instance-view';
 import { GET_INSTANCE_BY_ID, PROBE_STATUSES } from '../sql/instance.sql';
 
@@ -15,8 +16,28 @@ const REARM_MS = 1_000;
 const CLOSED_POLL_MS = 25;
 
 function settled(status: DurableStatus, until: Until): boolean {
-  if (status === 'done' || status === 'failed') return true;
+  if (isTerminalStatus(status)) return true;
   return until === 'settled' && (status === 'awaiting_signal' || status === 'awaiting_children');
+}
+
+/** What `await` answers for a terminal row (docs/design.md §9, §27.1). */
+function terminalAnswer(row: InstanceView): AwaitResult {
+  const status = row.status;
+  switch (status) {
+    case 'done':
+      return { kind: 'done', result: row.result ?? {} };
+    case 'failed':
+      return { kind: 'failed', error: row.lastError ?? '' };
+    case 'cancelled':
+      return { kind: 'cancelled', reason: row.cancelReason };
+    case 'runnable':
+    case 'executing':
+    case 'awaiting_signal':
+    case 'awaiting_children':
+      throw new Error(`not terminal: ${status}`);
+    default:
+      return assertNever(status, 'status');
+  }
 }
 
 /** The read's answer, or undefined if it failed or did not settle within `ms`. */
@@ -100,8 +121,7 @@ export class AwaitWatcher {
       if (read) {
         const row = read.row;
         if (!row) return { kind: 'not_found' };
-        if (row.status === 'done') return { kind: 'done', result: row.result ?? {} };
-        if (row.status === 'failed') return { kind: 'failed', error: row.lastError ?? '' };
+        if (isTerminalStatus(row.status)) return terminalAnswer(row);
         snapshot = { status: row.status, step: row.step, attempt: row.attempt };
         if (settled(row.status, until)) return { kind: 'awaiting', snapshot };
       }

@@ -2,9 +2,11 @@ import type { SchemaIncrement } from './schema-increment';
 import { V001 } from './v001';
 import { V002 } from './v002';
 import { V003 } from './v003';
+import { V004 } from './v004';
+import { V005 } from './v005';
 
 /** Every shipped increment, in version order. */
-export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [V001, V002, V003];
+export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [V001, V002, V003, V004, V005];
 
 /** The schema version this build of the library needs. */
 export const CURRENT_SCHEMA_VERSION = SCHEMA_INCREMENTS.length;

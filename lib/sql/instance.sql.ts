@@ -11,7 +11,7 @@ export interface InstanceStatus {
 const COLUMNS = `id, fsm, fsm_version, step, status, state, result, last_error, attempt, awaits,
        await_deadline, queue, priority, eligible_at, concurrency_key, concurrency_shard, rate_limit,
        weight, locked_by, lease_expires_at, parent_id, children_pending, correlation_key,
-       correlation_scope::text[] AS correlation_scope, claim_seq, reaps, inserted_at, updated_at`;
+       correlation_scope::text[] AS correlation_scope, claim_seq, reaps, cancel_requested_at, cancel_reason, inserted_at, updated_at`;
 
 /** One instance by id (PK). */
 export const GET_INSTANCE_BY_ID = sql(
@@ -72,6 +72,8 @@ interface InstanceRecord {
   correlation_scope: DurableStatus[];
   claim_seq: string;
   reaps: number;
+  cancel_requested_at: Date | null;
+  cancel_reason: string | null;
   inserted_at: Date;
   updated_at: Date;
 }
@@ -104,6 +106,8 @@ function toInstanceView(r: InstanceRecord): InstanceView {
     correlationScope: r.correlation_scope,
     claimSeq: r.claim_seq,
     reaps: r.reaps,
+    cancelRequestedAt: r.cancel_requested_at,
+    cancelReason: r.cancel_reason,
     insertedAt: r.inserted_at,
     updatedAt: r.updated_at,
   });

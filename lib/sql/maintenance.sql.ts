@@ -2,14 +2,15 @@ import { affectedRows, idsOf } from './row-decoders';
 import { sql } from './statement';
 
 /**
- * GC select (docs/design.md §18.1): up to `$2` terminal rows older than `$1` ms (index gen_durable_gc),
+ * GC select (docs/design.md §18.1): up to `$2` terminal rows (done, failed, cancelled: "not
+ * live", written exactly as the predicate of index gen_durable_gc) older than `$1` ms,
  * skipping children of live parents (PK probe per candidate with a parent).
  */
 export const GC_SELECT_TERMINAL = sql(
   'gc_select_terminal',
   `SELECT g.id
      FROM {schema}.gen_durable g
-    WHERE g.status IN ('done', 'failed')
+    WHERE g.status NOT IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
       AND g.updated_at < now() - make_interval(secs => $1::float8 / 1000)
       AND NOT EXISTS (
         SELECT 1 FROM {schema}.gen_durable p
@@ -32,6 +33,7 @@ export const GC_SELECT_TERMINAL = sql(
  */
 export const GC_DELETE = sql(
   'gc_delete',
-  `DELETE FROM {schema}.gen_durable WHERE id = ANY ($1::bigint[]) AND status IN ('done', 'failed')`,
+  `DELETE FROM {schema}.gen_durable WHERE id = ANY ($1::bigint[]) 
+     AND status NOT IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`,
   { params: (i: { readonly ids: readonly string[] }) => [i.ids], decode: affectedRows },
 );

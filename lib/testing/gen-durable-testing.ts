@@ -135,6 +135,23 @@ export class GenDurableTesting {
     return row;
   }
 
+  /**
+   * Cancelled (docs/design.md §27.1); with `reason`, its cancel reason equals the string or
+   * matches the RegExp.
+   */
+  async assertCancelled(target: Target, reason?: string | RegExp): Promise<InstanceView> {
+    const row = await this.require(target);
+    if (row.status !== 'cancelled') this.fail(row, 'expected status cancelled');
+    const given = row.cancelReason ?? '';
+    if (
+      reason !== undefined &&
+      !(typeof reason === 'string' ? given === reason : reason.test(given))
+    ) {
+      this.fail(row, `expected cancel reason ${String(reason)}, got ${JSON.stringify(given)}`);
+    }
+    return row;
+  }
+
   /** Truncates instances, inboxes and limiter counters. */
   async reset(): Promise<void> {
     await TESTING_RESET.run(this.engine.runtime.sql);

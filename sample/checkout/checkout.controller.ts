@@ -108,6 +108,8 @@ export class CheckoutController {
         return { orderId, status: 'paid', ...answer.result };
       case 'failed':
         return { orderId, status: 'failed', error: answer.error };
+      case 'cancelled':
+        return { orderId, status: 'cancelled', reason: answer.reason };
       case 'awaiting':
       case 'busy': {
         res.status(202);
