@@ -1,6 +1,6 @@
 TYPE durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 5
+TABLE gen_durable  -- comment: 6
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -72,6 +72,29 @@ TABLE gen_durable_buckets
   CONSTRAINT gen_durable_buckets_check CHECK (((available >= (0)::double precision) AND (available <= capacity)))
   CONSTRAINT gen_durable_buckets_pkey PRIMARY KEY (kind, key, shard)
   INDEX UNIQUE ON gen_durable_buckets USING btree (kind, key, shard)  -- gen_durable_buckets_pkey
+
+TABLE gen_durable_schedules
+  name text NOT NULL
+  fsm text NOT NULL
+  cron text NOT NULL
+  tz text NOT NULL DEFAULT 'UTC'::text
+  next_fire_at timestamp with time zone NOT NULL
+  last_fire_at timestamp with time zone
+  paused boolean NOT NULL DEFAULT false
+  missed text NOT NULL DEFAULT 'skip'::text
+  overlap text NOT NULL DEFAULT 'allow'::text
+  state jsonb NOT NULL DEFAULT '{}'::jsonb
+  options jsonb NOT NULL DEFAULT '{}'::jsonb
+  definition_hash text NOT NULL
+  declared boolean NOT NULL DEFAULT false
+  updated_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT gen_durable_schedules_missed_check CHECK ((missed = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text])))
+  CONSTRAINT gen_durable_schedules_options_is_object CHECK ((jsonb_typeof(options) = 'object'::text))
+  CONSTRAINT gen_durable_schedules_overlap_check CHECK ((overlap = ANY (ARRAY['skip'::text, 'allow'::text])))
+  CONSTRAINT gen_durable_schedules_pkey PRIMARY KEY (name)
+  CONSTRAINT gen_durable_schedules_state_is_object CHECK ((jsonb_typeof(state) = 'object'::text))
+  INDEX ON gen_durable_schedules USING btree (next_fire_at) WHERE (NOT paused)  -- gen_durable_schedules_due
+  INDEX UNIQUE ON gen_durable_schedules USING btree (name)  -- gen_durable_schedules_pkey
 
 TABLE signals
   id bigint NOT NULL IDENTITY(d)

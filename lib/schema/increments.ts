@@ -4,9 +4,10 @@ import { V002 } from './v002';
 import { V003 } from './v003';
 import { V004 } from './v004';
 import { V005 } from './v005';
+import { V006 } from './v006';
 
 /** Every shipped increment, in version order. */
-export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [V001, V002, V003, V004, V005];
+export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [V001, V002, V003, V004, V005, V006];
 
 /** The schema version this build of the library needs. */
 export const CURRENT_SCHEMA_VERSION = SCHEMA_INCREMENTS.length;

@@ -11,7 +11,7 @@ describe('schema constraints refuse bad writes', () => {
   });
   beforeEach(async () => {
     await db.pool.query(
-      'TRUNCATE gen_durable, signals, gen_durable_buckets, gen_durable_bucket_configs RESTART IDENTITY CASCADE',
+      'TRUNCATE gen_durable, signals, gen_durable_buckets, gen_durable_bucket_configs, gen_durable_schedules RESTART IDENTITY CASCADE',
     );
   });
 
@@ -119,5 +119,31 @@ describe('schema constraints refuse bad writes', () => {
       (await db.pool.query(`SELECT parent_id FROM gen_durable WHERE id = $1`, [child])).rows[0]
         .parent_id,
     ).toBeNull();
+  });
+
+  it('a schedule: one row per name, a known missed and overlap policy, object state and options', async () => {
+    const schedule = (name: string, extra = '', values = '') =>
+      db.pool.query(
+        `INSERT INTO gen_durable_schedules (name, fsm, cron, next_fire_at, definition_hash${extra})
+         VALUES ($1, 'report', '0 3 * * *', now(), 'h'${values})`,
+        [name],
+      );
+    await schedule('nightly');
+    await expect(schedule('nightly')).rejects.toMatchObject({
+      code: '23505',
+      constraint: 'gen_durable_schedules_pkey',
+    });
+    await expect(schedule('a', ', missed', ", 'sometimes'")).rejects.toMatchObject({
+      constraint: 'gen_durable_schedules_missed_check',
+    });
+    await expect(schedule('b', ', overlap', ", 'queue'")).rejects.toMatchObject({
+      constraint: 'gen_durable_schedules_overlap_check',
+    });
+    await expect(schedule('c', ', state', ", '[1]'::jsonb")).rejects.toMatchObject({
+      constraint: 'gen_durable_schedules_state_is_object',
+    });
+    await expect(schedule('d', ', options', ", '2'::jsonb")).rejects.toMatchObject({
+      constraint: 'gen_durable_schedules_options_is_object',
+    });
   });
 });
