@@ -8,7 +8,7 @@ export {
   type DurableFsmOptions,
   type StateCodec,
 } from './decorators/durable-fsm.decorator';
-export { Step } from './decorators/step.decorator';
+export { Step, type StepOptions } from './decorators/step.decorator';
 export { InjectEngine } from './decorators/inject-engine.decorator';
 export { EngineService } from './engine/engine.service';
 export type { Target } from './engine/target';
@@ -26,8 +26,16 @@ export {
   type OutcomeKind,
   retry,
   scheduleChildren,
+  sleep,
+  type SleepDuration,
   stop,
 } from './fsm/outcome';
+export {
+  stepAbortReason,
+  type StepAbortCause,
+  type StepAbortReason,
+  type StepAbortReasons,
+} from './fsm/step-abort';
 export { cancel, jobError, type JobResult } from './fsm/job-results';
 export type { ChildView, Signal, StepContext } from './fsm/step-context';
 export { GenDurableMigration } from './schema/gen-durable.migration';

@@ -29,6 +29,12 @@ export interface DurableFsmOptions {
   maxAttempts?: number;
   /** State codec. Default plain JSON objects. */
   stateCodec?: StateCodec;
+  /**
+   * Longest run of any step, ms (integer 1 … 2 147 483 647); `@Step({ timeout })` overrides
+   * it per step. Past it, `ctx.signal` aborts and the step's outcome is a `StepTimeoutError`
+   * through `onError` / the job retry rule (docs/design.md §27.5). Default: none.
+   */
+  stepTimeout?: number;
 }
 
 /** Metadata stored on a `@DurableFsm()` class. */

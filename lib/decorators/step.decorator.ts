@@ -1,18 +1,35 @@
 import { STEP_METADATA } from '../gen-durable.constants';
 
+/** Options of `@Step()` (docs/design.md §2.2, §27.5). */
+export interface StepOptions {
+  /** The step name. Default: the method name. */
+  name?: string;
+  /**
+   * Longest run of this step, ms (integer 1 … 2 147 483 647); wins over the FSM's
+   * `stepTimeout`. Past it, `ctx.signal` aborts and the step's outcome is a
+   * `StepTimeoutError` through `onError` / the job retry rule. Default: the FSM's, else none.
+   */
+  timeout?: number;
+}
+
+/** One `@Step()` as stored on its class: step name, method name, options. */
+export type StepMetadata = readonly [name: string, property: string | symbol, options: StepOptions];
+
 /**
  * Marks a method of a `@DurableFsm()` class as a step. The step name defaults to the method
- * name. The method receives a `StepContext` and returns (or resolves to) an outcome.
+ * name: `@Step()`, `@Step('name')`, `@Step({ timeout })` or `@Step('name', { timeout })`. The
+ * method receives a `StepContext` and returns (or resolves to) an outcome.
  */
-export function Step(name?: string): MethodDecorator {
+export function Step(nameOrOptions?: string | StepOptions, options?: StepOptions): MethodDecorator {
+  const given = typeof nameOrOptions === 'object' ? nameOrOptions : (options ?? {});
+  const name = typeof nameOrOptions === 'string' ? nameOrOptions : given.name;
   return (target, propertyKey) => {
     const ctor = target.constructor;
     const existing = (Reflect.getOwnMetadata(STEP_METADATA, ctor) as
-      Array<[string, string | symbol]> | undefined) ?? [
-      ...((Reflect.getMetadata(STEP_METADATA, ctor) as
-        Array<[string, string | symbol]> | undefined) ?? []),
+      StepMetadata[] | undefined) ?? [
+      ...((Reflect.getMetadata(STEP_METADATA, ctor) as StepMetadata[] | undefined) ?? []),
     ];
-    existing.push([name ?? String(propertyKey), propertyKey]);
+    existing.push([name ?? String(propertyKey), propertyKey, { ...given }]);
     Reflect.defineMetadata(STEP_METADATA, existing, ctor);
   };
 }

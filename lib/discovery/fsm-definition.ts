@@ -18,6 +18,8 @@ export interface FsmDefinition {
   readonly metatype: abstract new (...args: never[]) => unknown;
   /** step name → bound method */
   readonly steps: ReadonlyMap<string, StepFunction>;
+  /** step name → its timeout, ms (`@Step({ timeout })`, else `stepTimeout`); absent = none. */
+  readonly timeouts: ReadonlyMap<string, number>;
   /** Bound `onError(err, ctx)`, when the class defines one. */
   readonly onError: ((err: unknown, ctx: StepContext<unknown>) => unknown) | undefined;
   /** Jobs: bound `backoff(attempt)`, when the class defines one. */

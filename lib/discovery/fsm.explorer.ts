@@ -1,3 +1,5 @@
+import { inspect } from 'node:util';
+
 import { Logger, type Type } from '@nestjs/common';
 import type { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
@@ -103,13 +105,16 @@ export class FsmExplorer {
     if (!isJob && stepEntries.length === 0) {
       throw new ConfigurationError(where, 'has no @Step() methods and no perform() method');
     }
+    const stepTimeout = checkTimeout(meta.stepTimeout, `${where}.stepTimeout`);
     const steps = new Map<string, StepFunction>();
+    const timeouts = new Map<string, number>();
     if (isJob) {
       steps.set('perform', (ctx: StepContext<unknown>) =>
         (perform as AnyFunction).call(instance, ctx.state, ctx),
       );
+      if (stepTimeout !== undefined) timeouts.set('perform', stepTimeout);
     }
-    for (const [stepName, property] of stepEntries) {
+    for (const [stepName, property, options] of stepEntries) {
       if (steps.has(stepName)) {
         throw new ConfigurationError(`${where}.${stepName}`, 'step name is used twice');
       }
@@ -118,6 +123,8 @@ export class FsmExplorer {
         throw new ConfigurationError(`${where}.${stepName}`, 'is not a method');
       }
       steps.set(stepName, (ctx) => (method as AnyFunction).call(instance, ctx));
+      const timeout = checkTimeout(options?.timeout, `${where}.${stepName}.timeout`) ?? stepTimeout;
+      if (timeout !== undefined) timeouts.set(stepName, timeout);
     }
     const initial = meta.initial ?? (isJob ? 'perform' : 'start');
     if (!steps.has(initial)) {
@@ -149,6 +156,7 @@ export class FsmExplorer {
       codec: meta.stateCodec,
       metatype,
       steps,
+      timeouts,
       onError:
         typeof onError === 'function'
           ? (err: unknown, ctx: StepContext<unknown>) =>
@@ -160,4 +168,24 @@ export class FsmExplorer {
           : undefined,
     });
   }
+}
+
+/** setTimeout's largest delay, ms: a longer one fires at once. */
+const MAX_TIMEOUT_MS = 2_147_483_647;
+
+/** A step timeout option: undefined, or an integer in 1 … {@link MAX_TIMEOUT_MS} ms. */
+function checkTimeout(value: unknown, path: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (
+    typeof value !== 'number' ||
+    !Number.isInteger(value) ||
+    value < 1 ||
+    value > MAX_TIMEOUT_MS
+  ) {
+    throw new ConfigurationError(
+      path,
+      `must be an integer number of ms in 1 … ${MAX_TIMEOUT_MS}, got ${inspect(value)}`,
+    );
+  }
+  return value;
 }

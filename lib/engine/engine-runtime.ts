@@ -11,6 +11,7 @@ import { READ_SCHEMA_VERSION, SHOW_SYNCHRONOUS_COMMIT } from '../sql/schema.sql'
 import type { Telemetry } from '../telemetry/telemetry';
 import { AwaitWatcher } from '../runtime/await-watcher';
 import { Executor } from '../runtime/executor';
+import { dueInMs } from '../runtime/flush-entry';
 import { type FlushEffects, Flusher } from '../runtime/flusher';
 import { GarbageCollector } from '../runtime/gc';
 import { Picker } from '../runtime/picker';
@@ -130,10 +131,11 @@ export class EngineRuntime {
     if (slots.length > 0) void this.limiter.credit(slots);
     if (effects.settledIds.length > 0) this.watcher.nudge(effects.settledIds);
     if (effects.pokeQueues.size > 0) this.pokes.poke(effects.pokeQueues);
-    // A row made runnable later (a retry backoff) wakes its queue when it is due.
+    // A row made runnable later (a retry backoff, a sleep) wakes its queue when it is due.
     for (const e of effects.committed) {
-      if ('delayMs' in e && e.delayMs > 0 && OUTCOME_KINDS[e.kind].pokes === 'whenDue') {
-        this.wakeUps.arm(e.queue, e.delayMs);
+      if ('delayMs' in e && OUTCOME_KINDS[e.kind].pokes === 'whenDue') {
+        const dueIn = dueInMs(e);
+        if (dueIn > 0) this.wakeUps.arm(e.queue, dueIn);
       }
     }
   }

@@ -34,6 +34,15 @@ export const OUTCOME_KINDS = {
     pokes: 'never',
     tally: 'await',
   },
+  /** Runnable again at a later time at the next step, attempt 0 (docs/design.md §27.4). */
+  sleep: {
+    public: true,
+    write: 'transition',
+    terminal: false,
+    consumesAwaited: true,
+    pokes: 'whenDue',
+    tally: 'sleep',
+  },
   scheduleChildren: {
     public: true,
     write: 'fanOut',
@@ -85,8 +94,9 @@ export interface OutcomeKindSpec {
   /** Consumes the signals its step was presented as `awaited` (docs/design.md §8.3). */
   readonly consumesAwaited: boolean;
   /**
-   * When a commit pokes its queue: `always` (work is runnable now), `whenDue` (only without a
-   * delay), `never` (parks and fan-outs poke from their recheck's result instead).
+   * When a commit pokes its queue: `always` (work is runnable now), `whenDue` (only when due
+   * now; a later due time arms a local wake-up instead, docs/design.md §27.4), `never` (parks
+   * and fan-outs poke from their recheck's result instead).
    */
   readonly pokes: 'always' | 'whenDue' | 'never';
   /** The counter it feeds in `drain()`'s tally and `ExecutionResult.kind`. */

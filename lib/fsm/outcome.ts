@@ -37,6 +37,15 @@ export type Outcome =
     }
   | { readonly kind: 'retry'; readonly state: unknown; readonly delayMs: number }
   | {
+      readonly kind: 'sleep';
+      readonly step: string;
+      readonly state: unknown;
+      /** `{ for }`: due this many ms after the commit (database clock); 0 with `until`. */
+      readonly delayMs: number;
+      /** `{ until }`: due at this instant; null with `for`. */
+      readonly until: Date | null;
+    }
+  | {
       readonly kind: 'await';
       readonly names: readonly string[];
       readonly step: string;
@@ -99,14 +108,84 @@ export function next<S>(step: string, state: S, options: NextOptions = {}): Outc
   });
 }
 
-/** Run the same step again after `delayMs` (integer ≥ 0), with `attempt + 1`. */
+/**
+ * The longest `sleep({ for })` and `retry` delay, ms: 100 years (of 365.25 days). Far beyond
+ * any real wait, and far inside PostgreSQL's interval and timestamp ranges, which a longer
+ * delay could leave (failing the whole group commit it joined: `timestamp out of range`).
+ */
+export const MAX_DELAY_MS = 3_155_760_000_000;
+
+/**
+ * Run the same step again after `delayMs` (integer 0 … {@link MAX_DELAY_MS}), with
+ * `attempt + 1`. A longer delay would leave PostgreSQL's timestamp range and fail the group
+ * commit it joined (every outcome in it), so it is refused here.
+ */
 export function retry<S>(state: S, delayMs = 0): Outcome {
-  if (!Number.isInteger(delayMs) || delayMs < 0) {
+  if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
     throw new InvalidOutcomeError(
-      `retry(): delayMs must be an integer ≥ 0, got ${String(delayMs)}`,
+      `retry(): delayMs must be an integer in 0 … ${MAX_DELAY_MS}, got ${String(delayMs)}`,
     );
   }
   return brand({ kind: 'retry', state, delayMs });
+}
+
+/** How long a `sleep` lasts: `{ for: ms }` from its commit, or `{ until: Date }`. */
+export type SleepDuration =
+  | { readonly for: number; readonly until?: undefined }
+  | { readonly until: Date; readonly for?: undefined };
+
+/** `sleep({ until })` bounds: years 1 … 9999, inside PostgreSQL's timestamptz range. */
+// Date.UTC maps years 0 … 99 to 1900 … 1999: set the year explicitly.
+const MIN_UNTIL_MS = new Date(0).setUTCFullYear(1, 0, 1);
+const MAX_UNTIL_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/**
+ * Run `nextStep` with `state` later, without holding anything meanwhile (docs/design.md
+ * §27.4): the row is runnable again at `{ for: ms }` after the commit (database clock,
+ * integer 0 … {@link MAX_DELAY_MS}) or at `{ until: Date }` (years 1 … 9999; a past instant is
+ * due at once). Unlike `retry`, the attempt counter restarts at 0. Signals that arrive
+ * meanwhile stay in the inbox.
+ */
+export function sleep<S>(nextStep: string, state: S, duration: SleepDuration): Outcome {
+  if (typeof duration !== 'object' || duration === null) {
+    throw new InvalidOutcomeError(
+      `sleep(): the duration must be { for: ms } or { until: Date }, got ${String(duration)}`,
+    );
+  }
+  const hasFor = duration.for !== undefined;
+  const hasUntil = duration.until !== undefined;
+  if (hasFor === hasUntil) {
+    throw new InvalidOutcomeError('sleep(): give exactly one of { for: ms } and { until: Date }');
+  }
+  if (hasFor) {
+    const ms: unknown = duration.for;
+    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > MAX_DELAY_MS) {
+      throw new InvalidOutcomeError(
+        `sleep(): for must be an integer number of ms in 0 … ${MAX_DELAY_MS}, got ${String(ms)}`,
+      );
+    }
+    return brand({
+      kind: 'sleep',
+      step: stepName('sleep', nextStep),
+      state,
+      delayMs: ms,
+      until: null,
+    });
+  }
+  const until: unknown = duration.until;
+  const at = until instanceof Date ? until.getTime() : NaN;
+  if (!(at >= MIN_UNTIL_MS && at <= MAX_UNTIL_MS)) {
+    throw new InvalidOutcomeError(
+      `sleep(): until must be a valid Date in years 1 … 9999, got ${until instanceof Date ? 'an invalid Date' : String(until)}`,
+    );
+  }
+  return brand({
+    kind: 'sleep',
+    step: stepName('sleep', nextStep),
+    state,
+    delayMs: 0,
+    until: new Date(at),
+  });
 }
 
 /** Park until a signal named in `names` arrives (or the timeout fires), then run `nextStep`. */

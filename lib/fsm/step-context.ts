@@ -32,4 +32,11 @@ export interface StepContext<S = Record<string, unknown>> {
   readonly all: readonly Signal[];
   /** Every stored child, all rounds. */
   readonly children: readonly ChildView[];
+  /**
+   * Aborted when the engine wants the step to stop (docs/design.md §27.5): it ran past its
+   * timeout, its claim was lost, or shutdown stopped waiting for it. `signal.reason` is then a
+   * `StepAbortReason` naming the cause (`abortCause`); read it typed with `stepAbortReason()`.
+   * Pass it to `fetch`, database drivers and timers so their work stops too.
+   */
+  readonly signal: AbortSignal;
 }

@@ -9,6 +9,7 @@ import { isJobResult } from '../fsm/job-results';
 import { limitName } from '../fsm/limit-key';
 import { done, isOutcome, type Outcome, retry, stop } from '../fsm/outcome';
 import { OUTCOME_KINDS, type TallyKind } from '../fsm/outcome-kinds';
+import type { StepAbortReason } from '../fsm/step-abort';
 import type { Signal, StepContext } from '../fsm/step-context';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
@@ -19,6 +20,7 @@ import type { Flusher } from './flusher';
 import { outcomeToEntry } from './outcome-entry';
 import { describeThrown, thrownErrorText } from './step-failure';
 import type { RunAhead } from './run-ahead';
+import { StepRun } from './step-run';
 
 const MAX_BACKOFF_MS = 300_000;
 /** The least time the executor waits for a flush's answer before it calls it an error. */
@@ -43,7 +45,21 @@ export interface ExecuteOptions {
    * then, and keeps holding the row until `execute` resolves with the flush's answer.
    */
   readonly onStepsDone?: () => void;
+  /**
+   * Called when a step ran past its timeout and the executor stopped waiting for it
+   * (docs/design.md §27.5): its outcome is routed as a `StepTimeoutError`, while the step's own
+   * promise may still run. `settled` resolves once it settles; the scheduler keeps counting
+   * the step against `concurrency` until then.
+   */
+  readonly onAbandoned?: (settled: Promise<void>) => void;
 }
+
+/** Builds a step's abort reason from what the executor knows of the running step. */
+export type AbortReasonFactory = (row: {
+  readonly id: string;
+  readonly fsm: string;
+  readonly step: string;
+}) => StepAbortReason;
 
 /**
  * Runs one claimed row: builds the StepContext, calls the step, routes throws to `onError`
@@ -62,6 +78,32 @@ export class Executor {
 
   /** Inline execution (docs/design.md §7); set by the runtime once the limiter exists. */
   runAhead: RunAhead | undefined;
+
+  /** The step running now per row id in this process, for its abort signal and deadline. */
+  private readonly runs = new Map<string, StepRun>();
+
+  /**
+   * Aborts the `ctx.signal` of the step running for row `id` under claim `claimSeq`, with the
+   * reason `reason` builds (docs/design.md §27.5). The step goes on until it returns, and the
+   * engine keeps waiting for it: only a timeout stops the wait. False when no step of that
+   * claim runs here now, or its signal had already aborted.
+   */
+  abortStep(id: string, claimSeq: string, reason: AbortReasonFactory): boolean {
+    const run = this.runs.get(id);
+    if (!run || run.row.claimSeq !== claimSeq) return false;
+    const aborted = run.abort(reason(run.row));
+    if (aborted) this.emitAbort(run);
+    return aborted;
+  }
+
+  /**
+   * Fires the timeout of the step running for row `id` now, as if its deadline had passed
+   * (the testing helper `timeoutStep`). False when no step of that row runs here, or it has no
+   * timeout, or it already timed out.
+   */
+  expireStep(id: string): boolean {
+    return this.runs.get(id)?.expireNow() ?? false;
+  }
 
   /**
    * Runs `row`'s step and commits its outcome; with `options.chain`, an inline `next` runs the
@@ -93,7 +135,7 @@ export class Executor {
     const started = performance.now();
     let entry: FlushEntry;
     try {
-      entry = await this.produce(row, definition);
+      entry = await this.produce(row, definition, options);
     } catch (err) {
       return this.crash(row, `internal error building the outcome: ${String(err)}`);
     }
@@ -177,21 +219,80 @@ export class Executor {
     return { reply: 'crash', kind: null };
   }
 
-  /** The guarded region (docs/design.md §2.7): step, validation, dump, serialization, child expansion. */
-  private async produce(row: ClaimedRow, definition: FsmDefinition): Promise<FlushEntry> {
+  /**
+   * The guarded region (docs/design.md §2.7): step, validation, dump, serialization, child
+   * expansion. A step with a timeout races its deadline (docs/design.md §27.5); past it, the
+   * outcome is a `StepTimeoutError` through `handleError` whatever the step does later.
+   */
+  private async produce(
+    row: ClaimedRow,
+    definition: FsmDefinition,
+    options: ExecuteOptions,
+  ): Promise<FlushEntry> {
     const awaited = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)) : [];
     const awaitedIds = awaited.map((s) => s.id);
+    const run = new StepRun(row, definition.timeouts.get(row.step));
     let ctx: StepContext<unknown> | undefined;
     try {
-      ctx = this.context(row, definition, awaited, row.inbox, row.children);
+      ctx = this.context(row, definition, awaited, row.inbox, row.children, run);
       const step = definition.steps.get(row.step);
       if (!step) throw new UnknownStepError(definition.name, row.step);
-      const value: unknown = await step(ctx);
+      const value: unknown = await this.runStep(step, ctx, run, options);
       const outcome = definition.kind === 'job' ? this.jobOutcome(value, ctx, definition) : value;
       return outcomeToEntry(outcome, row, definition, this.registry, this.options, awaitedIds);
     } catch (err) {
-      return this.handleError(err, row, definition, ctx);
+      return this.handleError(err, row, definition, ctx, run);
     }
+  }
+
+  /**
+   * Calls the step with its run registered (so its signal can be aborted) and, with a
+   * timeout, raced against its deadline. Past the deadline it throws the `StepTimeoutError`,
+   * even when the step returned or threw after it, and hands the still-running step's promise
+   * to `onAbandoned`: nothing awaits it any more, its rejection is handled (Promise.race
+   * subscribed to it) and its value is dropped.
+   */
+  private async runStep(
+    step: (ctx: StepContext<unknown>) => unknown,
+    ctx: StepContext<unknown>,
+    run: StepRun,
+    options: ExecuteOptions,
+  ): Promise<unknown> {
+    const id = run.row.id;
+    this.runs.set(id, run);
+    let pending: unknown;
+    let settled = false;
+    try {
+      run.start();
+      pending = step(ctx);
+      const value = await run.settle(pending);
+      settled = true;
+      const late = run.overdue();
+      if (late) throw late;
+      return value;
+    } catch (err) {
+      const timedOut = run.overdue();
+      if (!timedOut) throw err;
+      this.emitAbort(run);
+      // Settled = it returned or threw late (the engine saw it): nothing is left running.
+      if (!settled && isThenable(pending) && err === timedOut) {
+        options.onAbandoned?.(Promise.resolve(pending).then(ignore, ignore));
+      }
+      throw timedOut;
+    } finally {
+      run.end();
+      if (this.runs.get(id) === run) this.runs.delete(id);
+    }
+  }
+
+  private emitAbort(run: StepRun): void {
+    const reason = run.signalReason();
+    if (reason === undefined) return;
+    this.telemetry.emit(
+      'step:abort',
+      { count: 1 },
+      { id: run.row.id, fsm: run.row.fsm, step: run.row.step, cause: reason.abortCause },
+    );
   }
 
   private async handleError(
@@ -199,13 +300,14 @@ export class Executor {
     row: ClaimedRow,
     definition: FsmDefinition,
     original: StepContext<unknown> | undefined,
+    run: StepRun,
   ): Promise<FlushEntry> {
     const text = thrownErrorText(err);
     let entry: FlushEntry;
     let handlerError: unknown;
     try {
       const state: unknown = original ? original.state : row.state;
-      const base = original ?? this.rawContext(row);
+      const base = original ?? this.rawContext(row, run);
       const ctx: StepContext<unknown> = {
         id: base.id,
         fsm: base.fsm,
@@ -216,6 +318,7 @@ export class Executor {
         awaited: [],
         all: [],
         children: [],
+        signal: base.signal,
       };
       let outcome: unknown;
       if (definition.onError) outcome = await definition.onError(err, ctx);
@@ -307,10 +410,12 @@ export class Executor {
     awaited: readonly Signal[],
     all: readonly Signal[],
     children: ClaimedRow['children'],
+    run: StepRun,
   ): StepContext<unknown> {
     // The row's state was parsed for this claim alone: no copy needed.
     const state: unknown = definition.codec ? definition.codec.load(row.state) : row.state;
-    // A flat literal: `{ ...spread, more }` is slow on Node 20 (see outcome-entry.ts).
+    // A flat literal: `{ ...spread, more }` is slow on Node 20 (see outcome-entry.ts). The
+    // signal is a getter: its AbortController is made only if the step reads it.
     return Object.freeze({
       id: row.id,
       fsm: row.fsm,
@@ -321,10 +426,13 @@ export class Executor {
       awaited,
       all,
       children,
+      get signal(): AbortSignal {
+        return run.signal;
+      },
     });
   }
 
-  private rawContext(row: ClaimedRow): StepContext<unknown> {
+  private rawContext(row: ClaimedRow, run: StepRun): StepContext<unknown> {
     return {
       id: row.id,
       fsm: row.fsm,
@@ -335,6 +443,19 @@ export class Executor {
       awaited: [],
       all: [],
       children: [],
+      get signal(): AbortSignal {
+        return run.signal;
+      },
     };
   }
 }
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+function ignore(): void {}

@@ -26,7 +26,10 @@ export interface TransitionEntry extends EntryBase {
   readonly stateText: string | null;
   readonly resultText: string | null;
   readonly error: string | null;
+  /** `retry`: the backoff; `sleep` `{ for }`: the sleep, ms (database clock, from the commit). */
   readonly delayMs: number;
+  /** `sleep` `{ until }`: the instant the row is due; null otherwise. */
+  readonly at: Date | null;
   readonly rateLimit: string | null;
   readonly weight: number;
   readonly setKey: boolean;
@@ -50,6 +53,15 @@ export interface FanOutEntry extends EntryBase {
   readonly nextStep: string;
   readonly stateText: string;
   readonly children: readonly InsertRow[];
+}
+
+/**
+ * How long after its commit a transition's row is due, ms, on this node's clock: its delay,
+ * or the time left until its `at` (≤ 0 = due now). Picks the local wake-up and whether the
+ * commit pokes (docs/design.md §27.4); the database clock decides when the row is claimable.
+ */
+export function dueInMs(entry: TransitionEntry): number {
+  return entry.at === null ? entry.delayMs : entry.at.getTime() - Date.now();
 }
 
 /** What the flusher answers each entry. */

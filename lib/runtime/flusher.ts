@@ -17,12 +17,13 @@ import {
 } from '../sql/outcome.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
-import type {
-  FanOutEntry,
-  FlushEntry,
-  FlushReply,
-  ParkEntry,
-  TransitionEntry,
+import {
+  dueInMs,
+  type FanOutEntry,
+  type FlushEntry,
+  type FlushReply,
+  type ParkEntry,
+  type TransitionEntry,
 } from './flush-entry';
 
 /** What a committed flush changed, for the after-commit effects (docs/design.md §6.4). */
@@ -362,7 +363,7 @@ function pokesAfter(e: TransitionEntry): boolean {
     case 'always':
       return true;
     case 'whenDue':
-      return e.delayMs === 0;
+      return dueInMs(e) <= 0;
     case 'never':
       return false;
     default:

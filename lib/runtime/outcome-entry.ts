@@ -28,7 +28,7 @@ export function outcomeToEntry(
 ): FlushEntry {
   if (!isOutcome(value)) {
     throw new InvalidOutcomeError(
-      `step "${row.step}" of ${row.fsm} returned ${describe(value)}; return next(), retry(), awaitSignal(), scheduleChildren(), done() or stop()`,
+      `step "${row.step}" of ${row.fsm} returned ${describe(value)}; return next(), retry(), sleep(), awaitSignal(), scheduleChildren(), done() or stop()`,
     );
   }
   const outcome: Outcome = value;
@@ -73,6 +73,13 @@ export function outcomeToEntry(
       return transition(row, awaitedIds, 'retry', {
         stateText: stateText(outcome.state, 'retry.state'),
         delayMs: outcome.delayMs,
+      });
+    case 'sleep':
+      return transition(row, awaitedIds, 'sleep', {
+        nextStep: requireStep(outcome.step),
+        stateText: stateText(outcome.state, 'sleep.state'),
+        delayMs: outcome.delayMs,
+        at: outcome.until,
       });
     case 'done':
       return transition(row, awaitedIds, 'done', {
@@ -124,6 +131,7 @@ interface TransitionFields {
   readonly resultText?: string;
   readonly error?: string;
   readonly delayMs?: number;
+  readonly at?: Date | null;
   readonly rateLimit?: string | null;
   readonly weight?: number;
   readonly setKey?: boolean;
@@ -164,6 +172,7 @@ function transition(
     resultText: f.resultText ?? null,
     error: f.error ?? null,
     delayMs: f.delayMs ?? 0,
+    at: f.at ?? null,
     rateLimit: f.rateLimit ?? null,
     weight: f.weight ?? 1,
     setKey: f.setKey ?? false,

@@ -3,8 +3,15 @@ import { randomBytes } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 
 import type { SqlExecutor } from '../db/sql-executor';
+import { DrainTimeoutError } from '../errors/drain-timeout.error';
+import { LeaseLostError } from '../errors/lease-lost.error';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { HEARTBEAT, MARK_STEP_STARTED, RECLAIM_PREDECESSOR } from '../sql/lease.sql';
+import {
+  HEARTBEAT,
+  type HeldClaim,
+  MARK_STEP_STARTED,
+  RECLAIM_PREDECESSOR,
+} from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
 import type { ExecutionResult, Executor } from './executor';
@@ -50,6 +57,12 @@ interface Task {
  * that bound the scheduler neither dispatches nor claims until the flusher answers, so a node
  * holds at most `3 × concurrency + 2 × prefetch` rows of a queue however slow PostgreSQL is
  * (the buffer and running steps within `concurrency + prefetch`, the rest awaiting commit).
+ *
+ * NOTE: a step that ran past its timeout (docs/design.md §27.5) is routed as a
+ * `StepTimeoutError` and its row moves on to awaiting commit like any other, but its promise
+ * may still be running: such an abandoned step keeps counting against `concurrency` until it
+ * settles, so `concurrency` still bounds the step code running on this node. Its row is not
+ * held: the drain does not wait for it.
  */
 export class Scheduler {
   readonly workerId: string;
@@ -61,6 +74,8 @@ export class Scheduler {
   private readonly running = new Map<string, Task>();
   /** Rows whose outcome is with the flusher: at most {@link maxAwaitingCommit}. */
   private readonly awaiting = new Map<string, Task>();
+  /** Steps past their timeout whose promise has not settled: each still takes a slot. */
+  private abandoned = 0;
   /**
    * The backpressure bound: a step is dispatched only while running steps and rows awaiting
    * commit are fewer than `2 × concurrency + prefetch`, so at most that many await commit.
@@ -105,9 +120,9 @@ export class Scheduler {
     return this.state;
   }
 
-  /** Steps running now (what `concurrency` bounds). */
+  /** Steps running now (what `concurrency` bounds), abandoned ones past their timeout included. */
   get inFlightCount(): number {
-    return this.running.size;
+    return this.running.size + this.abandoned;
   }
 
   /** Rows whose step returned and whose outcome awaits its commit. */
@@ -179,7 +194,7 @@ export class Scheduler {
    */
   private demand(): number {
     if (this.backpressured()) return 0;
-    return this.concurrency + this.prefetch() - (this.running.size + this.buffer.length);
+    return this.concurrency + this.prefetch() - (this.inFlightCount + this.buffer.length);
   }
 
   /**
@@ -247,14 +262,34 @@ export class Scheduler {
     this.telemetry.emit('scheduler:drain', { released, inFlight }, { queue: this.queue });
     if (inFlight > 0) {
       let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, this.options.drainTimeout);
+      const timeout = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), this.options.drainTimeout);
       });
-      await Promise.race([Promise.all(tasks.map((t) => t.done)), timeout]);
+      const finished = await Promise.race([
+        Promise.all(tasks.map((t) => t.done)).then(() => true),
+        timeout,
+      ]);
       clearTimeout(timer);
+      if (!finished) this.abortRunning();
     }
     this.clearTimer('heartbeat');
     this.state = 'stopped';
+  }
+
+  /**
+   * `drainTimeout` ran out (docs/design.md §27.5): the steps still running get their
+   * `ctx.signal` aborted with a `DrainTimeoutError`; the node stops waiting for them, and their
+   * rows stay executing for the reaper (or this node's successor) to run again.
+   */
+  private abortRunning(): void {
+    const drainTimeoutMs = this.options.drainTimeout;
+    for (const { row } of this.running.values()) {
+      this.executor.abortStep(
+        row.id,
+        row.claimSeq,
+        (r) => new DrainTimeoutError(r.fsm, r.id, r.step, drainTimeoutMs),
+      );
+    }
   }
 
   private busy(): boolean {
@@ -290,7 +325,7 @@ export class Scheduler {
     this.telemetry.emit(
       'scheduler:saturation',
       {
-        inFlight: this.running.size,
+        inFlight: this.inFlightCount,
         awaitingCommit: this.awaiting.size,
         buffer: this.buffer.length,
         concurrency: this.concurrency,
@@ -314,7 +349,7 @@ export class Scheduler {
         if (this.state !== 'running') return;
         const capacity = this.concurrency + this.prefetch();
         const demand = this.demand();
-        const idle = this.running.size === 0 && this.buffer.length === 0;
+        const idle = this.inFlightCount === 0 && this.buffer.length === 0;
         if (demand <= 0 || (demand < Math.min(this.minDemand(), capacity) && !idle)) return;
         const rows = await this.claim(demand);
         fetched += rows.length;
@@ -350,7 +385,7 @@ export class Scheduler {
 
   private dispatch(): void {
     while (
-      this.running.size < this.concurrency &&
+      this.inFlightCount < this.concurrency &&
       !this.backpressured() &&
       this.state === 'running'
     ) {
@@ -370,6 +405,7 @@ export class Scheduler {
           this.executor.execute(row, {
             chain: () => this.state === 'running',
             onStepsDone: () => this.stepsDone(id),
+            onAbandoned: (settled) => this.abandon(settled),
           }),
         )
         .then(
@@ -390,6 +426,18 @@ export class Scheduler {
   private async stepStarting(row: ClaimedRow): Promise<void> {
     if (row.reaps === 0) return;
     await MARK_STEP_STARTED.run(this.sql, { worker: row.worker, row }).catch(() => undefined);
+  }
+
+  /**
+   * A step ran past its timeout and the executor stopped waiting for it: its row goes on
+   * (its timeout outcome to the flusher), its promise keeps a slot until it settles.
+   */
+  private abandon(settled: Promise<void>): void {
+    this.abandoned += 1;
+    void settled.then(() => {
+      this.abandoned -= 1;
+      this.slotFreed();
+    });
   }
 
   /** The row's last step returned and its outcome went to the flusher: its slot is free. */
@@ -414,7 +462,7 @@ export class Scheduler {
    */
   private shedPrefetch(): void {
     if (this.options.prefetch !== 'auto' || this.shedding || this.state !== 'running') return;
-    if (this.running.size < this.concurrency) return;
+    if (this.inFlightCount < this.concurrency) return;
     const excess = this.buffer.length - this.prefetch();
     if (excess <= 0) return;
     const shed = this.buffer.splice(this.buffer.length - excess, excess);
@@ -457,7 +505,10 @@ export class Scheduler {
     this.dispatch();
     // Refill when the bound held claims back, or when the committed row may be runnable again
     // (found even when pokes are off).
-    if ((wasBackpressured || kind === 'next' || kind === 'retry') && this.buffer.length === 0) {
+    if (
+      (wasBackpressured || kind === 'next' || kind === 'retry' || kind === 'sleep') &&
+      this.buffer.length === 0
+    ) {
       this.scheduleRefill();
     }
   }
@@ -507,15 +558,32 @@ export class Scheduler {
       return;
     }
     try {
-      await HEARTBEAT.run(this.sql, {
+      const { lost } = await HEARTBEAT.run(this.sql, {
         worker: this.workerId,
         rows,
         leaseMs: this.options.leaseTtl,
       });
       this.lastHeartbeatAt = Date.now();
+      if (lost.length > 0) this.claimsLost(lost);
       await this.picker.renew(rows);
     } catch (err) {
       this.logger.warn(`heartbeat of queue ${this.queue} failed: ${String(err)}`);
+    }
+  }
+
+  /**
+   * The heartbeat found claims this worker no longer holds (docs/design.md §27.5): the steps
+   * running under them get their `ctx.signal` aborted with a `LeaseLostError`. Matched by the
+   * claim's token, so a row claimed again since is left alone. The step runs on and its
+   * outcome is stale.
+   */
+  private claimsLost(lost: readonly HeldClaim[]): void {
+    for (const claim of lost) {
+      this.executor.abortStep(
+        claim.id,
+        claim.claimSeq,
+        (r) => new LeaseLostError(r.fsm, r.id, r.step),
+      );
     }
   }
 

@@ -30,24 +30,52 @@ export interface ReapedRow {
   readonly reaps: number;
 }
 
+interface HeartbeatRecord {
+  id: string;
+  seq: string | null;
+  renewed: boolean;
+}
+
+/** What a heartbeat found: the claims it renewed, and those no longer this worker's. */
+export interface HeartbeatResult {
+  readonly renewed: string[];
+  /**
+   * Claims the row no longer carries (re-claimed, reaped, fenced, ended or gone), read from
+   * the statement's snapshot: a row locked by someone else at that moment is in neither list.
+   */
+  readonly lost: HeldClaim[];
+}
+
 /**
- * Heartbeat (docs/design.md §17.1): extend the lease of the rows this scheduler holds, `$2`/`$3` =
- * (id, claim_seq) pairs, guarded by worker and fencing token; rows locked by someone else
- * are skipped, never waited on. PK lookups.
+ * Heartbeat (docs/design.md §17.1, §27.5): extend the lease of the rows this scheduler holds,
+ * `$2`/`$3` = (id, claim_seq) pairs, guarded by worker and fencing token; rows locked by
+ * someone else are skipped, never waited on. It also names the claims that are lost: a row
+ * whose committed version no longer carries this worker, `executing` and the claim's token,
+ * so the owner can abort the running step's `ctx.signal`. A claim's token only grows, so a
+ * claim seen lost stays lost. PK lookups.
  */
 export const HEARTBEAT = sql(
   'heartbeat',
-  `WITH h AS (
+  `WITH t AS (
+     SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
+   ), h AS (
      SELECT g.id FROM {schema}.gen_durable g
-       JOIN unnest($2::bigint[], $3::bigint[]) AS t(id, seq) ON g.id = t.id
+       JOIN t ON g.id = t.id
       WHERE g.locked_by = $1 AND g.status = 'executing' AND g.claim_seq = t.seq
       ORDER BY g.id
       FOR NO KEY UPDATE OF g SKIP LOCKED
+   ), renewed AS (
+     UPDATE {schema}.gen_durable g
+        SET lease_expires_at = now() + make_interval(secs => $4::float8 / 1000)
+       FROM h WHERE g.id = h.id
+     RETURNING g.id
    )
-   UPDATE {schema}.gen_durable g
-      SET lease_expires_at = now() + make_interval(secs => $4::float8 / 1000)
-     FROM h WHERE g.id = h.id
-   RETURNING g.id`,
+   SELECT id, NULL::bigint AS seq, true AS renewed FROM renewed
+   UNION ALL
+   SELECT t.id, t.seq, false FROM t
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.gen_durable g
+                       WHERE g.id = t.id AND g.locked_by = $1 AND g.status = 'executing'
+                         AND g.claim_seq = t.seq)`,
   {
     params: (i: {
       readonly worker: string;
@@ -62,7 +90,15 @@ export const HEARTBEAT = sql(
       }
       return [i.worker, ids, seqs, i.leaseMs];
     },
-    decode: idsOf,
+    decode: (rows: readonly HeartbeatRecord[]): HeartbeatResult => {
+      const renewed: string[] = [];
+      const lost: HeldClaim[] = [];
+      for (const r of rows) {
+        if (r.renewed) renewed.push(r.id);
+        else lost.push({ id: r.id, claimSeq: r.seq as string });
+      }
+      return { renewed, lost };
+    },
   },
 );
 

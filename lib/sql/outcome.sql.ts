@@ -21,6 +21,8 @@ export interface TransitionWrite extends GuardedWrite {
   readonly resultText: string | null;
   readonly error: string | null;
   readonly delayMs: number;
+  /** `sleep` `{ until }`: the due instant; absent or null otherwise (then `delayMs` counts). */
+  readonly at?: Date | null;
   readonly rateLimit: string | null;
   readonly weight: number;
   readonly setKey: boolean;
@@ -67,12 +69,15 @@ export interface FanOutParkWrite extends GuardedWrite {
 }
 
 /**
- * Transitions next / retry / done / stop for any number of rows in one UPDATE over parallel
- * arrays (PK lookups). Per-row kind drives each column as in docs/design.md §2.4's table;
+ * Transitions next / retry / sleep / done / stop for any number of rows in one UPDATE over
+ * parallel arrays (PK lookups). Per-row kind drives each column as in docs/design.md §2.4's table;
  * `last_error` is written by a stop, and by a retry that carries an error (a thrown step
  * retried). Every outcome
  * clears the claim and the drawn shard and resets `reaps` (a committed outcome proves the step
  * does not kill its worker, §26.5). RETURNING defines what committed.
+ * `sleep` (docs/design.md §27.4) is a `next` due later and without limit options: new step and
+ * state, attempt 0, the key kept, the rate limit cleared, due at `at` when given (an instant,
+ * `{ until }`), else `delay_ms` after now() (`{ for }`, database clock).
  * `continue` is the inline hand-off (docs/design.md §7): a `next` that keeps the claim — the row stays
  * executing under the same worker and fencing token, its lease renewed to now + `lease_ms`;
  * the shard is kept with the key, cleared with it, or provisionally 0 for a new gated key
@@ -90,18 +95,20 @@ export const FLUSH_TRANSITIONS = sql(
   `UPDATE {schema}.gen_durable g
       SET status = (CASE t.kind WHEN 'done' THEN 'done' WHEN 'stop' THEN 'failed' WHEN 'continue' THEN 'executing'
                                 ELSE 'runnable' END)::{schema}.durable_status,
-          step = CASE WHEN t.kind IN ('next', 'continue') THEN t.step ELSE g.step END,
-          attempt = CASE t.kind WHEN 'next' THEN 0 WHEN 'continue' THEN 0 WHEN 'retry' THEN g.attempt + 1 ELSE g.attempt END,
-          state = CASE WHEN t.kind IN ('next', 'retry', 'continue') THEN t.state::jsonb ELSE g.state END,
+          step = CASE WHEN t.kind IN ('next', 'continue', 'sleep') THEN t.step ELSE g.step END,
+          attempt = CASE t.kind WHEN 'next' THEN 0 WHEN 'continue' THEN 0 WHEN 'sleep' THEN 0
+                                WHEN 'retry' THEN g.attempt + 1 ELSE g.attempt END,
+          state = CASE WHEN t.kind IN ('next', 'retry', 'continue', 'sleep') THEN t.state::jsonb ELSE g.state END,
           result = CASE WHEN t.kind = 'done' THEN t.result::jsonb ELSE g.result END,
           last_error = CASE WHEN t.kind = 'stop' OR (t.kind = 'retry' AND t.error IS NOT NULL) THEN t.error ELSE g.last_error END,
           awaits = CASE WHEN t.kind = 'retry' THEN g.awaits END,
           await_deadline = NULL,
-          rate_limit = CASE WHEN t.kind IN ('next', 'continue') THEN t.rate_limit ELSE g.rate_limit END,
-          weight = CASE WHEN t.kind IN ('next', 'continue') THEN t.weight ELSE g.weight END,
+          rate_limit = CASE WHEN t.kind IN ('next', 'continue', 'sleep') THEN t.rate_limit ELSE g.rate_limit END,
+          weight = CASE WHEN t.kind IN ('next', 'continue', 'sleep') THEN t.weight ELSE g.weight END,
           concurrency_key = CASE WHEN t.kind IN ('next', 'continue') AND t.set_key THEN t.conc_key ELSE g.concurrency_key END,
           eligible_at = CASE t.kind WHEN 'next' THEN now() WHEN 'continue' THEN now()
                                     WHEN 'retry' THEN now() + make_interval(secs => t.delay_ms / 1000)
+                                    WHEN 'sleep' THEN COALESCE(t.at, now() + make_interval(secs => t.delay_ms / 1000))
                                     ELSE g.eligible_at END,
           locked_by = CASE WHEN t.kind = 'continue' THEN g.locked_by END,
           lease_expires_at = CASE WHEN t.kind = 'continue' THEN now() + make_interval(secs => t.lease_ms / 1000) END,
@@ -112,8 +119,8 @@ export const FLUSH_TRANSITIONS = sql(
           reaps = 0, updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
                  $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[], $14::float8[],
-                 $15::boolean[])
-          AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key, lease_ms, solo)
+                 $15::boolean[], $16::timestamptz[])
+          AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key, lease_ms, solo, at)
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
       AND NOT (COALESCE(t.solo, false) AND t.kind IN ('done', 'stop') AND g.signaled)
     RETURNING g.id, g.parent_id, g.status, g.queue, g.signaled`,
@@ -142,6 +149,7 @@ export const FLUSH_TRANSITIONS = sql(
       const keys = new Array<string | null>(n);
       const leases = new Array<number | null>(n);
       const solos = new Array<boolean>(n);
+      const ats = new Array<Date | null>(n);
       for (let i = 0; i < n; i++) {
         const e = entries[i]!;
         workers[i] = e.worker;
@@ -159,6 +167,7 @@ export const FLUSH_TRANSITIONS = sql(
         keys[i] = e.concurrencyKey;
         leases[i] = e.kind === 'continue' ? (e.leaseMs ?? null) : null;
         solos[i] = solo;
+        ats[i] = e.at ?? null;
       }
       return [
         workers,
@@ -176,6 +185,7 @@ export const FLUSH_TRANSITIONS = sql(
         keys,
         leases,
         solos,
+        ats,
       ];
     },
     decode: (rows: readonly TransitionRecord[]): TransitionRow[] => {

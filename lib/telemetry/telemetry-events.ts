@@ -1,4 +1,5 @@
 import type { EntryKind } from '../fsm/outcome-kinds';
+import type { StepAbortCause } from '../fsm/step-abort';
 
 type Count = { count: number };
 type None = Record<string, never>;
@@ -13,6 +14,7 @@ type Row = { id: string; fsm: string; step: string };
  */
 export type TelemetryPayloads = {
   'step:stop': { measurements: { durationMs: number }; metadata: Row & { kind: EntryKind } };
+  'step:abort': { measurements: Count; metadata: Row & { cause: StepAbortCause } };
   'pick:stop': {
     measurements: { count: number; demand: number };
     metadata: { queue: string; worker: string };

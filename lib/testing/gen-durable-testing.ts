@@ -18,7 +18,10 @@ import { type DrainTally, emptyTally } from './drain-tally';
 export interface DrainOptions {
   /** Only this queue. Default: every queue with due rows. */
   queue?: string;
-  /** Pull future `eligible_at` (delays, retry backoffs) to now. Default true. */
+  /**
+   * Pull future `eligible_at` (insert delays, retry backoffs, `sleep`s) to now, so they run in
+   * this drain. `false` leaves them runnable later. Default true.
+   */
   withScheduled?: boolean;
   /** Steps at most before `MaxStepsExceededError`. Default 1000. */
   maxSteps?: number;
@@ -73,6 +76,19 @@ export class GenDurableTesting {
   /** Fires every armed await deadline now; returns how many. */
   async fireTimeouts(): Promise<number> {
     return (await TESTING_FIRE_ALL_DEADLINES.run(this.engine.runtime.sql)).length;
+  }
+
+  /**
+   * Fires the timeout of the step running now for `target` in this process (docs/design.md
+   * §27.5) as if its deadline had passed: its `ctx.signal` aborts with a `StepTimeoutError`,
+   * and its outcome is that error through `onError` / the job retry rule, without waiting out
+   * `stepTimeout` / `@Step({ timeout })`. The step must have a timeout; call it while the step
+   * runs (a `drain()` or a scheduler in flight). False when no such step runs here now.
+   */
+  async timeoutStep(target: Target): Promise<boolean> {
+    const to = resolveTarget(target, 'timeoutStep.target');
+    const id = 'id' in to ? to.id : (await this.engine.get(to))?.id;
+    return id !== undefined && this.engine.runtime.executor.expireStep(id);
   }
 
   /** The row; by key it falls back to the latest row that held the key, so finished instances stay assertable. */

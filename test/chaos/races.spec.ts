@@ -1,7 +1,12 @@
 import type { Pool } from 'pg';
 
 import { INSERT_INSTANCES } from '../../lib/sql/insert.sql';
-import { FIRE_AWAIT_DEADLINES, HEARTBEAT, REAP_EXPIRED } from '../../lib/sql/lease.sql';
+import {
+  FIRE_AWAIT_DEADLINES,
+  HEARTBEAT,
+  type HeartbeatResult,
+  REAP_EXPIRED,
+} from '../../lib/sql/lease.sql';
 import {
   CONSUME_INBOXES,
   FANOUT_LOCK_PARENTS,
@@ -702,7 +707,7 @@ describe('R0 races on real connections, all permutations', () => {
         },
         async check({ vars, steps }, pool) {
           for (const o of steps.values()) expect(o.error).toBeUndefined();
-          const renewed = rowsOf(steps.get('h_beat')!.value).length === 1;
+          const renewed = (steps.get('h_beat')!.value as HeartbeatResult).renewed.length === 1;
           const reaped = rowsOf(steps.get('r_reap')!.value).length === 1;
           expect(renewed && reaped).toBe(false);
           const final = await rowView(pool, vars.id);

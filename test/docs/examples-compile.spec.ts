@@ -9,6 +9,7 @@ const DOCS = [
   'scheduling.md',
   'concurrency.md',
   'rate-limiting.md',
+  'operations-control.md',
 ];
 
 describe('doc examples compile', () => {

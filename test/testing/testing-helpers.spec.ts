@@ -109,6 +109,7 @@ describe('gen-durable/testing', () => {
       steps: 1,
       next: 0,
       retry: 0,
+      sleep: 0,
       await: 0,
       scheduleChildren: 0,
       done: 1,

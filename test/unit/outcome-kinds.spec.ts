@@ -17,6 +17,7 @@ describe('the outcome-kind table', () => {
     const built = {
       next: outcomes.next('a', {}),
       retry: outcomes.retry({}),
+      sleep: outcomes.sleep('a', {}, { for: 10 }),
       await: outcomes.awaitSignal('go', 'a', {}),
       scheduleChildren: outcomes.scheduleChildren('a', [], {}),
       done: outcomes.done(),

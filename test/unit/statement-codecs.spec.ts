@@ -4,6 +4,7 @@ import {
   INSERT_INSTANCE_OR_HOLDER,
   INSERT_INSTANCES,
 } from '../../lib/sql/insert.sql';
+import { HEARTBEAT } from '../../lib/sql/lease.sql';
 import { GC_DELETE } from '../../lib/sql/maintenance.sql';
 import { FLUSH_TRANSITIONS, RECHECK_PARKS, type TransitionWrite } from '../../lib/sql/outcome.sql';
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
@@ -143,28 +144,54 @@ describe('statement parameter builders and decoders (no database)', () => {
     expect(bare).toMatchObject({ parentId: '5', worker: 'node-a', inbox: [], children: [] });
   });
 
-  it('FLUSH_TRANSITIONS: fifteen parallel arrays; the lease only for continue, solo on every row', () => {
+  it('FLUSH_TRANSITIONS: sixteen parallel arrays; the lease only for continue, solo on every row, a sleep’s instant', () => {
+    const until = new Date('2030-01-01T00:00:00Z');
     const params = expectArity(FLUSH_TRANSITIONS, {
       entries: [
         transition({ id: '1', kind: 'next', leaseMs: 500 }),
         transition({ id: '2', kind: 'continue', leaseMs: 500, setKey: true, concurrencyKey: 'k' }),
         transition({ id: '3', kind: 'done', nextStep: null, stateText: null, resultText: '{}' }),
+        transition({ id: '4', kind: 'sleep', at: until }),
+        transition({ id: '5', kind: 'sleep', delayMs: 250 }),
       ],
       solo: true,
     });
-    expect(params[1]).toEqual(['1', '2', '3']);
-    expect(params[3]).toEqual(['next', 'continue', 'done']);
-    expect(params[6]).toEqual([null, null, '{}']);
-    expect(params[11]).toEqual([false, true, false]);
-    expect(params[12]).toEqual([null, 'k', null]);
-    expect(params[13]).toEqual([null, 500, null]);
-    expect(params[14]).toEqual([true, true, true]);
+    expect(params[1]).toEqual(['1', '2', '3', '4', '5']);
+    expect(params[3]).toEqual(['next', 'continue', 'done', 'sleep', 'sleep']);
+    expect(params[6]).toEqual([null, null, '{}', null, null]);
+    expect(params[8]).toEqual([0, 0, 0, 0, 250]);
+    expect(params[11]).toEqual([false, true, false, false, false]);
+    expect(params[12]).toEqual([null, 'k', null, null, null]);
+    expect(params[13]).toEqual([null, 500, null, null, null]);
+    expect(params[14]).toEqual([true, true, true, true, true]);
+    expect(params[15]).toEqual([null, null, null, until, null]);
     expect(
       FLUSH_TRANSITIONS.decode(
         [{ id: '3', parent_id: '9', status: 'done', queue: 'q', signaled: true }],
         { entries: [], solo: false },
       ),
     ).toEqual([{ id: '3', parentId: '9', status: 'done', queue: 'q', signaled: true }]);
+  });
+
+  it('HEARTBEAT: (id, seq) pairs; decodes renewed ids and lost claims apart', () => {
+    const params = expectArity(HEARTBEAT, {
+      worker: 'w',
+      rows: [
+        { id: '1', claimSeq: '4' },
+        { id: '2', claimSeq: '9' },
+      ],
+      leaseMs: 60_000,
+    });
+    expect(params).toEqual(['w', ['1', '2'], ['4', '9'], 60_000]);
+    expect(
+      HEARTBEAT.decode(
+        [
+          { id: '1', seq: null, renewed: true },
+          { id: '2', seq: '9', renewed: false },
+        ],
+        { worker: 'w', rows: [], leaseMs: 1 },
+      ),
+    ).toEqual({ renewed: ['1'], lost: [{ id: '2', claimSeq: '9' }] });
   });
 
   it('INSERT_INSTANCES: per-row parents (absent = NULL) and ordinals; the ordinal decodes as a number', () => {

@@ -272,7 +272,7 @@ export class HeartbeatCmd implements Cmd {
     const worker = WORKERS[this.worker]!;
     const held = real.held.get(worker) ?? [];
     if (held.length === 0) return;
-    const renewed = await HEARTBEAT.run(real.engine.runtime.sql, {
+    const { renewed } = await HEARTBEAT.run(real.engine.runtime.sql, {
       worker,
       rows: held,
       leaseMs: LEASE_MS,

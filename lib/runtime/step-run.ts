@@ -1,0 +1,121 @@
+import { StepTimeoutError } from '../errors/step-timeout.error';
+import type { StepAbortReason } from '../fsm/step-abort';
+
+/** What a run knows of its row, for its timeout error. */
+interface RunRow {
+  readonly id: string;
+  readonly fsm: string;
+  readonly step: string;
+  readonly claimSeq: string;
+}
+
+/**
+ * One running step's `ctx.signal` and deadline (docs/design.md §27.5). The AbortController is
+ * made on the first read of `signal` (a step that never reads it costs none); an abort before
+ * that read hands the step an already aborted signal. With a timeout, `start()` arms the
+ * deadline before the step is called and `settle(value)` races the step against it: at the
+ * deadline (or `expireNow()`) the signal aborts with a `StepTimeoutError` and `settle` rejects
+ * with it, whatever the step does afterwards.
+ */
+export class StepRun {
+  private controller: AbortController | undefined;
+  private reason: StepAbortReason | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private expire: ((err: StepTimeoutError) => void) | undefined;
+  private deadline: Promise<never> | undefined;
+  private startedAt = 0;
+  /** Set once the deadline passed: the step's own result no longer counts. */
+  timedOut: StepTimeoutError | undefined;
+
+  constructor(
+    readonly row: RunRow,
+    /** The step's timeout, ms; undefined = none. */
+    readonly timeoutMs: number | undefined,
+  ) {}
+
+  /** The step's `ctx.signal`. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.reason !== undefined) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  /** The reason the signal aborted with, once it did. */
+  signalReason(): StepAbortReason | undefined {
+    return this.reason;
+  }
+
+  /** Aborts the signal with `reason`; false when it had already aborted (the first reason stays). */
+  abort(reason: StepAbortReason): boolean {
+    if (this.reason !== undefined) return false;
+    this.reason = reason;
+    this.controller?.abort(reason);
+    return true;
+  }
+
+  /** Arms the deadline; called right before the step is called. No timeout: nothing. */
+  start(): void {
+    const timeoutMs = this.timeoutMs;
+    if (timeoutMs === undefined) return;
+    this.startedAt = performance.now();
+    this.deadline = new Promise<never>((_, reject) => {
+      this.expire = reject;
+    });
+    // Never unhandled, even if the deadline fires before `settle` subscribed.
+    this.deadline.catch(ignore);
+    this.timer = setTimeout(() => this.expireNow(), timeoutMs);
+    this.timer.unref();
+  }
+
+  /**
+   * The step's value, or a rejection with its `StepTimeoutError` once the deadline passes
+   * first. Without a timeout, `value` as it is (no timer, no extra promise).
+   */
+  settle(value: unknown): unknown {
+    // Promise.race subscribes to `value` too: a later rejection of an abandoned step is handled.
+    return this.deadline === undefined ? value : Promise.race([value, this.deadline]);
+  }
+
+  /**
+   * After the step settled: its `StepTimeoutError` when it timed out, or ran past its timeout
+   * without the timer getting a turn (a step that blocked the event loop: it expires now);
+   * else undefined.
+   */
+  overdue(): StepTimeoutError | undefined {
+    if (this.timedOut) return this.timedOut;
+    const timeoutMs = this.timeoutMs;
+    if (timeoutMs === undefined || performance.now() - this.startedAt < timeoutMs) return undefined;
+    this.expireNow();
+    return this.timedOut;
+  }
+
+  /** Fires the deadline now (the timer, or a test); false without a timeout or once fired or ended. */
+  expireNow(): boolean {
+    const expire = this.expire;
+    if (expire === undefined || this.timeoutMs === undefined) return false;
+    this.expire = undefined;
+    this.clearTimer();
+    const err = new StepTimeoutError(this.row.fsm, this.row.id, this.row.step, this.timeoutMs);
+    this.timedOut = err;
+    // The rejection is queued before the abort's listeners run, so it wins any race with
+    // what the step does on abort.
+    expire(err);
+    this.abort(err);
+    return true;
+  }
+
+  /** The step settled (or was abandoned): no deadline fires any more. */
+  end(): void {
+    this.expire = undefined;
+    this.clearTimer();
+  }
+
+  private clearTimer(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}
+
+function ignore(): void {}
