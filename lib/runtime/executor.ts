@@ -237,7 +237,18 @@ export class Executor {
       ctx = this.context(row, definition, awaited, row.inbox, row.children, run);
       const step = definition.steps.get(row.step);
       if (!step) throw new UnknownStepError(definition.name, row.step);
-      const value: unknown = await this.runStep(step, ctx, run, options);
+      let value: unknown;
+      if (run.timeoutMs === undefined) {
+        // No deadline (the common case): registered for its signal, no race, no extra hop.
+        this.runs.set(row.id, run);
+        try {
+          value = await step(ctx);
+        } finally {
+          this.unregister(run);
+        }
+      } else {
+        value = await this.runTimed(step, ctx, run, options);
+      }
       const outcome = definition.kind === 'job' ? this.jobOutcome(value, ctx, definition) : value;
       return outcomeToEntry(outcome, row, definition, this.registry, this.options, awaitedIds);
     } catch (err) {
@@ -246,13 +257,13 @@ export class Executor {
   }
 
   /**
-   * Calls the step with its run registered (so its signal can be aborted) and, with a
-   * timeout, raced against its deadline. Past the deadline it throws the `StepTimeoutError`,
+   * Calls a step that has a timeout with its run registered (so its signal can be aborted),
+   * raced against its deadline. Past the deadline it throws the `StepTimeoutError`,
    * even when the step returned or threw after it, and hands the still-running step's promise
    * to `onAbandoned`: nothing awaits it any more, its rejection is handled (Promise.race
    * subscribed to it) and its value is dropped.
    */
-  private async runStep(
+  private async runTimed(
     step: (ctx: StepContext<unknown>) => unknown,
     ctx: StepContext<unknown>,
     run: StepRun,
@@ -281,8 +292,13 @@ export class Executor {
       throw timedOut;
     } finally {
       run.end();
-      if (this.runs.get(id) === run) this.runs.delete(id);
+      this.unregister(run);
     }
+  }
+
+  /** The step of `run` settled or was abandoned: no abort can reach it through the registry. */
+  private unregister(run: StepRun): void {
+    if (this.runs.get(run.row.id) === run) this.runs.delete(run.row.id);
   }
 
   private emitAbort(run: StepRun): void {
