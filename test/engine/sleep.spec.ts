@@ -85,6 +85,17 @@ class BadNapperFsm {
   }
 }
 
+/** A job that sleeps once (without spending an attempt), then finishes. */
+@DurableFsm({ name: 'napping-job', queue: 'naps', maxAttempts: 1 })
+class NappingJob {
+  perform(args: { slept?: boolean }, ctx: StepContext) {
+    record(ctx);
+    return args.slept
+      ? { slept: true, attempt: ctx.attempt }
+      : sleepOutcome('perform', { slept: true }, { for: 0 });
+  }
+}
+
 async function sleepRow(db: TestDatabase, id: string) {
   const { rows } = await db.pool.query<{
     status: string;
@@ -119,7 +130,7 @@ describe('durable sleep (docs/design.md §27.4)', () => {
   describe('the committed row (steps run by hand on a queue no scheduler serves)', () => {
     let h: Harness;
     beforeAll(async () => {
-      h = await bootEngine(db, [NapperFsm, ListenerFsm, StepperFsm, BadNapperFsm], {
+      h = await bootEngine(db, [NapperFsm, ListenerFsm, StepperFsm, BadNapperFsm, NappingJob], {
         queues: {},
         reaper: false,
         gc: false,
@@ -245,6 +256,27 @@ describe('durable sleep (docs/design.md §27.4)', () => {
         status: 'done',
         result: { heard: [{ n: 1 }] },
       });
+    });
+
+    it('a job sleeps without spending an attempt (maxAttempts: 1) and runs perform again', async () => {
+      const queue = 'by-hand-job';
+      const id = await h.engine.insert(NappingJob, { queue });
+      const [first] = await claimRows(h.engine, queue, 1, 'hand');
+      expect(await execute(h.engine, first!)).toBe('committed');
+      expect(await sleepRow(db, id)).toMatchObject({
+        status: 'runnable',
+        step: 'perform',
+        attempt: 0,
+        due: true,
+      });
+      const [second] = await claimRows(h.engine, queue, 1, 'hand');
+      expect(second).toMatchObject({ id, step: 'perform', attempt: 0, state: { slept: true } });
+      expect(await execute(h.engine, second!)).toBe('committed');
+      expect(await h.engine.get(id)).toMatchObject({
+        status: 'done',
+        result: { slept: true, attempt: 0 },
+      });
+      expect(runs.get(id)).toEqual(['perform@0', 'perform@0']);
     });
 
     it('an unknown next step is an UnknownStepError, a bad duration an InvalidOutcomeError: the step fails, nothing sleeps', async () => {
