@@ -315,6 +315,14 @@ describe('step deadlines and ctx.signal (docs/design.md §27.5)', () => {
       const [run] = seen.get(leased) ?? [];
       expect(run?.cause).toBe('not aborted');
       const row = await rowOf(db, leased);
+      // Matched by the claim's token: an abort meant for an older claim of the row is ignored.
+      expect(
+        engine.runtime.executor.abortStep(
+          leased,
+          String(BigInt(String(row['claim_seq'])) - 1n),
+          (r) => new LeaseLostError(r.fsm, r.id, r.step),
+        ),
+      ).toBe(false);
       expect(
         engine.runtime.executor.abortStep(
           leased,
