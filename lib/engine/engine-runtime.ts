@@ -27,6 +27,7 @@ import { PokeEmitter } from '../runtime/poke-emitter';
 import { Reaper } from '../runtime/reaper';
 import { RunAhead } from '../runtime/run-ahead';
 import { Scheduler } from '../runtime/scheduler';
+import { SoloRun } from '../runtime/solo-run';
 import { StallDetector } from '../runtime/stall-detector';
 
 /** The pg pool under a TypeORM PostgreSQL DataSource (its master pool). */
@@ -62,6 +63,8 @@ export class EngineRuntime {
   /** `insertAsync` / group-commit inserts (docs/design.md §6.5, §26.11), when `insertBatcher` is set. */
   readonly batcher: InsertBatcher | undefined;
   readonly stall: StallDetector;
+  /** The node's solo run of poison-pill suspects, shared by its schedulers (docs/design.md §26.5). */
+  readonly solo: SoloRun;
   reaper: Reaper | undefined;
   gc: GarbageCollector | undefined;
   private readonly logger = new Logger('GenDurable');
@@ -114,6 +117,7 @@ export class EngineRuntime {
       (entry) => this.executor.commit(entry),
     );
     this.stall = new StallDetector(options.heartbeatInterval, telemetry);
+    this.solo = new SoloRun(options.leaseTtl);
   }
 
   flusherFor(queue: string): Flusher {
@@ -205,6 +209,7 @@ export class EngineRuntime {
           this.executor,
           this.picker,
           this.telemetry,
+          this.solo,
           (released) => this.pokes.poke([released]),
         ),
       );

@@ -10,9 +10,10 @@ import { PeriodicTask } from './periodic-task';
 const BATCH = 10_000;
 
 /**
- * Every `reaper.interval`: expired leases back to runnable with attempt + 1 (poison pills
- * failed, §26.5), then overdue await deadlines (docs/design.md §8.5, §17.2). Skip-locked, so several
- * reapers in a cluster are safe.
+ * Every `reaper.interval`: expired leases back to runnable with attempt + 1 (rows at the
+ * poison-pill cap become suspects, suspects lost during their solo run are failed, §26.5),
+ * then overdue await deadlines (docs/design.md §8.5, §17.2). Skip-locked, so several reapers
+ * in a cluster are safe.
  */
 export class Reaper {
   private readonly periodic: PeriodicTask;
@@ -85,10 +86,21 @@ export class Reaper {
       poisoned = failed.length;
       for (const r of rows) if (r.status === 'runnable') queues.add(r.queue);
       if (reaped > 0) this.telemetry.emit('reaper:reaped', { count: reaped }, {});
+      for (const r of rows) {
+        if (!r.suspected) continue;
+        this.logger.warn(
+          `poison-pill suspect: ${r.fsm}#${r.id} step ${r.step} lost its worker ${r.reaps} times while it ran; its next run is alone on its node`,
+        );
+        this.telemetry.emit(
+          'reaper:suspect',
+          { count: 1 },
+          { id: r.id, fsm: r.fsm, step: r.step, reaps: r.reaps },
+        );
+      }
       if (failed.length > 0) {
         for (const r of failed) {
           this.logger.error(
-            `poison pill: ${r.fsm}#${r.id} step ${r.step} lost its worker ${r.reaps} times; failed`,
+            `poison pill: ${r.fsm}#${r.id} step ${r.step} lost its worker ${r.reaps} times, the last while it ran alone; failed`,
           );
           this.telemetry.emit(
             'reaper:poisoned',

@@ -7,6 +7,7 @@ import { DrainTimeoutError } from '../errors/drain-timeout.error';
 import { LeaseLostError } from '../errors/lease-lost.error';
 import type { ResolvedOptions } from '../options/resolved-options';
 import {
+  CLEAR_STEP_STARTED,
   HEARTBEAT,
   type HeldClaim,
   MARK_STEP_STARTED,
@@ -17,6 +18,7 @@ import type { ClaimedRow } from './claimed-row';
 import type { ExecutionResult, Executor } from './executor';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { Picker } from './picker';
+import type { SoloMember, SoloRun } from './solo-run';
 
 export type SchedulerState = 'created' | 'running' | 'draining' | 'stopped';
 
@@ -63,13 +65,22 @@ interface Task {
  * may still be running: such an abandoned step keeps counting against `concurrency` until it
  * settles, so `concurrency` still bounds the step code running on this node. Its row is not
  * held: the drain does not wait for it.
+ *
+ * A claimed poison-pill suspect (docs/design.md §26.5) is held apart and run alone on the node
+ * through {@link SoloRun}: meanwhile no scheduler of the node claims or dispatches.
  */
-export class Scheduler {
+export class Scheduler implements SoloMember {
   readonly workerId: string;
   /** Worker ids of this queue on this node share it; startup reclaim matches it (§17.3). */
   readonly reclaimPrefix: string;
   private state: SchedulerState = 'created';
   private buffer: ClaimedRow[] = [];
+  /** The poison-pill suspect this scheduler holds for its solo run (§26.5), until it is answered. */
+  private suspect: ClaimedRow | undefined;
+  /** The suspect's step was started (its task is in `running`, then `awaiting`). */
+  private suspectStarted = false;
+  /** Buffered rows being released because a suspect holds the node. */
+  private releasing: Promise<void> | undefined;
   /** Rows whose step is running: at most `concurrency`. */
   private readonly running = new Map<string, Task>();
   /** Rows whose outcome is with the flusher: at most {@link maxAwaitingCommit}. */
@@ -107,6 +118,8 @@ export class Scheduler {
     private readonly executor: Executor,
     private readonly picker: Picker,
     private readonly telemetry: Telemetry,
+    /** The node's solo run of poison-pill suspects, shared by all its schedulers (§26.5). */
+    private readonly solo: SoloRun,
     /** Rows went back to runnable while the node runs (a prefetch shed): other nodes may take them. */
     private readonly onReleased: (queue: string) => void = () => undefined,
   ) {
@@ -114,6 +127,7 @@ export class Scheduler {
     this.workerId = `${this.reclaimPrefix}${randomBytes(4).toString('hex')}`;
     this.interval = options.pollInterval;
     this.maxAwaitingCommit = 2 * concurrency + this.maxPrefetch();
+    solo.add(this);
   }
 
   get status(): SchedulerState {
@@ -132,6 +146,11 @@ export class Scheduler {
 
   get bufferedCount(): number {
     return this.buffer.length;
+  }
+
+  /** Steps running and rows awaiting commit (what a solo run waits for, §26.5). */
+  get busyCount(): number {
+    return this.inFlightCount + this.awaiting.size;
   }
 
   /** Reclaims a dead predecessor's claims, then starts polling and heartbeating. */
@@ -193,7 +212,7 @@ export class Scheduler {
    * awaiting commit are at their bound (backpressure).
    */
   private demand(): number {
-    if (this.backpressured()) return 0;
+    if (this.backpressured() || this.solo.active) return 0;
     return this.concurrency + this.prefetch() - (this.inFlightCount + this.buffer.length);
   }
 
@@ -245,8 +264,16 @@ export class Scheduler {
     this.refillTimer = undefined;
     if (this.picking) await this.picking.catch(() => undefined);
     if (this.shedding) await this.shedding;
+    if (this.releasing) await this.releasing;
     const buffered = this.buffer;
     this.buffer = [];
+    // A suspect not yet started goes back with the buffer (uncounted: its step never ran).
+    const suspect = this.suspect;
+    if (suspect && !this.suspectStarted) {
+      this.suspect = undefined;
+      buffered.push(suspect);
+      this.solo.end(this);
+    }
     let released = 0;
     if (buffered.length > 0) {
       try {
@@ -295,6 +322,7 @@ export class Scheduler {
   private busy(): boolean {
     return (
       this.picking !== undefined ||
+      this.suspect !== undefined ||
       this.running.size > 0 ||
       this.awaiting.size > 0 ||
       this.buffer.length > 0
@@ -320,6 +348,8 @@ export class Scheduler {
     this.pollTimer = undefined;
     const wasIdle = !this.busy();
     const fetched = await this.pick(false);
+    // Paused on purpose for a suspect's solo run (§26.5): alive, not stalled (health, §21).
+    if (this.solo.active) this.lastActivityAt = Date.now();
     if (fetched > 0 || !wasIdle || this.busy()) this.interval = this.options.pollInterval;
     else this.interval = Math.min(this.interval * 2, this.options.maxPollInterval);
     this.telemetry.emit(
@@ -363,7 +393,9 @@ export class Scheduler {
         // Empty, unless a poke or completion arrived meanwhile: then scan once more.
         if (rows.length === 0) continue;
         if (fromPoke) this.interval = this.options.pollInterval;
-        this.buffer.push(...rows);
+        const runnable = await this.setSuspectsApart(rows);
+        if (runnable.length === 0) return;
+        this.buffer.push(...runnable);
         this.dispatch();
         // A full batch may mean more is waiting: refill while there is demand.
         if (rows.length === demand) this.refillWanted = true;
@@ -384,6 +416,7 @@ export class Scheduler {
   }
 
   private dispatch(): void {
+    if (this.solo.active) return;
     while (
       this.inFlightCount < this.concurrency &&
       !this.backpressured() &&
@@ -398,13 +431,16 @@ export class Scheduler {
       if (!row) return;
       const id = row.id;
       // Inline chains (docs/design.md §7) run while the queue runs; draining ends them at the
-      // next step. A chain keeps its slot through its continue commits: only its last outcome
-      // frees it.
+      // next step, and so does a suspect's solo run (§26.5), which waits for them. A chain keeps
+      // its slot through its continue commits: only its last outcome frees it.
       const done = this.stepStarting(row)
         .then(() =>
           this.executor.execute(row, {
-            chain: () => this.state === 'running',
-            onStepsDone: () => this.stepsDone(id),
+            chain: () => this.state === 'running' && !this.solo.active,
+            onStepsDone: () => {
+              this.stepReturned(row);
+              this.stepsDone(id);
+            },
             onAbandoned: (settled) => this.abandon(settled),
           }),
         )
@@ -436,8 +472,128 @@ export class Scheduler {
     this.abandoned += 1;
     void settled.then(() => {
       this.abandoned -= 1;
+      this.solo.settled();
       this.slotFreed();
     });
+  }
+
+  /**
+   * The step of a row that has already lost a worker returned: its mark is cleared
+   * (CLEAR_STEP_STARTED, beside the flush), so a loss while its outcome waits for the commit
+   * does not count (finding F-R11). Best-effort: a failed clear leaves the loss counted.
+   */
+  private stepReturned(row: ClaimedRow): void {
+    if (row.reaps === 0) return;
+    void CLEAR_STEP_STARTED.run(this.sql, { worker: row.worker, row }).catch(() => undefined);
+  }
+
+  /**
+   * Poison-pill suspects (docs/design.md §26.5) never go to the buffer. The first one, when the
+   * node can run it alone, is held for its solo run ({@link SoloRun.begin}); then the rest of the
+   * batch goes back to runnable, as every scheduler's buffer does. A suspect the node cannot
+   * take now (another one holds it) goes back, and so does the whole batch of a pick that
+   * returns while a suspect holds the node. Returns the rows to buffer.
+   */
+  private async setSuspectsApart(rows: ClaimedRow[]): Promise<ClaimedRow[]> {
+    if (!this.solo.active && !rows.some((r) => r.suspect)) return rows;
+    let back: ClaimedRow[] = [];
+    let keep: ClaimedRow[] = [];
+    for (const row of rows) {
+      if (!row.suspect || this.solo.active || this.state !== 'running') {
+        (row.suspect || this.solo.active ? back : keep).push(row);
+        continue;
+      }
+      this.suspect = row;
+      const taken = this.solo.begin(
+        this,
+        row.id,
+        (waitedMs) => this.runSuspect(row, waitedMs),
+        (waitedMs) => this.abandonSuspect(row, waitedMs),
+      );
+      if (!taken) {
+        this.suspect = undefined;
+        back.push(row);
+      }
+    }
+    if (this.solo.active) {
+      back = back.concat(keep);
+      keep = [];
+    }
+    if (back.length > 0) await this.giveBack(back);
+    return keep;
+  }
+
+  /** Releases `rows` to runnable and pokes their queue so another node may run them. */
+  private async giveBack(rows: readonly ClaimedRow[]): Promise<void> {
+    try {
+      if ((await this.release(rows)).length > 0) this.onReleased(this.queue);
+    } catch (err) {
+      this.logger.warn(
+        `releasing ${rows.length} row(s) of ${this.queue} failed; the reaper will: ${String(err)}`,
+      );
+    }
+  }
+
+  /** A suspect holds the node (§26.5): nothing is claimed or dispatched; the buffer goes back. */
+  quiesce(): void {
+    if (this.pokeWindow) this.clearTimer('poke');
+    if (this.buffer.length === 0 || this.releasing) return;
+    const buffered = this.buffer;
+    this.buffer = [];
+    this.releasing = this.giveBack(buffered).finally(() => {
+      this.releasing = undefined;
+    });
+  }
+
+  /** The solo run is over: claim and dispatch again, from a fresh poll. */
+  resume(): void {
+    if (this.state !== 'running') return;
+    this.interval = this.options.pollInterval;
+    this.dispatch();
+    this.schedulePoll(0);
+  }
+
+  /**
+   * The node is quiet: the suspect's step starts alone (marked as started, so a loss now fails
+   * it), with no inline chain; when its outcome is answered every scheduler resumes.
+   */
+  private runSuspect(row: ClaimedRow, waitedMs: number): void {
+    if (this.suspect !== row) return;
+    const id = row.id;
+    this.suspectStarted = true;
+    this.telemetry.emit(
+      'scheduler:solo',
+      { waitedMs },
+      { id, fsm: row.fsm, step: row.step, queue: this.queue, result: 'started' },
+    );
+    const done = this.stepStarting(row)
+      .then(() =>
+        this.executor.execute(row, {
+          chain: () => false,
+          onStepsDone: () => {
+            this.stepReturned(row);
+            this.stepsDone(id);
+          },
+          onAbandoned: (settled) => this.abandon(settled),
+        }),
+      )
+      .then(
+        (result) => this.completed(id, result.kind),
+        () => this.completed(id, null),
+      );
+    this.running.set(id, { row, startedAt: performance.now(), done });
+  }
+
+  /** The node did not go quiet in time: the suspect goes back uncounted (still a suspect). */
+  private abandonSuspect(row: ClaimedRow, waitedMs: number): void {
+    if (this.suspect !== row) return;
+    this.suspect = undefined;
+    this.telemetry.emit(
+      'scheduler:solo',
+      { waitedMs },
+      { id: row.id, fsm: row.fsm, step: row.step, queue: this.queue, result: 'abandoned' },
+    );
+    void this.giveBack([row]);
   }
 
   /** The row's last step returned and its outcome went to the flusher: its slot is free. */
@@ -493,12 +649,23 @@ export class Scheduler {
 
   /** The executor is done with the row: its flush answered, or it took the crash path. */
   private completed(id: string, kind: ExecutionResult['kind']): void {
+    if (this.suspectStarted && this.suspect?.id === id) {
+      this.running.delete(id);
+      this.awaiting.delete(id);
+      this.suspect = undefined;
+      this.suspectStarted = false;
+      this.lastActivityAt = Date.now();
+      this.solo.end(this);
+      return;
+    }
     if (this.running.delete(id)) {
+      this.solo.settled();
       this.slotFreed();
       return;
     }
     const wasBackpressured = this.backpressured();
     if (!this.awaiting.delete(id)) return;
+    this.solo.settled();
     this.lastActivityAt = Date.now();
     if (this.state !== 'running') return;
     // The buffer may hold this id again (re-claimed after its commit): it may run now.
@@ -537,6 +704,8 @@ export class Scheduler {
 
   private held(): ClaimedRow[] {
     const rows = [...this.buffer];
+    // Held apart until its step starts (a stale task of the same id may still be running).
+    if (this.suspect && !this.suspectStarted) rows.push(this.suspect);
     for (const t of this.running.values()) rows.push(t.row);
     for (const t of this.awaiting.values()) rows.push(t.row);
     return rows;

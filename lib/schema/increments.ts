@@ -5,9 +5,18 @@ import { V003 } from './v003';
 import { V004 } from './v004';
 import { V005 } from './v005';
 import { V006 } from './v006';
+import { V007 } from './v007';
 
 /** Every shipped increment, in version order. */
-export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [V001, V002, V003, V004, V005, V006];
+export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
+  V001,
+  V002,
+  V003,
+  V004,
+  V005,
+  V006,
+  V007,
+];
 
 /** The schema version this build of the library needs. */
 export const CURRENT_SCHEMA_VERSION = SCHEMA_INCREMENTS.length;

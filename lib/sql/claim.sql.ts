@@ -35,6 +35,11 @@ export interface ClaimRow {
    * loss is known to have happened while the step ran (docs/reliability.md, finding F-R11).
    */
   readonly reaps: number;
+  /**
+   * The row reached the poison-pill cap (`gen_durable.suspect`): the node runs it alone before
+   * any verdict (docs/design.md §26.5, lib/runtime/solo-run.ts).
+   */
+  readonly suspect: boolean;
   readonly parentId: string | null;
   readonly gated: boolean;
   /** The worker id that holds the claim. */
@@ -68,6 +73,7 @@ interface ClaimRecord {
   parent_id: string | null;
   gated: boolean;
   reaps: number;
+  suspect: boolean;
   /** The unconsumed inbox in id order (JSON), NULL when empty. */
   inbox: InboxRecord[] | null;
   /** Every stored child in id order (JSON), NULL when none. */
@@ -113,6 +119,8 @@ interface ChildRecord {
  *   snapshot: a signal committed after it is not presented to this step, exactly as one
  *   delivered during the step; it stays unconsumed for the next step, the park recheck or the
  *   terminal sweep. Children of a runnable parent are terminal, so the snapshot is exact.
+ * - `suspect` rides along too: a row at the poison-pill cap is found by the claim that takes
+ *   it, with no statement of its own (docs/design.md §26.5).
  */
 export const CLAIM_RUNNABLE = sql(
   'claim_runnable',
@@ -147,11 +155,11 @@ export const CLAIM_RUNNABLE = sql(
       WHERE g.ctid = kept.tid
       RETURNING g.id, g.fsm, g.fsm_version, g.step, g.state, g.attempt, g.awaits, g.queue,
                 g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
-                g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, kept.gated
+                g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, g.suspect, kept.gated
    )
    SELECT c.id, c.fsm, c.fsm_version, c.step, c.state, c.attempt, c.awaits, c.queue, c.priority,
           c.concurrency_key, c.concurrency_shard, c.rate_limit, c.weight, c.claim_seq, c.parent_id,
-          c.gated, c.reaps, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children
+          c.gated, c.reaps, c.suspect, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children
      FROM claimed c
     ORDER BY c.priority, c.eligible_at, c.id`,
   {
@@ -249,6 +257,7 @@ function claimRow(r: ClaimRecord, worker: string): ClaimRow {
     weight: r.weight,
     claimSeq: r.claim_seq,
     reaps: r.reaps,
+    suspect: r.suspect,
     parentId: r.parent_id,
     gated: r.gated,
     worker,

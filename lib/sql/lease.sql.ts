@@ -16,6 +16,7 @@ interface ReapedRecord {
   fsm: string;
   step: string;
   reaps: number;
+  suspected: boolean;
 }
 
 /** A row REAP_EXPIRED took back: runnable again, or failed as a poison pill. */
@@ -28,6 +29,11 @@ export interface ReapedRow {
   readonly step: string;
   /** Reaps counted so far, this one included. */
   readonly reaps: number;
+  /**
+   * This reap took the row to the cap: it is now a suspect, to be run alone before any verdict
+   * (docs/design.md §26.5).
+   */
+  readonly suspected: boolean;
 }
 
 interface HeartbeatRecord {
@@ -105,15 +111,38 @@ export const HEARTBEAT = sql(
 /**
  * The start of a step of a row that has already lost a worker (`reaps` > 0), recorded before
  * the step runs: `started_seq` = the claim's fencing token, guarded by worker, status and
- * token (a row reaped meanwhile is left alone). A loss after this is a loss while the step
- * ran, the only kind REAP_EXPIRED and RECLAIM_PREDECESSOR count toward the poison-pill cap
- * beyond a row's first (docs/reliability.md, finding F-R11). PK lookup. Rows that never lost
- * a worker never run it, so the hot path's statement count is unchanged.
+ * token (a row reaped meanwhile is left alone). A loss while the mark stands is a loss while
+ * the row's own step ran, the only kind REAP_EXPIRED and RECLAIM_PREDECESSOR count toward the
+ * poison-pill cap beyond a row's first (docs/reliability.md, finding F-R11); CLEAR_STEP_STARTED
+ * takes it off when the step returns. PK lookup. Rows that never lost a worker never run it,
+ * so the hot path's statement count is unchanged.
  */
 export const MARK_STEP_STARTED = sql(
   'mark_step_started',
   `UPDATE {schema}.gen_durable
       SET started_seq = claim_seq
+    WHERE id = $1::bigint AND locked_by = $2 AND status = 'executing' AND claim_seq = $3::bigint`,
+  {
+    params: (i: { readonly worker: string; readonly row: HeldClaim }) => [
+      i.row.id,
+      i.worker,
+      i.row.claimSeq,
+    ],
+    decode: noRows,
+  },
+);
+
+/**
+ * The step of a row that has already lost a worker returned (its outcome goes to the flusher):
+ * the MARK_STEP_STARTED mark is cleared, guarded like it, so a loss while the outcome waits for
+ * its flush (a slow or retried commit, a worker killed by another row) does not count toward
+ * the poison-pill cap (docs/reliability.md, finding F-R11). A flush that committed first left
+ * the row unlocked: nothing matches. PK lookup. Only rows with `reaps` > 0 run it.
+ */
+export const CLEAR_STEP_STARTED = sql(
+  'clear_step_started',
+  `UPDATE {schema}.gen_durable
+      SET started_seq = NULL
     WHERE id = $1::bigint AND locked_by = $2 AND status = 'executing' AND claim_seq = $3::bigint`,
   {
     params: (i: { readonly worker: string; readonly row: HeldClaim }) => [
@@ -153,42 +182,52 @@ export const RELEASE_CLAIMS = sql(
 
 /**
  * Reaper (docs/design.md §17.2, §26.5): expired leases (index gen_durable_lease) back to runnable with
- * attempt + 1, claimed in id order, skip-locked (a parent locked mid-spawn is skipped). A row
- * reaped `$1` times fails as a poison pill, naming its step and count. `$2` = batch.
+ * attempt + 1, claimed in id order, skip-locked (a parent locked mid-spawn is skipped). `$1` =
+ * the poison-pill cap, `$2` = batch.
  * Only losses that can be the row's own count (finding F-R11): its first, and any later one
- * whose step had started under the lost claim (`started_seq = claim_seq`, MARK_STEP_STARTED).
- * A row lost while buffered, prefetched or queued behind other rows goes back without a
- * count, so rows that share workers with a pill, or with a killed process, are not failed.
+ * whose step was running under the lost claim (`started_seq = claim_seq`: MARK_STEP_STARTED,
+ * not yet cleared by CLEAR_STEP_STARTED). A row lost while buffered, prefetched, queued behind
+ * other rows or waiting for its flush goes back without a count.
+ * The counted loss that reaches `$1` does not fail the row: it becomes a `suspect` (runnable),
+ * which the node that claims it next runs alone (lib/runtime/solo-run.ts), since a worker lost
+ * to a pause, a stall or another row's kill while the step ran is no proof. Only a counted loss
+ * of a suspect, i.e. during its solo run, fails it as a poison pill, naming its step and count.
+ * A suspect lost before its solo step started goes back uncounted, still a suspect.
  * A row reaped *again* (reaps ≥ 1 before this reap) becomes eligible at a random point within
  * reaps × `$3` ms (the lease TTL) instead of keeping its place: rows that died together with a
- * poison pill were otherwise re-claimed with it, batch after batch, and failed as pills
- * themselves (docs/reliability.md, finding F-R2). A first reap keeps eligible_at (recovery
- * from an ordinary crash stays within lease + reaper interval + poll).
+ * poison pill were otherwise re-claimed with it, batch after batch (docs/reliability.md,
+ * finding F-R2). A first reap keeps eligible_at (recovery from an ordinary crash stays within
+ * lease + reaper interval + poll).
  */
 export const REAP_EXPIRED = sql(
   'reap_expired',
   `WITH expired AS (
-     SELECT id, reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq AS counts
+     SELECT id, reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq AS counts, suspect, reaps
        FROM {schema}.gen_durable
       WHERE status = 'executing' AND lease_expires_at < now()
       ORDER BY id
       LIMIT $2
       FOR NO KEY UPDATE SKIP LOCKED
+   ), verdict AS (
+     SELECT id, counts, counts AND suspect AS poisoned,
+            counts AND NOT suspect AND reaps + 1 >= $1 AS suspected
+       FROM expired
    )
    UPDATE {schema}.gen_durable g
-      SET status = (CASE WHEN expired.counts AND g.reaps + 1 >= $1 THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
-          attempt = CASE WHEN expired.counts AND g.reaps + 1 >= $1 THEN g.attempt ELSE g.attempt + 1 END,
-          last_error = CASE WHEN expired.counts AND g.reaps + 1 >= $1
-                            THEN format('poison pill: step %s lost its worker %s times (reaper.maxReaps)', g.step, g.reaps + 1)
+      SET status = (CASE WHEN v.poisoned THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
+          attempt = CASE WHEN v.poisoned THEN g.attempt ELSE g.attempt + 1 END,
+          last_error = CASE WHEN v.poisoned
+                            THEN format('poison pill: step %s lost its worker %s times, the last while it ran alone (reaper.maxReaps)', g.step, g.reaps + 1)
                             ELSE g.last_error END,
-          eligible_at = CASE WHEN NOT (expired.counts AND g.reaps + 1 >= $1) AND g.reaps > 0
+          eligible_at = CASE WHEN NOT v.poisoned AND g.reaps > 0
                              THEN now() + make_interval(secs => random() * g.reaps * $3::float8 / 1000)
                              ELSE g.eligible_at END,
-          reaps = g.reaps + CASE WHEN expired.counts THEN 1 ELSE 0 END,
+          reaps = g.reaps + CASE WHEN v.counts THEN 1 ELSE 0 END,
+          suspect = g.suspect OR v.suspected,
           locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, updated_at = now()
-     FROM expired
-    WHERE g.id = expired.id
-   RETURNING g.id, g.status, g.parent_id, g.queue, g.fsm, g.step, g.reaps`,
+     FROM verdict v
+    WHERE g.id = v.id
+   RETURNING g.id, g.status, g.parent_id, g.queue, g.fsm, g.step, g.reaps, v.suspected`,
   {
     params: (i: {
       readonly maxReaps: number;
@@ -206,6 +245,7 @@ export const REAP_EXPIRED = sql(
           fsm: r.fsm,
           step: r.step,
           reaps: r.reaps,
+          suspected: r.suspected,
         });
       }
       return out;
@@ -219,9 +259,11 @@ export const REAP_EXPIRED = sql(
  * predecessor that missed ≥ 2 beats. Back to runnable, no attempt bump. Index gen_durable_lease.
  * The predecessor died holding them, so a reclaim counts toward the poison-pill cap like a reap
  * (`reaps` + 1, spread as in REAP_EXPIRED by `$5` ms) and a row that would reach the cap `$4`
- * is left for the reaper, which fails it: a pill whose node restarts quickly must not loop
- * forever (docs/reliability.md, finding F-R3). Counted as in REAP_EXPIRED: the first loss, and
- * later ones only after the step started (finding F-R11).
+ * is left for the reaper, which gives the verdict (a suspect): a pill whose node restarts
+ * quickly must not loop forever (docs/reliability.md, finding F-R3). Counted as in REAP_EXPIRED: the first loss, and
+ * later ones only while the step ran (finding F-R11); a counted loss of a `suspect` (during its
+ * solo run) is left for the reaper too, which fails it. A suspect lost before its solo step
+ * started is reclaimed uncounted and stays a suspect.
  */
 export const RECLAIM_PREDECESSOR = sql(
   'reclaim_predecessor',
@@ -230,7 +272,7 @@ export const RECLAIM_PREDECESSOR = sql(
       WHERE status = 'executing' AND queue = $1
         AND left(locked_by, length($2::text)) = $2::text
         AND lease_expires_at < now() + make_interval(secs => $3::float8 / 1000)
-        AND (reaps + 1 < $4 OR NOT (reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq))
+        AND NOT ((reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq) AND (suspect OR reaps + 1 >= $4))
       ORDER BY id
       FOR NO KEY UPDATE SKIP LOCKED
    )

@@ -73,8 +73,8 @@ export interface FanOutParkWrite extends GuardedWrite {
  * parallel arrays (PK lookups). Per-row kind drives each column as in docs/design.md §2.4's table;
  * `last_error` is written by a stop, and by a retry that carries an error (a thrown step
  * retried). Every outcome
- * clears the claim and the drawn shard and resets `reaps` (a committed outcome proves the step
- * does not kill its worker, §26.5). RETURNING defines what committed.
+ * clears the claim and the drawn shard and resets `reaps` and `suspect` (a committed outcome
+ * proves the step does not kill its worker, §26.5). RETURNING defines what committed.
  * `sleep` (docs/design.md §27.4) is a `next` due later and without limit options: new step and
  * state, attempt 0, the key kept, the rate limit cleared, due at `at` when given (an instant,
  * `{ until }`), else `delay_ms` after now() (`{ for }`, database clock).
@@ -116,7 +116,7 @@ export const FLUSH_TRANSITIONS = sql(
                                    WHEN NOT t.set_key THEN g.concurrency_shard
                                    WHEN t.conc_key IS NULL THEN NULL
                                    ELSE 0 END,
-          reaps = 0, updated_at = now()
+          reaps = 0, suspect = false, updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
                  $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[], $14::float8[],
                  $15::boolean[], $16::timestamptz[])
@@ -216,7 +216,7 @@ export const FLUSH_PARKS = sql(
           await_deadline = CASE WHEN t.timeout_ms IS NULL THEN NULL
                                 ELSE now() + make_interval(secs => t.timeout_ms / 1000) END,
           rate_limit = NULL, weight = 1, eligible_at = now(),
-          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, updated_at = now()
+          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, suspect = false, updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::float8[])
           AS t(worker, id, seq, step, state, names, timeout_ms)
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
@@ -375,7 +375,7 @@ export const FANOUT_PARK_PARENTS = sql(
       SET status = (CASE WHEN t.landed > 0 THEN 'awaiting_children' ELSE 'runnable' END)::{schema}.durable_status,
           step = t.step, attempt = 0, state = t.state::jsonb, awaits = NULL, await_deadline = NULL,
           children_pending = t.landed, rate_limit = NULL, weight = 1, eligible_at = now(),
-          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, updated_at = now()
+          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, suspect = false, updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[])
           AS t(worker, id, seq, step, state, landed)
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq

@@ -38,6 +38,10 @@ export type TelemetryPayloads = {
     metadata: { queue: string; worker: string };
   };
   'scheduler:reclaimed': { measurements: Count; metadata: { queue: string } };
+  'scheduler:solo': {
+    measurements: { waitedMs: number };
+    metadata: Row & { queue: string; result: 'started' | 'abandoned' };
+  };
   'scheduler:stall': { measurements: { durationMs: number }; metadata: None };
   'concurrency:contended': { measurements: Count; metadata: { queue: string } };
   'concurrency:throttled': {
@@ -60,6 +64,7 @@ export type TelemetryPayloads = {
   };
   'run_ahead:yield': { measurements: Count; metadata: Row & { to: string; reason: string } };
   'reaper:reaped': { measurements: Count; metadata: None };
+  'reaper:suspect': { measurements: Count; metadata: Row & { reaps: number } };
   'reaper:poisoned': { measurements: Count; metadata: Row & { reaps: number } };
   'await:timeout': { measurements: Count; metadata: None };
   'gc:swept': { measurements: { count: number; buckets: number; gates: number }; metadata: None };

@@ -172,7 +172,7 @@ describe('bad input and misuse (S32–S35, S39)', () => {
       }
     }, 90_000);
 
-    it('pinned (finding F-R4): when no node registers it, the row is failed as a poison pill after reaper.maxReaps reaps', async () => {
+    it('pinned (finding F-R4): when no node registers it, the row is failed as a poison pill after reaper.maxReaps reaps and one solo run', async () => {
       const h = await bootEngine(db, [PlainFsm], {
         queues: { skew: 2 },
         reaper: { interval: 250, maxReaps: 2 },
@@ -184,13 +184,18 @@ describe('bad input and misuse (S32–S35, S39)', () => {
         );
         const id = rows[0]!.id;
         const poisoned = await h.waitFor('reaper:poisoned', (e) => e.metadata['id'] === id, 20_000);
-        expect(poisoned.metadata).toMatchObject({ fsm: 'input_gone', reaps: 2 });
+        // Two counted losses make it a suspect (docs/design.md §26.5); the third, during its solo
+        // run, fails it.
+        expect(poisoned.metadata).toMatchObject({ fsm: 'input_gone', reaps: 3 });
+        expect(h.eventsOf('reaper:suspect', id)).toHaveLength(1);
+        expect(h.eventsOf('scheduler:solo', id)).toHaveLength(1);
         expect(await rowOf(db, id)).toMatchObject({
           status: 'failed',
-          last_error: 'poison pill: step start lost its worker 2 times (reaper.maxReaps)',
+          last_error:
+            'poison pill: step start lost its worker 3 times, the last while it ran alone (reaper.maxReaps)',
         });
         // Each pick was one crash per lease, never a hot loop, and the scheduler stayed up.
-        expect(h.eventsOf('executor:crash', id)).toHaveLength(2);
+        expect(h.eventsOf('executor:crash', id)).toHaveLength(3);
         expect(h.engine.runtime.schedulers.get('skew')?.status).toBe('running');
       } finally {
         await h.close();

@@ -52,7 +52,7 @@ const MECHANISMS = {
     edits: [
       [
         'lib/sql/lease.sql.ts',
-        "SET status = (CASE WHEN g.reaps + 1 >= $1 THEN 'failed' ELSE 'runnable' END)",
+        "SET status = (CASE WHEN v.poisoned THEN 'failed' ELSE 'runnable' END)",
         "SET status = (CASE WHEN false THEN 'failed' ELSE 'runnable' END)",
       ],
     ],
@@ -159,8 +159,47 @@ const MECHANISMS = {
     tests: ['test/chaos/poison-pill.spec.ts -t spread'],
   },
   'F-R3 startup reclaim counts toward the cap': {
-    edits: [['lib/sql/lease.sql.ts', '        AND reaps + 1 < $4\n', '']],
+    edits: [
+      [
+        'lib/sql/lease.sql.ts',
+        '        AND NOT ((reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq) AND (suspect OR reaps + 1 >= $4))\n',
+        '',
+      ],
+    ],
     tests: ['test/chaos/poison-pill.spec.ts -t reclaim'],
+  },
+  'F-R11 the started mark is cleared when the step returns': {
+    edits: [
+      [
+        'lib/sql/lease.sql.ts',
+        '      SET started_seq = NULL\n',
+        '      SET started_seq = started_seq\n',
+      ],
+    ],
+    tests: ['test/chaos/solo-run.spec.ts -t awaited the flush'],
+  },
+  'F-R11 a suspect runs alone before any verdict': {
+    edits: [
+      [
+        'lib/sql/lease.sql.ts',
+        'SELECT id, counts, counts AND suspect AS poisoned,',
+        'SELECT id, counts, counts AND (suspect OR reaps + 1 >= $1) AS poisoned,',
+      ],
+    ],
+    tests: [
+      'test/chaos/solo-run.spec.ts -t becomes a suspect',
+      'test/chaos/poison-pill.spec.ts -t solo run completes',
+    ],
+  },
+  'F-R11 nothing else runs during a solo run': {
+    edits: [
+      [
+        'lib/runtime/solo-run.ts',
+        '    for (const m of this.members) if (m.busyCount > 0) return;\n',
+        '',
+      ],
+    ],
+    tests: ['test/chaos/solo-run.spec.ts -t nothing else runs'],
   },
   'F-R7 waiting for a connection is bounded': {
     edits: [

@@ -44,13 +44,14 @@ const sequences: Record<string, Cmd[]> = {
     new PickCmd(W_A1, 1),
     new CompleteCmd(W_A1, NEWEST, 'done'),
   ],
-  // §26.5: a row reaped MAX_REAPS times fails as a poison pill; its parent is joined. Both
-  // children are claimed and lost together each round, so each reaches the cap.
+  // §26.5: a row reaped MAX_REAPS times becomes a suspect, and the next counted loss (its
+  // solo run) fails it as a poison pill; its parent is joined. Both children are claimed and
+  // lost together each round (every model pick counts as a started step), so each gets there.
   'poison pill after repeated reaps joins its parent': [
     new InsertCmd(null, null, false),
     new PickCmd(W_A1, 1),
     new CompleteCmd(W_A1, NEWEST, 'spawn2'),
-    ...[1, 2, 3].flatMap(() => [
+    ...[1, 2, 3, 4].flatMap(() => [
       new PickCmd(W_B1, 2),
       new ExpireLeaseCmd(0),
       new ExpireLeaseCmd(1),

@@ -86,6 +86,10 @@ async function started(h: Harness, rows: ClaimedRow[]): Promise<ClaimedRow[]> {
   return rows;
 }
 
+/** last_error of the pill below: two counted losses, then one during its solo run (§26.5). */
+const POISONED =
+  'poison pill: step start lost its worker 3 times, the last while it ran alone (reaper.maxReaps)';
+
 async function expireLease(db: TestDatabase, id: string): Promise<void> {
   await db.pool.query(
     `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
@@ -136,7 +140,7 @@ describe('leases (docs/design.md §17, §25.7)', () => {
       expect(onErrorCalls).toEqual([]);
     });
 
-    it('poison pill: reaped reaper.maxReaps times ⇒ failed naming step and count, inbox consumed, parent joined', async () => {
+    it('poison pill: reaped reaper.maxReaps times ⇒ a suspect; lost again (its solo run) ⇒ failed naming step and count, inbox consumed, parent joined', async () => {
       const parentId = await h.engine.insert(PillParentFsm);
       const childId = await eventually(async () => {
         const { rows } = await db.pool.query<{ id: string }>(
@@ -150,23 +154,30 @@ describe('leases (docs/design.md §17, §25.7)', () => {
       );
       await h.engine.signal({ id: childId }, 'unrelated');
       h.clear();
-      for (let reap = 1; reap <= 2; reap++) {
+      for (let reap = 1; reap <= 3; reap++) {
+        // A second reap spreads the row up to one lease ahead (finding F-R2): due now.
+        await db.pool.query(`UPDATE gen_durable SET eligible_at = now() WHERE id = $1`, [childId]);
         const [claimed] = await started(
           h,
           await claimRows(h.engine, 'pill-nowhere', 1, `killed-worker-${reap}`),
         );
-        expect(claimed?.id).toBe(childId);
+        expect(claimed).toMatchObject({ id: childId, suspect: reap === 3 });
         await expireLease(db, childId);
         await eventually(async () => (await rowOf(db, childId))['reaps'] === reap);
+        if (reap === 2) {
+          expect(await rowOf(db, childId)).toMatchObject({ status: 'runnable', suspect: true });
+          const suspect = await h.waitFor('reaper:suspect', (e) => e.metadata['id'] === childId);
+          expect(suspect.metadata).toMatchObject({ fsm: 'pill', step: 'start', reaps: 2 });
+        }
       }
       const poisoned = await h.waitFor('reaper:poisoned', (e) => e.metadata['id'] === childId);
-      expect(poisoned.metadata).toMatchObject({ fsm: 'pill', step: 'start', reaps: 2 });
+      expect(poisoned.metadata).toMatchObject({ fsm: 'pill', step: 'start', reaps: 3 });
       const child = await rowOf(db, childId);
       expect(child).toMatchObject({
         status: 'failed',
-        attempt: 1,
+        attempt: 2,
         locked_by: null,
-        last_error: 'poison pill: step start lost its worker 2 times (reaper.maxReaps)',
+        last_error: POISONED,
       });
       const { rows: inbox } = await db.pool.query(
         `SELECT consumed_at FROM signals WHERE target_id = $1`,
@@ -179,7 +190,7 @@ describe('leases (docs/design.md §17, §25.7)', () => {
           children: [
             {
               status: 'failed',
-              lastError: 'poison pill: step start lost its worker 2 times (reaper.maxReaps)',
+              lastError: POISONED,
             },
           ],
         },
@@ -214,7 +225,10 @@ describe('leases (docs/design.md §17, §25.7)', () => {
         await eventually(
           async () => (await h.engine.get({ id: parentId }))?.status === 'awaiting_children',
         );
-        await db.pool.query(`UPDATE gen_durable SET reaps = 1 WHERE id = $1`, [childId]); // one reap from the cap
+        // A suspect: its next counted loss (as during its solo run) fails it.
+        await db.pool.query(`UPDATE gen_durable SET reaps = 2, suspect = true WHERE id = $1`, [
+          childId,
+        ]);
         await started(h, await claimRows(h.engine, 'pill-nowhere', 1, 'killed-again'));
         await expireLease(db, childId);
         // Sweeps fail while the join is refused: the child stays as it was, expired.
@@ -222,7 +236,8 @@ describe('leases (docs/design.md §17, §25.7)', () => {
         expect(swept).toEqual({ reaped: 0, poisoned: 0, timeouts: 0 });
         expect(await rowOf(db, childId)).toMatchObject({
           status: 'executing',
-          reaps: 1,
+          reaps: 2,
+          suspect: true,
           last_error: null,
         });
         expect(await rowOf(db, parentId)).toMatchObject({
@@ -240,14 +255,21 @@ describe('leases (docs/design.md §17, §25.7)', () => {
       }
     });
 
-    it('a committed outcome resets the reap count', async () => {
+    it('a committed outcome resets the reap count and the suspect flag', async () => {
       const id = await h.engine.insert(PillFsm);
       await started(h, await claimRows(h.engine, 'pill-nowhere', 1, 'killed-once'));
       await expireLease(db, id);
       await eventually(async () => (await rowOf(db, id))['reaps'] === 1);
+      await db.pool.query(`UPDATE gen_durable SET suspect = true WHERE id = $1`, [id]);
       const [again] = await claimRows(h.engine, 'pill-nowhere', 1, 'survivor');
+      expect(again?.suspect).toBe(true);
       expect(await execute(h.engine, again!)).toBe('committed');
-      expect(await rowOf(db, id)).toMatchObject({ status: 'done', reaps: 0, attempt: 1 });
+      expect(await rowOf(db, id)).toMatchObject({
+        status: 'done',
+        reaps: 0,
+        suspect: false,
+        attempt: 1,
+      });
     });
   });
 

@@ -10,6 +10,7 @@ import { DataSource } from 'typeorm';
 
 import { EngineService, GenDurableModule, type GenDurableOptions } from '../../lib';
 import { CrashyFsm, LEDGER_DATA_SOURCE, WORKER_NAME } from './fixtures/crash.fsm';
+import { PillFsm } from './fixtures/pill.fsm';
 
 /** What the parent passes in the `GD_WORKER` environment variable (JSON). */
 export interface WorkerConfig {
@@ -25,6 +26,9 @@ export type WorkerMessage =
 
 const FORWARDED = new Set([
   'outcome:stale',
+  'reaper:suspect',
+  'reaper:poisoned',
+  'scheduler:solo',
   'executor:crash',
   'reaper:reaped',
   'scheduler:drain',
@@ -57,6 +61,7 @@ async function main(): Promise<void> {
     imports: [GenDurableModule.forRoot({ dataSource, ...config.options })],
     providers: [
       CrashyFsm,
+      PillFsm,
       { provide: LEDGER_DATA_SOURCE, useValue: dataSource },
       { provide: WORKER_NAME, useValue: config.name },
       EventForwarder,

@@ -90,6 +90,7 @@ describe('statement parameter builders and decoders (no database)', () => {
           weight: 1,
           claim_seq: '3',
           reaps: 2,
+          suspect: true,
           parent_id: null,
           gated: true,
           inbox: [{ id: '9', name: 'go', payload: { a: 1 } }],
@@ -120,6 +121,7 @@ describe('statement parameter builders and decoders (no database)', () => {
           weight: 1,
           claim_seq: '1',
           reaps: 0,
+          suspect: false,
           parent_id: '5',
           gated: false,
           inbox: null,
@@ -135,13 +137,20 @@ describe('statement parameter builders and decoders (no database)', () => {
       concurrencyShard: 0,
       claimSeq: '3',
       reaps: 2,
+      suspect: true,
       worker: 'node-a',
       inbox: [{ id: '9', name: 'go', payload: { a: 1 } }],
       children: [{ id: '6', status: 'done', result: { ok: true }, lastError: null }],
     });
     expect(Object.isFrozen(row!.inbox)).toBe(true);
     expect(Object.isFrozen(row!.children[0])).toBe(true);
-    expect(bare).toMatchObject({ parentId: '5', worker: 'node-a', inbox: [], children: [] });
+    expect(bare).toMatchObject({
+      parentId: '5',
+      suspect: false,
+      worker: 'node-a',
+      inbox: [],
+      children: [],
+    });
   });
 
   it('FLUSH_TRANSITIONS: sixteen parallel arrays; the lease only for continue, solo on every row, a sleep’s instant', () => {

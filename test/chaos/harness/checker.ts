@@ -246,6 +246,18 @@ export async function audit(
     pool,
     `SELECT count(*) AS n FROM chaos.events WHERE event = 'reaper:poisoned'`,
   );
+  figures['poison-pill suspects'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.events WHERE event = 'reaper:suspect'`,
+  );
+  figures['solo runs started'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.events WHERE event = 'scheduler:solo' AND detail LIKE '%"result":"started"%'`,
+  );
+  figures['solo runs abandoned'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.events WHERE event = 'scheduler:solo' AND detail LIKE '%"result":"abandoned"%'`,
+  );
   figures['flush errors'] = await one(
     pool,
     `SELECT count(*) AS n FROM chaos.events WHERE event = 'flush:error'`,

@@ -239,13 +239,27 @@ async function main(): Promise<void> {
       }
       // Not ours: the poison pill (it records a 'pill' fault just before it kills), or a crash.
       void (async () => {
-        const pill = await pool
-          .query(
-            `SELECT 1 FROM chaos.faults WHERE kind = 'pill' AND target = $1 AND injected_at > now() - interval '10 seconds'`,
-            [w.name],
-          )
-          .then((r) => r.rows.length > 0)
-          .catch(() => false);
+        // The lookup is retried while Postgres is down (a pg-blip or restart right after the
+        // pill's kill): a failed lookup once counted the pill's death as a crash (seed 402).
+        const diedAt = Date.now();
+        let pill = false;
+        for (let attempt = 0; ; attempt++) {
+          try {
+            const found = await pool.query(
+              `SELECT 1 FROM chaos.faults WHERE kind = 'pill' AND target = $1
+                 AND injected_at > to_timestamp($2::float8 / 1000) - interval '10 seconds'`,
+              [w.name, diedAt],
+            );
+            pill = found.rows.length > 0;
+            break;
+          } catch (err) {
+            if (attempt >= 60) {
+              log(`looking up the pill record of ${w.name} failed: ${String(err)}`);
+              break;
+            }
+            await sleep(500);
+          }
+        }
         if (pill) pillDeaths++;
         else {
           crashes++;

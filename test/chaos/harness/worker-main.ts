@@ -32,6 +32,8 @@ const RECORDED: GenDurableEventName[] = [
   'flush:error',
   'reaper:reaped',
   'reaper:poisoned',
+  'reaper:suspect',
+  'scheduler:solo',
   'scheduler:reclaimed',
   'scheduler:stall',
   'await:timeout',

@@ -527,6 +527,7 @@ interface DbRow {
   concurrency_key: string | null;
   correlation_key: string | null;
   reaps: number;
+  suspect: boolean;
 }
 
 /**
@@ -540,7 +541,7 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
     `SELECT id, status, step, attempt, (state->>'seq')::int AS seq, claim_seq, locked_by,
             lease_expires_at < now() AS expired, awaits, await_deadline <= now() AS deadline_past,
             eligible_at <= now() AS eligible, parent_id, children_pending, concurrency_key,
-            correlation_key, reaps
+            correlation_key, reaps, suspect
        FROM gen_durable ORDER BY id`,
   );
   const expected = [...model.rows.values()].sort(byId);
@@ -560,6 +561,7 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
       parent: db.parent_id,
       childrenPending: db.children_pending,
       reaps: db.reaps,
+      suspect: db.suspect,
       ...(db.status === 'executing' ? { leaseExpired: db.expired } : {}),
       ...(db.status === 'runnable' ? { eligible: db.eligible } : {}),
     };
@@ -576,6 +578,7 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
       parent: m.parent,
       childrenPending: m.childrenPending,
       reaps: m.reaps,
+      suspect: m.suspect,
       ...(m.status === 'executing' ? { leaseExpired: m.leaseExpired } : {}),
       ...(m.status === 'runnable' ? { eligible: m.eligible } : {}),
     });

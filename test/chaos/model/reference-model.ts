@@ -41,6 +41,8 @@ export interface MRow {
   readonly key: string | null;
   readonly corrKey: string | null;
   reaps: number;
+  /** At the poison-pill cap: the next counted loss (its solo run) fails it (§26.5). */
+  suspect: boolean;
   aged: boolean;
   /** Signal ids presented to the step that parked (excluded from the lost-wakeup recheck). */
   presented: string[];
@@ -114,6 +116,7 @@ export class ReferenceModel {
       key: options.key,
       corrKey: options.corrKey,
       reaps: 0,
+      suspect: false,
       aged: false,
       presented: [],
     });
@@ -161,6 +164,7 @@ export class ReferenceModel {
       r.worker = null;
       r.leaseExpired = false;
       r.reaps = 0;
+      r.suspect = false;
       r.deadline = 'none';
     };
     switch (kind) {
@@ -263,10 +267,13 @@ export class ReferenceModel {
       r.worker = null;
       r.leaseExpired = false;
       r.reaps += 1;
-      if (r.reaps >= MAX_REAPS) {
+      // Every model claim runs its step (Pick marks it), so every reap counts: the one that
+      // reaches the cap makes the row a suspect, the next one (its solo run) fails it.
+      if (r.suspect) {
         r.status = 'failed';
         poisoned.push(r.id);
       } else {
+        if (r.reaps >= MAX_REAPS) r.suspect = true;
         r.status = 'runnable';
         r.attempt += 1;
         reaped.push(r.id);
@@ -287,8 +294,8 @@ export class ReferenceModel {
 
   /**
    * Startup reclaim (docs/design.md §17.3) with margin 0: expired claims under the prefix, no attempt
-   * bump; counts toward the poison-pill cap, and a row that would reach it is left for the
-   * reaper (finding F-R3).
+   * bump; counts toward the poison-pill cap, and a row that would reach it, or a suspect, is
+   * left for the reaper (finding F-R3).
    */
   reclaim(prefix: string): string[] {
     const out: string[] = [];
@@ -298,7 +305,8 @@ export class ReferenceModel {
         r.leaseExpired &&
         r.worker !== null &&
         r.worker.startsWith(prefix) &&
-        r.reaps + 1 < MAX_REAPS
+        r.reaps + 1 < MAX_REAPS &&
+        !r.suspect
       ) {
         r.status = 'runnable';
         r.worker = null;
