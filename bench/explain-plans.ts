@@ -1,6 +1,9 @@
 /**
  * `npm run explain`: EXPLAIN (ANALYZE, BUFFERS) of the production claim, enrichment and flush
- * statements on a table with ROWS terminal + runnable rows (default 200 000), printed as text.
+ * statements on a table with ROWS terminal + runnable rows (default 200 000), then of the
+ * default dashboard views of `list`, `count` and `queueStatus` (docs/design.md §27.6–27.7)
+ * once 1 % failed rows and a parent with 100 children are added (as generic plans), printed
+ * as text.
  * Uses DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
  * Every analysed statement runs inside a transaction that is rolled back.
  */
@@ -9,6 +12,9 @@ import { Client } from 'pg';
 import { migrateUp } from '../lib/schema/migrator';
 import { CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../lib/sql/claim.sql';
 import { FLUSH_TRANSITIONS } from '../lib/sql/outcome.sql';
+import { type InstanceFilter, resolveInstanceFilter } from '../lib/instance/instance-filter';
+import { COUNT_INSTANCES, countDriver, LIST_INSTANCES, listDriver } from '../lib/sql/query.sql';
+import { QUEUE_STATUS } from '../lib/sql/queue.sql';
 import { renderStatement, type Statement, type StatementRunner } from '../lib/sql/statement';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -84,7 +90,7 @@ async function main(): Promise<void> {
       queryResult: (statement, values) =>
         client.query(renderStatement(statement, 'public'), values as unknown[]),
     };
-    const claimed = await CLAIM_RUNNABLE.run(runner, claim);
+    const { rows: claimed } = await CLAIM_RUNNABLE.run(runner, claim);
     const ids = claimed.map((r) => r.id);
     await explain(
       client,
@@ -112,6 +118,67 @@ async function main(): Promise<void> {
       `flush of ${entries.length} done outcomes, solo (autocommit)`,
       FLUSH_TRANSITIONS,
       FLUSH_TRANSITIONS.params({ entries, solo: true }),
+    );
+
+    // The default views of docs/design.md §27.7 (a dashboard's first pages and counts).
+    await client.query(
+      `INSERT INTO gen_durable (fsm, step, status, last_error, updated_at)
+       SELECT 'job', 'perform', 'failed', 'Error: boom', now() - interval '1 hour'
+         FROM generate_series(1, $1)`,
+      [Math.floor(ROWS / 100)],
+    );
+    const { rows: parents } = await client.query<{ id: string }>(
+      `INSERT INTO gen_durable (fsm, step, status) VALUES ('batch', 'join', 'awaiting_children')
+       RETURNING id::text`,
+    );
+    const parentId = parents[0]!.id;
+    await client.query(
+      `INSERT INTO gen_durable (fsm, step, parent_id) SELECT 'item', 'perform', $1 FROM generate_series(1, 100)`,
+      [parentId],
+    );
+    await client.query('ANALYZE gen_durable');
+    // The engine runs named prepared statements, generic after a few runs: show those plans.
+    await client.query('SET plan_cache_mode = force_generic_plan');
+    const views: [string, InstanceFilter][] = [
+      ['every instance, newest first', {}],
+      ['failed instances, newest first', { status: 'failed' }],
+      ['children of a parent', { parentId }],
+      [
+        'failed of one FSM with an error text (bounded scan)',
+        { fsm: 'job', status: 'failed', errorContains: 'boom' },
+      ],
+    ];
+    for (const [title, input] of views) {
+      const filter = resolveInstanceFilter(input, 'filter');
+      const list = { driver: listDriver(filter), after: null, scan: 10_000, limit: 50, filter };
+      await explain(
+        client,
+        `list: ${title} (driver ${list.driver})`,
+        LIST_INSTANCES,
+        LIST_INSTANCES.params(list),
+      );
+    }
+    const counts: [string, InstanceFilter][] = [
+      ['failed', { status: 'failed' }],
+      ['runnable of queue default', { status: 'runnable', queue: 'default' }],
+      ['executing', { status: 'executing' }],
+      ['children of a parent', { parentId }],
+    ];
+    for (const [title, input] of counts) {
+      const filter = resolveInstanceFilter(input, 'filter');
+      const count = { driver: countDriver(filter), cap: 10_000, filter };
+      await explain(
+        client,
+        `count (cap 10 000): ${title} (driver ${count.driver})`,
+        COUNT_INSTANCES,
+        COUNT_INSTANCES.params(count),
+      );
+    }
+    await explain(
+      client,
+      'queueStatus (cap 10 000)',
+      QUEUE_STATUS,
+      QUEUE_STATUS.params({ queues: ['default'], cap: 10_000, only: null }),
     );
   } finally {
     await client.end();

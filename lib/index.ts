@@ -15,6 +15,14 @@ export type { Target } from './engine/target';
 export { getEngineToken } from './engine/get-engine-token.util';
 export type { InsertOptions } from './fsm/insert-options.interface';
 export type { AwaitResult, InstanceView } from './instance/instance-view';
+export type { InstanceFilter, ListPage, ListResult } from './instance/instance-filter';
+export type {
+  CappedCount,
+  PauseQueueResult,
+  QueuePause,
+  QueueStatus,
+  ResumeQueueResult,
+} from './instance/queue-status';
 export {
   awaitSignal,
   type ChildSpec,

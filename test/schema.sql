@@ -1,6 +1,6 @@
 TYPE durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 7
+TABLE gen_durable  -- comment: 8
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -46,6 +46,7 @@ END) STORED
   INDEX ON gen_durable USING btree (await_deadline) WHERE ((status = 'awaiting_signal'::durable_status) AND (await_deadline IS NOT NULL))  -- gen_durable_await_deadline
   INDEX UNIQUE ON gen_durable USING btree (concurrency_key) WHERE ((status = 'executing'::durable_status) AND (concurrency_key IS NOT NULL) AND (concurrency_shard IS NULL))  -- gen_durable_concurrency_active
   INDEX UNIQUE ON gen_durable USING btree (correlation_guard) WHERE (correlation_guard IS NOT NULL)  -- gen_durable_correlation
+  INDEX ON gen_durable USING btree (id) WHERE (status = 'failed'::durable_status)  -- gen_durable_failed
   INDEX ON gen_durable USING btree (updated_at) WHERE (status <> ALL (ARRAY['runnable'::durable_status, 'executing'::durable_status, 'awaiting_signal'::durable_status, 'awaiting_children'::durable_status]))  -- gen_durable_gc
   INDEX ON gen_durable USING btree (lease_expires_at) WHERE (status = 'executing'::durable_status)  -- gen_durable_lease
   INDEX ON gen_durable USING btree (parent_id) WHERE (parent_id IS NOT NULL)  -- gen_durable_parent
@@ -73,6 +74,13 @@ TABLE gen_durable_buckets
   CONSTRAINT gen_durable_buckets_check CHECK (((available >= (0)::double precision) AND (available <= capacity)))
   CONSTRAINT gen_durable_buckets_pkey PRIMARY KEY (kind, key, shard)
   INDEX UNIQUE ON gen_durable_buckets USING btree (kind, key, shard)  -- gen_durable_buckets_pkey
+
+TABLE gen_durable_paused_queues
+  queue text NOT NULL
+  reason text
+  paused_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT gen_durable_paused_queues_pkey PRIMARY KEY (queue)
+  INDEX UNIQUE ON gen_durable_paused_queues USING btree (queue)  -- gen_durable_paused_queues_pkey
 
 TABLE gen_durable_schedules
   name text NOT NULL

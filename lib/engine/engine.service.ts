@@ -16,11 +16,20 @@ import { toJsonText } from '../serialization/json-value';
 import type { GenDurableEvent } from '../telemetry/telemetry-events';
 import { EngineHost } from './engine-host';
 import type { EngineRuntime } from './engine-runtime';
+import { InstanceQuery } from './instance-query';
+import { QueueControl } from './queue-control';
 import { resolveTarget, type Target, targetLabel } from './target';
 import type { InsertOptions } from '../fsm/insert-options.interface';
 import type { InsertRow } from '../instance/insert-row';
 import { buildInsertRow } from '../instance/build-insert-row';
 import type { AwaitResult, InstanceView } from '../instance/instance-view';
+import type { InstanceFilter, ListPage, ListResult } from '../instance/instance-filter';
+import type {
+  CappedCount,
+  PauseQueueResult,
+  QueueStatus,
+  ResumeQueueResult,
+} from '../instance/queue-status';
 import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
 
 /**
@@ -254,6 +263,63 @@ export class EngineService {
     if (occupant === null) return { kind: 'not_found' };
     return this.runtime.watcher.await(occupant.id, timeout, until);
   }
+
+  /**
+   * Instances matching `filter`, newest first, one keyset page (docs/design.md §27.7): pass
+   * the answer's `next` as `page.after` for the next page (absent on the last). One statement
+   * per page at any depth; each call examines at most `page.scanLimit` rows (default 10 000)
+   * through the index its filter allows, so a page may come back short with a `next`.
+   */
+  list(filter: InstanceFilter = {}, page?: ListPage): Promise<ListResult> {
+    return this.instanceQuery.list(filter, page);
+  }
+
+  /**
+   * How many instances match `filter`, examining at most `cap` rows (default 10 000) through
+   * the index its filter allows; `capped: true` means there are at least `count`. One statement.
+   */
+  count(filter: InstanceFilter = {}, options?: { cap?: number }): Promise<CappedCount> {
+    return this.instanceQuery.count(filter, options);
+  }
+
+  private get instanceQuery(): InstanceQuery {
+    this.query ??= new InstanceQuery(this.runtime.sql);
+    return this.query;
+  }
+
+  private query: InstanceQuery | undefined;
+
+  /**
+   * Pauses `queue` on every node (docs/design.md §27.6): each scheduler of it stops claiming
+   * at its next claim or poll tick (within `pollInterval`; a poke sooner), releases the rows it
+   * had buffered and lets running steps finish. Inserts and signals are still accepted. A
+   * queue no node runs yet may be paused (`known: false` in the answer). Pausing a paused
+   * queue keeps its `pausedAt` and replaces its reason if one is given. One statement.
+   */
+  pauseQueue(queue: string, options?: { reason?: string }): Promise<PauseQueueResult> {
+    return this.queueControl.pause(queue, options);
+  }
+
+  /** Resumes a paused queue on every node (pokes it); `wasPaused: false` when it was not paused. One statement. */
+  resumeQueue(queue: string): Promise<ResumeQueueResult> {
+    return this.queueControl.resume(queue);
+  }
+
+  /**
+   * Queues with their pause and counts capped at `cap` (default 10 000): this node's queues,
+   * its FSMs' queues, every paused queue and every queue holding runnable rows — or only
+   * `queue`. One statement, index-served.
+   */
+  queueStatus(queue?: string, options?: { cap?: number }): Promise<QueueStatus[]> {
+    return this.queueControl.status(queue, options);
+  }
+
+  private get queueControl(): QueueControl {
+    this.queues ??= new QueueControl(this.runtime);
+    return this.queues;
+  }
+
+  private queues: QueueControl | undefined;
 
   private async clientOf(manager: EntityManager | undefined): Promise<PoolClient | undefined> {
     if (manager === undefined) return undefined;

@@ -108,18 +108,30 @@ export class GenDurableHealthIndicator {
       );
       const details: Record<
         string,
-        { headAgeMs: number; depth: number; depthCapped: boolean; served?: false }
+        {
+          headAgeMs: number;
+          depth: number;
+          depthCapped: boolean;
+          served?: false;
+          paused?: true;
+        }
       > = {};
       let down = false;
       for (const r of rows) {
         const age = Math.max(0, Math.round(r.headAgeMs ?? 0));
         const depthCapped = r.depth >= depthCap;
-        if (unserved.includes(r.queue)) {
-          details[r.queue] = { headAgeMs: age, depth: r.depth, depthCapped, served: false };
-          continue;
+        const detail = {
+          headAgeMs: age,
+          depth: r.depth,
+          depthCapped,
+          ...(unserved.includes(r.queue) ? { served: false as const } : {}),
+          // A paused queue ages by the operator's choice (docs/design.md §27.6): reported, never down.
+          ...(r.paused ? { paused: true as const } : {}),
+        };
+        details[r.queue] = detail;
+        if (detail.served === undefined && detail.paused === undefined && age > maxAgeMs) {
+          down = true;
         }
-        details[r.queue] = { headAgeMs: age, depth: r.depth, depthCapped };
-        if (age > maxAgeMs) down = true;
       }
       return down
         ? indicator.down({ maxAgeMs, queues: details })
@@ -150,6 +162,7 @@ export class GenDurableHealthIndicator {
         buffered: number;
         sinceActivityMs: number;
         sinceHeartbeatMs: number;
+        paused?: true;
       }
     > = {};
     for (const [queue, s] of runtime.schedulers) {
@@ -162,6 +175,7 @@ export class GenDurableHealthIndicator {
         buffered: s.bufferedCount,
         sinceActivityMs,
         sinceHeartbeatMs,
+        ...(s.paused ? { paused: true as const } : {}),
       };
       if (s.status !== 'running') problems.push(`scheduler ${queue} is ${s.status}`);
       else if (sinceActivityMs > maxStallMs) {

@@ -1,7 +1,7 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import type { Limiter, LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
+import { type ClaimBatch, CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
@@ -32,11 +32,24 @@ export class Picker {
   /** This node's gate names, passed to every claim. */
   private readonly gates: readonly string[];
 
+  /** {@link pickBatch}'s rows: what the testing drain and the specs run. */
   async pick(queue: string, batch: number, worker: string): Promise<ClaimedRow[]> {
-    let rows: ClaimedRow[] = [];
+    return (await this.pickBatch(queue, batch, worker)).rows;
+  }
+
+  /**
+   * One pick, with the queue's pause as the claim read it (docs/design.md §27.6): a paused
+   * queue claims nothing and answers `paused: true`; the scheduler learns the pause from it.
+   */
+  async pickBatch(
+    queue: string,
+    batch: number,
+    worker: string,
+  ): Promise<{ rows: ClaimedRow[]; paused: boolean }> {
+    let claim: ClaimBatch = { rows: [], paused: false };
     for (let attempt = 1; ; attempt++) {
       try {
-        rows = await CLAIM_RUNNABLE.run(this.sql, {
+        claim = await CLAIM_RUNNABLE.run(this.sql, {
           queue,
           limit: batch,
           worker,
@@ -47,15 +60,16 @@ export class Picker {
       } catch (err) {
         if ((err as { constraint?: string }).constraint !== ARBITER_INDEX) throw err;
         this.telemetry.emit('concurrency:contended', { count: 1 }, { queue });
-        if (attempt >= CLAIM_ATTEMPTS) return [];
+        if (attempt >= CLAIM_ATTEMPTS) return { rows: [], paused: false };
       }
     }
-    if (rows.length === 0) return [];
+    const rows: ClaimedRow[] = claim.rows;
+    if (rows.length === 0) return { rows, paused: claim.paused };
     if (FAULTS_ENABLED) {
       await faultPoint('pick.afterClaim', { ids: rows.map((r) => r.id), worker });
     }
     try {
-      return await this.admit(queue, worker, rows);
+      return { rows: await this.admit(queue, worker, rows), paused: false };
     } catch (err) {
       await this.release(worker, rows).catch(() => undefined);
       throw err;

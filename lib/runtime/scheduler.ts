@@ -13,6 +13,7 @@ import {
   MARK_STEP_STARTED,
   RECLAIM_PREDECESSOR,
 } from '../sql/lease.sql';
+import { READ_QUEUE_PAUSE } from '../sql/queue.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
 import type { ExecutionResult, Executor } from './executor';
@@ -103,6 +104,10 @@ export class Scheduler implements SoloMember {
   private drainedQueue = false;
   private refillTimer: NodeJS.Immediate | undefined;
   private interval: number;
+  /** The queue's fleet-wide pause as this scheduler last learned it (docs/design.md §27.6). */
+  private pausedNow = false;
+  /** Claim statements run so far: a poll tick that ran none probes the pause if it holds a buffer. */
+  private claims = 0;
   /** Moving average of this queue's step durations, ms (dispatch → last outcome handed over). */
   private stepMs: number | undefined;
   private readonly logger = new Logger('GenDurable');
@@ -151,6 +156,11 @@ export class Scheduler implements SoloMember {
   /** Steps running and rows awaiting commit (what a solo run waits for, §26.5). */
   get busyCount(): number {
     return this.inFlightCount + this.awaiting.size;
+  }
+
+  /** The queue is paused fleet-wide, as this scheduler last learned it (docs/design.md §27.6). */
+  get paused(): boolean {
+    return this.pausedNow;
   }
 
   /** Reclaims a dead predecessor's claims, then starts polling and heartbeating. */
@@ -347,11 +357,15 @@ export class Scheduler implements SoloMember {
   private async pollTick(): Promise<void> {
     this.pollTimer = undefined;
     const wasIdle = !this.busy();
+    const claimsBefore = this.claims;
     const fetched = await this.pick(false);
     // Paused on purpose for a suspect's solo run (§26.5): alive, not stalled (health, §21).
     if (this.solo.active) this.lastActivityAt = Date.now();
-    if (fetched > 0 || !wasIdle || this.busy()) this.interval = this.options.pollInterval;
-    else this.interval = Math.min(this.interval * 2, this.options.maxPollInterval);
+    if (this.claims === claimsBefore && this.buffer.length > 0) await this.probePause();
+    // A paused queue polls at the base period, so a resume is seen within pollInterval.
+    if (fetched > 0 || !wasIdle || this.busy() || this.pausedNow) {
+      this.interval = this.options.pollInterval;
+    } else this.interval = Math.min(this.interval * 2, this.options.maxPollInterval);
     this.telemetry.emit(
       'scheduler:saturation',
       {
@@ -381,15 +395,19 @@ export class Scheduler implements SoloMember {
         const demand = this.demand();
         const idle = this.inFlightCount === 0 && this.buffer.length === 0;
         if (demand <= 0 || (demand < Math.min(this.minDemand(), capacity) && !idle)) return;
-        const rows = await this.claim(demand);
+        this.claims += 1;
+        const { rows, paused } = await this.picker.pickBatch(this.queue, demand, this.workerId);
         fetched += rows.length;
         this.drainedQueue = rows.length < demand;
         this.lastActivityAt = Date.now();
+        await this.learnPause(paused);
         this.telemetry.emit(
           'pick:stop',
           { count: rows.length, demand },
           { queue: this.queue, worker: this.workerId },
         );
+        // A paused queue's claim took nothing: wait for the poll, a poke or a resume.
+        if (paused) return;
         // Empty, unless a poke or completion arrived meanwhile: then scan once more.
         if (rows.length === 0) continue;
         if (fromPoke) this.interval = this.options.pollInterval;
@@ -411,13 +429,55 @@ export class Scheduler implements SoloMember {
     return run.then(() => fetched);
   }
 
-  private claim(batch: number): Promise<ClaimedRow[]> {
-    return this.picker.pick(this.queue, batch, this.workerId);
+  /**
+   * A scheduler saturated with buffered rows makes no claim, so a poll tick without one reads
+   * the pause itself: one primary-key read per poll tick, in that state only. A failed read
+   * changes nothing (the next tick tries again).
+   */
+  private async probePause(): Promise<void> {
+    try {
+      const pause = await READ_QUEUE_PAUSE.run(this.sql, { queue: this.queue });
+      await this.learnPause(pause !== null);
+    } catch (err) {
+      this.logger.warn(`reading the pause of queue ${this.queue} failed: ${String(err)}`);
+    }
+  }
+
+  /**
+   * docs/design.md §27.6: on learning its queue paused, the scheduler releases its buffered
+   * rows to runnable (attempt kept; the reaper takes them if the release fails) and starts no
+   * further step; running steps finish and commit. On learning it resumed, it claims again.
+   */
+  private async learnPause(paused: boolean): Promise<void> {
+    if (paused === this.pausedNow) return;
+    this.pausedNow = paused;
+    if (!paused) {
+      this.telemetry.emit('scheduler:resumed', { count: 1 }, this.identity());
+      return;
+    }
+    const buffered = this.buffer;
+    this.buffer = [];
+    let released = 0;
+    if (buffered.length > 0) {
+      try {
+        released = (await this.release(buffered)).length;
+      } catch (err) {
+        this.logger.error(
+          `releasing ${buffered.length} buffered row(s) of paused queue ${this.queue} failed; the reaper will: ${String(err)}`,
+        );
+      }
+    }
+    this.telemetry.emit('scheduler:paused', { released }, this.identity());
+  }
+
+  private identity(): { queue: string; worker: string } {
+    return { queue: this.queue, worker: this.workerId };
   }
 
   private dispatch(): void {
     if (this.solo.active) return;
     while (
+      !this.pausedNow &&
       this.inFlightCount < this.concurrency &&
       !this.backpressured() &&
       this.state === 'running'
@@ -436,7 +496,7 @@ export class Scheduler implements SoloMember {
       const done = this.stepStarting(row)
         .then(() =>
           this.executor.execute(row, {
-            chain: () => this.state === 'running' && !this.solo.active,
+            chain: () => this.state === 'running' && !this.solo.active && !this.pausedNow,
             onStepsDone: () => {
               this.stepReturned(row);
               this.stepsDone(id);
@@ -674,7 +734,8 @@ export class Scheduler implements SoloMember {
     // (found even when pokes are off).
     if (
       (wasBackpressured || kind === 'next' || kind === 'retry' || kind === 'sleep') &&
-      this.buffer.length === 0
+      this.buffer.length === 0 &&
+      !this.pausedNow
     ) {
       this.scheduleRefill();
     }
@@ -684,7 +745,7 @@ export class Scheduler implements SoloMember {
     this.lastActivityAt = Date.now();
     if (this.state !== 'running') return;
     this.dispatch();
-    if (this.buffer.length === 0) this.scheduleRefill();
+    if (this.buffer.length === 0 && !this.pausedNow) this.scheduleRefill();
   }
 
   /**

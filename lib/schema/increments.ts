@@ -6,6 +6,7 @@ import { V004 } from './v004';
 import { V005 } from './v005';
 import { V006 } from './v006';
 import { V007 } from './v007';
+import { V008 } from './v008';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -16,6 +17,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V005,
   V006,
   V007,
+  V008,
 ];
 
 /** The schema version this build of the library needs. */

@@ -48,6 +48,12 @@ export interface ClaimRow {
   children: readonly ChildView[];
 }
 
+/** What one claim answers: the rows it claimed, and whether its queue is paused (then none). */
+export interface ClaimBatch {
+  readonly rows: ClaimRow[];
+  readonly paused: boolean;
+}
+
 /** A held row's enrichment as LOAD_ENRICHMENT re-reads it. */
 export interface Enrichment {
   readonly id: string;
@@ -78,6 +84,14 @@ interface ClaimRecord {
   inbox: InboxRecord[] | null;
   /** Every stored child in id order (JSON), NULL when none. */
   children: ChildRecord[] | null;
+  /** The queue's pause, on every row (docs/design.md §27.6). */
+  paused: boolean;
+}
+
+/** The one row of a claim that took nothing: no id, only the pause flag. */
+interface EmptyClaimRecord {
+  id: null;
+  paused: boolean;
 }
 
 interface EnrichmentRecord {
@@ -113,6 +127,12 @@ interface ChildRecord {
  * - The update goes by ctid (the rows this statement located and locked), stamps the lease
  *   and bumps claim_seq, the fencing token of docs/design.md §26.1. A cross-node race on one K = 1 key
  *   trips the arbiter index and aborts the statement; the scheduler retries.
+ * - pause: the queue's pause (docs/design.md §27.6), one primary-key probe of
+ *   gen_durable_paused_queues (a miss for an unpaused queue). A paused queue's cand is empty
+ *   (a one-time filter: the pick index is not scanned) and the statement answers one row
+ *   without an id that carries `paused`, so the scheduler learns the pause from its claim and
+ *   an unpaused queue's pick pays no extra statement. The probe reads the statement's
+ *   snapshot: a pause that commits while a claim runs does not stop that claim.
  * - The enrichment (docs/design.md §5.4) rides in the same statement: per claimed row, its unconsumed
  *   inbox (index signals_inbox, probed only when the row was ever `signaled`) and every stored
  *   child (index gen_durable_parent), each as a JSON array or NULL. They read the statement's
@@ -124,7 +144,9 @@ interface ChildRecord {
  */
 export const CLAIM_RUNNABLE = sql(
   'claim_runnable',
-  `WITH cand AS (
+  `WITH pause AS (
+     SELECT EXISTS (SELECT 1 FROM {schema}.gen_durable_paused_queues p WHERE p.queue = $1) AS paused
+   ), cand AS (
      SELECT g.ctid AS tid, g.id, g.concurrency_key, g.priority, g.eligible_at,
             COALESCE(g.concurrency_name = ANY ($5::text[]), false) AS gated
        FROM {schema}.gen_durable g
@@ -136,6 +158,7 @@ export const CLAIM_RUNNABLE = sql(
           LIMIT 1
        ) k ON g.concurrency_key IS NOT NULL AND NOT COALESCE(g.concurrency_name = ANY ($5::text[]), false)
       WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now() AND k.busy IS NULL
+        AND NOT (SELECT pause.paused FROM pause)
       ORDER BY g.priority, g.eligible_at
       LIMIT $2
       FOR NO KEY UPDATE OF g SKIP LOCKED
@@ -159,15 +182,20 @@ export const CLAIM_RUNNABLE = sql(
    )
    SELECT c.id, c.fsm, c.fsm_version, c.step, c.state, c.attempt, c.awaits, c.queue, c.priority,
           c.concurrency_key, c.concurrency_shard, c.rate_limit, c.weight, c.claim_seq, c.parent_id,
-          c.gated, c.reaps, c.suspect, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children
-     FROM claimed c
+          c.gated, c.reaps, c.suspect, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children,
+          pause.paused
+     FROM pause LEFT JOIN claimed c ON true
     ORDER BY c.priority, c.eligible_at, c.id`,
   {
     params: (i: ClaimInput) => [i.queue, i.limit, i.worker, i.leaseMs, i.gates],
-    decode: (rows: readonly ClaimRecord[], i: ClaimInput): ClaimRow[] => {
+    decode: (rows: readonly (ClaimRecord | EmptyClaimRecord)[], i: ClaimInput): ClaimBatch => {
       const out: ClaimRow[] = [];
-      for (let k = 0; k < rows.length; k++) out[k] = claimRow(rows[k]!, i.worker);
-      return out;
+      for (let k = 0; k < rows.length; k++) {
+        const r = rows[k]!;
+        // The row of an empty claim: no id, only the pause flag.
+        if (r.id !== null) out.push(claimRow(r, i.worker));
+      }
+      return { rows: out, paused: rows[0]?.paused === true };
     },
   },
 );

@@ -6,11 +6,15 @@ export interface LeaseBacklog {
   readonly overdue: number;
 }
 
-/** One queue's due backlog: the age of its pick-order head (null: none due) and its capped depth. */
+/**
+ * One queue's due backlog: the age of its pick-order head (null: none due), its capped depth
+ * and whether it is paused (docs/design.md §27.6).
+ */
 export interface QueueBacklog {
   readonly queue: string;
   readonly headAgeMs: number | null;
   readonly depth: number;
+  readonly paused: boolean;
 }
 
 /**
@@ -39,14 +43,16 @@ export const HEALTH_LEASE_BACKLOG = sql(
 /**
  * Runnable backlog (docs/design.md §21): for each queue `$1`, the age of its pick-order head (first due
  * row by priority, eligible_at) and its due depth capped at `$2` — both index-ordered scans
- * of gen_durable_pick that stop early.
+ * of gen_durable_pick that stop early — and its pause (primary key of
+ * gen_durable_paused_queues).
  */
 export const HEALTH_RUNNABLE_BACKLOG = sql(
   'health_runnable_backlog',
   `SELECT q.queue,
           (extract(epoch FROM now() - h.eligible_at) * 1000)::float8 AS age_ms,
-          d.depth
+          d.depth, p.queue IS NOT NULL AS paused
      FROM unnest($1::text[]) AS q(queue)
+     LEFT JOIN {schema}.gen_durable_paused_queues p ON p.queue = q.queue
      LEFT JOIN LATERAL (
        SELECT eligible_at FROM {schema}.gen_durable
         WHERE queue = q.queue AND status = 'runnable' AND eligible_at <= now()
@@ -62,11 +68,13 @@ export const HEALTH_RUNNABLE_BACKLOG = sql(
       i.queues,
       i.depthCap,
     ],
-    decode: (rows: readonly { queue: string; age_ms: number | null; depth: number }[]) => {
+    decode: (
+      rows: readonly { queue: string; age_ms: number | null; depth: number; paused: boolean }[],
+    ) => {
       const out = new Array<QueueBacklog>(rows.length);
       for (let i = 0; i < rows.length; i++) {
         const r = rows[i]!;
-        out[i] = { queue: r.queue, headAgeMs: r.age_ms, depth: r.depth };
+        out[i] = { queue: r.queue, headAgeMs: r.age_ms, depth: r.depth, paused: r.paused };
       }
       return out;
     },

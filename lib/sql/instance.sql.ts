@@ -8,7 +8,8 @@ export interface InstanceStatus {
   readonly status: DurableStatus;
 }
 
-const COLUMNS = `id, fsm, fsm_version, step, status, state, result, last_error, attempt, awaits,
+/** Every column of an instance row, as `InstanceView` decodes it (shared with lib/sql/query.sql.ts). */
+export const INSTANCE_COLUMNS = `id, fsm, fsm_version, step, status, state, result, last_error, attempt, awaits,
        await_deadline, queue, priority, eligible_at, concurrency_key, concurrency_shard, rate_limit,
        weight, locked_by, lease_expires_at, parent_id, children_pending, correlation_key,
        correlation_scope::text[] AS correlation_scope, claim_seq, reaps, cancel_requested_at, cancel_reason, inserted_at, updated_at`;
@@ -16,7 +17,7 @@ const COLUMNS = `id, fsm, fsm_version, step, status, state, result, last_error, 
 /** One instance by id (PK). */
 export const GET_INSTANCE_BY_ID = sql(
   'get_instance_by_id',
-  `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE id = $1`,
+  `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable WHERE id = $1`,
   { params: (i: { readonly id: string }) => [i.id], decode: firstInstance },
 );
 
@@ -28,7 +29,7 @@ export const GET_INSTANCE_BY_ID = sql(
  */
 export const GET_INSTANCE_BY_KEY = sql(
   'get_instance_by_key',
-  `SELECT ${COLUMNS} FROM {schema}.gen_durable WHERE correlation_guard = $1`,
+  `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable WHERE correlation_guard = $1`,
   {
     params: (i: { readonly correlationKey: string }) => [i.correlationKey],
     decode: firstInstance,
@@ -45,7 +46,8 @@ export const PROBE_STATUSES = sql(
   },
 );
 
-interface InstanceRecord {
+/** An instance row as INSTANCE_COLUMNS reads it. */
+export interface InstanceRecord {
   id: string;
   fsm: string;
   fsm_version: number;
@@ -78,7 +80,8 @@ interface InstanceRecord {
   updated_at: Date;
 }
 
-function toInstanceView(r: InstanceRecord): InstanceView {
+/** One raw instance row as the public, frozen `InstanceView`. */
+export function toInstanceView(r: InstanceRecord): InstanceView {
   return Object.freeze({
     id: r.id,
     fsm: r.fsm,

@@ -37,6 +37,13 @@ export type TelemetryPayloads = {
     measurements: { released: number };
     metadata: { queue: string; worker: string };
   };
+  'scheduler:paused': {
+    measurements: { released: number };
+    metadata: { queue: string; worker: string };
+  };
+  'scheduler:resumed': { measurements: Count; metadata: { queue: string; worker: string } };
+  'queue:paused': { measurements: Count; metadata: { queue: string; created: boolean } };
+  'queue:resumed': { measurements: Count; metadata: { queue: string; wasPaused: boolean } };
   'scheduler:reclaimed': { measurements: Count; metadata: { queue: string } };
   'scheduler:solo': {
     measurements: { waitedMs: number };

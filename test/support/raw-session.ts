@@ -102,13 +102,14 @@ export async function claimOn(
   worker: string,
   options: { batch?: number; leaseMs?: number } = {},
 ): Promise<ClaimRow[]> {
-  return CLAIM_RUNNABLE.run(runner, {
+  const claim = await CLAIM_RUNNABLE.run(runner, {
     queue,
     limit: options.batch ?? 100,
     worker,
     leaseMs: options.leaseMs ?? 60_000,
     gates: [],
   });
+  return claim.rows;
 }
 
 /** Opens a transaction on `session` that holds the row lock of `id` (FOR NO KEY UPDATE). */

@@ -1,4 +1,7 @@
 import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
+import { resolveInstanceFilter } from '../../lib/instance/instance-filter';
+import { COUNT_INSTANCES, FILTER_PARAM_COUNT, LIST_INSTANCES } from '../../lib/sql/query.sql';
+import { PAUSE_QUEUE, QUEUE_STATUS } from '../../lib/sql/queue.sql';
 import {
   INSERT_INSTANCE,
   INSERT_INSTANCE_OR_HOLDER,
@@ -72,7 +75,7 @@ describe('statement parameter builders and decoders (no database)', () => {
   it('CLAIM_RUNNABLE: $1 queue, $2 limit, $3 worker, $4 lease, $5 gates; rows carry the worker and frozen enrichment', () => {
     const input = { queue: 'q', limit: 10, worker: 'node-a', leaseMs: 30_000, gates: ['pool'] };
     expect(expectArity(CLAIM_RUNNABLE, input)).toEqual(['q', 10, 'node-a', 30_000, ['pool']]);
-    const [row, bare] = CLAIM_RUNNABLE.decode(
+    const claim = CLAIM_RUNNABLE.decode(
       [
         {
           id: '5',
@@ -94,6 +97,7 @@ describe('statement parameter builders and decoders (no database)', () => {
           parent_id: null,
           gated: true,
           inbox: [{ id: '9', name: 'go', payload: { a: 1 } }],
+          paused: false,
           children: [
             {
               id: '6',
@@ -126,10 +130,13 @@ describe('statement parameter builders and decoders (no database)', () => {
           gated: false,
           inbox: null,
           children: null,
+          paused: false,
         },
       ],
       input,
     );
+    expect(claim.paused).toBe(false);
+    const [row, bare] = claim.rows;
     expect(row).toMatchObject({
       id: '5',
       fsmVersion: 2,
@@ -151,6 +158,81 @@ describe('statement parameter builders and decoders (no database)', () => {
       inbox: [],
       children: [],
     });
+  });
+
+  it('CLAIM_RUNNABLE: a claim that took nothing answers one row without an id, carrying the pause', () => {
+    const input = { queue: 'q', limit: 10, worker: 'node-a', leaseMs: 30_000, gates: [] };
+    expect(CLAIM_RUNNABLE.decode([{ id: null, paused: true }], input)).toEqual({
+      rows: [],
+      paused: true,
+    });
+    expect(CLAIM_RUNNABLE.decode([{ id: null, paused: false }], input)).toEqual({
+      rows: [],
+      paused: false,
+    });
+  });
+
+  it('LIST_INSTANCES / COUNT_INSTANCES: driver, bounds, then the twelve filter parameters; the scan summary rides on every row', () => {
+    const filter = resolveInstanceFilter({ fsm: 'a', status: ['failed'], parentId: 7n }, 'f');
+    const list = expectArity(LIST_INSTANCES, {
+      driver: 'failed',
+      after: '99',
+      scan: 1000,
+      limit: 10,
+      filter,
+    });
+    expect(list.slice(0, 4)).toEqual(['failed', '99', 1000, 10]);
+    expect(list).toHaveLength(4 + FILTER_PARAM_COUNT);
+    expect(list.slice(4, 7)).toEqual([['a'], ['failed'], null]);
+    expect(list[10]).toBe('7');
+    const count = expectArity(COUNT_INSTANCES, { driver: 'parent', cap: 5, filter });
+    expect(count.slice(0, 2)).toEqual(['parent', 5]);
+    expect(
+      LIST_INSTANCES.decode([{ id: null, scanned: 12, last_scanned: '40' }], {
+        driver: 'scan',
+        after: null,
+        scan: 12,
+        limit: 3,
+        filter,
+      }),
+    ).toEqual({ items: [], scanned: 12, lastScanned: '40' });
+    expect(COUNT_INSTANCES.decode([], { driver: 'scan', cap: 1, filter })).toEqual({
+      count: 0,
+      examined: 0,
+    });
+  });
+
+  it('PAUSE_QUEUE / QUEUE_STATUS: a pause that met a concurrent one decodes as null; counts at the cap are capped', () => {
+    expect(expectArity(PAUSE_QUEUE, { queue: 'q', reason: null })).toEqual(['q', null]);
+    expect(PAUSE_QUEUE.decode([], { queue: 'q', reason: null })).toBeNull();
+    const input = { queues: ['q'], cap: 2, only: null };
+    expect(expectArity(QUEUE_STATUS, input)).toEqual([['q'], 2, null]);
+    expect(
+      QUEUE_STATUS.decode(
+        [
+          {
+            queue: 'q',
+            reason: null,
+            paused_at: null,
+            paused: false,
+            runnable: 2,
+            due: 1,
+            executing: 0,
+          },
+        ],
+        input,
+      ),
+    ).toEqual([
+      {
+        queue: 'q',
+        paused: false,
+        reason: null,
+        pausedAt: null,
+        runnable: { count: 2, capped: true },
+        due: { count: 1, capped: false },
+        executing: { count: 0, capped: false },
+      },
+    ]);
   });
 
   it('FLUSH_TRANSITIONS: sixteen parallel arrays; the lease only for continue, solo on every row, a sleep’s instant', () => {

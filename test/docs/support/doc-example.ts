@@ -7,16 +7,21 @@ const ROOT = join(__dirname, '..', '..', '..');
 const MARKER = /^<!-- example: (\S+) -->$/;
 
 /**
- * The runnable example of a doc page: the ```ts block right after the page's
- * `<!-- example: <name> -->` marker, with imports of `gen-durable` pointed at this repository's
+ * The runnable example of a doc page: the ```ts block right after the page's first
+ * `<!-- example: <name> -->` marker (or the one named `example`, on a page with several), with imports of `gen-durable` pointed at this repository's
  * `lib/`, written under `.tmp/doc-examples/<name>.ts`. Required through jest, it shares the
  * test's module registry; what the doc shows is exactly what the test runs.
  */
-export function writeDocExample(doc: string): { source: string; file: string } {
+export function writeDocExample(doc: string, example?: string): { source: string; file: string } {
   const text = readFileSync(join(ROOT, 'docs', doc), 'utf8');
   const lines = text.split('\n');
-  const markerAt = lines.findIndex((line) => MARKER.test(line.trim()));
-  if (markerAt < 0) throw new Error(`docs/${doc} has no <!-- example: … --> marker`);
+  const markerAt = lines.findIndex((line) => {
+    const m = MARKER.exec(line.trim());
+    return m !== null && (example === undefined || m[1] === example);
+  });
+  if (markerAt < 0) {
+    throw new Error(`docs/${doc} has no <!-- example: ${example ?? '…'} --> marker`);
+  }
   const name = MARKER.exec(lines[markerAt]!.trim())![1]!;
   const open = lines.findIndex((line, i) => i > markerAt && line.trim() === '```ts');
   const close = lines.findIndex((line, i) => i > open && line.trim() === '```');
@@ -44,8 +49,11 @@ export function writeDocExample(doc: string): { source: string; file: string } {
 }
 
 /** {@link writeDocExample}, then the example required as a module through jest. */
-export function loadDocExample<T>(doc: string): { module: T; source: string; file: string } {
-  const { source, file } = writeDocExample(doc);
+export function loadDocExample<T>(
+  doc: string,
+  example?: string,
+): { module: T; source: string; file: string } {
+  const { source, file } = writeDocExample(doc, example);
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   return { module: require(file) as T, source, file };
 }
