@@ -174,9 +174,11 @@ async function main(): Promise<void> {
         COUNT_INSTANCES.params(count),
       );
     }
+    // queueStatus runs its statement after SET LOCAL jit = off (lib/sql/queue.sql.ts).
+    await client.query('SET jit = off');
     await explain(
       client,
-      'queueStatus (cap 10 000)',
+      'queueStatus (cap 10 000, JIT off)',
       QUEUE_STATUS,
       QUEUE_STATUS.params({ queues: ['default'], cap: 10_000, only: null }),
     );

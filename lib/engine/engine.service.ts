@@ -308,7 +308,7 @@ export class EngineService {
   /**
    * Queues with their pause and counts capped at `cap` (default 10 000): this node's queues,
    * its FSMs' queues, every paused queue and every queue holding runnable rows — or only
-   * `queue`. One statement, index-served.
+   * `queue`. One statement (with JIT off, in one transaction), index-served.
    */
   queueStatus(queue?: string, options?: { cap?: number }): Promise<QueueStatus[]> {
     return this.queueControl.status(queue, options);

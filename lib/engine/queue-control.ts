@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors/invalid-input.error';
 import type { PauseQueueResult, QueueStatus, ResumeQueueResult } from '../instance/queue-status';
-import { PAUSE_QUEUE, QUEUE_STATUS, RESUME_QUEUE } from '../sql/queue.sql';
+import { PAUSE_QUEUE, QUEUE_STATUS, RESUME_QUEUE, SET_LOCAL_NO_JIT } from '../sql/queue.sql';
 import type { EngineRuntime } from './engine-runtime';
 
 /** Longest pause reason stored, in characters. */
@@ -64,17 +64,22 @@ export class QueueControl {
   /**
    * The queues this node runs or its FSMs declare, every paused queue and every queue with a
    * runnable row (or only `queue`), each with its pause and counts capped at `cap`. One
-   * statement.
+   * read-only transaction.
    */
   async status(queue: unknown, options: unknown): Promise<QueueStatus[]> {
     const only = queue === undefined ? null : queueName(queue, 'queueStatus.queue');
     const cap = statusCap(options);
     const local = Object.keys(this.runtime.options.queues);
     const declared = this.runtime.registry.all().map((d) => d.queue);
-    const rows = await QUEUE_STATUS.run(this.runtime.sql, {
-      queues: [...new Set([...local, ...declared])],
-      cap,
-      only,
+    const sql = this.runtime.sql;
+    // Three statements in one transaction: JIT off (SET_LOCAL_NO_JIT says why), then the status.
+    const rows = await sql.transaction(async (tx) => {
+      await SET_LOCAL_NO_JIT.run(sql, undefined, tx);
+      return QUEUE_STATUS.run(
+        sql,
+        { queues: [...new Set([...local, ...declared])], cap, only },
+        tx,
+      );
     });
     return rows.map((r) => ({ ...r, served: this.runtime.schedulers.has(r.queue) }));
   }
