@@ -47,6 +47,12 @@ export {
 export { cancel, jobError, type JobResult } from './fsm/job-results';
 export type { ChildView, Signal, StepContext } from './fsm/step-context';
 export { GenDurableMigration } from './schema/gen-durable.migration';
+export {
+  type HostAddress,
+  multiHostClient,
+  type MultiHostClientClass,
+  type MultiHostClientOptions,
+} from './db/multi-host-client';
 export type { MigrationOptions } from './schema/migrator';
 export type {
   GenDurableEvent,

@@ -3,7 +3,11 @@ import type { SqlExecutor } from '../db/sql-executor';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { pokeSenderToken } from './poke-channel';
 import type { PokeTransport } from './poke-transport.interface';
-import { listenerConnectionOf, PostgresPokeTransport } from './postgres.poke-transport';
+import {
+  listenerClientClassOf,
+  listenerConnectionOf,
+  PostgresPokeTransport,
+} from './postgres.poke-transport';
 import { RedisPokeTransport } from './redis.poke-transport';
 
 /**
@@ -31,6 +35,8 @@ export function createPokeTransport(
               keepAlive: true,
               application_name: applicationName,
             },
+      // The pool's own client class (e.g. multiHostClient), so the listener follows a failover.
+      clientClass: poke === 'postgres' ? listenerClientClassOf(sql.pool) : undefined,
       pingIntervalMs: options.heartbeatInterval,
       statementTimeoutMs: options.statementTimeout,
     });

@@ -47,6 +47,18 @@ export function listenerConnectionOf(pool: Pool, applicationName: string): Clien
   };
 }
 
+/**
+ * The client class the pool was given (`new Pool({ Client })`, TypeORM `extra: { Client }`, e.g.
+ * multiHostClient), for the listener; undefined for pg's own.
+ */
+export function listenerClientClassOf(pool: Pool): typeof Client | undefined {
+  const options = pool.options as { Client?: unknown };
+  const given = options.Client;
+  return typeof given === 'function' && given.prototype instanceof Client
+    ? (given as typeof Client)
+    : undefined;
+}
+
 export interface PostgresPokeTransportOptions {
   /** `gen_durable:<schema>:<engine>:poke` (see postgresPokeChannel). */
   readonly channel: string;
@@ -54,6 +66,8 @@ export interface PostgresPokeTransportOptions {
   readonly sender: string;
   /** Settings of the dedicated LISTEN client. */
   readonly connection: ClientConfig;
+  /** Class of the LISTEN client when not pg's own (the pool's, see listenerClientClassOf). */
+  readonly clientClass?: typeof Client | undefined;
   /** ms between liveness probes of the idle listener (the engine's heartbeatInterval). */
   readonly pingIntervalMs: number;
   /** Client-side timeout of the probe, ms. */
@@ -146,7 +160,7 @@ export class PostgresPokeTransport implements PokeTransport {
   private async connect(): Promise<void> {
     this.reconnectTimer = undefined;
     if (this.closed) return;
-    const client = new Client(this.options.connection);
+    const client = new (this.options.clientClass ?? Client)(this.options.connection);
     client.on('error', (err) => this.lose(client, err));
     client.on('end', () => this.lose(client, undefined));
     client.on('notification', (message: Notification) => {

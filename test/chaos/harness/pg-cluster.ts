@@ -81,7 +81,8 @@ export class PrivateCluster {
     return `postgres://postgres@127.0.0.1:${this.port}/${database}`;
   }
 
-  static async create(port: number): Promise<PrivateCluster> {
+  /** `extraConf`: more postgresql.conf lines (e.g. `synchronous_standby_names`). */
+  static async create(port: number, extraConf: readonly string[] = []): Promise<PrivateCluster> {
     const baseDir = mkdtempSync(join(tmpdir(), 'gd-chaos-pg-'));
     chmodSync(baseDir, 0o755);
     const cluster = new PrivateCluster(port, baseDir, binDir());
@@ -116,10 +117,51 @@ export class PrivateCluster {
         'deadlock_timeout = 100ms',
         'log_min_messages = warning',
         `log_line_prefix = '%m [%p] %a '`,
+        ...extraConf,
         '',
       ].join('\n'),
     );
     return cluster;
+  }
+
+  /**
+   * A streaming standby of `primary` (running): `pg_basebackup -R` into a new folder, its own
+   * port, connecting as `applicationName` (what the primary's `synchronous_standby_names`
+   * names), with no synchronous standby of its own so that it commits alone once promoted.
+   */
+  static async standbyOf(
+    primary: PrivateCluster,
+    port: number,
+    applicationName: string,
+  ): Promise<PrivateCluster> {
+    const baseDir = mkdtempSync(join(tmpdir(), 'gd-standby-pg-'));
+    chmodSync(baseDir, 0o755);
+    const standby = new PrivateCluster(port, baseDir, primary.bin);
+    if (IS_ROOT) {
+      const { uid, gid } = await ids('postgres');
+      chownSync(baseDir, uid, gid);
+    }
+    await standby.exec('pg_basebackup', [
+      '-D',
+      standby.dataDir,
+      '-d',
+      `host=127.0.0.1 port=${primary.port} user=postgres application_name=${applicationName}`,
+      '-X',
+      'stream',
+      '-R',
+      '-c',
+      'fast',
+    ]);
+    appendFileSync(
+      join(standby.dataDir, 'postgresql.auto.conf'),
+      [`port = ${port}`, `synchronous_standby_names = ''`, ''].join('\n'),
+    );
+    return standby;
+  }
+
+  /** Promotes a standby to primary and waits until it accepts writes. */
+  async promote(): Promise<void> {
+    await this.exec('pg_ctl', ['-D', this.dataDir, '-w', '-t', '60', 'promote']);
   }
 
   private async exec(tool: string, args: string[]): Promise<string> {

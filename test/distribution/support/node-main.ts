@@ -15,6 +15,7 @@ import {
   EngineService,
   GenDurableModule,
   type GenDurableOptions,
+  multiHostClient,
   Step,
   type StepContext,
 } from '../../../lib';
@@ -82,7 +83,14 @@ function roleOptions(): Partial<GenDurableOptions> {
 }
 
 async function main(): Promise<void> {
-  const dataSource = new DataSource({ type: 'postgres', url: nodeConfig.databaseUrl, poolSize: 6 });
+  const dataSource = new DataSource({
+    type: 'postgres',
+    url: nodeConfig.databaseUrl,
+    poolSize: 6,
+    ...(nodeConfig.hosts
+      ? { extra: { Client: multiHostClient({ hosts: nodeConfig.hosts }) } }
+      : {}),
+  });
   await dataSource.initialize();
 
   @Module({

@@ -8,6 +8,12 @@ export interface NodeConfig {
   readonly maxPollInterval: number;
   /** Worker concurrency of queue `dist`. */
   readonly concurrency: number;
+  /**
+   * Servers of a primary and its standbys: the DataSource connects through
+   * `multiHostClient({ hosts })` to whichever is read-write (`databaseUrl` gives user and
+   * database).
+   */
+  readonly hosts?: ReadonlyArray<{ readonly host: string; readonly port: number }>;
 }
 
 /** Parent → node requests; each is answered by one `reply` with the same `reqId`. */
