@@ -141,16 +141,16 @@ describe('poke modes', () => {
 
     it('a poke that lands while an empty pick is in flight is not lost', async () => {
       const picker = h.engine.runtime.picker;
-      const original = picker.pick.bind(picker);
+      const original = picker.pickBatch.bind(picker);
       let release!: () => void;
       const gate = new Promise<void>((resolve) => (release = resolve));
       let held!: () => void;
       const reached = new Promise<void>((resolve) => (held = resolve));
-      const spy = jest.spyOn(picker, 'pick').mockImplementationOnce(async (...args) => {
-        const rows = await original(...args);
+      const spy = jest.spyOn(picker, 'pickBatch').mockImplementationOnce(async (...args) => {
+        const batch = await original(...args);
         held();
         await gate;
-        return rows;
+        return batch;
       });
       try {
         schedulerOf(h).poke(); // an idle poke: its pick finds nothing and is held after the claim
