@@ -35,6 +35,12 @@ export interface DurableFsmOptions {
    * through `onError` / the job retry rule (docs/design.md §27.5). Default: none.
    */
   stepTimeout?: number;
+  /**
+   * Signal names that cancel an instance instead of being stored (docs/design.md §27.2): such
+   * a delivery is a `cancel(target, { reason: 'signal <name>' })` with the default options.
+   * Default none.
+   */
+  cancelOn?: readonly string[];
 }
 
 /** Metadata stored on a `@DurableFsm()` class. */

@@ -14,6 +14,8 @@ export interface FsmDefinition {
   /** Jobs: executions before stop. */
   readonly maxAttempts: number;
   readonly codec: StateCodec | undefined;
+  /** Signal names whose delivery cancels the instance (docs/design.md §27.2). */
+  readonly cancelOn: ReadonlySet<string>;
   /** The provider class. */
   readonly metatype: abstract new (...args: never[]) => unknown;
   /** step name → bound method */

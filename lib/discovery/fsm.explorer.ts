@@ -145,9 +145,20 @@ export class FsmExplorer {
     ) {
       throw new ConfigurationError(`${where}.stateCodec`, 'must have load() and dump() functions');
     }
+    const cancelOn = meta.cancelOn ?? [];
+    if (
+      !Array.isArray(cancelOn) ||
+      !cancelOn.every((n: unknown) => typeof n === 'string' && n.length > 0)
+    ) {
+      throw new ConfigurationError(
+        `${where}.cancelOn`,
+        'must be an array of non-empty signal names',
+      );
+    }
     return Object.freeze({
       name,
       version,
+      cancelOn: new Set(cancelOn),
       queue: meta.queue ?? 'default',
       initial,
       inlineExecution: meta.inlineExecution ?? false,

@@ -60,6 +60,18 @@ export class FsmRegistry {
     return outside;
   }
 
+  /**
+   * The FSM names (any registered version) whose `cancelOn` lists `signal`, or null when none
+   * does: a delivery of it may cancel its target (docs/design.md §27.2).
+   */
+  cancellingFsms(signal: string): string[] | null {
+    const names = new Set<string>();
+    for (const definition of this.byKey.values()) {
+      if (definition.cancelOn.has(signal)) names.add(definition.name);
+    }
+    return names.size > 0 ? [...names] : null;
+  }
+
   all(): FsmDefinition[] {
     return [...this.byKey.values()];
   }

@@ -31,6 +31,13 @@ import type {
   ResumeQueueResult,
 } from '../instance/queue-status';
 import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
+import {
+  type CancelOptions,
+  type CancelResult,
+  cancelInstance,
+  runCancel,
+} from './cancel-instance';
+import { type RetryOptions, retryInstance } from './retry-instance';
 
 /**
  * The engine's public API (docs/design.md §2.5): insert, signal, await, get, events$. Thin: it
@@ -190,7 +197,8 @@ export class EngineService {
    * Delivers a signal to a live instance in one statement (docs/design.md §8.1). Resolves once stored
    * (or recognised as a duplicate of `dedupKey` for the instance's life, also once it has
    * finished: a retry after a lost answer succeeds); `NoTargetError` when no live instance
-   * answers otherwise. `manager` joins the caller's TypeORM transaction.
+   * answers otherwise. `manager` joins the caller's TypeORM transaction. A name listed in the
+   * target FSM's `cancelOn` cancels the instance instead of being stored (docs/design.md §27.2).
    */
   async signal(
     target: Target,
@@ -218,6 +226,28 @@ export class EngineService {
       dedupKey: options.dedupKey ?? null,
     };
     const client = await this.clientOf(options.manager);
+    const cancelling = this.registry.cancellingFsms(name);
+    if (cancelling !== null) {
+      // docs/design.md §27.2 `cancelOn`: for a target of such an FSM the delivery is a cancel,
+      // and nothing is stored; a target of any other FSM (or none) gets the plain delivery.
+      const cancelled = await runCancel(
+        this.runtime,
+        {
+          targetId: delivery.targetId,
+          correlationKey: delivery.correlationKey,
+          reason: `signal ${name}`,
+          children: 'cascade',
+          fence: false,
+          descendantsOnly: false,
+          onlyFsms: cancelling,
+        },
+        client,
+      );
+      if (cancelled !== null) {
+        if (cancelled.alreadyTerminal.length > 0) throw new NoTargetError(targetLabel(to));
+        return;
+      }
+    }
     const row = await DELIVER_SIGNAL.run(this.runtime.sql, delivery, client);
     if (!row) {
       throw new NoTargetError(targetLabel(to));
@@ -320,6 +350,37 @@ export class EngineService {
   }
 
   private queues: QueueControl | undefined;
+
+  /**
+   * Cancels an instance (docs/design.md §27.2; docs/operations-control.md "Cancelling"). A live
+   * row that is not executing is cancelled at once, in one statement with its riders: inbox
+   * consumed, parent's join decremented, waiters answered `{ kind: 'cancelled', reason }`. An
+   * executing row is asked to stop (`requested`): its owner's flush ends it `cancelled` unless
+   * its step's terminal outcome commits first (`mode: 'fence'` cancels it at once instead).
+   * `children` (default `cascade`) cancels every live descendant too. An ended row is answered
+   * in `alreadyTerminal`, unchanged. `NoTargetError` when no instance answers the target.
+   */
+  async cancel(target: Target, options?: CancelOptions): Promise<CancelResult> {
+    const to = resolveTarget(target, 'cancel.target');
+    return cancelInstance(this.runtime, to, options);
+  }
+
+  /**
+   * Runs a `failed` or `cancelled` instance again (docs/design.md §27.3; docs/operations-control.md
+   * "Retrying"): runnable at its step (or `step`), with its state (or `state`, a value or a
+   * function of the current one), due now (or `at`), `attempt` and `reaps` reset. A parent
+   * still awaiting its children counts it again; one that moved on refuses the retry unless
+   * `detach: true`. Typed errors, nothing changed: `NoTargetError`, `InvalidInputError` (a
+   * live or done row, bad options, a throwing `state` function), `UnknownStepError`,
+   * `DuplicateError` (its correlation key is occupied again).
+   */
+  async retry<S = Record<string, unknown>>(
+    target: Target,
+    options?: RetryOptions<S>,
+  ): Promise<void> {
+    const to = resolveTarget(target, 'retry.target');
+    await retryInstance(this.runtime, to, options);
+  }
 
   private async clientOf(manager: EntityManager | undefined): Promise<PoolClient | undefined> {
     if (manager === undefined) return undefined;

@@ -67,6 +67,18 @@ export const OUTCOME_KINDS = {
     pokes: 'never',
     tally: 'stop',
   },
+  /**
+   * A cooperative cancel honoured by the owner's flush (docs/design.md §27.2): whatever
+   * non-terminal outcome the step returned is committed as `cancelled` instead; internal.
+   */
+  cancel: {
+    public: false,
+    write: 'transition',
+    terminal: true,
+    consumesAwaited: false,
+    pokes: 'never',
+    tally: 'cancelled',
+  },
   /** The inline hand-off of a `next` that keeps its claim (docs/design.md §7); internal. */
   continue: {
     public: false,

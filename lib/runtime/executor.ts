@@ -8,7 +8,7 @@ import { UnknownStepError } from '../errors/unknown-step.error';
 import { isJobResult } from '../fsm/job-results';
 import { limitName } from '../fsm/limit-key';
 import { done, isOutcome, type Outcome, retry, stop } from '../fsm/outcome';
-import { OUTCOME_KINDS, type TallyKind } from '../fsm/outcome-kinds';
+import { type EntryKind, OUTCOME_KINDS, type TallyKind } from '../fsm/outcome-kinds';
 import type { StepAbortReason } from '../fsm/step-abort';
 import type { Signal, StepContext } from '../fsm/step-context';
 import type { ResolvedOptions } from '../options/resolved-options';
@@ -60,6 +60,11 @@ export type AbortReasonFactory = (row: {
   readonly fsm: string;
   readonly step: string;
 }) => StepAbortReason;
+
+/** The tally counter of a committed entry: its kind's, or `cancelled` when it ended so. */
+function tallyOf(kind: EntryKind, reply: FlushReply): TallyKind {
+  return reply === 'cancelled' ? OUTCOME_KINDS.cancel.tally : OUTCOME_KINDS[kind].tally;
+}
 
 /**
  * Runs one claimed row: builds the StepContext, calls the step, routes throws to `onError`
@@ -168,7 +173,7 @@ export class Executor {
     ) {
       const step = await this.runAhead.advance(held, row, entry);
       if (step.kind === 'continue') return { next: step.row };
-      if (step.kind === 'ended') return { reply: step.reply, kind: OUTCOME_KINDS.next.tally };
+      if (step.kind === 'ended') return { reply: step.reply, kind: tallyOf('next', step.reply) };
       if (step.kind === 'crash') return this.crash(row, step.error);
     }
     options.onStepsDone?.();
@@ -186,7 +191,7 @@ export class Executor {
         { id: row.id, fsm: row.fsm, step: row.step, error: 'flush failed' },
       );
     }
-    return { reply, kind: OUTCOME_KINDS[entry.kind].tally };
+    return { reply, kind: tallyOf(entry.kind, reply) };
   }
 
   /**

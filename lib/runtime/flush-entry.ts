@@ -64,5 +64,8 @@ export function dueInMs(entry: TransitionEntry): number {
   return entry.at === null ? entry.delayMs : entry.at.getTime() - Date.now();
 }
 
-/** What the flusher answers each entry. */
-export type FlushReply = 'committed' | 'stale' | 'error';
+/**
+ * What the flusher answers each entry: `cancelled` = committed, but as `cancelled` instead of
+ * its own kind (a cancel was requested while its step ran, docs/design.md §27.2).
+ */
+export type FlushReply = 'committed' | 'cancelled' | 'stale' | 'error';

@@ -1,6 +1,8 @@
 import { assertNever, OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import { Logger } from '@nestjs/common';
 
+import { type DurableStatus, isTerminalStatus } from '../gen-durable.constants';
+
 import { type Queryable, isTransient, type SqlExecutor } from '../db/sql-executor';
 import type { ResolvedFlusher } from '../options/resolved-options';
 import { INSERT_INSTANCES } from '../sql/insert.sql';
@@ -34,6 +36,11 @@ export interface FlushEffects {
   readonly pokeQueues: ReadonlySet<string>;
   /** Instance ids whose settled state changed (for caller-side await). */
   readonly settledIds: readonly string[];
+  /**
+   * Committed entries whose rows ended `cancelled` (a cancel requested while their step ran,
+   * docs/design.md §27.2), whatever their own kind: answered `cancelled`.
+   */
+  readonly cancelledIds: readonly string[];
 }
 
 interface Pending {
@@ -128,13 +135,15 @@ export class Flusher {
     let failure: unknown;
     try {
       if (isSolo(entries)) {
-        // Phase 1, one autocommit statement; phase 2 (rare) the terminals it refused because
-        // their rows were signaled, in a transaction with the sweep. A phase-2 failure leaves
-        // phase 1 committed and answered as such.
-        effects = await this.withRetries(() => this.writeSolo(entries));
+        // Phase 1, one autocommit statement; phase 2 (rare) what it refused or held — the
+        // terminals of signaled rows, and rows whose cancel was requested that need riders —
+        // in a transaction with the riders. A phase-2 failure leaves phase 1 committed and
+        // answered as such.
+        const solo = await this.withRetries(() => this.writeSolo(entries));
+        effects = solo.effects;
         const committedIds = new Set(effects.committed.map((e) => e.id));
         const rest = entries.filter(
-          (e) => !committedIds.has(e.id) && OUTCOME_KINDS[e.kind].terminal,
+          (e) => !committedIds.has(e.id) && (OUTCOME_KINDS[e.kind].terminal || solo.held.has(e.id)),
         );
         if (rest.length > 0) {
           try {
@@ -150,7 +159,7 @@ export class Flusher {
     } catch (err) {
       failed = entries;
       failure = err;
-      effects = { committed: [], pokeQueues: new Set(), settledIds: [] };
+      effects = { committed: [], pokeQueues: new Set(), settledIds: [], cancelledIds: [] };
     }
     const wrote = failed !== entries;
     if (wrote && FAULTS_ENABLED) {
@@ -163,10 +172,18 @@ export class Flusher {
       );
     }
     const committed = new Set(effects.committed.map((e) => e.id));
+    const cancelled = new Set(effects.cancelledIds);
     const errored = new Set(failed.map((e) => e.id));
     for (const p of batch) {
+      const id = p.entry.id;
       p.resolve(
-        committed.has(p.entry.id) ? 'committed' : errored.has(p.entry.id) ? 'error' : 'stale',
+        cancelled.has(id)
+          ? 'cancelled'
+          : committed.has(id)
+            ? 'committed'
+            : errored.has(id)
+              ? 'error'
+              : 'stale',
       );
     }
     if (!wrote) return;
@@ -185,7 +202,7 @@ export class Flusher {
    * ownership guard makes a retry of a write that did commit answer stale, never apply twice.
    * Rethrows the last error.
    */
-  private async withRetries(write: () => Promise<FlushEffects>): Promise<FlushEffects> {
+  private async withRetries<T>(write: () => Promise<T>): Promise<T> {
     const deadline = Date.now() + this.retryWindowMs;
     let delay = FIRST_RETRY_DELAY_MS;
     for (let attempt = 1; ; attempt++) {
@@ -210,17 +227,38 @@ export class Flusher {
    * autocommit: one statement instead of BEGIN + UPDATE + COMMIT. Its terminals skip rows that
    * were ever signaled; the caller commits those in a transaction with the inbox sweep.
    */
-  private async writeSolo(entries: TransitionEntry[]): Promise<FlushEffects> {
+  private async writeSolo(
+    entries: TransitionEntry[],
+  ): Promise<{ effects: FlushEffects; held: ReadonlySet<string> }> {
     if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
     const rows = await FLUSH_TRANSITIONS.run(this.sql, { entries, solo: true });
-    const committedIds = new Set(rows.map((r) => r.id));
+    const committedIds = new Set<string>();
+    const held = new Set<string>();
     const pokeQueues = new Set<string>();
     const settledIds: string[] = [];
+    const cancelledIds: string[] = [];
     for (const row of rows) {
-      if (row.status === 'done' || row.status === 'failed') settledIds.push(row.id);
+      if (row.held) {
+        held.add(row.id);
+        continue;
+      }
+      committedIds.add(row.id);
+      if (isTerminalStatus(row.status)) settledIds.push(row.id);
+      if (row.status === 'cancelled') cancelledIds.push(row.id);
     }
-    for (const e of entries) if (committedIds.has(e.id) && pokesAfter(e)) pokeQueues.add(e.queue);
-    return { committed: entries.filter((e) => committedIds.has(e.id)), pokeQueues, settledIds };
+    const ended = new Set(cancelledIds);
+    for (const e of entries) {
+      if (committedIds.has(e.id) && !ended.has(e.id) && pokesAfter(e)) pokeQueues.add(e.queue);
+    }
+    return {
+      effects: {
+        committed: entries.filter((e) => committedIds.has(e.id)),
+        pokeQueues,
+        settledIds,
+        cancelledIds,
+      },
+      held,
+    };
   }
 
   /** The flush transaction body (docs/design.md §6.3). */
@@ -229,41 +267,61 @@ export class Flusher {
     const committedIds = new Set<string>();
     const pokeQueues = new Set<string>();
     const settledIds: string[] = [];
+    const cancelledIds: string[] = [];
     const terminalParents: string[] = [];
     const terminalIds: string[] = [];
+    /** A row this flush ended: its inbox sweep (if ever signaled) and its parent's join follow. */
+    const ended = (row: {
+      id: string;
+      status: DurableStatus;
+      parentId: string | null;
+      signaled: boolean;
+    }): void => {
+      // A row never signaled has an empty inbox (read under its row lock: exact).
+      if (row.signaled) terminalIds.push(row.id);
+      settledIds.push(row.id);
+      if (row.status === 'cancelled') cancelledIds.push(row.id);
+      if (row.parentId !== null) terminalParents.push(row.parentId);
+    };
 
     // 1. transitions
     if (transitions.length > 0) {
       const rows = await FLUSH_TRANSITIONS.run(this.sql, { entries: transitions, solo: false }, tx);
       for (const row of rows) {
         committedIds.add(row.id);
-        if (row.status === 'done' || row.status === 'failed') {
-          // A row never signaled has an empty inbox (read under its row lock: exact).
-          if (row.signaled) terminalIds.push(row.id);
-          settledIds.push(row.id);
-          if (row.parentId !== null) terminalParents.push(row.parentId);
-        }
+        if (isTerminalStatus(row.status)) ended(row);
       }
     }
 
-    // 2. parks + lost-wakeup recheck
+    // 2. parks + lost-wakeup recheck (a row whose cancel was requested ends instead)
     if (parks.length > 0) {
-      const parkedIds = await FLUSH_PARKS.run(this.sql, { entries: parks }, tx);
-      if (parkedIds.length > 0) {
-        for (const id of parkedIds) {
-          committedIds.add(id);
-          settledIds.push(id);
+      const rows = await FLUSH_PARKS.run(this.sql, { entries: parks }, tx);
+      const parkedIds: string[] = [];
+      for (const row of rows) {
+        committedIds.add(row.id);
+        if (isTerminalStatus(row.status)) {
+          ended(row);
+        } else {
+          parkedIds.push(row.id);
+          settledIds.push(row.id);
         }
-        const presented = presentedPairs(parks.filter((e) => committedIds.has(e.id)));
+      }
+      if (parkedIds.length > 0) {
+        const parked = new Set(parkedIds);
+        const presented = presentedPairs(parks.filter((e) => parked.has(e.id)));
         const woken = await RECHECK_PARKS.run(this.sql, { parkedIds, presented }, tx);
         for (const w of woken) pokeQueues.add(w.queue);
       }
     }
 
-    // 3. fan-outs: lock parents, insert children gated on ownership, park on landed count
+    // 3. fan-outs: lock parents, insert children gated on ownership and on no cancel request
+    //    (the guarded spawn, docs/design.md §27.2), park on landed count
     if (fanOuts.length > 0) {
-      const ownedIds = new Set(await FANOUT_LOCK_PARENTS.run(this.sql, { entries: fanOuts }, tx));
-      const spawning = fanOuts.filter((e) => ownedIds.has(e.id));
+      const owned = await FANOUT_LOCK_PARENTS.run(this.sql, { entries: fanOuts }, tx);
+      const ownedIds = new Set(owned.map((o) => o.id));
+      const spawnIds = new Set(owned.filter((o) => !o.cancelRequested).map((o) => o.id));
+      const parking = fanOuts.filter((e) => ownedIds.has(e.id));
+      const spawning = parking.filter((e) => spawnIds.has(e.id));
       const landed = new Map<string, number>();
       const childRows = spawning.flatMap((e) => e.children.map((row) => ({ row, parent: e.id })));
       if (childRows.length > 0) {
@@ -281,10 +339,14 @@ export class Flusher {
           await faultPoint('spawn.afterChildInsert', { ids: spawning.map((e) => e.id) });
         }
       }
-      if (spawning.length > 0) {
-        const parked = await FANOUT_PARK_PARENTS.run(this.sql, { entries: spawning, landed }, tx);
+      if (parking.length > 0) {
+        const parked = await FANOUT_PARK_PARENTS.run(this.sql, { entries: parking, landed }, tx);
         for (const p of parked) {
           committedIds.add(p.id);
+          if (isTerminalStatus(p.status)) {
+            ended(p);
+            continue;
+          }
           settledIds.push(p.id);
           if (p.status === 'runnable') pokeQueues.add(p.queue);
         }
@@ -292,8 +354,12 @@ export class Flusher {
     }
 
     // 4. consume: exact awaited pairs of committed progressing entries; whole inbox of terminals
+    const endedIds = new Set(cancelledIds);
     const pairs = presentedPairs(
-      entries.filter((e) => committedIds.has(e.id) && OUTCOME_KINDS[e.kind].consumesAwaited),
+      entries.filter(
+        (e) =>
+          committedIds.has(e.id) && !endedIds.has(e.id) && OUTCOME_KINDS[e.kind].consumesAwaited,
+      ),
     );
     if (pairs.length > 0) await CONSUME_SIGNALS.run(this.sql, { pairs }, tx);
     if (terminalIds.length > 0) await CONSUME_INBOXES.run(this.sql, { ids: terminalIds }, tx);
@@ -305,10 +371,15 @@ export class Flusher {
     }
 
     for (const e of transitions) {
-      if (committedIds.has(e.id) && pokesAfter(e)) pokeQueues.add(e.queue);
+      if (committedIds.has(e.id) && !endedIds.has(e.id) && pokesAfter(e)) pokeQueues.add(e.queue);
     }
     if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
-    return { committed: entries.filter((e) => committedIds.has(e.id)), pokeQueues, settledIds };
+    return {
+      committed: entries.filter((e) => committedIds.has(e.id)),
+      pokeQueues,
+      settledIds,
+      cancelledIds,
+    };
   }
 }
 
@@ -385,6 +456,7 @@ function merge(a: FlushEffects, b: FlushEffects): FlushEffects {
     committed: [...a.committed, ...b.committed],
     pokeQueues: new Set([...a.pokeQueues, ...b.pokeQueues]),
     settledIds: [...a.settledIds, ...b.settledIds],
+    cancelledIds: [...a.cancelledIds, ...b.cancelledIds],
   };
 }
 

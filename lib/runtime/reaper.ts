@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 
 import type { SqlExecutor } from '../db/sql-executor';
+import { isTerminalStatus } from '../gen-durable.constants';
 import { CONSUME_INBOXES, JOIN_PARENTS } from '../sql/outcome.sql';
 import { FIRE_AWAIT_DEADLINES, REAP_EXPIRED } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
@@ -52,7 +53,11 @@ export class Reaper {
     return this.periodic.stop();
   }
 
-  /** One sweep; returns what it did (also used by tests and the testing helpers). */
+  /**
+   * One sweep; returns what it did (also used by tests and the testing helpers): `poisoned`
+   * counts poison pills failed; rows whose cancel was requested and whose lease ran out are
+   * cancelled (docs/design.md §27.2) and counted in neither.
+   */
   async sweep(): Promise<{ reaped: number; poisoned: number; timeouts: number }> {
     let reaped = 0;
     let poisoned = 0;
@@ -71,7 +76,8 @@ export class Reaper {
         if (FAULTS_ENABLED) {
           await faultPoint('reaper.afterSelect', { ids: reapedRows.map((r) => r.id) });
         }
-        const poisonedRows = reapedRows.filter((r) => r.status === 'failed');
+        // Poison pills (failed) and rows whose cancel was requested (cancelled) ended here.
+        const poisonedRows = reapedRows.filter((r) => isTerminalStatus(r.status));
         if (poisonedRows.length > 0) {
           await CONSUME_INBOXES.run(this.sql, { ids: poisonedRows.map((r) => r.id) }, tx);
           const parents = poisonedRows.flatMap((r) => (r.parentId !== null ? [r.parentId] : []));
@@ -83,7 +89,9 @@ export class Reaper {
         return { rows: reapedRows, failed: poisonedRows };
       });
       reaped = rows.length - failed.length;
-      poisoned = failed.length;
+      const cancelled = failed.filter((r) => r.status === 'cancelled');
+      const pills = failed.filter((r) => r.status === 'failed');
+      poisoned = pills.length;
       for (const r of rows) if (r.status === 'runnable') queues.add(r.queue);
       if (reaped > 0) this.telemetry.emit('reaper:reaped', { count: reaped }, {});
       for (const r of rows) {
@@ -97,8 +105,11 @@ export class Reaper {
           { id: r.id, fsm: r.fsm, step: r.step, reaps: r.reaps },
         );
       }
+      if (cancelled.length > 0) {
+        this.telemetry.emit('reaper:cancelled', { count: cancelled.length }, {});
+      }
       if (failed.length > 0) {
-        for (const r of failed) {
+        for (const r of pills) {
           this.logger.error(
             `poison pill: ${r.fsm}#${r.id} step ${r.step} lost its worker ${r.reaps} times, the last while it ran alone; failed`,
           );

@@ -85,6 +85,14 @@ export class RunAhead {
       return { kind: 'ended', reply };
     }
     if (reply === 'error') return { kind: 'crash', error: 'the inline continue commit failed' };
+    if (reply === 'cancelled') {
+      // A cancel was requested while the step ran: the continue committed the row cancelled
+      // (docs/design.md §27.2), so the chain ends and the slot it held is returned.
+      const held0 = current.slot ?? null;
+      if (held0) await this.limiter.credit([held0]);
+      held.slot = null;
+      return { kind: 'ended', reply };
+    }
 
     // 2. admission of what the next step needs that the chain does not hold yet
     const oldSlot = current.slot ?? null;

@@ -156,7 +156,9 @@ export const CLEAR_STEP_STARTED = sql(
 
 /**
  * Releases held claims back to runnable (shutdown drain, admission denial; docs/design.md §5.4, §17.4):
- * guarded, attempt and eligible_at kept, lock, lease and shard cleared.
+ * guarded, attempt and eligible_at kept, lock, lease and shard cleared. A row whose cancel was
+ * requested is not released (a runnable row must not carry a request): it stays executing
+ * until its lease expires and the reaper cancels it (docs/design.md §27.2).
  */
 export const RELEASE_CLAIMS = sql(
   'release_claims',
@@ -165,6 +167,7 @@ export const RELEASE_CLAIMS = sql(
           updated_at = now()
      FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
     WHERE g.id = t.id AND g.locked_by = $1 AND g.status = 'executing' AND g.claim_seq = t.seq
+      AND g.cancel_requested_at IS NULL
     RETURNING g.id`,
   {
     params: (i: { readonly worker: string; readonly rows: readonly HeldClaim[] }) => {
@@ -198,6 +201,9 @@ export const RELEASE_CLAIMS = sql(
  * poison pill were otherwise re-claimed with it, batch after batch (docs/reliability.md,
  * finding F-R2). A first reap keeps eligible_at (recovery from an ordinary crash stays within
  * lease + reaper interval + poll).
+ * A row whose cancel was requested (docs/design.md §27.2) is not requeued: its step never
+ * returned, so its lease ends it `cancelled` (attempt, reaps, suspicion and error unchanged);
+ * the reaper gives it a terminal's riders as it does a poison pill.
  */
 export const REAP_EXPIRED = sql(
   'reap_expired',
@@ -214,20 +220,21 @@ export const REAP_EXPIRED = sql(
        FROM expired
    )
    UPDATE {schema}.gen_durable g
-      SET status = (CASE WHEN v.poisoned THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
-          attempt = CASE WHEN v.poisoned THEN g.attempt ELSE g.attempt + 1 END,
-          last_error = CASE WHEN v.poisoned
+      SET status = (CASE WHEN g.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                         WHEN v.poisoned THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
+          attempt = CASE WHEN v.poisoned OR g.cancel_requested_at IS NOT NULL THEN g.attempt ELSE g.attempt + 1 END,
+          last_error = CASE WHEN v.poisoned AND g.cancel_requested_at IS NULL
                             THEN format('poison pill: step %s lost its worker %s times, the last while it ran alone (reaper.maxReaps)', g.step, g.reaps + 1)
                             ELSE g.last_error END,
-          eligible_at = CASE WHEN NOT v.poisoned AND g.reaps > 0
+          eligible_at = CASE WHEN NOT v.poisoned AND g.cancel_requested_at IS NULL AND g.reaps > 0
                              THEN now() + make_interval(secs => random() * g.reaps * $3::float8 / 1000)
                              ELSE g.eligible_at END,
-          reaps = g.reaps + CASE WHEN v.counts THEN 1 ELSE 0 END,
-          suspect = g.suspect OR v.suspected,
+          reaps = g.reaps + CASE WHEN v.counts AND g.cancel_requested_at IS NULL THEN 1 ELSE 0 END,
+          suspect = g.suspect OR (v.suspected AND g.cancel_requested_at IS NULL),
           locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, updated_at = now()
      FROM verdict v
     WHERE g.id = v.id
-   RETURNING g.id, g.status, g.parent_id, g.queue, g.fsm, g.step, g.reaps, v.suspected`,
+   RETURNING g.id, g.status, g.parent_id, g.queue, g.fsm, g.step, g.reaps, v.suspected AND g.cancel_requested_at IS NULL AS suspected`,
   {
     params: (i: {
       readonly maxReaps: number;
@@ -264,6 +271,8 @@ export const REAP_EXPIRED = sql(
  * later ones only while the step ran (finding F-R11); a counted loss of a `suspect` (during its
  * solo run) is left for the reaper too, which fails it. A suspect lost before its solo step
  * started is reclaimed uncounted and stays a suspect.
+ * A row whose cancel was requested is left for the reaper too, which cancels it with its
+ * riders (docs/design.md §27.2).
  */
 export const RECLAIM_PREDECESSOR = sql(
   'reclaim_predecessor',
@@ -273,6 +282,7 @@ export const RECLAIM_PREDECESSOR = sql(
         AND left(locked_by, length($2::text)) = $2::text
         AND lease_expires_at < now() + make_interval(secs => $3::float8 / 1000)
         AND NOT ((reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq) AND (suspect OR reaps + 1 >= $4))
+        AND cancel_requested_at IS NULL
       ORDER BY id
       FOR NO KEY UPDATE SKIP LOCKED
    )

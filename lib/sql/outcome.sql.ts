@@ -1,5 +1,6 @@
+import type { DurableStatus } from '../gen-durable.constants';
 import type { KindsWrittenBy } from '../fsm/outcome-kinds';
-import { type IdQueue, type IdQueueStatus, idsOf, noRows } from './row-decoders';
+import { type IdQueue, type IdQueueStatus, noRows } from './row-decoders';
 import { sql } from './statement';
 
 // The flush transaction (docs/design.md §6.3). Every write is guarded by the ownership guard plus the
@@ -34,18 +35,52 @@ export interface TransitionWrite extends GuardedWrite {
 interface TransitionRecord {
   id: string;
   parent_id: string | null;
-  status: string;
+  status: DurableStatus;
   queue: string;
   signaled: boolean;
+  held: boolean;
 }
 
 /** A row FLUSH_TRANSITIONS wrote: its status after, and whether it was ever signaled. */
 export interface TransitionRow {
   readonly id: string;
   readonly parentId: string | null;
-  readonly status: string;
+  readonly status: DurableStatus;
   readonly queue: string;
   readonly signaled: boolean;
+  /** Solo only: left as it was (a cancel request that needs riders); not committed. */
+  readonly held: boolean;
+}
+
+/** A row a park or a fan-out park wrote: its status after (`cancelled` for a cancel request). */
+export interface EndedRow {
+  readonly id: string;
+  readonly queue: string;
+  readonly status: DurableStatus;
+  readonly parentId: string | null;
+  readonly signaled: boolean;
+}
+
+function decodeEnded(
+  rows: readonly {
+    id: string;
+    queue: string;
+    status: DurableStatus;
+    parent_id: string | null;
+    signaled: boolean;
+  }[],
+): EndedRow[] {
+  const out: EndedRow[] = [];
+  for (const r of rows) {
+    out.push({
+      id: r.id,
+      queue: r.queue,
+      status: r.status,
+      parentId: r.parent_id,
+      signaled: r.signaled,
+    });
+  }
+  return out;
 }
 
 /** One row's park (FLUSH_PARKS). */
@@ -69,6 +104,23 @@ export interface FanOutParkWrite extends GuardedWrite {
 }
 
 /**
+ * A solo flush cannot end a row whose cancel was requested when that row needs a rider (a
+ * parent to join, an inbox to sweep): it holds it — the row is left exactly as it was, still
+ * executing — and the flusher commits it in a transaction with its riders.
+ */
+const HELD = `(COALESCE(t.solo, false) AND g.cancel_requested_at IS NOT NULL AND t.kind NOT IN ('done', 'stop')
+               AND (g.parent_id IS NOT NULL OR g.signaled))`;
+
+/**
+ * The kind a transition commits as (docs/design.md §27.2): the entry's own, except that a row
+ * whose cancel was requested while its step ran ends `cancel` unless the step's outcome was
+ * itself terminal (done, stop: a terminal outcome wins), or is `hold` (see HELD). Read on the
+ * row's locked version, so a request that commits before this flush's row lock is always seen.
+ */
+const KIND = `(CASE WHEN g.cancel_requested_at IS NULL OR t.kind IN ('done', 'stop') THEN t.kind
+                    WHEN ${HELD} THEN 'hold' ELSE 'cancel' END)`;
+
+/**
  * Transitions next / retry / sleep / done / stop for any number of rows in one UPDATE over
  * parallel arrays (PK lookups). Per-row kind drives each column as in docs/design.md §2.4's table;
  * `last_error` is written by a stop, and by a retry that carries an error (a thrown step
@@ -78,6 +130,10 @@ export interface FanOutParkWrite extends GuardedWrite {
  * `sleep` (docs/design.md §27.4) is a `next` due later and without limit options: new step and
  * state, attempt 0, the key kept, the rate limit cleared, due at `at` when given (an instant,
  * `{ until }`), else `delay_ms` after now() (`{ for }`, database clock).
+ * `cancel` (docs/design.md §27.2) ends the row `cancelled` keeping its step, state and
+ * attempt: the step's own outcome is dropped, and the request's reason stays on the row. Any
+ * non-terminal entry of a row whose cancel was requested commits as `cancel` (see KIND); in
+ * a solo flush such a row that needs a rider is held instead (`held` in RETURNING, see HELD).
  * `continue` is the inline hand-off (docs/design.md §7): a `next` that keeps the claim — the row stays
  * executing under the same worker and fencing token, its lease renewed to now + `lease_ms`;
  * the shard is kept with the key, cleared with it, or provisionally 0 for a new gated key
@@ -93,37 +149,42 @@ export interface FanOutParkWrite extends GuardedWrite {
 export const FLUSH_TRANSITIONS = sql(
   'flush_transitions',
   `UPDATE {schema}.gen_durable g
-      SET status = (CASE t.kind WHEN 'done' THEN 'done' WHEN 'stop' THEN 'failed' WHEN 'continue' THEN 'executing'
+      SET status = (CASE ${KIND} WHEN 'done' THEN 'done' WHEN 'stop' THEN 'failed' WHEN 'cancel' THEN 'cancelled'
+                                WHEN 'continue' THEN 'executing' WHEN 'hold' THEN 'executing'
                                 ELSE 'runnable' END)::{schema}.durable_status,
-          step = CASE WHEN t.kind IN ('next', 'continue', 'sleep') THEN t.step ELSE g.step END,
-          attempt = CASE t.kind WHEN 'next' THEN 0 WHEN 'continue' THEN 0 WHEN 'sleep' THEN 0
-                                WHEN 'retry' THEN g.attempt + 1 ELSE g.attempt END,
-          state = CASE WHEN t.kind IN ('next', 'retry', 'continue', 'sleep') THEN t.state::jsonb ELSE g.state END,
-          result = CASE WHEN t.kind = 'done' THEN t.result::jsonb ELSE g.result END,
-          last_error = CASE WHEN t.kind = 'stop' OR (t.kind = 'retry' AND t.error IS NOT NULL) THEN t.error ELSE g.last_error END,
-          awaits = CASE WHEN t.kind = 'retry' THEN g.awaits END,
+          step = CASE WHEN ${KIND} IN ('next', 'continue', 'sleep') THEN t.step ELSE g.step END,
+          attempt = CASE ${KIND} WHEN 'next' THEN 0 WHEN 'continue' THEN 0 WHEN 'sleep' THEN 0
+                                 WHEN 'retry' THEN g.attempt + 1 ELSE g.attempt END,
+          state = CASE WHEN ${KIND} IN ('next', 'retry', 'continue', 'sleep') THEN t.state::jsonb ELSE g.state END,
+          result = CASE WHEN ${KIND} = 'done' THEN t.result::jsonb ELSE g.result END,
+          last_error = CASE WHEN ${KIND} = 'stop' OR (${KIND} = 'retry' AND t.error IS NOT NULL) THEN t.error ELSE g.last_error END,
+          awaits = CASE WHEN ${KIND} IN ('retry', 'hold') THEN g.awaits END,
           await_deadline = NULL,
-          rate_limit = CASE WHEN t.kind IN ('next', 'continue', 'sleep') THEN t.rate_limit ELSE g.rate_limit END,
-          weight = CASE WHEN t.kind IN ('next', 'continue', 'sleep') THEN t.weight ELSE g.weight END,
-          concurrency_key = CASE WHEN t.kind IN ('next', 'continue') AND t.set_key THEN t.conc_key ELSE g.concurrency_key END,
-          eligible_at = CASE t.kind WHEN 'next' THEN now() WHEN 'continue' THEN now()
+          rate_limit = CASE WHEN ${KIND} IN ('next', 'continue', 'sleep') THEN t.rate_limit ELSE g.rate_limit END,
+          weight = CASE WHEN ${KIND} IN ('next', 'continue', 'sleep') THEN t.weight ELSE g.weight END,
+          concurrency_key = CASE WHEN ${KIND} IN ('next', 'continue') AND t.set_key THEN t.conc_key ELSE g.concurrency_key END,
+          eligible_at = CASE ${KIND} WHEN 'next' THEN now() WHEN 'continue' THEN now()
                                     WHEN 'retry' THEN now() + make_interval(secs => t.delay_ms / 1000)
                                     WHEN 'sleep' THEN COALESCE(t.at, now() + make_interval(secs => t.delay_ms / 1000))
                                     ELSE g.eligible_at END,
-          locked_by = CASE WHEN t.kind = 'continue' THEN g.locked_by END,
-          lease_expires_at = CASE WHEN t.kind = 'continue' THEN now() + make_interval(secs => t.lease_ms / 1000) END,
-          concurrency_shard = CASE WHEN t.kind <> 'continue' THEN NULL
+          locked_by = CASE WHEN ${KIND} IN ('continue', 'hold') THEN g.locked_by END,
+          lease_expires_at = CASE ${KIND} WHEN 'continue' THEN now() + make_interval(secs => t.lease_ms / 1000)
+                                          WHEN 'hold' THEN g.lease_expires_at END,
+          concurrency_shard = CASE WHEN ${KIND} = 'hold' THEN g.concurrency_shard
+                                   WHEN ${KIND} <> 'continue' THEN NULL
                                    WHEN NOT t.set_key THEN g.concurrency_shard
                                    WHEN t.conc_key IS NULL THEN NULL
                                    ELSE 0 END,
-          reaps = 0, suspect = false, updated_at = now()
+          reaps = CASE WHEN ${KIND} = 'hold' THEN g.reaps ELSE 0 END,
+          suspect = CASE WHEN ${KIND} = 'hold' THEN g.suspect ELSE false END,
+          updated_at = CASE WHEN ${KIND} = 'hold' THEN g.updated_at ELSE now() END
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
                  $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[], $14::float8[],
                  $15::boolean[], $16::timestamptz[])
           AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key, lease_ms, solo, at)
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
-      AND NOT (COALESCE(t.solo, false) AND t.kind IN ('done', 'stop') AND g.signaled)
-    RETURNING g.id, g.parent_id, g.status, g.queue, g.signaled`,
+      AND NOT (COALESCE(t.solo, false) AND ${KIND} IN ('done', 'stop', 'cancel') AND g.signaled)
+    RETURNING g.id, g.parent_id, g.status, g.queue, g.signaled, ${HELD} AS held`,
   {
     params: ({
       entries,
@@ -197,6 +258,7 @@ export const FLUSH_TRANSITIONS = sql(
           status: r.status,
           queue: r.queue,
           signaled: r.signaled,
+          held: r.held,
         });
       }
       return out;
@@ -207,20 +269,25 @@ export const FLUSH_TRANSITIONS = sql(
 /**
  * awaitSignal parks (docs/design.md §2.4, §8): awaits from a per-row JSON array text, deadline from a
  * per-row timeout (NULL = none). The lost-wakeup recheck runs next in the same transaction.
+ * A row whose cancel was requested while its step ran ends `cancelled` instead, step and
+ * state kept (docs/design.md §27.2); the flusher gives it a terminal's riders.
  */
 export const FLUSH_PARKS = sql(
   'flush_parks',
   `UPDATE {schema}.gen_durable g
-      SET status = 'awaiting_signal', step = t.step, attempt = 0, state = t.state::jsonb,
-          awaits = ARRAY(SELECT jsonb_array_elements_text(t.names::jsonb)),
-          await_deadline = CASE WHEN t.timeout_ms IS NULL THEN NULL
+      SET status = (CASE WHEN g.cancel_requested_at IS NULL THEN 'awaiting_signal' ELSE 'cancelled' END)::{schema}.durable_status,
+          step = CASE WHEN g.cancel_requested_at IS NULL THEN t.step ELSE g.step END,
+          attempt = CASE WHEN g.cancel_requested_at IS NULL THEN 0 ELSE g.attempt END,
+          state = CASE WHEN g.cancel_requested_at IS NULL THEN t.state::jsonb ELSE g.state END,
+          awaits = CASE WHEN g.cancel_requested_at IS NULL THEN ARRAY(SELECT jsonb_array_elements_text(t.names::jsonb)) END,
+          await_deadline = CASE WHEN t.timeout_ms IS NULL OR g.cancel_requested_at IS NOT NULL THEN NULL
                                 ELSE now() + make_interval(secs => t.timeout_ms / 1000) END,
           rate_limit = NULL, weight = 1, eligible_at = now(),
           locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, suspect = false, updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::float8[])
           AS t(worker, id, seq, step, state, names, timeout_ms)
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
-    RETURNING g.id, g.queue`,
+    RETURNING g.id, g.queue, g.status, g.parent_id, g.signaled`,
   {
     params: ({ entries }: { readonly entries: readonly ParkWrite[] }) => {
       const workers: string[] = [];
@@ -241,7 +308,7 @@ export const FLUSH_PARKS = sql(
       }
       return [workers, ids, seqs, steps, states, names, timeouts];
     },
-    decode: idsOf,
+    decode: decodeEnded,
   },
 );
 
@@ -339,11 +406,14 @@ export const JOIN_PARENTS = sql(
 
 /**
  * Fan-out step 1 (docs/design.md §6.3, §10): lock the spawning parents in id order, guarded, so the
- * reaper (skip-locked) cannot reclaim a parent mid-spawn. Returns the parents still owned.
+ * reaper (skip-locked) cannot reclaim a parent mid-spawn. Returns the parents still owned, and
+ * whether a cancel was requested for each, read under the lock: such a parent spawns nothing
+ * (docs/design.md §27.2, the guarded spawn) and FANOUT_PARK_PARENTS ends it `cancelled`. A
+ * cancel that commits after this lock waits for the flush and sees the children.
  */
 export const FANOUT_LOCK_PARENTS = sql(
   'fanout_lock_parents',
-  `SELECT g.id
+  `SELECT g.id, g.cancel_requested_at IS NOT NULL AS cancel_requested
      FROM {schema}.gen_durable g
      JOIN unnest($1::text[], $2::bigint[], $3::bigint[]) AS t(worker, id, seq) ON g.id = t.id
     WHERE g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
@@ -361,25 +431,38 @@ export const FANOUT_LOCK_PARENTS = sql(
       }
       return [workers, ids, seqs];
     },
-    decode: idsOf,
+    decode: (
+      rows: readonly { id: string; cancel_requested: boolean }[],
+    ): { id: string; cancelRequested: boolean }[] => {
+      const out: { id: string; cancelRequested: boolean }[] = [];
+      for (const r of rows) out.push({ id: r.id, cancelRequested: r.cancel_requested });
+      return out;
+    },
   },
 );
 
 /**
  * Fan-out step 3: park each owned parent on its landed children (duplicates by key dropped
- * out of the count); zero landed ⇒ straight to runnable.
+ * out of the count); zero landed ⇒ straight to runnable. A parent whose cancel was requested
+ * (it spawned nothing) ends `cancelled`, step and state kept (docs/design.md §27.2).
  */
 export const FANOUT_PARK_PARENTS = sql(
   'fanout_park_parents',
   `UPDATE {schema}.gen_durable g
-      SET status = (CASE WHEN t.landed > 0 THEN 'awaiting_children' ELSE 'runnable' END)::{schema}.durable_status,
-          step = t.step, attempt = 0, state = t.state::jsonb, awaits = NULL, await_deadline = NULL,
-          children_pending = t.landed, rate_limit = NULL, weight = 1, eligible_at = now(),
-          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, suspect = false, updated_at = now()
+      SET status = (CASE WHEN g.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                         WHEN t.landed > 0 THEN 'awaiting_children' ELSE 'runnable' END)::{schema}.durable_status,
+          step = CASE WHEN g.cancel_requested_at IS NULL THEN t.step ELSE g.step END,
+          attempt = CASE WHEN g.cancel_requested_at IS NULL THEN 0 ELSE g.attempt END,
+          state = CASE WHEN g.cancel_requested_at IS NULL THEN t.state::jsonb ELSE g.state END,
+          awaits = NULL, await_deadline = NULL,
+          children_pending = CASE WHEN g.cancel_requested_at IS NULL THEN t.landed ELSE g.children_pending END,
+          rate_limit = NULL, weight = 1, eligible_at = now(),
+          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, suspect = false,
+          updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[])
           AS t(worker, id, seq, step, state, landed)
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
-    RETURNING g.id, g.queue, g.status`,
+    RETURNING g.id, g.queue, g.status, g.parent_id, g.signaled`,
   {
     params: (i: {
       readonly entries: readonly FanOutParkWrite[];
@@ -402,6 +485,6 @@ export const FANOUT_PARK_PARENTS = sql(
       }
       return [workers, ids, seqs, steps, states, landed];
     },
-    decode: (rows: readonly IdQueueStatus[]) => rows,
+    decode: decodeEnded,
   },
 );

@@ -72,6 +72,7 @@ export type TelemetryPayloads = {
   'run_ahead:yield': { measurements: Count; metadata: Row & { to: string; reason: string } };
   'reaper:reaped': { measurements: Count; metadata: None };
   'reaper:suspect': { measurements: Count; metadata: Row & { reaps: number } };
+  'reaper:cancelled': { measurements: Count; metadata: None };
   'reaper:poisoned': { measurements: Count; metadata: Row & { reaps: number } };
   'await:timeout': { measurements: Count; metadata: None };
   'gc:swept': { measurements: { count: number; buckets: number; gates: number }; metadata: None };
@@ -81,6 +82,15 @@ export type TelemetryPayloads = {
     metadata: { error: string; lane: 'async' | 'durable' };
   };
   'executor:crash': { measurements: Count; metadata: Row & { error: string } };
+  'instance:cancelled': {
+    measurements: { cancelled: number; requested: number; alreadyTerminal: number };
+    metadata: {
+      id: string;
+      mode: 'cooperative' | 'fence';
+      children: 'cascade' | 'detach' | 'keep';
+    };
+  };
+  'instance:retried': { measurements: Count; metadata: Row };
   'boot:warning': { measurements: Count; metadata: { warning: string } };
 };
 

@@ -250,7 +250,7 @@ describe('R0 races on real connections, all permutations', () => {
         const owned = await FANOUT_LOCK_PARENTS.run(session, {
           entries: [{ worker: W, id: vars.parent, seq: vars.seq }],
         });
-        vars.owned = owned;
+        vars.owned = owned.map((o) => o.id);
         return owned;
       }),
       step('f_children', async ({ session, vars }) => {

@@ -230,5 +230,23 @@ describe('statement counts (docs/design.md §25.1)', () => {
       );
       expect(rows).toEqual([{ name: 'hello', payload: { x: 1 } }]);
     });
+
+    it('cancel of a row that is not executing is 1 statement (docs/design.md §27.2)', async () => {
+      const id = await h.engine.insert(StepperFsm, { state: { n: 0 }, queue: 'cancels' });
+      await h.engine.signal({ id }, 'hello', {});
+      h.clear();
+      expect(await h.engine.cancel(id, { reason: 'count me' })).toEqual({
+        cancelled: [id],
+        requested: [],
+        alreadyTerminal: [],
+      });
+      expect(h.statements).toEqual(['cancel_instances']);
+      const { rows } = await db.pool.query(
+        `SELECT g.status::text, count(s.id) FILTER (WHERE s.consumed_at IS NULL)::int AS unconsumed
+           FROM gen_durable g LEFT JOIN signals s ON s.target_id = g.id WHERE g.id = $1 GROUP BY g.id`,
+        [id],
+      );
+      expect(rows).toEqual([{ status: 'cancelled', unconsumed: 0 }]);
+    });
   });
 });

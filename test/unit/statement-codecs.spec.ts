@@ -258,10 +258,12 @@ describe('statement parameter builders and decoders (no database)', () => {
     expect(params[15]).toEqual([null, null, null, until, null]);
     expect(
       FLUSH_TRANSITIONS.decode(
-        [{ id: '3', parent_id: '9', status: 'done', queue: 'q', signaled: true }],
+        [{ id: '3', parent_id: '9', status: 'done', queue: 'q', signaled: true, held: false }],
         { entries: [], solo: false },
       ),
-    ).toEqual([{ id: '3', parentId: '9', status: 'done', queue: 'q', signaled: true }]);
+    ).toEqual([
+      { id: '3', parentId: '9', status: 'done', queue: 'q', signaled: true, held: false },
+    ]);
   });
 
   it('HEARTBEAT: (id, seq) pairs; decodes renewed ids and lost claims apart', () => {
