@@ -2,6 +2,8 @@
 export const DURABLE_FSM_METADATA = 'gen-durable:fsm';
 /** Metadata key written by `@Step()` on a class (map of step name → method name). */
 export const STEP_METADATA = 'gen-durable:steps';
+/** Metadata key written by `@DurableCron()` on a class (its schedule declarations, in order). */
+export const CRON_METADATA = 'gen-durable:cron';
 /** Default engine name (docs/design.md §22). */
 export const DEFAULT_ENGINE_NAME = 'GenDurable';
 /** The statuses in which an instance is live (docs/design.md §3.1). */

@@ -9,6 +9,17 @@ export {
   type StateCodec,
 } from './decorators/durable-fsm.decorator';
 export { Step, type StepOptions } from './decorators/step.decorator';
+export { DurableCron } from './decorators/durable-cron.decorator';
+export type {
+  CronFireInfo,
+  DurableCronOptions,
+  MissedPolicy,
+  OverlapPolicy,
+  ScheduleFields,
+  ScheduleSpec,
+  ScheduleView,
+} from './cron/schedule-spec';
+export type { Schedules } from './cron/schedules';
 export { InjectEngine } from './decorators/inject-engine.decorator';
 export { EngineService } from './engine/engine.service';
 export type { Target } from './engine/target';

@@ -83,6 +83,11 @@ export class CronExpression {
       instants.push(cursor);
     }
   }
+
+  /** The latest `count` occurrences at or before `until`, in order. */
+  latestUpTo(until: Date, count: number): Date[] {
+    return this.cron.previousRuns(count, new Date(until.getTime() + 1)).reverse();
+  }
 }
 
 /** What was wrong with a cron expression or zone: `field` is `'cron'` or `'tz'`. */

@@ -1,4 +1,5 @@
-import { DURABLE_FSM_METADATA, STEP_METADATA } from '../gen-durable.constants';
+import { CRON_METADATA, DURABLE_FSM_METADATA, STEP_METADATA } from '../gen-durable.constants';
+import type { DurableCronMetadata } from '../decorators/durable-cron.decorator';
 import type { DurableFsmMetadata } from '../decorators/durable-fsm.decorator';
 import type { StepMetadata } from '../decorators/step.decorator';
 
@@ -11,5 +12,11 @@ export const FsmMetadataAccessor = {
   steps(target: unknown): readonly StepMetadata[] {
     if (typeof target !== 'function') return [];
     return (Reflect.getMetadata(STEP_METADATA, target) as StepMetadata[] | undefined) ?? [];
+  },
+  crons(target: unknown): readonly DurableCronMetadata[] {
+    if (typeof target !== 'function') return [];
+    return (
+      (Reflect.getOwnMetadata(CRON_METADATA, target) as DurableCronMetadata[] | undefined) ?? []
+    );
   },
 } as const;

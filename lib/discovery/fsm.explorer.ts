@@ -9,6 +9,7 @@ import type { StepContext } from '../fsm/step-context';
 import type { FsmDefinition, StepFunction } from './fsm-definition';
 import { FsmMetadataAccessor } from './fsm-metadata.accessor';
 import { FsmRegistry } from './fsm.registry';
+import { type ResolvedSchedule, resolveSchedule } from '../cron/resolved-schedule';
 
 type AnyFunction = (...args: unknown[]) => unknown;
 
@@ -21,7 +22,10 @@ export class FsmExplorer {
 
   constructor(private readonly discovery: DiscoveryService) {}
 
-  explore(restrictTo: readonly (Type<unknown> | string)[] | undefined): FsmRegistry {
+  explore(
+    restrictTo: readonly (Type<unknown> | string)[] | undefined,
+    maxStateBytes = 1024 * 1024,
+  ): FsmRegistry {
     const registry = new FsmRegistry();
     const seen = new Set<unknown>();
     for (const wrapper of this.discovery.getProviders()) {
@@ -41,6 +45,9 @@ export class FsmExplorer {
       const name = meta.name ?? metatype.name;
       if (restrictTo && !restrictTo.some((r) => r === metatype || r === name)) continue;
       registry.register(this.define(metatype, instance as Record<string, unknown>, meta, name));
+      for (const schedule of this.schedules(metatype, instance, name, maxStateBytes)) {
+        registry.declareSchedule(schedule);
+      }
     }
     if (restrictTo) {
       for (const wanted of restrictTo) {
@@ -55,6 +62,41 @@ export class FsmExplorer {
       }
     }
     return registry;
+  }
+
+  /**
+   * The `@DurableCron` declarations of one FSM class, validated (docs/design.md §29): a bad
+   * expression, zone or option fails boot with a ConfigurationError naming the schedule.
+   */
+  private schedules(
+    metatype: abstract new (...args: never[]) => unknown,
+    instance: unknown,
+    fsm: string,
+    maxStateBytes: number,
+  ): ResolvedSchedule[] {
+    const declarations = FsmMetadataAccessor.crons(metatype);
+    return declarations.map(({ expression, options }, i) => {
+      const name = options.name ?? (declarations.length === 1 ? fsm : undefined);
+      const label = `@DurableCron ${name === undefined ? `#${i + 1}` : JSON.stringify(name)} of fsm ${fsm}`;
+      if (name === undefined) {
+        throw new ConfigurationError(
+          `${label}.name`,
+          `${metatype.name} declares ${declarations.length} schedules: give each a stable { name }`,
+        );
+      }
+      const state =
+        typeof options.state === 'function'
+          ? (options.state as () => unknown).bind(instance)
+          : options.state;
+      return resolveSchedule(
+        { ...options, name, fsm, cron: expression, state },
+        true,
+        maxStateBytes,
+        (field, problem) => {
+          throw new ConfigurationError(`${label}.${field}`, problem);
+        },
+      );
+    });
   }
 
   private metatypeOf(

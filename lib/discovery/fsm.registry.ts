@@ -1,12 +1,14 @@
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import { ConfigurationError } from '../errors/configuration.error';
 import type { FsmDefinition } from './fsm-definition';
+import type { ResolvedSchedule } from '../cron/resolved-schedule';
 
 /** `(name, version)` → definition; the newest version per name answers inserts. */
 export class FsmRegistry {
   private readonly byKey = new Map<string, FsmDefinition>();
   private readonly latest = new Map<string, FsmDefinition>();
   private readonly byClass = new Map<unknown, FsmDefinition>();
+  private readonly declared = new Map<string, ResolvedSchedule>();
 
   register(definition: FsmDefinition): void {
     const key = `${definition.name}@${definition.version}`;
@@ -23,6 +25,33 @@ export class FsmRegistry {
       this.latest.set(definition.name, definition);
     }
     this.byClass.set(definition.metatype, definition);
+  }
+
+  /** Adds a `@DurableCron` schedule; refuses a name another declaration took (docs/design.md §29). */
+  declareSchedule(schedule: ResolvedSchedule): void {
+    const taken = this.declared.get(schedule.name);
+    if (taken) {
+      throw new ConfigurationError(
+        `@DurableCron ${JSON.stringify(schedule.name)}`,
+        `the schedule name is declared twice: on fsm ${taken.fsm} and on fsm ${schedule.fsm}; schedule names are unique per engine`,
+      );
+    }
+    this.declared.set(schedule.name, schedule);
+  }
+
+  /** Every `@DurableCron` schedule of the registered FSMs, in declaration order. */
+  declaredSchedules(): ResolvedSchedule[] {
+    return [...this.declared.values()];
+  }
+
+  /** The `@DurableCron` schedule named `name`, if this node declares it. */
+  declaredSchedule(name: string): ResolvedSchedule | undefined {
+    return this.declared.get(name);
+  }
+
+  /** The FSM names this node can run (a schedule of another FSM is never fired here). */
+  names(): string[] {
+    return [...this.latest.keys()];
   }
 
   /** The definition a row runs on, or undefined (a rolling deploy: the crash path, §2.7). */

@@ -50,7 +50,10 @@ export class EngineHost {
     RunningEngines.acquire(this.name);
     this.acquired = true;
     try {
-      this.registryRef = new FsmExplorer(this.discovery).explore(resolved.fsms);
+      this.registryRef = new FsmExplorer(this.discovery).explore(
+        resolved.fsms,
+        resolved.maxStateBytes,
+      );
       this.runtimeRef = new EngineRuntime(resolved, this.registryRef, this.telemetry);
     } catch (err) {
       // A failed boot gets no shutdown hooks: free the name so the process can boot again.

@@ -14,6 +14,10 @@ import { Executor } from '../runtime/executor';
 import { dueInMs } from '../runtime/flush-entry';
 import { type FlushEffects, Flusher } from '../runtime/flusher';
 import { GarbageCollector } from '../runtime/gc';
+import { CronTicker } from '../cron/cron-ticker';
+import { ScheduleFirer } from '../cron/schedule-firer';
+import { Schedules } from '../cron/schedules';
+import { syncDeclaredSchedules } from '../cron/schedule-sync';
 import { Picker } from '../runtime/picker';
 import { createLimiter, limitConfigs } from '../limiter/create-limiter';
 import { RedisNamespace } from '../db/engine-namespace';
@@ -67,6 +71,12 @@ export class EngineRuntime {
   readonly solo: SoloRun;
   reaper: Reaper | undefined;
   gc: GarbageCollector | undefined;
+  /** One tick over the schedule table; testing's `fireSchedules(at)` calls it too (docs/design.md §29). */
+  readonly firer: ScheduleFirer;
+  /** `engine.schedules` (docs/design.md §29). */
+  readonly schedules: Schedules;
+  /** The schedule ticker, on a node with schedules that runs queues or maintenance. */
+  ticker: CronTicker | undefined;
   private readonly logger = new Logger('GenDurable');
   private drained: Promise<void> | undefined;
 
@@ -118,6 +128,23 @@ export class EngineRuntime {
     );
     this.stall = new StallDetector(options.heartbeatInterval, telemetry);
     this.solo = new SoloRun(options.leaseTtl);
+    this.firer = new ScheduleFirer(
+      this.sql,
+      registry,
+      {
+        grace: options.schedules ? options.schedules.grace : 0,
+        maxStateBytes: options.maxStateBytes,
+      },
+      telemetry,
+      (queues) => this.pokes.poke(queues),
+    );
+    this.schedules = new Schedules(
+      this.sql,
+      registry,
+      options.maxStateBytes,
+      () => this.ticker?.nudge(),
+      (queues) => this.pokes.poke(queues),
+    );
   }
 
   flusherFor(queue: string): Flusher {
@@ -216,12 +243,32 @@ export class EngineRuntime {
     }
     await Promise.all([...this.schedulers.values()].map((s) => s.start()));
     await this.reaper?.sweepNow();
+    await this.startSchedules();
+  }
+
+  /**
+   * Boot upsert of the declared schedules, then (on a node that runs queues or maintenance)
+   * the ticker, whose first tick fires what is due before boot completes (docs/design.md §29).
+   */
+  private async startSchedules(): Promise<void> {
+    const config = this.options.schedules;
+    if (!config) return;
+    await syncDeclaredSchedules(this.sql, this.registry, config.prune);
+    const maintains = this.options.reaper !== false || this.options.gc !== false;
+    if (Object.keys(this.options.queues).length === 0 && !maintains) return;
+    this.ticker = new CronTicker(this.firer, config.interval);
+    await this.ticker.start();
   }
 
   /** Stop claiming, release buffers, wait for in-flight steps, flush (docs/design.md §17.4). Idempotent. */
   drain(): Promise<void> {
     this.drained ??= (async () => {
-      await Promise.all([...this.schedulers.values()].map((s) => s.drain()));
+      // The ticker stops firing as the schedulers stop claiming (both at once: liveness reads
+      // the schedulers' draining status right after drain() is called).
+      await Promise.all([
+        this.ticker?.stop(),
+        ...[...this.schedulers.values()].map((s) => s.drain()),
+      ]);
       await Promise.all(this.flushers.map((f) => f.drain()));
       await this.batcher?.drain();
       await this.reaper?.stop();

@@ -4,6 +4,7 @@ import type { Observable } from 'rxjs';
 import type { EntityManager } from 'typeorm';
 
 import { isArray } from '../util/is-array';
+import type { Schedules } from '../cron/schedules';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { DuplicateError } from '../errors/duplicate.error';
 import { NoTargetError } from '../errors/no-target.error';
@@ -70,6 +71,14 @@ export class EngineService {
   /** The validated options. */
   get options(): ResolvedOptions {
     return this.host.runtime.options;
+  }
+
+  /**
+   * Cron schedules defined at run time beside the `@DurableCron` ones: `upsert`, `remove`,
+   * `pause`, `resume`, `trigger`, `list`, `get` (docs/design.md §29).
+   */
+  get schedules(): Schedules {
+    return this.host.runtime.schedules;
   }
 
   private get registry(): FsmRegistry {

@@ -13,3 +13,4 @@ export * from './payload-too-large.error';
 export * from './schema-version.error';
 export * from './step-timeout.error';
 export * from './unknown-step.error';
+export * from './schedule-not-found.error';

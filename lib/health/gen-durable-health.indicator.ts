@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { type HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
 
 import type { EngineService } from '../engine/engine.service';
+import { SCHEDULE_LAG } from '../sql/cron.sql';
 import { HEALTH_LEASE_BACKLOG, HEALTH_RUNNABLE_BACKLOG } from '../sql/health.sql';
 
 export const GEN_DURABLE_HEALTH_ENGINE = 'gen-durable:health-engine';
@@ -28,6 +29,13 @@ export interface RunnableBacklogOptions {
   maxAgeMs?: number;
   /** Depth reported at most. Default 10 000. */
   depthCap?: number;
+  /** Check timeout, ms. Default 3 000. */
+  timeoutMs?: number;
+}
+
+export interface ScheduleLagOptions {
+  /** How late the oldest due schedule may be, ms. Default 2 × schedules.interval (60 000 with schedules off). */
+  maxLagMs?: number;
   /** Check timeout, ms. Default 3 000. */
   timeoutMs?: number;
 }
@@ -136,6 +144,33 @@ export class GenDurableHealthIndicator {
       return down
         ? indicator.down({ maxAgeMs, queues: details })
         : indicator.up({ maxAgeMs, queues: details });
+    } catch (err) {
+      return indicator.down({ error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
+  /**
+   * Are cron schedules firing? Down when an un-paused schedule's next fire is more than
+   * `maxLagMs` in the past (no node fires it: none runs its FSM with schedules on, or the
+   * tickers are stuck). One index-ordered read of gen_durable_schedules_due (docs/design.md §29).
+   */
+  async scheduleLag(key: string, options: ScheduleLagOptions = {}): Promise<HealthIndicatorResult> {
+    const indicator = this.health.check(key);
+    const runtime = this.engine.runtime;
+    const schedules = runtime.options.schedules;
+    const maxLagMs = options.maxLagMs ?? (schedules ? 2 * schedules.interval : 60_000);
+    try {
+      const lag = await withTimeout(
+        SCHEDULE_LAG.run(runtime.sql, { maxLagMs, cap: 100 }),
+        options.timeoutMs ?? CHECK_TIMEOUT_MS,
+      );
+      const details = {
+        lagMs: Math.round(lag.lagMs),
+        oldest: lag.name,
+        overdue: lag.overdue,
+        maxLagMs,
+      };
+      return lag.lagMs <= maxLagMs ? indicator.up(details) : indicator.down(details);
     } catch (err) {
       return indicator.down({ error: err instanceof Error ? err.message : String(err) });
     }

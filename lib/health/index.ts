@@ -5,5 +5,6 @@ export {
   GenDurableHealthIndicator,
   type LeaseBacklogOptions,
   type RunnableBacklogOptions,
+  type ScheduleLagOptions,
   type SchedulerLivenessOptions,
 } from './gen-durable-health.indicator';

@@ -29,6 +29,16 @@ export interface GcOptions {
   batch?: number;
 }
 
+/** Cron schedules on this node (docs/design.md §29); `false` = no schedule upserted or fired here. */
+export interface SchedulesOptions {
+  /** At boot, delete declared schedules of this node's FSMs that no class declares any more. Default false. */
+  prune?: boolean;
+  /** ms at most between two reads of the schedule table (a tick also wakes at the next fire it read). Default 30 000. */
+  interval?: number;
+  /** How late a fire may be and still count as on time (not missed), ms. Default 1 000. */
+  grace?: number;
+}
+
 /** The insert batcher of `insertAsync` (and, with `durable`, of awaited inserts). */
 export interface InsertBatcherOptions {
   /** Inserts per statement at most. Default 1 000. */
@@ -123,6 +133,12 @@ export interface GenDurableOptions {
   reaper?: ReaperOptions | false;
   /** GC on this node. Default `{ interval: 60 000, retention: 86 400 000, batch: 10 000 }`. */
   gc?: GcOptions | false;
+  /**
+   * Cron schedules: upsert this node's `@DurableCron` schedules at boot and, on a node that runs
+   * queues or maintenance (reaper or GC), fire due ones. Default
+   * `{ prune: false, interval: 30 000, grace: 1 000 }`; `false` = neither on this node.
+   */
+  schedules?: SchedulesOptions | false;
   /**
    * Rows each queue buffers beyond its running slots. Default `'auto'`: max(100, 2 ×
    * concurrency) − concurrency while the queue's recent steps average under 50 ms, 0 otherwise

@@ -250,6 +250,26 @@ export const OPTION_TABLE = {
       }),
     },
   }),
+  schedules: section({
+    doc: 'cron schedules: this node upserts its `@DurableCron` schedules at boot and, when it runs queues or maintenance, fires due ones; `false` = neither on this node',
+    off: 'allowed',
+    fields: {
+      prune: flag({
+        doc: "at boot, delete declared schedules of this node's FSMs that no class declares any more",
+        default: false,
+      }),
+      interval: duration({
+        doc: 'ms at most between two reads of the schedule table (a tick also wakes at the next fire it read)',
+        min: 1,
+        default: 30_000,
+      }),
+      grace: duration({
+        doc: 'how late a fire may be and still count as on time, not missed',
+        min: 0,
+        default: 1_000,
+      }),
+    },
+  }),
   prefetch: integerOrAuto({
     doc: "rows each queue claims beyond its free slots; `'auto'`: max(100, 2 × concurrency) − concurrency while steps average < 50 ms, else 0 ([operations](docs/operations.md))",
     min: 0,

@@ -91,6 +91,15 @@ export type TelemetryPayloads = {
     };
   };
   'instance:retried': { measurements: Count; metadata: Row };
+  'cron:fired': { measurements: Count; metadata: { name: string; fsm: string; at: string } };
+  'cron:missed': {
+    measurements: Count;
+    metadata: { name: string; policy: 'skip' | 'once' | 'all' };
+  };
+  'cron:skipped': {
+    measurements: Count;
+    metadata: { name: string; reason: 'overlap' | 'duplicate' };
+  };
   'boot:warning': { measurements: Count; metadata: { warning: string } };
 };
 

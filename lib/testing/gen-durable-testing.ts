@@ -73,6 +73,22 @@ export class GenDurableTesting {
     }
   }
 
+  /**
+   * Fires the cron schedules due at `at` (docs/design.md §29), as a node's ticker would with
+   * its clock at `at`: the same read and fire statements, `missed` applied to occurrences more
+   * than `schedules.grace` before `at`. Returns how many instances were inserted; `drain()`
+   * runs them. Default `at`: now.
+   */
+  async fireSchedules(at: Date = new Date()): Promise<number> {
+    let fired = 0;
+    for (let round = 0; round < 100; round++) {
+      const tick = await this.engine.runtime.firer.tick(at);
+      fired += tick.fired;
+      if (tick.advanced === 0) break;
+    }
+    return fired;
+  }
+
   /** Fires every armed await deadline now; returns how many. */
   async fireTimeouts(): Promise<number> {
     return (await TESTING_FIRE_ALL_DEADLINES.run(this.engine.runtime.sql)).length;

@@ -10,6 +10,7 @@ const DOCS = [
   'concurrency.md',
   'rate-limiting.md',
   'operations-control.md',
+  'cron.md',
 ];
 
 describe('doc examples compile', () => {

@@ -161,7 +161,13 @@ describe('option table: the resolver follows it', () => {
       resolveOptions({ dataSource: DATA_SOURCE, ...extra });
     expectConfigurationError(bad({ bogus: 1 }), 'options.bogus');
     const sections = TOP_LEVEL_OPTIONS.filter(([, d]) => d.fields !== undefined);
-    expect(sections.map(([name]) => name)).toEqual(['await', 'reaper', 'gc', 'insertBatcher']);
+    expect(sections.map(([name]) => name)).toEqual([
+      'await',
+      'reaper',
+      'gc',
+      'schedules',
+      'insertBatcher',
+    ]);
     for (const [name] of sections) {
       expectConfigurationError(bad({ [name]: { bogus: 1 } }), `${name}.bogus`);
     }
