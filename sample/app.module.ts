@@ -9,6 +9,7 @@ import { AppController } from './app.controller';
 import { CheckoutModule } from './checkout/checkout.module';
 import { DemoSeeder } from './demo/demo-seeder';
 import { NotificationsModule } from './notifications/notifications.module';
+import { ReportsModule } from './reports/reports.module';
 import { sampleDatabaseOptions } from './database';
 import { sampleEngineOptions } from './engine/engine-options';
 import { TransitionLogger } from './engine/transition-logger';
@@ -28,6 +29,7 @@ import { HealthController } from './health/health.controller';
     GenDurableHealthModule.forFeature(),
     CheckoutModule,
     NotificationsModule,
+    ReportsModule,
   ],
   controllers: [AppController, HealthController],
   providers: [TransitionLogger, DemoSeeder],

@@ -4,6 +4,7 @@ import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 
 import { AppModule } from './app.module';
+import { ScheduleLogger } from './reports/schedule-logger';
 
 async function bootstrap(): Promise<void> {
   // abortOnError: false makes a failed boot (database down, migration error) reject here, so
@@ -15,6 +16,7 @@ async function bootstrap(): Promise<void> {
   await app.listen(port);
   const url = (await app.getUrl()).replace('[::1]', 'localhost').replace('127.0.0.1', 'localhost');
   new Logger('Sample').log(`gen-durable sample listening on ${url}`);
+  await app.get(ScheduleLogger).logSchedules();
 }
 
 bootstrap().catch((err: unknown) => {

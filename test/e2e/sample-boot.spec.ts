@@ -3,7 +3,10 @@ import { NestFactory } from '@nestjs/core';
 import request from 'supertest';
 
 import { CURRENT_SCHEMA_VERSION } from '../../lib/schema/increments';
+import { EngineService } from '../../lib';
+import { GenDurableTesting } from '../../lib/testing';
 import { AppModule } from '../../sample/app.module';
+import { eventually } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The sample boots on an empty database: TypeORM runs the gen-durable migration at boot and
@@ -49,5 +52,26 @@ describe('sample app', () => {
     expect(live.body.info.schedulers).toMatchObject({ status: 'up', schedulers: 3 });
     const ready = await request(app!.getHttpServer()).get('/health/ready').expect(200);
     expect(ready.body.info).toMatchObject({ leases: { status: 'up' }, queues: { status: 'up' } });
+  });
+
+  it('declares the nightly report (03:00 Berlin) and runs it when its time comes', async () => {
+    const engine = app!.get(EngineService);
+    const nightly = await engine.schedules.get('nightly-report');
+    expect(nightly).toMatchObject({
+      cron: '0 3 * * *',
+      tz: 'Europe/Berlin',
+      fsm: 'nightly-report',
+      missed: 'once',
+      declared: true,
+    });
+    // What the first node whose clock reaches 03:00 does; the sample's queues run the job.
+    const at = nightly!.nextFireAt;
+    expect(await GenDurableTesting.forEngine(engine).fireSchedules(at)).toBe(1);
+    const key = `cron:nightly-report:${at.toISOString()}`;
+    const done = await eventually(async () => {
+      const row = await engine.get({ correlationKey: key });
+      return row?.status === 'done' ? row : undefined;
+    }, 15_000);
+    expect(done.result).toEqual({ at: at.toISOString(), orders: 0, emails: 0 });
   });
 });
