@@ -64,7 +64,9 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
   let b: RawSession;
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await bootEngine(db, [RacerFsm], { queues: { default: 4 } });
+    // No reaper or GC: their transactions (begin … commit) would interleave with the flush
+    // statements these races read, and a reap would end a race the test holds on purpose.
+    t = await bootEngine(db, [RacerFsm], { queues: { default: 4 }, reaper: false, gc: false });
     a = await openRawSession(db);
     b = await openRawSession(db);
   });
