@@ -11,6 +11,7 @@ export * from './max-steps-exceeded.error';
 export * from './no-target.error';
 export * from './payload-too-large.error';
 export * from './schema-version.error';
+export * from './step-cancelled.error';
 export * from './step-timeout.error';
 export * from './unknown-step.error';
 export * from './schedule-not-found.error';

@@ -1,5 +1,6 @@
 import type { DrainTimeoutError } from '../errors/drain-timeout.error';
 import type { LeaseLostError } from '../errors/lease-lost.error';
+import type { StepCancelledError } from '../errors/step-cancelled.error';
 import type { StepTimeoutError } from '../errors/step-timeout.error';
 
 /**
@@ -15,6 +16,8 @@ export interface StepAbortReasons {
   'lease-lost': LeaseLostError;
   /** Shutdown stopped waiting for the step after `drainTimeout`. */
   'drain-timeout': DrainTimeoutError;
+  /** A cooperative cancel of its instance was requested (docs/design.md §27.2). */
+  cancelled: StepCancelledError;
 }
 
 /** A cause of a step abort: a key of {@link StepAbortReasons}. */

@@ -4,6 +4,7 @@ import { Logger } from '@nestjs/common';
 
 import type { FsmDefinition } from '../discovery/fsm-definition';
 import type { FsmRegistry } from '../discovery/fsm.registry';
+import { StepCancelledError } from '../errors/step-cancelled.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
 import { isJobResult } from '../fsm/job-results';
 import { limitName } from '../fsm/limit-key';
@@ -324,6 +325,23 @@ export class Executor {
     run: StepRun,
   ): Promise<FlushEntry> {
     const text = thrownErrorText(err);
+    const signal = (original ?? this.rawContext(row, run)).signal;
+    if (signal.aborted && signal.reason instanceof StepCancelledError && original) {
+      // docs/design.md §27.2: the step stopped because its instance was cancelled (it threw
+      // the reason, or what its aborted work threw). Not a failure: a non-terminal outcome,
+      // which the flush commits as cancelled (the request is on the row); onError is not asked.
+      this.logger.warn(
+        `step "${row.step}" of ${row.fsm}#${row.id} stopped on its cancel (threw ${describeThrown(err)})`,
+      );
+      return outcomeToEntry(
+        retry(original.state, 0),
+        row,
+        definition,
+        this.registry,
+        this.options,
+        [],
+      );
+    }
     let entry: FlushEntry;
     let handlerError: unknown;
     try {

@@ -5,8 +5,10 @@ import { Logger } from '@nestjs/common';
 import type { SqlExecutor } from '../db/sql-executor';
 import { DrainTimeoutError } from '../errors/drain-timeout.error';
 import { LeaseLostError } from '../errors/lease-lost.error';
+import { StepCancelledError } from '../errors/step-cancelled.error';
 import type { ResolvedOptions } from '../options/resolved-options';
 import {
+  type CancelledClaim,
   CLEAR_STEP_STARTED,
   HEARTBEAT,
   type HeldClaim,
@@ -788,13 +790,14 @@ export class Scheduler implements SoloMember {
       return;
     }
     try {
-      const { lost } = await HEARTBEAT.run(this.sql, {
+      const { lost, cancelRequested } = await HEARTBEAT.run(this.sql, {
         worker: this.workerId,
         rows,
         leaseMs: this.options.leaseTtl,
       });
       this.lastHeartbeatAt = Date.now();
       if (lost.length > 0) this.claimsLost(lost);
+      if (cancelRequested.length > 0) this.cancelsRequested(cancelRequested);
       await this.picker.renew(rows);
     } catch (err) {
       this.logger.warn(`heartbeat of queue ${this.queue} failed: ${String(err)}`);
@@ -813,6 +816,22 @@ export class Scheduler implements SoloMember {
         claim.id,
         claim.claimSeq,
         (r) => new LeaseLostError(r.fsm, r.id, r.step),
+      );
+    }
+  }
+
+  /**
+   * The heartbeat found claims whose cancel was requested (docs/design.md §27.2): the steps
+   * running under them get their `ctx.signal` aborted with a `StepCancelledError` (once; a
+   * later heartbeat finds the signal aborted already). Matched by the claim's token. The
+   * flush turns their outcome into `cancelled`.
+   */
+  private cancelsRequested(claims: readonly CancelledClaim[]): void {
+    for (const claim of claims) {
+      this.executor.abortStep(
+        claim.id,
+        claim.claimSeq,
+        (r) => new StepCancelledError(r.fsm, r.id, r.step, claim.reason),
       );
     }
   }

@@ -40,6 +40,13 @@ interface HeartbeatRecord {
   id: string;
   seq: string | null;
   renewed: boolean;
+  cancel_requested: boolean;
+  cancel_reason: string | null;
+}
+
+/** A renewed claim whose instance's cancel was requested (docs/design.md §27.2). */
+export interface CancelledClaim extends HeldClaim {
+  readonly reason: string | null;
 }
 
 /** What a heartbeat found: the claims it renewed, and those no longer this worker's. */
@@ -50,6 +57,8 @@ export interface HeartbeatResult {
    * the statement's snapshot: a row locked by someone else at that moment is in neither list.
    */
   readonly lost: HeldClaim[];
+  /** Renewed claims whose cancel was requested: their steps' `ctx.signal` aborts. */
+  readonly cancelRequested: CancelledClaim[];
 }
 
 /**
@@ -58,7 +67,9 @@ export interface HeartbeatResult {
  * someone else are skipped, never waited on. It also names the claims that are lost: a row
  * whose committed version no longer carries this worker, `executing` and the claim's token,
  * so the owner can abort the running step's `ctx.signal`. A claim's token only grows, so a
- * claim seen lost stays lost. PK lookups.
+ * claim seen lost stays lost. A renewed row whose cancel was requested comes back flagged,
+ * with its reason (read under the row lock): the owner aborts its step's `ctx.signal`
+ * (docs/design.md §27.2). PK lookups.
  */
 export const HEARTBEAT = sql(
   'heartbeat',
@@ -74,11 +85,11 @@ export const HEARTBEAT = sql(
      UPDATE {schema}.gen_durable g
         SET lease_expires_at = now() + make_interval(secs => $4::float8 / 1000)
        FROM h WHERE g.id = h.id
-     RETURNING g.id
+     RETURNING g.id, g.claim_seq, g.cancel_requested_at IS NOT NULL AS cancel_requested, g.cancel_reason
    )
-   SELECT id, NULL::bigint AS seq, true AS renewed FROM renewed
+   SELECT id, claim_seq AS seq, true AS renewed, cancel_requested, cancel_reason FROM renewed
    UNION ALL
-   SELECT t.id, t.seq, false FROM t
+   SELECT t.id, t.seq, false, false, NULL FROM t
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.gen_durable g
                        WHERE g.id = t.id AND g.locked_by = $1 AND g.status = 'executing'
                          AND g.claim_seq = t.seq)`,
@@ -99,11 +110,16 @@ export const HEARTBEAT = sql(
     decode: (rows: readonly HeartbeatRecord[]): HeartbeatResult => {
       const renewed: string[] = [];
       const lost: HeldClaim[] = [];
+      const cancelRequested: CancelledClaim[] = [];
       for (const r of rows) {
-        if (r.renewed) renewed.push(r.id);
-        else lost.push({ id: r.id, claimSeq: r.seq as string });
+        if (r.renewed) {
+          renewed.push(r.id);
+          if (r.cancel_requested) {
+            cancelRequested.push({ id: r.id, claimSeq: r.seq as string, reason: r.cancel_reason });
+          }
+        } else lost.push({ id: r.id, claimSeq: r.seq as string });
       }
-      return { renewed, lost };
+      return { renewed, lost, cancelRequested };
     },
   },
 );

@@ -279,12 +279,17 @@ describe('statement parameter builders and decoders (no database)', () => {
     expect(
       HEARTBEAT.decode(
         [
-          { id: '1', seq: null, renewed: true },
-          { id: '2', seq: '9', renewed: false },
+          { id: '1', seq: '4', renewed: true, cancel_requested: false, cancel_reason: null },
+          { id: '2', seq: '9', renewed: false, cancel_requested: false, cancel_reason: null },
+          { id: '3', seq: '5', renewed: true, cancel_requested: true, cancel_reason: 'stop' },
         ],
         { worker: 'w', rows: [], leaseMs: 1 },
       ),
-    ).toEqual({ renewed: ['1'], lost: [{ id: '2', claimSeq: '9' }] });
+    ).toEqual({
+      renewed: ['1', '3'],
+      lost: [{ id: '2', claimSeq: '9' }],
+      cancelRequested: [{ id: '3', claimSeq: '5', reason: 'stop' }],
+    });
   });
 
   it('INSERT_INSTANCES: per-row parents (absent = NULL) and ordinals; the ordinal decodes as a number', () => {
