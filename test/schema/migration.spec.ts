@@ -151,6 +151,40 @@ describe('GenDurableMigration', () => {
     await migrateDown(conn(db.pool), { schema: 'v1' });
   });
 
+  it('v4 adds cancelled alone and v5 uses it in the same transaction; v5 down turns cancelled rows into failed', async () => {
+    // v3 → v5 in one transaction (as inside a host's TypeORM migration): v5 never names the new value.
+    await migrateUp(conn(db.pool), { schema: 'cx', version: 3 });
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await migrateUp(
+        {
+          query: (text: string, params?: unknown[]) => client.query(text, params),
+          inTransaction: true,
+        },
+        { schema: 'cx', version: 5 },
+      );
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    expect(await readSchemaVersion(conn(db.pool), 'cx')).toBe(5);
+    const { rows: made } = await db.pool.query<{ id: string }>(
+      `INSERT INTO cx.gen_durable (fsm, step, status, cancel_reason) VALUES ('job', 'perform', 'cancelled', 'why') RETURNING id`,
+    );
+    await migrateDown(conn(db.pool), { schema: 'cx', version: 4 });
+    const { rows } = await db.pool.query(
+      `SELECT status::text, last_error FROM cx.gen_durable WHERE id = $1`,
+      [made[0]!.id],
+    );
+    expect(rows).toEqual([{ status: 'failed', last_error: 'cancelled: why' }]);
+    const { rows: columns } = await db.pool.query(
+      `SELECT column_name FROM information_schema.columns WHERE table_schema = 'cx' AND column_name LIKE 'cancel%'`,
+    );
+    expect(columns).toEqual([]);
+    await migrateDown(conn(db.pool), { schema: 'cx' });
+  });
+
   it('rejects a version it does not ship', async () => {
     await expect(migrateUp(conn(db.pool), { version: CURRENT_SCHEMA_VERSION + 1 })).rejects.toThrow(
       RangeError,
