@@ -649,7 +649,10 @@ async function main(): Promise<void> {
   }
   await Promise.all(workers.map((w) => startWorker(w)));
   const drainStart = Date.now();
-  const drained = await drain(profile.drainMs);
+  // Under --contention a worker boot takes ~30 s instead of ~10 s (docs/reliability.md, R1 under
+  // CPU contention), and the pill's last kill (its solo run, docs/design.md §26.5) may land in the
+  // drain and take a worker with it: the drain gets twice the profile's time there (seed 503).
+  const drained = await drain(contention ? 2 * profile.drainMs : profile.drainMs);
   log(
     `drain ${drained ? 'complete' : 'TIMED OUT'} after ${((Date.now() - drainStart) / 1000).toFixed(1)} s (${await live().catch(() => -1)} live rows)`,
   );

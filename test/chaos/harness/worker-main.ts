@@ -4,12 +4,17 @@
 // to the server. Engine events and the engine's error/warning log lines go to chaos.events.
 import 'reflect-metadata';
 
-import { type LoggerService, Module } from '@nestjs/common';
+import { Injectable, type LoggerService, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 
-import { EngineService, GenDurableModule, type GenDurableEventName } from '../../../lib';
+import {
+  EngineService,
+  GenDurableModule,
+  type GenDurableEventName,
+  InjectEngine,
+} from '../../../lib';
 import { CHAOS_FSMS, LEASE_MS, LEDGER } from './chaos-fsms';
 import { LedgerWriter } from './ledger';
 import type { WorkerConfig } from './protocol';
@@ -58,6 +63,28 @@ class ChaosLogger implements LoggerService {
   }
 }
 
+/**
+ * Records the engine's events in the ledger from construction on: boot-time events (startup
+ * reclaim, the reaper's sweep at start, a poison pill failed by it) are emitted inside
+ * createApplicationContext, before it returns.
+ */
+@Injectable()
+class EventRecorder {
+  constructor(@InjectEngine('chaos') engine: EngineService) {
+    engine.events$.subscribe((e) => {
+      if (!RECORDED.includes(e.event)) return;
+      const id = typeof e.metadata['id'] === 'string' ? e.metadata['id'] : null;
+      void ledger
+        .event(e.event, {
+          id,
+          count: e.measurements['count'] ?? 1,
+          detail: JSON.stringify({ ...e.metadata, ...e.measurements }).slice(0, 500),
+        })
+        .catch(() => undefined);
+    });
+  }
+}
+
 async function main(): Promise<void> {
   const dataSource = new DataSource({
     type: 'postgres',
@@ -99,7 +126,7 @@ async function main(): Promise<void> {
         gc: cfg.gc ? { interval: 2_000, retention: cfg.gcRetentionMs, batch: 500 } : false,
       }),
     ],
-    providers: [{ provide: LEDGER, useValue: ledger }, ...CHAOS_FSMS],
+    providers: [{ provide: LEDGER, useValue: ledger }, ...CHAOS_FSMS, EventRecorder],
   })
   class WorkerModule {}
 
@@ -107,17 +134,6 @@ async function main(): Promise<void> {
     logger: new ChaosLogger(),
   });
   const engine = app.get(EngineService);
-  engine.events$.subscribe((e) => {
-    if (!RECORDED.includes(e.event)) return;
-    const id = typeof e.metadata['id'] === 'string' ? e.metadata['id'] : null;
-    void ledger
-      .event(e.event, {
-        id,
-        count: e.measurements['count'] ?? 1,
-        detail: JSON.stringify({ ...e.metadata, ...e.measurements }).slice(0, 500),
-      })
-      .catch(() => undefined);
-  });
 
   let closing = false;
   const shutdown = async (code: number): Promise<void> => {
