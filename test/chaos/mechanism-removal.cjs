@@ -52,8 +52,8 @@ const MECHANISMS = {
     edits: [
       [
         'lib/sql/lease.sql.ts',
-        "SET status = (CASE WHEN v.poisoned THEN 'failed' ELSE 'runnable' END)",
-        "SET status = (CASE WHEN false THEN 'failed' ELSE 'runnable' END)",
+        "WHEN v.poisoned THEN 'failed' ELSE 'runnable' END",
+        "WHEN false THEN 'failed' ELSE 'runnable' END",
       ],
     ],
     tests: ['test/chaos/poison-pill.spec.ts', 'test/chaos/model-regressions.spec.ts -t poison'],
