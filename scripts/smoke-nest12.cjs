@@ -28,7 +28,13 @@ const {
 } = require('./sample-support.cjs');
 const { freePort } = require('./embedded-postgres.cjs');
 
+/** The library's own runtime dependencies (the compiled sample runs the library from source). */
+const LIBRARY_DEPENDENCIES = Object.entries(require('../package.json').dependencies ?? {}).map(
+  ([name, range]) => `${name}@${range}`,
+);
+
 const PACKAGES = [
+  ...LIBRARY_DEPENDENCIES,
   '@nestjs/common@12',
   '@nestjs/core@12',
   '@nestjs/platform-express@12',
