@@ -22,8 +22,12 @@ export interface MultiHostClientOptions {
   readonly probeTimeoutMs?: number;
 }
 
-/** A pg client class, for `extra: { Client }` of a TypeORM DataSource or `new Pool({ Client })`. */
-export type MultiHostClientClass = typeof Client;
+/**
+ * The class multiHostClient returns: a subclass of pg's `Client`, for a TypeORM DataSource's
+ * `extra: { Client }`. Typed without pg's declarations, so the package's types need no
+ * `@types/pg`; for `new Pool({ Client })` cast it (`as unknown as typeof Client`).
+ */
+export type MultiHostClientClass = new (config?: string | object) => object;
 
 /** Why a server was passed over, for the error when none matched. */
 interface Miss {

@@ -14,34 +14,10 @@ import {
 } from '../sql/cancel.sql';
 import { CONSUME_INBOXES } from '../sql/outcome.sql';
 import type { EngineRuntime } from './engine-runtime';
+import type { CancelMode, CancelOptions, CancelResult } from '../instance/cancel-options';
 import { type ResolvedTarget, targetLabel } from './target';
 
-/** How `cancel` treats an executing row (docs/design.md §27.2). */
-export type CancelMode = 'cooperative' | 'fence';
-
-/** Options of `EngineService.cancel` (docs/design.md §27.2). */
-export interface CancelOptions {
-  /** Stored on the row (`cancelReason`) and answered by `await`. Default: none. At most 8 KiB. */
-  reason?: string;
-  /**
-   * Live children: `cascade` (default) cancels every live descendant, `detach` unlinks the
-   * target's live children (`parentId` null), `keep` leaves them.
-   */
-  children?: CancelChildren;
-  /**
-   * An executing row: `cooperative` (default) asks its owner, whose flush ends it `cancelled`
-   * (a terminal outcome that commits first wins); `fence` cancels it at once and fences its
-   * claim, so its step's late outcome is stale — the step may still be running.
-   */
-  mode?: CancelMode;
-}
-
-/** What `cancel` did: ids cancelled now, ids whose owner was asked, ids already ended. */
-export interface CancelResult {
-  readonly cancelled: string[];
-  readonly requested: string[];
-  readonly alreadyTerminal: string[];
-}
+export type { CancelMode, CancelOptions, CancelResult } from '../instance/cancel-options';
 
 const MAX_REASON_BYTES = 8 * 1024;
 /** A cascade runs rounds until nothing moved under it; a tree spawning that fast is a bug. */

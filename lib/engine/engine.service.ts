@@ -32,13 +32,10 @@ import type {
   ResumeQueueResult,
 } from '../instance/queue-status';
 import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
-import {
-  type CancelOptions,
-  type CancelResult,
-  cancelInstance,
-  runCancel,
-} from './cancel-instance';
-import { type RetryOptions, retryInstance } from './retry-instance';
+import type { CancelOptions, CancelResult } from '../instance/cancel-options';
+import { cancelInstance, runCancel } from './cancel-instance';
+import type { RetryOptions } from '../instance/retry-options';
+import { retryInstance } from './retry-instance';
 
 /**
  * The engine's public API (docs/design.md §2.5): insert, signal, await, get, events$. Thin: it

@@ -8,23 +8,7 @@ import { RETRY_INSTANCE } from '../sql/retry.sql';
 import type { EngineRuntime } from './engine-runtime';
 import { type ResolvedTarget, targetLabel } from './target';
 
-/** Options of `EngineService.retry` (docs/design.md §27.3). */
-export interface RetryOptions<S = Record<string, unknown>> {
-  /** The step to resume at (must exist in the FSM: `UnknownStepError`). Default: the row's own. */
-  step?: string;
-  /**
-   * The new state, or a function of the current one (decoded by the FSM's codec) returning
-   * it; input policies as for inserts. Default: the row's own state.
-   */
-  state?: S | ((current: S) => S);
-  /** When it becomes due. Default: now. */
-  at?: Date;
-  /**
-   * A child whose parent no longer awaits its children is refused (`InvalidInputError`);
-   * `detach: true` unlinks it from that parent and retries it. Default false.
-   */
-  detach?: boolean;
-}
+export type { RetryOptions } from '../instance/retry-options';
 
 const KEYS = new Set(['step', 'state', 'at', 'detach']);
 

@@ -1,8 +1,8 @@
 import type { DurableStatus } from '../gen-durable.constants';
+import type { CancelChildren } from '../instance/cancel-options';
 import { sql } from './statement';
 
-/** How a cancel treats the target's children (docs/design.md §27.2). */
-export type CancelChildren = 'cascade' | 'detach' | 'keep';
+export type { CancelChildren };
 
 /** What CANCEL_INSTANCES is asked to do. */
 export interface CancelRequest {

@@ -1,6 +1,6 @@
 import { createServer } from 'node:net';
 
-import { Pool } from 'pg';
+import { type Client, Pool } from 'pg';
 
 import { multiHostClient } from '../../lib';
 import { migrateUp } from '../../lib/schema/migrator';
@@ -79,7 +79,7 @@ describe.each(MODES)('failover to a promoted $mode standby', ({ mode, conf }) =>
     pool = new Pool({
       connectionString: primary.url('gd'),
       max: 2,
-      Client: multiHostClient({ hosts }),
+      Client: multiHostClient({ hosts }) as unknown as typeof Client,
     });
     pool.on('error', () => undefined);
     // The standby streams (and, in synchronous mode, is the synchronous one) before anything runs.

@@ -1,6 +1,6 @@
 import { createServer } from 'node:net';
 
-import { Pool } from 'pg';
+import { type Client, Pool } from 'pg';
 
 import { ConfigurationError, multiHostClient } from '../../lib';
 import { listenerClientClassOf } from '../../lib/poke/postgres.poke-transport';
@@ -43,7 +43,7 @@ describe('multiHostClient', () => {
     const pool = new Pool({
       connectionString: url.toString(),
       max: 1,
-      Client: multiHostClient({ hosts: [dead, live] }),
+      Client: multiHostClient({ hosts: [dead, live] }) as unknown as typeof Client,
     });
     try {
       const { rows } = await pool.query<{ db: string }>('SELECT current_database() AS db');
@@ -59,7 +59,7 @@ describe('multiHostClient', () => {
       const strict = new Pool({
         connectionString: db.url,
         max: 1,
-        Client: multiHostClient({ hosts: [live] }),
+        Client: multiHostClient({ hosts: [live] }) as unknown as typeof Client,
       });
       await expect(strict.query('SELECT 1')).rejects.toThrow(
         `no server matched target_session_attrs=read-write: ${live.host}:${live.port} (default_transaction_read_only is on)`,
@@ -68,7 +68,10 @@ describe('multiHostClient', () => {
       const any = new Pool({
         connectionString: db.url,
         max: 1,
-        Client: multiHostClient({ hosts: [live], targetSessionAttrs: 'any' }),
+        Client: multiHostClient({
+          hosts: [live],
+          targetSessionAttrs: 'any',
+        }) as unknown as typeof Client,
       });
       const { rows } = await any.query<{ ro: string }>(
         `SELECT current_setting('transaction_read_only') AS ro`,
@@ -86,7 +89,7 @@ describe('multiHostClient', () => {
     const pool = new Pool({
       connectionString: db.url,
       max: 1,
-      Client: multiHostClient({ hosts: [a, b], probeTimeoutMs: 1_000 }),
+      Client: multiHostClient({ hosts: [a, b], probeTimeoutMs: 1_000 }) as unknown as typeof Client,
     });
     await expect(pool.query('SELECT 1')).rejects.toThrow(
       new RegExp(`127\\.0\\.0\\.1:${a.port} \\(.*ECONNREFUSED.*\\); 127\\.0\\.0\\.1:${b.port} \\(`),
@@ -95,7 +98,7 @@ describe('multiHostClient', () => {
     expect(() => multiHostClient({ hosts: [] })).toThrow(ConfigurationError);
     // The LISTEN client of poke 'postgres' is built from the pool's client class, so it follows
     // a failover too; a plain pool keeps pg's own.
-    const ClientClass = multiHostClient({ hosts: [live] });
+    const ClientClass = multiHostClient({ hosts: [live] }) as unknown as typeof Client;
     const withClass = new Pool({ connectionString: db.url, Client: ClientClass });
     const plain = new Pool({ connectionString: db.url });
     expect(listenerClientClassOf(withClass)).toBe(ClientClass);
