@@ -23,8 +23,12 @@ export type { Schedules } from './cron/schedules';
 export { InjectEngine } from './decorators/inject-engine.decorator';
 export { EngineService } from './engine/engine.service';
 export type { Target } from './engine/target';
-export type { CancelMode, CancelOptions, CancelResult } from './instance/cancel-options';
-export type { CancelChildren } from './sql/cancel.sql';
+export type {
+  CancelChildren,
+  CancelMode,
+  CancelOptions,
+  CancelResult,
+} from './instance/cancel-options';
 export type { RetryOptions } from './instance/retry-options';
 export { getEngineToken } from './engine/get-engine-token.util';
 export type { InsertOptions } from './fsm/insert-options.interface';
