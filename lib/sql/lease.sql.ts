@@ -124,6 +124,11 @@ export const HEARTBEAT = sql(
   },
 );
 
+/** `$1` id, `$2` worker, `$3` claim token of one held claim (MARK/CLEAR_STEP_STARTED). */
+function heldClaimParams(i: { readonly worker: string; readonly row: HeldClaim }): unknown[] {
+  return [i.row.id, i.worker, i.row.claimSeq];
+}
+
 /**
  * The start of a step of a row that has already lost a worker (`reaps` > 0), recorded before
  * the step runs: `started_seq` = the claim's fencing token, guarded by worker, status and
@@ -138,14 +143,7 @@ export const MARK_STEP_STARTED = sql(
   `UPDATE {schema}.gen_durable
       SET started_seq = claim_seq
     WHERE id = $1::bigint AND locked_by = $2 AND status = 'executing' AND claim_seq = $3::bigint`,
-  {
-    params: (i: { readonly worker: string; readonly row: HeldClaim }) => [
-      i.row.id,
-      i.worker,
-      i.row.claimSeq,
-    ],
-    decode: noRows,
-  },
+  { params: heldClaimParams, decode: noRows },
 );
 
 /**
@@ -160,14 +158,7 @@ export const CLEAR_STEP_STARTED = sql(
   `UPDATE {schema}.gen_durable
       SET started_seq = NULL
     WHERE id = $1::bigint AND locked_by = $2 AND status = 'executing' AND claim_seq = $3::bigint`,
-  {
-    params: (i: { readonly worker: string; readonly row: HeldClaim }) => [
-      i.row.id,
-      i.worker,
-      i.row.claimSeq,
-    ],
-    decode: noRows,
-  },
+  { params: heldClaimParams, decode: noRows },
 );
 
 /**
