@@ -1,6 +1,6 @@
 TYPE durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 8
+TABLE gen_durable  -- comment: 9
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -40,6 +40,10 @@ END) STORED
   cancel_requested_at timestamp with time zone
   cancel_reason text
   suspect boolean NOT NULL DEFAULT false
+  progress jsonb
+  progress_at timestamp with time zone
+  forked_from bigint
+  trace_context text
   CONSTRAINT gen_durable_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES gen_durable(id) ON DELETE SET NULL
   CONSTRAINT gen_durable_pkey PRIMARY KEY (id)
   CONSTRAINT gen_durable_state_is_object CHECK ((jsonb_typeof(state) = 'object'::text))
@@ -75,6 +79,25 @@ TABLE gen_durable_buckets
   CONSTRAINT gen_durable_buckets_pkey PRIMARY KEY (kind, key, shard)
   INDEX UNIQUE ON gen_durable_buckets USING btree (kind, key, shard)  -- gen_durable_buckets_pkey
 
+TABLE gen_durable_history
+  id bigint NOT NULL IDENTITY(d)
+  instance_id bigint NOT NULL
+  at timestamp with time zone NOT NULL DEFAULT now()
+  kind text NOT NULL
+  step text
+  next_step text
+  attempt integer
+  claim_seq bigint
+  worker text
+  outcome text
+  error jsonb
+  state jsonb
+  actor text
+  CONSTRAINT gen_durable_history_instance_id_fkey FOREIGN KEY (instance_id) REFERENCES gen_durable(id) ON DELETE CASCADE
+  CONSTRAINT gen_durable_history_pkey PRIMARY KEY (id)
+  INDEX ON gen_durable_history USING btree (instance_id, id)  -- gen_durable_history_instance
+  INDEX UNIQUE ON gen_durable_history USING btree (id)  -- gen_durable_history_pkey
+
 TABLE gen_durable_paused_queues
   queue text NOT NULL
   reason text
@@ -105,6 +128,14 @@ TABLE gen_durable_schedules
   INDEX ON gen_durable_schedules USING btree (next_fire_at) WHERE (NOT paused)  -- gen_durable_schedules_due
   INDEX UNIQUE ON gen_durable_schedules USING btree (name)  -- gen_durable_schedules_pkey
 
+TABLE gen_durable_stats
+  at timestamp with time zone NOT NULL
+  queue text NOT NULL
+  counts jsonb NOT NULL DEFAULT '{}'::jsonb
+  oldest_runnable_at timestamp with time zone
+  CONSTRAINT gen_durable_stats_pkey PRIMARY KEY (at, queue)
+  INDEX UNIQUE ON gen_durable_stats USING btree (at, queue)  -- gen_durable_stats_pkey
+
 TABLE signals
   id bigint NOT NULL IDENTITY(d)
   target_id bigint NOT NULL
@@ -113,6 +144,7 @@ TABLE signals
   dedup_key text
   consumed_at timestamp with time zone
   inserted_at timestamp with time zone NOT NULL DEFAULT now()
+  trace_context text
   CONSTRAINT signals_pkey PRIMARY KEY (id)
   CONSTRAINT signals_target_dedup UNIQUE (target_id, dedup_key)
   CONSTRAINT signals_target_id_fkey FOREIGN KEY (target_id) REFERENCES gen_durable(id) ON DELETE CASCADE

@@ -7,6 +7,7 @@ import { V005 } from './v005';
 import { V006 } from './v006';
 import { V007 } from './v007';
 import { V008 } from './v008';
+import { V009 } from './v009';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -18,6 +19,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V006,
   V007,
   V008,
+  V009,
 ];
 
 /** The schema version this build of the library needs. */
