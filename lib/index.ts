@@ -8,7 +8,15 @@ export {
   type DurableFsmOptions,
   type StateCodec,
 } from './decorators/durable-fsm.decorator';
-export { Step, type StepOptions } from './decorators/step.decorator';
+export { Step, STEP_END, type StepOptions } from './decorators/step.decorator';
+export type { FsmGraph, FsmGraphEdge, FsmGraphStep } from './fsm/fsm-graph';
+export {
+  renderFsmGraphSvg,
+  layoutGraph,
+  graphLayers,
+  type StepCount,
+  type GraphNodeBox,
+} from './graph/fsm-graph-svg';
 export { DurableCron } from './decorators/durable-cron.decorator';
 export type {
   CronFireInfo,
@@ -30,6 +38,19 @@ export type {
   CancelResult,
 } from './instance/cancel-options';
 export type { RetryOptions } from './instance/retry-options';
+export type {
+  BulkOptions,
+  BulkResult,
+  CancelAllOptions,
+  RetryAllOptions,
+} from './instance/bulk-options';
+export type {
+  HistoryEntry,
+  HistoryError,
+  HistoryKind,
+  HistoryLevel,
+  HistoryPage,
+} from './instance/history-entry';
 export { getEngineToken } from './engine/get-engine-token.util';
 export type { InsertOptions } from './fsm/insert-options.interface';
 export type { AwaitResult, InstanceView } from './instance/instance-view';

@@ -6,20 +6,16 @@ import type { EntityManager } from 'typeorm';
 import { isArray } from '../util/is-array';
 import type { Schedules } from '../cron/schedules';
 import type { FsmRegistry } from '../discovery/fsm.registry';
-import { DuplicateError } from '../errors/duplicate.error';
-import { NoTargetError } from '../errors/no-target.error';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { INSERT_INSTANCE, INSERT_INSTANCE_OR_HOLDER, INSERT_INSTANCES } from '../sql/insert.sql';
+import { INSERT_INSTANCE, INSERT_INSTANCES } from '../sql/insert.sql';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
-import { DELIVER_SIGNAL } from '../sql/signal.sql';
-import { toJsonText } from '../serialization/json-value';
 import type { GenDurableEvent } from '../telemetry/telemetry-events';
 import { EngineHost } from './engine-host';
 import type { EngineRuntime } from './engine-runtime';
 import { InstanceQuery } from './instance-query';
 import { QueueControl } from './queue-control';
-import { resolveTarget, type Target, targetLabel } from './target';
+import { resolveTarget, type Target } from './target';
 import type { InsertOptions } from '../fsm/insert-options.interface';
 import type { InsertRow } from '../instance/insert-row';
 import { buildInsertRow } from '../instance/build-insert-row';
@@ -31,11 +27,19 @@ import type {
   QueueStatus,
   ResumeQueueResult,
 } from '../instance/queue-status';
-import { faultPoint, FAULTS_ENABLED } from '../runtime/fault-points';
 import type { CancelOptions, CancelResult } from '../instance/cancel-options';
-import { cancelInstance, runCancel } from './cancel-instance';
+import { cancelInstance } from './cancel-instance';
 import type { RetryOptions } from '../instance/retry-options';
 import { retryInstance } from './retry-instance';
+import { insertInstance } from './insert-instance';
+import { deliverSignal } from './deliver-signal';
+import type { BulkResult, CancelAllOptions, RetryAllOptions } from '../instance/bulk-options';
+import { BulkActions } from './bulk-actions';
+import type { FsmGraph } from '../fsm/fsm-graph';
+import { fsmGraphOf } from './fsm-graph';
+import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
+import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
+import { readInstanceHistory, resolveHistoryPage } from './instance-history';
 
 /**
  * The engine's public API (docs/design.md §2.5): insert, signal, await, get, events$. Thin: it
@@ -96,11 +100,9 @@ export class EngineService {
       return batcher.insert(row);
     }
     const client = await this.clientOf(options?.manager);
-    if (holder) return this.insertOrHolder(row, client, options?.manager !== undefined);
-    const inserted = await INSERT_INSTANCE.run(this.runtime.sql, row, client);
-    if (!inserted) throw new DuplicateError(row.correlationKey ?? '');
-    if (!options?.manager) this.pokeOrArm(inserted, row);
-    return inserted.id;
+    const answer = await insertInstance(this.runtime.sql, row, holder, client);
+    if (answer.inserted && !options?.manager) this.pokeOrArm(answer, row);
+    return answer.id;
   }
 
   /** After an insert committed: poke its queue if it is due, else arm a wake-up for when it is. */
@@ -118,34 +120,6 @@ export class EngineService {
   private armWakeUp(row: InsertRow): void {
     const delay = row.at === null ? row.delayMs : row.at.getTime() - Date.now();
     this.runtime.wakeUps.arm(row.queue, delay);
-  }
-
-  /**
-   * `onConflict: 'return'`: one statement inserts or names the key's holder. When the holder
-   * committed after that statement's snapshot (a concurrent insert of the same key), it is
-   * looked up once more by key; a holder that has already left the key's scope lets the
-   * insert be tried again, once.
-   */
-  private async insertOrHolder(
-    row: InsertRow,
-    client: PoolClient | undefined,
-    inCallerTransaction: boolean,
-  ): Promise<string> {
-    const key = row.correlationKey ?? '';
-    for (let attempt = 1; attempt <= 2; attempt++) {
-      const answer = await INSERT_INSTANCE_OR_HOLDER.run(this.runtime.sql, row, client);
-      if (answer) {
-        if (answer.inserted && !inCallerTransaction) this.pokeOrArm(answer, row);
-        return answer.id;
-      }
-      const current = await GET_INSTANCE_BY_KEY.run(
-        this.runtime.sql,
-        { correlationKey: key },
-        client,
-      );
-      if (current) return current.id;
-    }
-    throw new DuplicateError(key);
   }
 
   /**
@@ -212,56 +186,9 @@ export class EngineService {
     payload: unknown = {},
     options: { dedupKey?: string; manager?: EntityManager } = {},
   ): Promise<void> {
-    if (typeof name !== 'string' || name.length === 0) {
-      throw new InvalidInputError('signal.name', 'must be a non-empty string');
-    }
-    if (
-      options.dedupKey !== undefined &&
-      (typeof options.dedupKey !== 'string' || options.dedupKey.length === 0)
-    ) {
-      throw new InvalidInputError('signal.dedupKey', 'must be a non-empty string');
-    }
-    const to = resolveTarget(target, 'signal.target');
-    const payloadText = toJsonText(payload, 'signal.payload', this.runtime.options.maxStateBytes);
-    const byId = 'id' in to;
-    const delivery = {
-      targetId: byId ? to.id : null,
-      correlationKey: byId ? null : to.correlationKey,
-      name,
-      payloadText,
-      dedupKey: options.dedupKey ?? null,
-    };
-    const client = await this.clientOf(options.manager);
-    const cancelling = this.registry.cancellingFsms(name);
-    if (cancelling !== null) {
-      // docs/design.md §27.2 `cancelOn`: for a target of such an FSM the delivery is a cancel,
-      // and nothing is stored; a target of any other FSM (or none) gets the plain delivery.
-      const cancelled = await runCancel(
-        this.runtime,
-        {
-          targetId: delivery.targetId,
-          correlationKey: delivery.correlationKey,
-          reason: `signal ${name}`,
-          children: 'cascade',
-          fence: false,
-          descendantsOnly: false,
-          onlyFsms: cancelling,
-        },
-        client,
-      );
-      if (cancelled !== null) {
-        if (cancelled.alreadyTerminal.length > 0) throw new NoTargetError(targetLabel(to));
-        return;
-      }
-    }
-    const row = await DELIVER_SIGNAL.run(this.runtime.sql, delivery, client);
-    if (!row) {
-      throw new NoTargetError(targetLabel(to));
-    }
-    if (FAULTS_ENABLED) await faultPoint('signal.afterCommit', { ids: [row.id] });
-    if (row.status === 'runnable' && row.due && !options.manager) {
-      this.runtime.pokes.poke([row.queue]);
-    }
+    await deliverSignal(this.runtime, target, name, payload, options.dedupKey, () =>
+      this.clientOf(options.manager),
+    );
   }
 
   /**
@@ -386,6 +313,66 @@ export class EngineService {
   ): Promise<void> {
     const to = resolveTarget(target, 'retry.target');
     await retryInstance(this.runtime, to, options);
+  }
+
+  /**
+   * Cancels every instance `filter` matches (docs/design.md §27.7; docs/operations-control.md
+   * "Bulk actions"), each as `cancel` would with `options`: in batches of at most 1 000 rows,
+   * each batch read by one keyset statement, then one cancel statement per row. `matched`
+   * counts the rows the filter matched, `changed` those this call cancelled or asked to stop.
+   * `dryRun: true` only counts. A filter with no criteria is refused unless `all: true`.
+   * Resumable: after a crash, call it again.
+   */
+  cancelAll(filter: InstanceFilter, options?: CancelAllOptions): Promise<BulkResult> {
+    return this.bulkActions.cancelAll(filter, options);
+  }
+
+  /**
+   * Retries every `failed` or `cancelled` instance `filter` matches (docs/design.md §27.7), as
+   * `retry` would with `step`, `at` and `detach`, in batches as `cancelAll`. `changed` counts
+   * the rows retried; matched rows that cannot be retried (live, their parent moved on, their
+   * key occupied, their version lacking `step`) are left alone. `dryRun: true` only counts.
+   */
+  retryAll(filter: InstanceFilter, options?: RetryAllOptions): Promise<BulkResult> {
+    return this.bulkActions.retryAll(filter, options);
+  }
+
+  private get bulkActions(): BulkActions {
+    this.bulk ??= new BulkActions(this.runtime);
+    return this.bulk;
+  }
+
+  private bulk: BulkActions | undefined;
+
+  /**
+   * An instance's step history, newest first (docs/design.md §28.1; docs/operations-control.md
+   * "Step history"): at most `limit` rows (default 100, at most 1 000), older than the history
+   * id `before` when given (pass the last `id` of a page for the next). What is recorded
+   * depends on the FSM's `history` level. One statement. `NoTargetError` when no instance
+   * answers the target; `InvalidInputError` for bad options.
+   */
+  async history(target: Target, options?: HistoryPage): Promise<HistoryEntry[]> {
+    const to = resolveTarget(target, 'history.target');
+    return readInstanceHistory(
+      this.runtime.sql,
+      to,
+      resolveHistoryPage(options, 'history.options'),
+    );
+  }
+
+  /**
+   * The state graph of a registered FSM (its newest version, or `version`) from decorator
+   * metadata (docs/design.md §30; docs/dashboard-data.md): steps with their declared
+   * `@Step({ next })` (null = undeclared) and timeouts, the edges, and `mermaid`, the same
+   * graph as Mermaid `stateDiagram-v2` text. `FsmNotRegisteredError` for an FSM (or version)
+   * this node does not register. No statement.
+   */
+  graph(fsm: Type<unknown> | string, version?: number): FsmGraph {
+    const newest = this.registry.resolve(fsm);
+    if (version === undefined || version === newest.version) return fsmGraphOf(newest);
+    const found = this.registry.find(newest.name, version);
+    if (!found) throw new FsmNotRegisteredError(newest.name, version);
+    return fsmGraphOf(found);
   }
 
   private async clientOf(manager: EntityManager | undefined): Promise<PoolClient | undefined> {

@@ -1,0 +1,68 @@
+import { InvalidInputError } from '../errors/invalid-input.error';
+import { NoTargetError } from '../errors/no-target.error';
+import type { HistoryEntry } from '../instance/history-entry';
+import { READ_HISTORY, READ_HISTORY_BY_KEY } from '../sql/history.sql';
+import type { StatementRunner } from '../sql/statement';
+import { idText, type ResolvedTarget, targetLabel } from './target';
+
+/** Rows per page when `limit` is not given. */
+export const DEFAULT_HISTORY_LIMIT = 100;
+/** The largest page `history` answers. */
+export const MAX_HISTORY_LIMIT = 1000;
+
+/** A validated page request of `history`. */
+export interface ResolvedHistoryPage {
+  readonly limit: number;
+  readonly before: string | null;
+}
+
+/**
+ * Validates `history`'s options `{ limit?, before? }` (`InvalidInputError` naming the field,
+ * `path` prefixing it).
+ */
+export function resolveHistoryPage(
+  options: unknown,
+  path = 'history.options',
+): ResolvedHistoryPage {
+  if (options === undefined) return { limit: DEFAULT_HISTORY_LIMIT, before: null };
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new InvalidInputError(path, 'must be an object { limit?, before? }');
+  }
+  const o = options as Record<string, unknown>;
+  const unknownKeys = Object.keys(o).filter((k) => k !== 'limit' && k !== 'before');
+  if (unknownKeys.length > 0) {
+    throw new InvalidInputError(
+      path,
+      `unknown key(s) ${unknownKeys.join(', ')}; known: limit, before`,
+    );
+  }
+  const limit = o['limit'] ?? DEFAULT_HISTORY_LIMIT;
+  if (
+    typeof limit !== 'number' ||
+    !Number.isInteger(limit) ||
+    limit < 1 ||
+    limit > MAX_HISTORY_LIMIT
+  ) {
+    throw new InvalidInputError(`${path}.limit`, `must be an integer 1 … ${MAX_HISTORY_LIMIT}`);
+  }
+  const before = o['before'] === undefined ? null : idText(o['before'], `${path}.before`);
+  return { limit, before };
+}
+
+/**
+ * One page of an instance's history, newest first (docs/design.md §28.1): one statement,
+ * through index gen_durable_history_instance. `NoTargetError` when no instance answers the
+ * target (missing, collected by GC — its history went with it —, or its key freed). Nest-free:
+ * `runner` is any schema-aware statement runner (the engine's SqlExecutor, a client's).
+ */
+export async function readInstanceHistory(
+  runner: StatementRunner,
+  target: ResolvedTarget,
+  page: ResolvedHistoryPage,
+): Promise<HistoryEntry[]> {
+  const byId = 'id' in target;
+  const read = { target: byId ? target.id : target.correlationKey, ...page };
+  const entries = await (byId ? READ_HISTORY : READ_HISTORY_BY_KEY).run(runner, read);
+  if (entries === null) throw new NoTargetError(targetLabel(target), 'it has no history to read');
+  return entries;
+}

@@ -1,0 +1,97 @@
+import type { HistoryEntry, HistoryError, HistoryKind } from '../instance/history-entry';
+import { sql } from './statement';
+
+/** The inputs of a history page read: the instance (by id or key), the keyset bound, the size. */
+export interface HistoryRead {
+  /** The instance id (READ_HISTORY) or correlation key (READ_HISTORY_BY_KEY). */
+  readonly target: string;
+  /** Only rows with a lower id; null for the newest page. */
+  readonly before: string | null;
+  readonly limit: number;
+}
+
+/** A history row as the read statements select it, with the instance's id (`target_id`). */
+interface HistoryRecord {
+  target_id: string;
+  id: string | null;
+  instance_id: string;
+  at: Date;
+  kind: HistoryKind;
+  step: string | null;
+  next_step: string | null;
+  attempt: number | null;
+  claim_seq: string | null;
+  worker: string | null;
+  outcome: string | null;
+  error: HistoryError | null;
+  state: unknown;
+  actor: string | null;
+}
+
+/**
+ * One page of an instance's history, newest first, and whether the instance exists: the target
+ * CTE finds the instance (by `{target}`), the lateral branch reads its history through index
+ * gen_durable_history_instance `(instance_id, id)` backwards from the keyset bound (an index
+ * condition: `id < coalesce(before, max)`), stopping at the limit. No row at all: no instance;
+ * one row whose `id` is null: an instance without history (on this page).
+ */
+function readHistoryText(target: string): string {
+  return `WITH target AS (SELECT id FROM {schema}.gen_durable WHERE ${target} = $1)
+SELECT t.id AS target_id, h.id, h.instance_id, h.at, h.kind, h.step, h.next_step, h.attempt,
+       h.claim_seq, h.worker, h.outcome, h.error, h.state, h.actor
+  FROM target t
+  LEFT JOIN LATERAL (
+    SELECT * FROM {schema}.gen_durable_history x
+     WHERE x.instance_id = t.id
+       AND x.id < coalesce($2::bigint, 9223372036854775807)
+     ORDER BY x.id DESC
+     LIMIT $3
+  ) h ON true
+ ORDER BY h.id DESC`;
+}
+
+const codec = {
+  params: (i: HistoryRead): unknown[] => [i.target, i.before, i.limit],
+  decode: historyPage,
+};
+
+/** A page of history of the instance with id `$1` (PK, then gen_durable_history_instance). */
+export const READ_HISTORY = sql('read_history', readHistoryText('id'), codec);
+
+/**
+ * A page of history of the current occupant of correlation key `$1` (unique index
+ * gen_durable_correlation on `correlation_guard`, then gen_durable_history_instance).
+ */
+export const READ_HISTORY_BY_KEY = sql(
+  'read_history_by_key',
+  readHistoryText('correlation_guard'),
+  codec,
+);
+
+/** The rows as frozen `HistoryEntry`s, or null when no instance answered. */
+function historyPage(rows: readonly HistoryRecord[]): HistoryEntry[] | null {
+  if (rows.length === 0) return null;
+  const entries: HistoryEntry[] = [];
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i]!;
+    if (r.id === null) continue;
+    entries.push(
+      Object.freeze({
+        id: r.id,
+        instanceId: r.instance_id,
+        at: r.at,
+        kind: r.kind,
+        step: r.step,
+        nextStep: r.next_step,
+        attempt: r.attempt,
+        claimSeq: r.claim_seq,
+        worker: r.worker,
+        outcome: r.outcome,
+        error: r.error,
+        state: r.state,
+        actor: r.actor,
+      }),
+    );
+  }
+  return entries;
+}
