@@ -2,6 +2,7 @@ import { DuplicateError } from '../errors/duplicate.error';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { NoTargetError } from '../errors/no-target.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
+import { MAX_UNTIL_MS, MIN_UNTIL_MS } from '../fsm/outcome';
 import { toJsonObjectText } from '../serialization/json-value';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import { RETRY_INSTANCE } from '../sql/retry.sql';
@@ -129,12 +130,18 @@ function retryInput(options: unknown): {
     throw new InvalidInputError('retry.step', 'must be a non-empty string');
   }
   const at = o['at'];
-  if (at !== undefined && !(at instanceof Date && Number.isFinite(at.getTime()))) {
-    throw new InvalidInputError('retry.at', 'must be a valid Date');
+  const atMs = at instanceof Date ? at.getTime() : NaN;
+  if (at !== undefined && !(atMs >= MIN_UNTIL_MS && atMs <= MAX_UNTIL_MS)) {
+    throw new InvalidInputError('retry.at', 'must be a valid Date in years 1 … 9999');
   }
   const detach = o['detach'] ?? false;
   if (typeof detach !== 'boolean') throw new InvalidInputError('retry.detach', 'must be a boolean');
-  return { step: step, state: o['state'], at: at, detach };
+  return {
+    step: step,
+    state: o['state'],
+    at: at === undefined ? undefined : new Date(atMs),
+    detach,
+  };
 }
 
 /** A unique violation of the correlation index: the key is occupied by another instance. */

@@ -136,8 +136,8 @@ export type SleepDuration =
 
 /** `sleep({ until })` bounds: years 1 … 9999, inside PostgreSQL's timestamptz range. */
 // Date.UTC maps years 0 … 99 to 1900 … 1999: set the year explicitly.
-const MIN_UNTIL_MS = new Date(0).setUTCFullYear(1, 0, 1);
-const MAX_UNTIL_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+export const MIN_UNTIL_MS = new Date(0).setUTCFullYear(1, 0, 1);
+export const MAX_UNTIL_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 /**
  * Run `nextStep` with `state` later, without holding anything meanwhile (docs/design.md

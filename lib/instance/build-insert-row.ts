@@ -9,6 +9,7 @@ import { InvalidInputError } from '../errors/invalid-input.error';
 import { isArray } from '../util/is-array';
 import { UnknownStepError } from '../errors/unknown-step.error';
 import { limitKeyText, limitName } from '../fsm/limit-key';
+import { MAX_DELAY_MS, MAX_UNTIL_MS, MIN_UNTIL_MS } from '../fsm/outcome';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { toJsonObjectText } from '../serialization/json-value';
 import type { InsertOptions } from '../fsm/insert-options.interface';
@@ -32,11 +33,16 @@ const INSERT_KEYS = new Set([
   'onConflict',
 ]);
 
+/**
+ * A Date inside years 1 … 9999 (PostgreSQL's timestamptz range holds it): a Date outside it
+ * would fail the whole statement, and with it every other caller's row in a group commit.
+ */
 function validDate(value: unknown, path: string): Date {
-  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
-    throw new InvalidInputError(path, 'must be a valid Date');
+  const ms = value instanceof Date ? value.getTime() : NaN;
+  if (!(ms >= MIN_UNTIL_MS && ms <= MAX_UNTIL_MS)) {
+    throw new InvalidInputError(path, 'must be a valid Date in years 1 … 9999');
   }
-  return value;
+  return value as Date;
 }
 
 /** Checks a weight against a rate limit this node knows (docs/design.md §26.8). */
@@ -112,10 +118,10 @@ export function buildInsertRow(
   if (o.eligibleAt !== undefined) at = validDate(o.eligibleAt, `${path}.eligibleAt`);
   else if (o.scheduleAt !== undefined) at = validDate(o.scheduleAt, `${path}.scheduleAt`);
   else if (o.scheduleIn !== undefined) {
-    if (!Number.isInteger(o.scheduleIn) || o.scheduleIn < 0) {
+    if (!Number.isInteger(o.scheduleIn) || o.scheduleIn < 0 || o.scheduleIn > MAX_DELAY_MS) {
       throw new InvalidInputError(
         `${path}.scheduleIn`,
-        `must be an integer ≥ 0 (ms), got ${String(o.scheduleIn)}`,
+        `must be an integer number of ms in 0 … ${MAX_DELAY_MS}, got ${String(o.scheduleIn)}`,
       );
     }
     delayMs = o.scheduleIn;

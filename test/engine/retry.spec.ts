@@ -131,6 +131,9 @@ describe('retry (docs/design.md §27.3)', () => {
       InvalidInputError,
     );
     await expect(h.engine.retry(failed, { at: new Date('x') })).rejects.toThrow(InvalidInputError);
+    await expect(h.engine.retry(failed, { at: new Date(8.64e15) })).rejects.toThrow(
+      /retry\.at: must be a valid Date in years 1/,
+    );
     await expect(h.engine.retry(failed, { detach: 'yes' as never })).rejects.toThrow(
       InvalidInputError,
     );

@@ -218,6 +218,16 @@ describe('scheduling: delays, priority, queues, retry delays (docs/design.md §1
     await expect(t.engine.insert(TaskFsm, { scheduleAt: new Date(Number.NaN) })).rejects.toThrow(
       /scheduleAt/,
     );
+    // Out of PostgreSQL's range: refused at the call, before a group commit could carry them.
+    await expect(t.engine.insert(TaskFsm, { scheduleIn: 1e20 })).rejects.toThrow(
+      /scheduleIn: must be an integer number of ms in 0/,
+    );
+    await expect(t.engine.insert(TaskFsm, { eligibleAt: new Date(-8.64e15) })).rejects.toThrow(
+      /eligibleAt: must be a valid Date in years 1/,
+    );
+    await expect(t.engine.insertAsync(TaskFsm, { scheduleAt: new Date(8.64e15) })).rejects.toThrow(
+      /scheduleAt: must be a valid Date in years 1/,
+    );
     await expect(t.engine.insert(TaskFsm, { priority: 40_000 })).rejects.toThrow(/priority/);
     await expect(t.engine.insertAll(TaskFsm, [{}, { priority: 0.5 }])).rejects.toThrow(
       /insertAll\[1\]\.priority/,
