@@ -1,3 +1,4 @@
+import type { FsmDefinition } from '../discovery/fsm-definition';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { DuplicateError } from '../errors/duplicate.error';
 import { InvalidInputError } from '../errors/invalid-input.error';
@@ -33,6 +34,14 @@ const SPEC_KEYS = new Set([
 ]);
 
 /**
+ * The FSM lookups `Schedules` needs: an FSM by name or class (to insert a fired instance) and
+ * the `@DurableCron` declarations (`FsmRegistry` is one; `GenDurableClient` has its own).
+ */
+export type ScheduleRegistry = Pick<FsmRegistry, 'declaredSchedule'> & {
+  resolve(fsm: unknown): Pick<FsmDefinition, 'name' | 'version' | 'queue' | 'initial'>;
+};
+
+/**
  * `engine.schedules` (docs/design.md §29): schedules defined at run time beside the
  * `@DurableCron` ones. Every method is one or two statements on `gen_durable_schedules`; bad
  * input is refused with a typed error naming the field before anything is written. A change
@@ -43,7 +52,7 @@ export class Schedules {
   /** @internal built by the engine runtime. */
   constructor(
     private readonly sql: StatementRunner,
-    private readonly registry: FsmRegistry,
+    private readonly registry: ScheduleRegistry,
     private readonly maxStateBytes: number,
     private readonly changed: () => void,
     private readonly poke: (queues: Iterable<string>) => void,

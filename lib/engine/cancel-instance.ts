@@ -13,7 +13,7 @@ import {
   type CancelRequest,
 } from '../sql/cancel.sql';
 import { CONSUME_INBOXES } from '../sql/outcome.sql';
-import type { EngineRuntime } from './engine-runtime';
+import type { ControlRuntime } from './control-runtime';
 import type { CancelMode, CancelOptions, CancelResult } from '../instance/cancel-options';
 import { type ResolvedTarget, targetLabel } from './target';
 
@@ -116,7 +116,7 @@ export async function cancelRounds(
  * missing target.
  */
 export async function cancelInstance(
-  runtime: EngineRuntime,
+  runtime: ControlRuntime,
   target: ResolvedTarget,
   options: unknown,
 ): Promise<CancelResult> {
@@ -141,7 +141,7 @@ export async function cancelInstance(
  * Null when no target answered.
  */
 export async function runCancel(
-  runtime: EngineRuntime,
+  runtime: ControlRuntime,
   request: CancelRequest,
   client?: PoolClient,
 ): Promise<CancelResult | null> {
@@ -210,7 +210,7 @@ export function summarize(rows: readonly CancelledRow[]): CancelResult {
  * caller's transaction an error aborts that transaction: it is the caller's to retry).
  */
 async function runRound(
-  runtime: EngineRuntime,
+  runtime: ControlRuntime,
   request: CancelRequest,
   client: PoolClient | undefined,
 ): Promise<CancelledRow[]> {
@@ -225,7 +225,7 @@ async function runRound(
 }
 
 /** The gate slot a fenced executing row held, when its key names a configured gate. */
-function gateSlot(runtime: EngineRuntime, row: CancelledRow): LimiterSlot | null {
+function gateSlot(runtime: ControlRuntime, row: CancelledRow): LimiterSlot | null {
   if (row.concurrencyKey === null || row.concurrencyShard === null) return null;
   if (runtime.options.concurrencyLimits[limitName(row.concurrencyKey)] === undefined) return null;
   return { key: row.concurrencyKey, shard: row.concurrencyShard, id: row.id };

@@ -1,7 +1,7 @@
 import { InvalidInputError } from '../errors/invalid-input.error';
 import type { PauseQueueResult, QueueStatus, ResumeQueueResult } from '../instance/queue-status';
 import { PAUSE_QUEUE, QUEUE_STATUS, RESUME_QUEUE, SET_LOCAL_NO_JIT } from '../sql/queue.sql';
-import type { EngineRuntime } from './engine-runtime';
+import type { ControlRuntime } from './control-runtime';
 
 /** Longest pause reason stored, in characters. */
 const MAX_REASON_LENGTH = 1000;
@@ -24,7 +24,7 @@ const PAUSE_ATTEMPTS = 3;
  * queue, so a mistyped name is visible.
  */
 export class QueueControl {
-  constructor(private readonly runtime: EngineRuntime) {}
+  constructor(private readonly runtime: ControlRuntime) {}
 
   async pause(queue: unknown, options: unknown): Promise<PauseQueueResult> {
     const name = queueName(queue, 'pauseQueue.queue');

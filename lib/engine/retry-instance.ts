@@ -6,7 +6,7 @@ import { MAX_UNTIL_MS, MIN_UNTIL_MS } from '../fsm/outcome';
 import { toJsonObjectText } from '../serialization/json-value';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import { RETRY_INSTANCE } from '../sql/retry.sql';
-import type { EngineRuntime } from './engine-runtime';
+import type { ControlRuntime } from './control-runtime';
 import { type ResolvedTarget, targetLabel } from './target';
 
 export type { RetryOptions } from '../instance/retry-options';
@@ -22,7 +22,7 @@ const KEYS = new Set(['step', 'state', 'at', 'detach']);
  * (its correlation key is occupied again).
  */
 export async function retryInstance(
-  runtime: EngineRuntime,
+  runtime: ControlRuntime,
   target: ResolvedTarget,
   options: unknown,
 ): Promise<void> {

@@ -15,6 +15,18 @@ import { toJsonObjectText } from '../serialization/json-value';
 import type { InsertOptions } from '../fsm/insert-options.interface';
 import type { InsertRow } from './insert-row';
 
+/**
+ * What an insert needs of its FSM: a registered `FsmDefinition`, or the description a
+ * `GenDurableClient` was given (docs/design.md §32).
+ */
+export type InsertDefinition = Pick<
+  FsmDefinition,
+  'name' | 'version' | 'initial' | 'queue' | 'codec'
+> & { readonly steps: { has(step: string): boolean } };
+
+/** The options an insert is checked against. */
+export type InsertLimits = Pick<ResolvedOptions, 'maxStateBytes' | 'rateLimits'>;
+
 const INSERT_KEYS = new Set([
   'state',
   'args',
@@ -47,7 +59,7 @@ function validDate(value: unknown, path: string): Date {
 
 /** Checks a weight against a rate limit this node knows (docs/design.md §26.8). */
 export function checkWeight(
-  options: ResolvedOptions,
+  options: Pick<ResolvedOptions, 'rateLimits'>,
   rateLimit: string | null,
   weight: number,
   path: string,
@@ -70,9 +82,9 @@ export function checkWeight(
  * field; nothing is written for a bad entry.
  */
 export function buildInsertRow(
-  definition: FsmDefinition,
+  definition: InsertDefinition,
   input: InsertOptions | undefined,
-  options: ResolvedOptions,
+  options: InsertLimits,
   path = 'insert',
 ): InsertRow {
   const o = input ?? {};
