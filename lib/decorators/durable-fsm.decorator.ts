@@ -1,6 +1,7 @@
 import { Injectable, type ScopeOptions, SetMetadata } from '@nestjs/common';
 
 import { DURABLE_FSM_METADATA } from '../gen-durable.constants';
+import type { HistoryLevel } from '../instance/history-entry';
 
 /** Nest's scope metadata key (`SCOPE_OPTIONS_METADATA`; not imported: NestJS 12 exposes no deep paths). */
 const SCOPE_OPTIONS_METADATA = 'scope:options';
@@ -41,6 +42,13 @@ export interface DurableFsmOptions {
    * Default none.
    */
   cancelOn?: readonly string[];
+  /**
+   * What the step history of its instances records (docs/design.md §28.1;
+   * docs/operations-control.md "Step history"): `'off'`, `'failures'` (thrown errors, retries,
+   * stops, reaps, poison pills, cancels, manual actions), `'transitions'` (every committed
+   * outcome too) or `'full'` (with the committed state). Default `'failures'`.
+   */
+  history?: HistoryLevel;
 }
 
 /** Metadata stored on a `@DurableFsm()` class. */

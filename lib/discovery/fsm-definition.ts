@@ -1,5 +1,6 @@
 import type { StateCodec } from '../decorators/durable-fsm.decorator';
 import type { StepContext } from '../fsm/step-context';
+import type { HistoryLevel } from '../instance/history-entry';
 
 export type StepFunction = (ctx: StepContext<unknown>) => unknown;
 
@@ -16,6 +17,8 @@ export interface FsmDefinition {
   readonly codec: StateCodec | undefined;
   /** Signal names whose delivery cancels the instance (docs/design.md §27.2). */
   readonly cancelOn: ReadonlySet<string>;
+  /** What its step history records (docs/design.md §28.1). */
+  readonly history: HistoryLevel;
   /** The provider class. */
   readonly metatype: abstract new (...args: never[]) => unknown;
   /** step name → bound method */

@@ -9,6 +9,7 @@ import type { StepContext } from '../fsm/step-context';
 import type { FsmDefinition, StepFunction } from './fsm-definition';
 import { FsmMetadataAccessor } from './fsm-metadata.accessor';
 import { FsmRegistry } from './fsm.registry';
+import { HISTORY_LEVELS, type HistoryLevel } from '../instance/history-entry';
 import { type ResolvedSchedule, resolveSchedule } from '../cron/resolved-schedule';
 
 type AnyFunction = (...args: unknown[]) => unknown;
@@ -197,10 +198,18 @@ export class FsmExplorer {
         'must be an array of non-empty signal names',
       );
     }
+    const history: unknown = meta.history ?? 'failures';
+    if (!HISTORY_LEVELS.includes(history as HistoryLevel)) {
+      throw new ConfigurationError(
+        `${where}.history`,
+        `must be one of ${HISTORY_LEVELS.map((l) => `'${l}'`).join(', ')}, got ${inspect(history)}`,
+      );
+    }
     return Object.freeze({
       name,
       version,
       cancelOn: new Set(cancelOn),
+      history: history as HistoryLevel,
       queue: meta.queue ?? 'default',
       initial,
       inlineExecution: meta.inlineExecution ?? false,
