@@ -10,14 +10,25 @@ export interface StepOptions {
    * `StepTimeoutError` through `onError` / the job retry rule. Default: the FSM's, else none.
    */
   timeout?: number;
+  /**
+   * The steps this one may move to (docs/design.md §30): drawn as the FSM's graph edges by
+   * `engine.graph(fsm)` and the dashboard. Each is a step of the same FSM or
+   * {@link STEP_END} (`'$done'`: the instance may end here). Validated at boot
+   * (ConfigurationError naming the FSM, the step and the missing target); not enforced when
+   * the step runs. Default: undeclared (the graph draws no edges out of the step).
+   */
+  next?: readonly string[];
 }
+
+/** The `next` target that marks a step after which the instance may end (done or stopped). */
+export const STEP_END = '$done';
 
 /** One `@Step()` as stored on its class: step name, method name, options. */
 export type StepMetadata = readonly [name: string, property: string | symbol, options: StepOptions];
 
 /**
  * Marks a method of a `@DurableFsm()` class as a step. The step name defaults to the method
- * name: `@Step()`, `@Step('name')`, `@Step({ timeout })` or `@Step('name', { timeout })`. The
+ * name: `@Step()`, `@Step('name')`, `@Step({ timeout, next })` or `@Step('name', { timeout, next })`. The
  * method receives a `StepContext` and returns (or resolves to) an outcome.
  */
 export function Step(nameOrOptions?: string | StepOptions, options?: StepOptions): MethodDecorator {
@@ -29,7 +40,11 @@ export function Step(nameOrOptions?: string | StepOptions, options?: StepOptions
       StepMetadata[] | undefined) ?? [
       ...((Reflect.getMetadata(STEP_METADATA, ctor) as StepMetadata[] | undefined) ?? []),
     ];
-    existing.push([name ?? String(propertyKey), propertyKey, { ...given }]);
+    existing.push([
+      name ?? String(propertyKey),
+      propertyKey,
+      { ...given, ...(given.next ? { next: [...given.next] } : {}) },
+    ]);
     Reflect.defineMetadata(STEP_METADATA, existing, ctor);
   };
 }

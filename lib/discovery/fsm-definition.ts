@@ -25,6 +25,11 @@ export interface FsmDefinition {
   readonly steps: ReadonlyMap<string, StepFunction>;
   /** step name → its timeout, ms (`@Step({ timeout })`, else `stepTimeout`); absent = none. */
   readonly timeouts: ReadonlyMap<string, number>;
+  /**
+   * step name → the targets its `@Step({ next })` declares (steps of this FSM, or `'$done'`);
+   * a step absent here declared none (docs/design.md §30). Drawn by `engine.graph`.
+   */
+  readonly next: ReadonlyMap<string, readonly string[]>;
   /** Bound `onError(err, ctx)`, when the class defines one. */
   readonly onError: ((err: unknown, ctx: StepContext<unknown>) => unknown) | undefined;
   /** Jobs: bound `backoff(attempt)`, when the class defines one. */

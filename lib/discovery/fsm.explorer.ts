@@ -10,6 +10,7 @@ import type { FsmDefinition, StepFunction } from './fsm-definition';
 import { FsmMetadataAccessor } from './fsm-metadata.accessor';
 import { FsmRegistry } from './fsm.registry';
 import { HISTORY_LEVELS, type HistoryLevel } from '../instance/history-entry';
+import { STEP_END, type StepMetadata } from '../decorators/step.decorator';
 import { type ResolvedSchedule, resolveSchedule } from '../cron/resolved-schedule';
 
 type AnyFunction = (...args: unknown[]) => unknown;
@@ -169,6 +170,7 @@ export class FsmExplorer {
       const timeout = checkTimeout(options?.timeout, `${where}.${stepName}.timeout`) ?? stepTimeout;
       if (timeout !== undefined) timeouts.set(stepName, timeout);
     }
+    const next = declaredEdges(stepEntries, steps, where);
     const initial = meta.initial ?? (isJob ? 'perform' : 'start');
     if (!steps.has(initial)) {
       throw new ConfigurationError(
@@ -219,6 +221,7 @@ export class FsmExplorer {
       metatype,
       steps,
       timeouts,
+      next,
       onError:
         typeof onError === 'function'
           ? (err: unknown, ctx: StepContext<unknown>) =>
@@ -230,6 +233,38 @@ export class FsmExplorer {
           : undefined,
     });
   }
+}
+
+/**
+ * The `@Step({ next })` declarations of one FSM (docs/design.md §30): each target a step of
+ * the FSM or `'$done'`, else a ConfigurationError naming the FSM, the step and the target.
+ */
+function declaredEdges(
+  entries: readonly StepMetadata[],
+  steps: ReadonlyMap<string, StepFunction>,
+  where: string,
+): Map<string, readonly string[]> {
+  const edges = new Map<string, readonly string[]>();
+  for (const [stepName, , options] of entries) {
+    const next: unknown = options?.next;
+    if (next === undefined) continue;
+    if (!Array.isArray(next) || !next.every((t): t is string => typeof t === 'string')) {
+      throw new ConfigurationError(
+        `${where}.${stepName}.next`,
+        `must be an array of step names, got ${inspect(next)}`,
+      );
+    }
+    for (const target of next) {
+      if (target !== STEP_END && !steps.has(target)) {
+        throw new ConfigurationError(
+          `${where}.${stepName}.next`,
+          `step "${target}" does not exist (steps: ${[...steps.keys()].join(', ')}; "${STEP_END}" marks an end)`,
+        );
+      }
+    }
+    edges.set(stepName, Object.freeze([...new Set(next)]));
+  }
+  return edges;
 }
 
 /** setTimeout's largest delay, ms: a longer one fires at once. */

@@ -32,7 +32,7 @@ export interface PaymentConfirmation {
  */
 @DurableFsm({ name: 'checkout', queue: 'checkout' })
 export class CheckoutFsm {
-  @Step() start(ctx: StepContext<CheckoutState>) {
+  @Step({ next: ['reserved'] }) start(ctx: StepContext<CheckoutState>) {
     const children = ctx.state.lines.map((line, index) => ({
       fsm: LineItemFsm,
       state: { orderId: ctx.state.orderId, sku: line.sku, qty: line.qty },
@@ -41,7 +41,7 @@ export class CheckoutFsm {
     return scheduleChildren('reserved', children, ctx.state);
   }
 
-  @Step() reserved(ctx: StepContext<CheckoutState>) {
+  @Step({ next: ['paid', '$done'] }) reserved(ctx: StepContext<CheckoutState>) {
     const failed = ctx.children.filter((child) => child.status === 'failed');
     if (failed.length > 0) {
       return stop(`reservation failed: ${failed.map((child) => child.lastError).join('; ')}`);
@@ -51,7 +51,7 @@ export class CheckoutFsm {
     });
   }
 
-  @Step() paid(ctx: StepContext<CheckoutState>) {
+  @Step({ next: ['$done'] }) paid(ctx: StepContext<CheckoutState>) {
     const payment = ctx.awaited[0];
     if (!payment) return stop('payment timed out');
     const lines = ctx.children.map((child) => child.result as Reservation);

@@ -16,7 +16,7 @@ export interface LineItemState {
 export class LineItemFsm {
   constructor(private readonly inventory: InventoryService) {}
 
-  @Step() start(ctx: StepContext<LineItemState>) {
+  @Step({ next: ['$done'] }) start(ctx: StepContext<LineItemState>) {
     try {
       const reservation = this.inventory.reserve(ctx.state.sku, ctx.state.qty);
       return done({ ...reservation });
