@@ -10,6 +10,13 @@ export {
 } from './decorators/durable-fsm.decorator';
 export { Step, STEP_END, type StepOptions } from './decorators/step.decorator';
 export type { FsmGraph, FsmGraphEdge, FsmGraphStep } from './fsm/fsm-graph';
+export type {
+  OverviewPoint,
+  QueueOverview,
+  QueueOverviewCounts,
+  StatsOverview,
+  StatsOverviewOptions,
+} from './instance/stats-overview';
 export {
   renderFsmGraphSvg,
   layoutGraph,

@@ -225,7 +225,10 @@ async function runRound(
 }
 
 /** The gate slot a fenced executing row held, when its key names a configured gate. */
-function gateSlot(runtime: ControlRuntime, row: CancelledRow): LimiterSlot | null {
+export function gateSlot(
+  runtime: ControlRuntime,
+  row: Pick<CancelledRow, 'id' | 'concurrencyKey' | 'concurrencyShard'>,
+): LimiterSlot | null {
   if (row.concurrencyKey === null || row.concurrencyShard === null) return null;
   if (runtime.options.concurrencyLimits[limitName(row.concurrencyKey)] === undefined) return null;
   return { key: row.concurrencyKey, shard: row.concurrencyShard, id: row.id };

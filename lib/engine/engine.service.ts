@@ -17,7 +17,7 @@ import { InstanceQuery } from './instance-query';
 import { QueueControl } from './queue-control';
 import { resolveTarget, type Target } from './target';
 import type { InsertOptions } from '../fsm/insert-options.interface';
-import type { InsertRow } from '../instance/insert-row';
+import { type InsertRow, withTraceContext } from '../instance/insert-row';
 import { buildInsertRow } from '../instance/build-insert-row';
 import type { AwaitResult, InstanceView } from '../instance/instance-view';
 import type { InstanceFilter, ListPage, ListResult } from '../instance/instance-filter';
@@ -36,6 +36,8 @@ import { deliverSignal } from './deliver-signal';
 import type { BulkResult, CancelAllOptions, RetryAllOptions } from '../instance/bulk-options';
 import { BulkActions } from './bulk-actions';
 import type { FsmGraph } from '../fsm/fsm-graph';
+import type { StatsOverview, StatsOverviewOptions } from '../instance/stats-overview';
+import { readOverview } from './stats-overview';
 import { fsmGraphOf } from './fsm-graph';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
@@ -93,16 +95,42 @@ export class EngineService {
    */
   async insert(fsm: Type<unknown> | string, options?: InsertOptions): Promise<string> {
     const definition = this.registry.resolve(fsm);
-    const row = buildInsertRow(definition, options, this.runtime.options);
-    const holder = options?.onConflict === 'return' && row.correlationKey !== null;
-    const batcher = this.runtime.batcher;
-    if (options?.manager === undefined && batcher?.takesDurable && !holder) {
-      return batcher.insert(row);
-    }
-    const client = await this.clientOf(options?.manager);
-    const answer = await insertInstance(this.runtime.sql, row, holder, client);
-    if (answer.inserted && !options?.manager) this.pokeOrArm(answer, row);
-    return answer.id;
+    return this.traced('insert', definition.name, 1, async (traceContext) => {
+      const row = withTraceContext(
+        buildInsertRow(definition, options, this.runtime.options),
+        traceContext,
+      );
+      const holder = options?.onConflict === 'return' && row.correlationKey !== null;
+      const batcher = this.runtime.batcher;
+      if (options?.manager === undefined && batcher?.takesDurable && !holder) {
+        return batcher.insert(row);
+      }
+      const client = await this.clientOf(options?.manager);
+      const answer = await insertInstance(this.runtime.sql, row, holder, client);
+      if (answer.inserted && !options?.manager) this.pokeOrArm(answer, row);
+      return answer.id;
+    });
+  }
+
+  /**
+   * Runs `run` inside the producer span `gen_durable <operation> <target>` when OpenTelemetry
+   * is on (docs/design.md §31), handing it that span's W3C trace context to store with the row
+   * or signal; otherwise (no `@opentelemetry/api`, `otel.enabled` false, no tracer provider)
+   * runs it with null.
+   */
+  private traced<T>(
+    operation: 'insert' | 'send',
+    target: string,
+    count: number,
+    run: (traceContext: string | null) => Promise<T>,
+  ): Promise<T> {
+    const otel = this.runtime.otel;
+    if (otel === undefined) return run(null);
+    const attributes =
+      operation === 'insert'
+        ? { 'gen_durable.fsm': target, 'messaging.batch.message_count': count }
+        : { 'gen_durable.signal': target };
+    return otel.produce(operation, target, attributes, run);
   }
 
   /** After an insert committed: poke its queue if it is due, else arm a wake-up for when it is. */
@@ -137,10 +165,15 @@ export class EngineService {
         'insertAsync cannot join a transaction: use insert(fsm, { manager })',
       );
     }
-    const row = buildInsertRow(definition, options, this.runtime.options, 'insertAsync');
-    if (this.runtime.batcher?.offer(row)) return;
-    const inserted = await INSERT_INSTANCE.run(this.runtime.sql, row);
-    if (inserted) this.pokeOrArm(inserted, row);
+    await this.traced('insert', definition.name, 1, async (traceContext) => {
+      const row = withTraceContext(
+        buildInsertRow(definition, options, this.runtime.options, 'insertAsync'),
+        traceContext,
+      );
+      if (this.runtime.batcher?.offer(row)) return;
+      const inserted = await INSERT_INSTANCE.run(this.runtime.sql, row);
+      if (inserted) this.pokeOrArm(inserted, row);
+    });
   }
 
   /**
@@ -155,22 +188,27 @@ export class EngineService {
     if (!isArray(entries)) throw new InvalidInputError('insertAll.entries', 'must be an array');
     if (entries.length === 0) return [];
     const definition = this.registry.resolve(fsm);
-    const rows = entries.map((entry, i) => {
-      if (entry?.manager !== undefined) {
-        throw new InvalidInputError(
-          `insertAll[${i}].manager`,
-          'pass manager as the third argument of insertAll',
+    return this.traced('insert', definition.name, entries.length, async (traceContext) => {
+      const rows = entries.map((entry, i) => {
+        if (entry?.manager !== undefined) {
+          throw new InvalidInputError(
+            `insertAll[${i}].manager`,
+            'pass manager as the third argument of insertAll',
+          );
+        }
+        return withTraceContext(
+          buildInsertRow(definition, entry, this.runtime.options, `insertAll[${i}]`),
+          traceContext,
         );
+      });
+      const client = await this.clientOf(options.manager);
+      const inserted = await INSERT_INSTANCES.run(this.runtime.sql, { rows }, client);
+      if (!options.manager) {
+        this.runtime.pokes.poke(new Set(inserted.filter((r) => r.due).map((r) => r.queue)));
+        if (inserted.some((r) => !r.due)) for (const row of rows) this.armWakeUp(row);
       }
-      return buildInsertRow(definition, entry, this.runtime.options, `insertAll[${i}]`);
+      return inserted.map((r) => r.id);
     });
-    const client = await this.clientOf(options.manager);
-    const inserted = await INSERT_INSTANCES.run(this.runtime.sql, { rows }, client);
-    if (!options.manager) {
-      this.runtime.pokes.poke(new Set(inserted.filter((r) => r.due).map((r) => r.queue)));
-      if (inserted.some((r) => !r.due)) for (const row of rows) this.armWakeUp(row);
-    }
-    return inserted.map((r) => r.id);
   }
 
   /**
@@ -186,9 +224,20 @@ export class EngineService {
     payload: unknown = {},
     options: { dedupKey?: string; manager?: EntityManager } = {},
   ): Promise<void> {
-    await deliverSignal(this.runtime, target, name, payload, options.dedupKey, () =>
-      this.clientOf(options.manager),
-    );
+    const deliver = (traceContext: string | null): Promise<void> =>
+      deliverSignal(
+        this.runtime,
+        target,
+        name,
+        payload,
+        options.dedupKey,
+        () => this.clientOf(options.manager),
+        traceContext,
+      );
+    // A name that is not a string fails in deliverSignal, before any span.
+    await (typeof name === 'string' && name.length > 0
+      ? this.traced('send', name, 1, deliver)
+      : deliver(null));
   }
 
   /**
@@ -246,7 +295,8 @@ export class EngineService {
   }
 
   private get instanceQuery(): InstanceQuery {
-    this.query ??= new InstanceQuery(this.runtime.sql);
+    // On the read replica when the engine has one (`readDataSource`): list and count may lag.
+    this.query ??= new InstanceQuery(this.runtime.reads);
     return this.query;
   }
 
@@ -348,16 +398,32 @@ export class EngineService {
    * An instance's step history, newest first (docs/design.md §28.1; docs/operations-control.md
    * "Step history"): at most `limit` rows (default 100, at most 1 000), older than the history
    * id `before` when given (pass the last `id` of a page for the next). What is recorded
-   * depends on the FSM's `history` level. One statement. `NoTargetError` when no instance
-   * answers the target; `InvalidInputError` for bad options.
+   * depends on the FSM's `history` level. One statement, on the read replica when the engine
+   * has one (`readDataSource`; it may lag). `NoTargetError` when no instance answers the target
+   * (there); `InvalidInputError` for bad options.
    */
   async history(target: Target, options?: HistoryPage): Promise<HistoryEntry[]> {
     const to = resolveTarget(target, 'history.target');
     return readInstanceHistory(
-      this.runtime.sql,
+      this.runtime.reads,
       to,
       resolveHistoryPage(options, 'history.options'),
     );
+  }
+
+  /**
+   * The dashboard's overview (docs/design.md §30; docs/dashboard-data.md): per queue the newest
+   * once-a-minute snapshot's capped counts by status, the oldest due row, and a sparkline of
+   * rows done / failed / cancelled per minute over the last `minutes` (default 60). With no
+   * snapshot stored yet (`source: 'live'`), live capped counts of runnable, scheduled and
+   * executing rows. Index-served reads of gen_durable_stats, whatever the table size.
+   */
+  stats(options?: StatsOverviewOptions): Promise<StatsOverview> {
+    const queues = new Set([
+      ...Object.keys(this.runtime.options.queues),
+      ...this.registry.all().map((d) => d.queue),
+    ]);
+    return readOverview(this.runtime.sql, options, [...queues]);
   }
 
   /**

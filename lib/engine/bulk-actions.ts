@@ -1,0 +1,299 @@
+import { InvalidInputError } from '../errors/invalid-input.error';
+import { UnknownStepError } from '../errors/unknown-step.error';
+import { MAX_UNTIL_MS, MIN_UNTIL_MS } from '../fsm/outcome';
+import { isEmptyFilter, resolveInstanceFilter } from '../instance/instance-filter';
+import type { ResolvedFilter } from '../instance/instance-filter';
+import type { BulkResult } from '../instance/bulk-options';
+import type { LimiterSlot } from '../limiter/limiter.interface';
+import { BULK_BATCH, BULK_CANCEL, BULK_RETRY, type BulkRow } from '../sql/bulk.sql';
+import { listDriver } from '../sql/query.sql';
+import { cancelInput, gateSlot, runCancel } from './cancel-instance';
+import type { ControlRuntime } from './control-runtime';
+
+export type { BulkResult } from '../instance/bulk-options';
+
+/** Rows acted on per batch: the batch statement reads at most this many (docs/design.md §27.7). */
+export const BULK_BATCH_SIZE = 1000;
+/** Rows a batch statement examines at most (the list's default scan bound). */
+const BULK_SCAN = 10_000;
+
+const CANCEL_KEYS = new Set(['reason', 'children', 'mode', 'dryRun', 'all']);
+const RETRY_KEYS = new Set(['step', 'at', 'detach', 'dryRun', 'all']);
+
+/**
+ * `cancelAll` / `retryAll` (docs/design.md §27.7): the filter's rows in batches of at most
+ * {@link BULK_BATCH_SIZE}, newest first, each batch read by one keyset statement (BULK_BATCH,
+ * the walk and the indexes of `list`) and acted on by one statement (BULK_CANCEL, BULK_RETRY:
+ * the single-row statements' effects on many rows). A row the batch statement will not judge
+ * alone — a cancel target with children, or one that changed under the statement — goes
+ * through the single action (CANCEL_INSTANCES with its tree, rounds and riders), so a bulk
+ * action does on each row what the single action does. Resumable: nothing is remembered
+ * between calls, so a call that stopped part way is finished by calling it again (rows already
+ * acted on no longer match, or answer as unchanged). Bad input is refused before anything runs:
+ * `InvalidInputError` naming the field (an unknown status, an unknown option, an empty filter
+ * without `all: true`).
+ */
+export class BulkActions {
+  constructor(private readonly runtime: ControlRuntime) {}
+
+  /**
+   * Cancels every row the filter matches; `changed` counts the matched rows this call cancelled
+   * or asked to stop (a row already cancelled by an earlier match's cascade counts once, with no
+   * statement of its own).
+   */
+  async cancelAll(filter: unknown, options: unknown): Promise<BulkResult> {
+    const o = optionsOf(options, 'cancelAll', CANCEL_KEYS);
+    const f = filterOf(filter, 'cancelAll', o['all']);
+    const { dryRun } = flags(o, 'cancelAll');
+    const cancel = cancelInput({
+      ...(o['reason'] !== undefined && { reason: o['reason'] }),
+      ...(o['children'] !== undefined && { children: o['children'] }),
+      ...(o['mode'] !== undefined && { mode: o['mode'] }),
+    });
+    const fence = cancel.mode === 'fence';
+    const acted = new Set<string>();
+    return this.walk(f, dryRun, async (rows) => {
+      let changed = 0;
+      const ids: string[] = [];
+      for (const row of rows) {
+        if (acted.has(row.id)) changed++;
+        else ids.push(row.id);
+      }
+      if (ids.length === 0) return changed;
+      const answer = await BULK_CANCEL.run(this.runtime.sql, {
+        ids,
+        reason: cancel.reason,
+        fence,
+      });
+      const slots: LimiterSlot[] = [];
+      const cancelledNow: string[] = [];
+      const pokeQueues = new Set<string>();
+      const single: string[] = [];
+      const deferred: string[] = [];
+      for (const row of answer) {
+        switch (row.action) {
+          case 'cancelled':
+            cancelledNow.push(row.id);
+            if (row.prior === 'executing') {
+              const slot = gateSlot(this.runtime, row);
+              if (slot) slots.push(slot);
+            }
+            break;
+          case 'requested':
+            break;
+          case 'woken':
+            pokeQueues.add(row.queue);
+            continue;
+          case 'terminal':
+            continue;
+          case 'single':
+            if (!single.includes(row.id)) single.push(row.id);
+            continue;
+          case 'deferred':
+            deferred.push(row.id);
+            continue;
+        }
+        acted.add(row.id);
+        changed++;
+        this.runtime.telemetry.emit(
+          'instance:cancelled',
+          {
+            cancelled: row.action === 'cancelled' ? 1 : 0,
+            requested: row.action === 'requested' ? 1 : 0,
+            alreadyTerminal: 0,
+          },
+          { id: row.id, mode: cancel.mode, children: cancel.children },
+        );
+      }
+      if (slots.length > 0) void this.runtime.limiter.credit(slots);
+      if (cancelledNow.length > 0) this.runtime.watcher.nudge(cancelledNow);
+      if (pokeQueues.size > 0) this.runtime.pokes.poke(pokeQueues);
+      // Families from the top: rows with children oldest first, then the rows left aside.
+      single.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
+      for (const id of [...single, ...deferred]) {
+        if (acted.has(id)) {
+          changed++;
+          continue;
+        }
+        const result = await runCancel(this.runtime, {
+          targetId: id,
+          correlationKey: null,
+          reason: cancel.reason,
+          children: cancel.children,
+          fence,
+          descendantsOnly: false,
+          onlyFsms: null,
+        });
+        if (!result) continue;
+        for (const c of result.cancelled) acted.add(c);
+        for (const c of result.requested) acted.add(c);
+        if (acted.has(id)) changed++;
+      }
+      return changed;
+    });
+  }
+
+  /**
+   * Makes every `failed` or `cancelled` row the filter matches runnable again (as `retry`);
+   * `changed` counts those retried. A matched row that is live, whose parent moved on
+   * (without `detach`) or whose key is occupied again is left as it is and not counted. With
+   * `step`, the filter must name its FSM(s), and a batch holding a row whose FSM version lacks
+   * the step is refused before it is written (`UnknownStepError`).
+   */
+  async retryAll(filter: unknown, options: unknown): Promise<BulkResult> {
+    const o = optionsOf(options, 'retryAll', RETRY_KEYS);
+    const f = filterOf(filter, 'retryAll', o['all']);
+    const { dryRun } = flags(o, 'retryAll');
+    const stepOption = o['step'];
+    if (stepOption !== undefined && (typeof stepOption !== 'string' || stepOption.length === 0)) {
+      throw new InvalidInputError('retryAll.step', 'must be a non-empty string');
+    }
+    const step = stepOption;
+    if (step !== undefined && f.fsms === null) {
+      throw new InvalidInputError(
+        'retryAll.step',
+        'needs filter.fsm: a step is checked against the FSMs it names',
+      );
+    }
+    const atOption = o['at'];
+    const atMs = atOption instanceof Date ? atOption.getTime() : NaN;
+    if (atOption !== undefined && !(atMs >= MIN_UNTIL_MS && atMs <= MAX_UNTIL_MS)) {
+      throw new InvalidInputError('retryAll.at', 'must be a valid Date in years 1 … 9999');
+    }
+    const at = atOption as Date | undefined;
+    const detach = o['detach'] ?? false;
+    if (typeof detach !== 'boolean') {
+      throw new InvalidInputError('retryAll.detach', 'must be a boolean');
+    }
+    return this.walk(f, dryRun, async (rows) => {
+      const retryable = rows.filter((r) => r.status === 'failed' || r.status === 'cancelled');
+      if (retryable.length === 0) return 0;
+      if (step !== undefined) {
+        for (const row of retryable) {
+          const definition = this.runtime.registry.find(row.fsm, row.fsmVersion);
+          if (!definition) {
+            throw new InvalidInputError(
+              'retryAll.step',
+              `FSM "${row.fsm}" version ${row.fsmVersion} is not registered on this node: its steps cannot be checked`,
+            );
+          }
+          if (!definition.steps.has(step)) throw new UnknownStepError(row.fsm, step);
+        }
+      }
+      const request = (batch: readonly BulkRow[]) => ({
+        ids: batch.map((r) => r.id),
+        claimSeqs: batch.map((r) => r.claimSeq),
+        step: step ?? null,
+        at: at ?? null,
+        detach,
+      });
+      let answer;
+      try {
+        answer = await BULK_RETRY.run(this.runtime.sql, request(retryable));
+      } catch (err) {
+        if (!isCorrelationConflict(err)) throw err;
+        // A key occupied again fails the whole batch: retry it row by row, skipping those rows.
+        answer = [];
+        for (const row of retryable) {
+          try {
+            answer.push(...(await BULK_RETRY.run(this.runtime.sql, request([row]))));
+          } catch (rowErr) {
+            if (!isCorrelationConflict(rowErr)) throw rowErr;
+          }
+        }
+      }
+      const byId = new Map(retryable.map((r) => [r.id, r]));
+      const pokeQueues = new Set<string>();
+      let changed = 0;
+      for (const r of answer) {
+        if (r.verdict !== 'retried' || r.queue === null) continue;
+        changed++;
+        const row = byId.get(r.id);
+        this.runtime.telemetry.emit(
+          'instance:retried',
+          { count: 1 },
+          { id: r.id, fsm: row?.fsm ?? '', step: step ?? row?.step ?? '' },
+        );
+        if (r.due) pokeQueues.add(r.queue);
+        else if (at) this.runtime.wakeUps.arm(r.queue, atMs - Date.now());
+      }
+      if (pokeQueues.size > 0) this.runtime.pokes.poke(pokeQueues);
+      return changed;
+    });
+  }
+
+  /**
+   * Walks the filter's rows newest first in batches (one BULK_BATCH each) and hands each
+   * non-empty batch to `act`, which answers how many of its rows it changed.
+   */
+  private async walk(
+    f: ResolvedFilter,
+    dryRun: boolean,
+    act: (rows: readonly BulkRow[]) => Promise<number>,
+  ): Promise<BulkResult> {
+    const driver = listDriver(f);
+    let after: string | null = null;
+    let matched = 0;
+    let changed = 0;
+    for (;;) {
+      const batch = await BULK_BATCH.run(this.runtime.sql, {
+        driver,
+        after,
+        scan: BULK_SCAN,
+        limit: BULK_BATCH_SIZE,
+        filter: f,
+      });
+      matched += batch.rows.length;
+      if (!dryRun && batch.rows.length > 0) changed += await act(batch.rows);
+      const last = batch.rows[batch.rows.length - 1];
+      if (batch.rows.length >= BULK_BATCH_SIZE && last) after = last.id;
+      else if (batch.scanned >= BULK_SCAN && batch.lastScanned !== null) after = batch.lastScanned;
+      else return { matched, changed };
+    }
+  }
+}
+
+/** A unique violation of the correlation index: a key is occupied by another instance. */
+function isCorrelationConflict(err: unknown): boolean {
+  const e = err as { code?: unknown; constraint?: unknown } | null;
+  return e?.code === '23505' && e.constraint === 'gen_durable_correlation';
+}
+
+function optionsOf(options: unknown, path: string, keys: Set<string>): Record<string, unknown> {
+  if (options === undefined) return {};
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new InvalidInputError(`${path}.options`, 'must be an object');
+  }
+  const o = options as Record<string, unknown>;
+  for (const key of Object.keys(o)) {
+    if (!keys.has(key)) {
+      throw new InvalidInputError(
+        `${path}.options.${key}`,
+        `is not an option (${[...keys].join(', ')})`,
+      );
+    }
+  }
+  return o;
+}
+
+function filterOf(filter: unknown, path: string, all: unknown): ResolvedFilter {
+  const f = resolveInstanceFilter(filter, `${path}.filter`);
+  if (all !== undefined && typeof all !== 'boolean') {
+    throw new InvalidInputError(`${path}.all`, 'must be a boolean');
+  }
+  if (isEmptyFilter(f) && all !== true) {
+    throw new InvalidInputError(
+      `${path}.filter`,
+      'has no criteria: it would address every instance; pass { all: true } in the options to mean that',
+    );
+  }
+  return f;
+}
+
+function flags(o: Record<string, unknown>, path: string): { dryRun: boolean } {
+  const dryRun = o['dryRun'] ?? false;
+  if (typeof dryRun !== 'boolean') {
+    throw new InvalidInputError(`${path}.dryRun`, 'must be a boolean');
+  }
+  return { dryRun };
+}
