@@ -24,6 +24,8 @@ export async function deliverSignal(
   payload: unknown,
   dedupKey: unknown,
   connect?: () => Promise<PoolClient | undefined>,
+  /** The sender's W3C trace context, stored on the signal row (docs/design.md §31). */
+  traceContext: string | null = null,
 ): Promise<void> {
   if (typeof name !== 'string' || name.length === 0) {
     throw new InvalidInputError('signal.name', 'must be a non-empty string');
@@ -40,6 +42,7 @@ export async function deliverSignal(
     name,
     payloadText,
     dedupKey: dedupKey ?? null,
+    traceContext,
   };
   const client = await connect?.();
   const cancelling = runtime.registry.cancellingFsms(name);

@@ -14,6 +14,7 @@ import { Executor } from '../runtime/executor';
 import { dueInMs } from '../runtime/flush-entry';
 import { type FlushEffects, Flusher } from '../runtime/flusher';
 import { GarbageCollector } from '../runtime/gc';
+import { StatsSnapshot } from '../runtime/stats-snapshot';
 import { CronTicker } from '../cron/cron-ticker';
 import { ScheduleFirer } from '../cron/schedule-firer';
 import { Schedules } from '../cron/schedules';
@@ -33,6 +34,8 @@ import { RunAhead } from '../runtime/run-ahead';
 import { Scheduler } from '../runtime/scheduler';
 import { SoloRun } from '../runtime/solo-run';
 import { StallDetector } from '../runtime/stall-detector';
+import { Otel } from '../telemetry/otel';
+import { LATEST_QUEUE_STATS } from '../sql/queue-gauges.sql';
 
 /** The pg pool under a TypeORM PostgreSQL DataSource (its master pool). */
 export function poolOf(dataSource: DataSource): Pool {
@@ -52,6 +55,12 @@ export function poolOf(dataSource: DataSource): Pool {
  */
 export class EngineRuntime {
   readonly sql: SqlExecutor;
+  /**
+   * Reads that tolerate lag (`list`, `count`, `history`, `queueStatus`, the health depth read):
+   * an executor on `readDataSource`'s pool when one is set, else `sql` (docs/operations.md
+   * "Read replicas"). Nothing that claims, writes, signals or answers `get`/`await` runs here.
+   */
+  readonly reads: SqlExecutor;
   readonly flushers: Flusher[];
   readonly executor: Executor;
   readonly picker: Picker;
@@ -71,12 +80,19 @@ export class EngineRuntime {
   readonly solo: SoloRun;
   reaper: Reaper | undefined;
   gc: GarbageCollector | undefined;
+  /** The once-a-minute stats snapshot, on a maintenance node (docs/design.md §30). */
+  stats: StatsSnapshot | undefined;
   /** One tick over the schedule table; testing's `fireSchedules(at)` calls it too (docs/design.md §29). */
   readonly firer: ScheduleFirer;
   /** `engine.schedules` (docs/design.md §29). */
   readonly schedules: Schedules;
   /** The schedule ticker, on a node with schedules that runs queues or maintenance. */
   ticker: CronTicker | undefined;
+  /**
+   * OpenTelemetry spans and metrics (docs/design.md §31), or undefined: `otel.enabled` false or
+   * `@opentelemetry/api` not installed.
+   */
+  readonly otel: Otel | undefined;
   private readonly logger = new Logger('GenDurable');
   private drained: Promise<void> | undefined;
 
@@ -85,12 +101,16 @@ export class EngineRuntime {
     readonly registry: FsmRegistry,
     readonly telemetry: Telemetry,
   ) {
-    this.sql = new SqlExecutor(poolOf(options.dataSource), {
+    const executorOptions = {
       schema: options.schema,
       preparedStatements: options.preparedStatements,
       statementTimeoutMs: options.statementTimeout,
       ...transactionTimeouts(options.leaseTtl, options.statementTimeout),
-    });
+    };
+    this.sql = new SqlExecutor(poolOf(options.dataSource), executorOptions);
+    this.reads = options.readDataSource
+      ? new SqlExecutor(poolOf(options.readDataSource), executorOptions)
+      : this.sql;
     this.watcher = new AwaitWatcher(this.sql, options.await.tick);
     const namespace = new RedisNamespace(this.sql, options.name, options.redisPrefix);
     this.pokeTransport = createPokeTransport(options, this.sql, namespace);
@@ -127,6 +147,8 @@ export class EngineRuntime {
       (entry) => this.executor.commit(entry),
     );
     this.stall = new StallDetector(options.heartbeatInterval, telemetry);
+    this.otel = Otel.create(options.otel, telemetry, () => LATEST_QUEUE_STATS.run(this.sql));
+    this.executor.stepTracer = this.otel?.stepTracer;
     this.solo = new SoloRun(options.leaseTtl);
     this.firer = new ScheduleFirer(
       this.sql,
@@ -197,6 +219,7 @@ export class EngineRuntime {
       this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
     }
     this.stall.start();
+    this.otel?.start();
     // Order of docs/design.md §2.1: watcher, poke, limiter, reaper, GC, flushers, batcher, schedulers.
     await this.pokeTransport?.start({
       poke: (queue) => this.schedulers.get(queue)?.poke(),
@@ -223,6 +246,10 @@ export class EngineRuntime {
     if (this.options.gc) {
       this.gc = new GarbageCollector(this.sql, this.options.gc, this.telemetry, this.limiter);
       this.gc.start();
+    }
+    if (this.options.stats && (this.options.reaper !== false || this.options.gc !== false)) {
+      this.stats = new StatsSnapshot(this.sql, this.options.stats, this.telemetry);
+      this.stats.start();
     }
     this.batcher?.start();
     for (const [queue, concurrency] of Object.entries(this.options.queues)) {
@@ -273,6 +300,7 @@ export class EngineRuntime {
       await this.batcher?.drain();
       await this.reaper?.stop();
       await this.gc?.stop();
+      await this.stats?.stop();
     })();
     return this.drained;
   }
@@ -286,6 +314,7 @@ export class EngineRuntime {
     await this.limiter.close();
     this.watcher.close();
     this.stall.stop();
+    this.otel?.close();
   }
 }
 

@@ -35,6 +35,8 @@ import { insertInstance } from './insert-instance';
 import { deliverSignal } from './deliver-signal';
 import type { BulkResult, CancelAllOptions, RetryAllOptions } from '../instance/bulk-options';
 import { BulkActions } from './bulk-actions';
+import type { ForkOptions } from '../instance/fork-options';
+import { forkInstance } from './fork-instance';
 import type { FsmGraph } from '../fsm/fsm-graph';
 import type { StatsOverview, StatsOverviewOptions } from '../instance/stats-overview';
 import { readOverview } from './stats-overview';
@@ -385,6 +387,29 @@ export class EngineService {
    */
   retryAll(filter: InstanceFilter, options?: RetryAllOptions): Promise<BulkResult> {
     return this.bulkActions.retryAll(filter, options);
+  }
+
+  /**
+   * Forks an instance (docs/design.md §28.3; docs/operations-control.md "Forking"): inserts a
+   * new instance of the same FSM (its newest registered version, or the source's with
+   * `version: 'same'`) at `step` (default: the source's current step) with `state` (a value or
+   * a function of the source's state; default: the source's) or the state recorded in the
+   * source's history row `fromHistory`; `forkedFrom` on the new row names the source, which is
+   * untouched. Resolves with the new id once committed (one transaction: the insert and its
+   * mark). Typed errors, nothing written: `NoTargetError`, `InvalidInputError`,
+   * `UnknownStepError`, `FsmNotRegisteredError`.
+   */
+  async fork<S = Record<string, unknown>>(
+    target: Target,
+    options?: ForkOptions<S>,
+  ): Promise<string> {
+    const to = resolveTarget(target, 'fork.target');
+    const source = 'id' in to ? `#${to.id}` : to.correlationKey;
+    return this.traced('insert', source, 1, async (traceContext) => {
+      const answer = await forkInstance(this.runtime, this.registry, to, options, traceContext);
+      if (answer.due) this.runtime.pokes.poke([answer.queue]);
+      return answer.id;
+    });
   }
 
   private get bulkActions(): BulkActions {

@@ -15,4 +15,14 @@ export interface InsertRow {
   readonly concurrencyKey: string | null;
   readonly rateLimit: string | null;
   readonly weight: number;
+  /**
+   * The W3C trace context of the inserting code (`traceparent`, then a space and `tracestate`
+   * when present), stored in `gen_durable.trace_context` (docs/design.md §31); absent = none.
+   */
+  readonly traceContext?: string | null;
+}
+
+/** `row` carrying `traceContext` (docs/design.md §31); `row` itself when there is none. */
+export function withTraceContext(row: InsertRow, traceContext: string | null): InsertRow {
+  return traceContext === null ? row : { ...row, traceContext };
 }

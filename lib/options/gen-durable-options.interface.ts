@@ -29,6 +29,16 @@ export interface GcOptions {
   batch?: number;
 }
 
+/** The once-a-minute stats snapshot (docs/design.md §30, docs/dashboard-data.md). */
+export interface StatsOptions {
+  /** ms between checks that the current minute's snapshot is written (≥ 1 000; above 60 000 minutes go missing). Default 15 000. */
+  interval?: number;
+  /** ms a snapshot row is kept (≥ 60 000). Default 86 400 000 (1 day). */
+  retention?: number;
+  /** Each count stops at this many rows. Default 10 000. */
+  cap?: number;
+}
+
 /** Cron schedules on this node (docs/design.md §29); `false` = no schedule upserted or fired here. */
 export interface SchedulesOptions {
   /** At boot, delete declared schedules of this node's FSMs that no class declares any more. Default false. */
@@ -37,6 +47,20 @@ export interface SchedulesOptions {
   interval?: number;
   /** How late a fire may be and still count as on time (not missed), ms. Default 1 000. */
   grace?: number;
+}
+
+/** OpenTelemetry (docs/design.md §31, docs/observability.md). */
+export interface OtelOptions {
+  /** `false` = no span, metric or stored trace context, even with a provider registered. Default true. */
+  enabled?: boolean;
+  /**
+   * How a step span relates to the trace context stored with its row: `'parent'` (a child),
+   * `'link'` (a new trace linked to it), `'auto'` (a child for the row's first step, a link
+   * after). Default `'auto'`.
+   */
+  traceMode?: 'auto' | 'parent' | 'link';
+  /** Also an internal span per claim and per flush. Default false. */
+  internalSpans?: boolean;
 }
 
 /** The insert batcher of `insertAsync` (and, with `durable`, of awaited inserts). */
@@ -88,6 +112,13 @@ export interface GenDurableOptions {
   name?: string;
   /** An initialized TypeORM DataSource on PostgreSQL. Required. */
   dataSource: DataSource;
+  /**
+   * An initialized TypeORM DataSource on a streaming replica of `dataSource`'s database:
+   * `list`, `count`, `history`, `queueStatus` and the health depth read run there and see the
+   * replica's lag; claims, flushes, inserts, signals, control actions and `get` (so `await`)
+   * never do (docs/operations.md "Read replicas"). Default: none, every read on `dataSource`.
+   */
+  readDataSource?: DataSource;
   /** Schema of every gen-durable object. Default `'public'`. */
   schema?: string;
   /** Restricts this engine's registry to these FSM classes or names. Default: all discovered. */
@@ -134,6 +165,12 @@ export interface GenDurableOptions {
   /** GC on this node. Default `{ interval: 60 000, retention: 86 400 000, batch: 10 000 }`. */
   gc?: GcOptions | false;
   /**
+   * The dashboard's once-a-minute per-queue counts (docs/dashboard-data.md), written on a node
+   * with a reaper or GC. Default `{ interval: 15 000, retention: 86 400 000, cap: 10 000 }`;
+   * `false` = not from this node.
+   */
+  stats?: StatsOptions | false;
+  /**
    * Cron schedules: upsert this node's `@DurableCron` schedules at boot and, on a node that runs
    * queues or maintenance (reaper or GC), fire due ones. Default
    * `{ prune: false, interval: 30 000, grace: 1 000 }`; `false` = neither on this node.
@@ -156,6 +193,11 @@ export interface GenDurableOptions {
   flushers?: FlusherOptions[];
   /** Insert batcher for `insertAsync` (and durable group-commit inserts). Default false. */
   insertBatcher?: InsertBatcherOptions | false;
+  /**
+   * OpenTelemetry spans and metrics, active only while a tracer or meter provider is registered
+   * (docs/observability.md). Default `{ enabled: true, traceMode: 'auto', internalSpans: false }`.
+   */
+  otel?: OtelOptions;
   /** Node identity: worker-id prefix and poke token. Default `GEN_DURABLE_NODE_ID` or the hostname. */
   nodeId?: string;
   /** Named prepared statements. Default true; false behind transaction-pooling proxies. */

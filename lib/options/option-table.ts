@@ -114,25 +114,12 @@ export const OPTION_TABLE = {
   dataSource: custom({
     doc: 'an initialized TypeORM PostgreSQL `DataSource`; the engine runs on its `pg` pool',
     default: REQUIRED,
-    parse: (raw, path): DataSource => {
-      if (!(raw instanceof DataSource) && !isPlainObject(raw)) {
-        throw new ConfigurationError(path, 'an initialized TypeORM DataSource is required');
-      }
-      const dataSource = raw as DataSource;
-      if (dataSource.options?.type !== 'postgres') {
-        throw new ConfigurationError(
-          path,
-          `must be a PostgreSQL DataSource (type 'postgres'), got ${String(dataSource.options?.type)}`,
-        );
-      }
-      if (dataSource.isInitialized !== true) {
-        throw new ConfigurationError(
-          path,
-          'is not initialized: call dataSource.initialize() before the module boots (or inject the one @nestjs/typeorm provides)',
-        );
-      }
-      return dataSource;
-    },
+    parse: (raw, path): DataSource => parseDataSource(raw, path),
+  }),
+  readDataSource: custom({
+    doc: 'an initialized TypeORM PostgreSQL `DataSource` on a streaming replica: `list`, `count`, `history`, `queueStatus` and the health depth read run there and may lag; never claims, writes, signals or `get` ([operations](docs/operations.md#read-replicas))',
+    default: computed('none: every read on `dataSource`', () => undefined),
+    parse: (raw, path): DataSource => parseDataSource(raw, path),
   }),
   schema: text({ doc: 'schema of every gen-durable object', default: 'public' }),
   fsms: custom({
@@ -250,6 +237,27 @@ export const OPTION_TABLE = {
       }),
     },
   }),
+  stats: section({
+    doc: "once-a-minute per-queue counts in gen_durable_stats for the dashboard's overview, written by the first maintenance node (reaper or GC on) to reach each minute ([dashboard data](docs/dashboard-data.md)); `false` = none from this node",
+    off: 'allowed',
+    fields: {
+      interval: duration({
+        doc: "ms between this node's checks that the current minute's snapshot is written (a written minute costs one index probe); above 60 000 minutes go missing",
+        min: 1_000,
+        default: 15_000,
+      }),
+      retention: duration({
+        doc: 'ms a snapshot row is kept',
+        min: 60_000,
+        default: 86_400_000,
+      }),
+      cap: integer({
+        doc: 'each count of a snapshot stops at this many rows (a capped count is listed as such)',
+        min: 1,
+        default: 10_000,
+      }),
+    },
+  }),
   schedules: section({
     doc: 'cron schedules: this node upserts its `@DurableCron` schedules at boot and, when it runs queues or maintenance, fires due ones; `false` = neither on this node',
     off: 'allowed',
@@ -309,6 +317,24 @@ export const OPTION_TABLE = {
       }),
     },
   }),
+  otel: section({
+    doc: 'OpenTelemetry spans and metrics through the optional `@opentelemetry/api` peer, active only while a provider is registered ([observability](docs/observability.md))',
+    fields: {
+      enabled: flag({
+        doc: '`false` = no span, no metric, no trace context stored, even with a provider registered',
+        default: true,
+      }),
+      traceMode: choice({
+        doc: "how a step span relates to the stored trace context: `'parent'` (child), `'link'`, `'auto'` (child for the first step, link after)",
+        values: ['auto', 'parent', 'link'],
+        default: 'auto',
+      }),
+      internalSpans: flag({
+        doc: 'also an internal span per claim and per flush',
+        default: false,
+      }),
+    },
+  }),
   nodeId: text({
     doc: "node part of worker ids; a restarted process with the same id reclaims its predecessor's claims",
     default: computed(
@@ -356,3 +382,24 @@ export const MODULE_OPTION_TABLE = {
 };
 
 export type OptionTable = typeof OPTION_TABLE;
+
+/** An initialized TypeORM DataSource on PostgreSQL (`dataSource`, `readDataSource`). */
+function parseDataSource(raw: unknown, path: string): DataSource {
+  if (!(raw instanceof DataSource) && !isPlainObject(raw)) {
+    throw new ConfigurationError(path, 'an initialized TypeORM DataSource is required');
+  }
+  const dataSource = raw as DataSource;
+  if (dataSource.options?.type !== 'postgres') {
+    throw new ConfigurationError(
+      path,
+      `must be a PostgreSQL DataSource (type 'postgres'), got ${String(dataSource.options?.type)}`,
+    );
+  }
+  if (dataSource.isInitialized !== true) {
+    throw new ConfigurationError(
+      path,
+      'is not initialized: call dataSource.initialize() before the module boots (or inject the one @nestjs/typeorm provides)',
+    );
+  }
+  return dataSource;
+}

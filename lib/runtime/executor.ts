@@ -14,12 +14,13 @@ import type { StepAbortReason } from '../fsm/step-abort';
 import type { Signal, StepContext } from '../fsm/step-context';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
+import type { StepSpan, StepTracer } from '../telemetry/otel-span-types';
 import type { ClaimedRow } from './claimed-row';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { FlushEntry, FlushReply } from './flush-entry';
 import type { Flusher } from './flusher';
-import { outcomeToEntry } from './outcome-entry';
-import { describeThrown, thrownErrorText } from './step-failure';
+import { historyMark, outcomeToEntry } from './outcome-entry';
+import { describeThrown, thrownErrorJson, thrownErrorText } from './step-failure';
 import type { RunAhead } from './run-ahead';
 import { StepRun } from './step-run';
 
@@ -85,6 +86,13 @@ export class Executor {
   /** Inline execution (docs/design.md §7); set by the runtime once the limiter exists. */
   runAhead: RunAhead | undefined;
 
+  /**
+   * Step spans (docs/design.md §31); set by the runtime when `@opentelemetry/api` is installed
+   * and `otel.enabled`. It answers undefined (allocating nothing) while no tracer provider is
+   * registered.
+   */
+  stepTracer: StepTracer | undefined;
+
   /** The step running now per row id in this process, for its abort signal and deadline. */
   private readonly runs = new Map<string, StepRun>();
 
@@ -139,12 +147,19 @@ export class Executor {
       );
     }
     const started = performance.now();
+    // The row's first step: its first claim, not an inline continuation (docs/design.md §31).
+    const span = this.stepTracer?.startStep(row, row === held && row.claimSeq === '1');
     let entry: FlushEntry;
     try {
-      entry = await this.produce(row, definition, options);
+      entry =
+        span === undefined
+          ? await this.produce(row, definition, options)
+          : await span.within(() => this.produce(row, definition, options, span));
     } catch (err) {
+      span?.end('crash');
       return this.crash(row, `internal error building the outcome: ${String(err)}`);
     }
+    span?.end(entry.kind);
     if (
       entry.kind === 'next' &&
       entry.rateLimit !== null &&
@@ -234,6 +249,7 @@ export class Executor {
     row: ClaimedRow,
     definition: FsmDefinition,
     options: ExecuteOptions,
+    span?: StepSpan,
   ): Promise<FlushEntry> {
     const awaited = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)) : [];
     const awaitedIds = awaited.map((s) => s.id);
@@ -258,6 +274,7 @@ export class Executor {
       const outcome = definition.kind === 'job' ? this.jobOutcome(value, ctx, definition) : value;
       return outcomeToEntry(outcome, row, definition, this.registry, this.options, awaitedIds);
     } catch (err) {
+      span?.thrown(err);
       return this.handleError(err, row, definition, ctx, run);
     }
   }
@@ -378,7 +395,13 @@ export class Executor {
       );
     }
     this.logThrow(row, err, entry, handlerError);
-    return entry;
+    if (definition.history === 'off') return entry;
+    // docs/design.md §28.1: a thrown error is recorded at every level but 'off', with the error
+    // that decided the outcome (onError's own, when it threw).
+    return Object.assign({}, entry, {
+      history: historyMark(definition.history, entry.kind, true),
+      thrown: thrownErrorJson(handlerError ?? err),
+    });
   }
 
   /**

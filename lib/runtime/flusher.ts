@@ -13,10 +13,12 @@ import {
   FANOUT_PARK_PARENTS,
   FLUSH_PARKS,
   FLUSH_TRANSITIONS,
+  FLUSH_TRANSITIONS_RECORDED,
   JOIN_PARENTS,
   RECHECK_PARKS,
   type SignalPair,
 } from '../sql/outcome.sql';
+import { type HistoryWrite, INSERT_HISTORY } from '../sql/history.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import {
@@ -129,6 +131,7 @@ export class Flusher {
   }
 
   private async flushBatch(batch: Pending[]): Promise<void> {
+    const started = performance.now();
     const entries = batch.map((p) => p.entry).sort((a, b) => compareIds(a.id, b.id));
     let effects: FlushEffects;
     let failed: readonly FlushEntry[] = [];
@@ -164,6 +167,13 @@ export class Flusher {
     const wrote = failed !== entries;
     if (wrote && FAULTS_ENABLED) {
       await faultPoint('flush.afterCommit', { ids: entries.map((e) => e.id) });
+    }
+    if (wrote) {
+      this.telemetry.emit(
+        'flush:stop',
+        { count: entries.length, durationMs: performance.now() - started },
+        {},
+      );
     }
     if (failed.length > 0) {
       this.telemetry.emit('flush:error', { count: failed.length }, { error: String(failure) });
@@ -231,7 +241,7 @@ export class Flusher {
     entries: TransitionEntry[],
   ): Promise<{ effects: FlushEffects; held: ReadonlySet<string> }> {
     if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
-    const rows = await FLUSH_TRANSITIONS.run(this.sql, { entries, solo: true });
+    const rows = await transitionsStatement(entries).run(this.sql, { entries, solo: true });
     const committedIds = new Set<string>();
     const held = new Set<string>();
     const pokeQueues = new Set<string>();
@@ -284,12 +294,24 @@ export class Flusher {
       if (row.parentId !== null) terminalParents.push(row.parentId);
     };
 
-    // 1. transitions
+    /** History rows no statement of this flush wrote (docs/design.md §28.1); rare. */
+    let history: HistoryWrite[] | undefined;
+    const record = (e: FlushEntry, status: DurableStatus): void => {
+      const row = historyRow(e, status);
+      if (row !== null) (history ??= []).push(row);
+    };
+
+    // 1. transitions (their history rows in the same statement when one must be recorded)
     if (transitions.length > 0) {
-      const rows = await FLUSH_TRANSITIONS.run(this.sql, { entries: transitions, solo: false }, tx);
+      const statement = transitionsStatement(transitions);
+      const rows = await statement.run(this.sql, { entries: transitions, solo: false }, tx);
       for (const row of rows) {
         committedIds.add(row.id);
         if (isTerminalStatus(row.status)) ended(row);
+        // A mark-1 row a cancel request ended, when the plain statement wrote it.
+        if (row.status === 'cancelled' && statement === FLUSH_TRANSITIONS) {
+          record(entryOf(transitions, row.id), row.status);
+        }
       }
     }
 
@@ -299,6 +321,7 @@ export class Flusher {
       const parkedIds: string[] = [];
       for (const row of rows) {
         committedIds.add(row.id);
+        if (marked(parks)) record(entryOf(parks, row.id), row.status);
         if (isTerminalStatus(row.status)) {
           ended(row);
         } else {
@@ -343,6 +366,7 @@ export class Flusher {
         const parked = await FANOUT_PARK_PARENTS.run(this.sql, { entries: parking, landed }, tx);
         for (const p of parked) {
           committedIds.add(p.id);
+          if (marked(parking)) record(entryOf(parking, p.id), p.status);
           if (isTerminalStatus(p.status)) {
             ended(p);
             continue;
@@ -373,6 +397,8 @@ export class Flusher {
     for (const e of transitions) {
       if (committedIds.has(e.id) && !endedIds.has(e.id) && pokesAfter(e)) pokeQueues.add(e.queue);
     }
+    // 6. history rows of parks, fan-outs and cancels, in this transaction (docs/design.md §28.1)
+    if (history !== undefined) await INSERT_HISTORY.run(this.sql, { rows: history }, tx);
     if (FAULTS_ENABLED) await faultPoint('flush.beforeCommit', { ids: entries.map((e) => e.id) });
     return {
       committed: entries.filter((e) => committedIds.has(e.id)),
@@ -397,6 +423,62 @@ function isSolo(entries: readonly FlushEntry[]): entries is TransitionEntry[] {
     if (spec.terminal && e.parentId !== null) return false;
   }
   return true;
+}
+
+/**
+ * The transitions statement of a flush: FLUSH_TRANSITIONS_RECORDED, which writes the history
+ * rows in the same statement, when one of the entries must be recorded (mark ≥ 2); the plain
+ * FLUSH_TRANSITIONS otherwise (docs/design.md §28.1: the happy path of `'off'` and `'failures'`
+ * runs the statement it always ran). A loop, no closure: it runs once per flush.
+ */
+function transitionsStatement(
+  entries: readonly TransitionEntry[],
+): typeof FLUSH_TRANSITIONS | typeof FLUSH_TRANSITIONS_RECORDED {
+  for (let i = 0; i < entries.length; i++) {
+    if ((entries[i]!.history ?? 0) >= 2) return FLUSH_TRANSITIONS_RECORDED;
+  }
+  return FLUSH_TRANSITIONS;
+}
+
+/** Whether any entry may write a history row (mark ≥ 1). */
+function marked(entries: readonly FlushEntry[]): boolean {
+  for (let i = 0; i < entries.length; i++) if ((entries[i]!.history ?? 0) > 0) return true;
+  return false;
+}
+
+function entryOf<E extends FlushEntry>(entries: readonly E[], id: string): E {
+  for (const e of entries) if (e.id === id) return e;
+  throw new Error(`flush: no entry for row ${id}`);
+}
+
+/**
+ * The history row of an entry written by a statement that records none itself (a park, a
+ * fan-out's park, a transition a cancel request ended under the plain statement), or null
+ * when its mark does not record it: mark ≥ 2 always, mark 1 when the row ended `cancelled`.
+ */
+function historyRow(e: FlushEntry, status: DurableStatus): HistoryWrite | null {
+  const mark = e.history ?? 0;
+  const cancelled = status === 'cancelled';
+  if (mark === 0 || (mark === 1 && !cancelled)) return null;
+  return {
+    instanceId: e.id,
+    kind: cancelled ? 'cancelled' : e.kind === 'continue' ? 'next' : e.kind,
+    step: e.step,
+    nextStep: cancelled || e.kind === 'retry' ? null : e.nextStep,
+    attempt: e.attempt ?? null,
+    claimSeq: e.seq,
+    worker: e.worker,
+    outcome: status,
+    errorText: e.thrown ?? reasonError(e),
+    withState: mark === 3,
+    actor: null,
+  };
+}
+
+/** A stop's or retried job's reason, as history keeps it when nothing was thrown. */
+function reasonError(e: FlushEntry): string | null {
+  if ((e.kind !== 'stop' && e.kind !== 'retry') || e.error === null) return null;
+  return JSON.stringify({ name: 'reason', message: e.error, stack: null });
 }
 
 /** The entries of a flush by the statement that writes them (the outcome table's `write`). */

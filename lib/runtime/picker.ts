@@ -136,6 +136,7 @@ export class Picker {
       const record = byId.get(row.id);
       row.inbox = record?.inbox ?? NONE;
       row.children = record?.children ?? NONE;
+      row.inboxTraceContexts = record?.inboxTraceContexts ?? NONE;
     }
   }
 }

@@ -398,14 +398,16 @@ export class Scheduler implements SoloMember {
         const idle = this.inFlightCount === 0 && this.buffer.length === 0;
         if (demand <= 0 || (demand < Math.min(this.minDemand(), capacity) && !idle)) return;
         this.claims += 1;
+        const pickStarted = performance.now();
         const { rows, paused } = await this.picker.pickBatch(this.queue, demand, this.workerId);
+        const pickMs = performance.now() - pickStarted;
         fetched += rows.length;
         this.drainedQueue = rows.length < demand;
         this.lastActivityAt = Date.now();
         await this.learnPause(paused);
         this.telemetry.emit(
           'pick:stop',
-          { count: rows.length, demand },
+          { count: rows.length, demand, durationMs: pickMs },
           { queue: this.queue, worker: this.workerId },
         );
         // A paused queue's claim took nothing: wait for the poll, a poke or a resume.

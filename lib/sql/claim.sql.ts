@@ -46,6 +46,13 @@ export interface ClaimRow {
   readonly worker: string;
   inbox: readonly Signal[];
   children: readonly ChildView[];
+  /**
+   * The W3C trace context stored with the row at insert (docs/design.md §31), or null; absent
+   * on rows not read by a claim.
+   */
+  readonly traceContext?: string | null;
+  /** The trace contexts of the unconsumed inbox's signals that carry one, in id order. */
+  inboxTraceContexts?: readonly string[];
 }
 
 /** What one claim answers: the rows it claimed, and whether its queue is paused (then none). */
@@ -59,6 +66,8 @@ export interface Enrichment {
   readonly id: string;
   readonly inbox: readonly Signal[];
   readonly children: readonly ChildView[];
+  /** The trace contexts of the inbox's signals that carry one (docs/design.md §31). */
+  readonly inboxTraceContexts: readonly string[];
 }
 
 interface ClaimRecord {
@@ -86,6 +95,7 @@ interface ClaimRecord {
   children: ChildRecord[] | null;
   /** The queue's pause, on every row (docs/design.md §27.6). */
   paused: boolean;
+  trace_context?: string | null;
 }
 
 /** The one row of a claim that took nothing: no id, only the pause flag. */
@@ -104,6 +114,8 @@ interface InboxRecord {
   id: string;
   name: string;
   payload: unknown;
+  /** The signal's stored trace context, or null. */
+  tc?: string | null;
 }
 
 interface ChildRecord {
@@ -140,7 +152,8 @@ interface ChildRecord {
  *   delivered during the step; it stays unconsumed for the next step, the park recheck or the
  *   terminal sweep. Children of a runnable parent are terminal, so the snapshot is exact.
  * - `suspect` rides along too: a row at the poison-pill cap is found by the claim that takes
- *   it, with no statement of its own (docs/design.md §26.5).
+ *   it, with no statement of its own (docs/design.md §26.5); so do the row's `trace_context`
+ *   and each inbox signal's (`tc`), for the step span's parent and links (docs/design.md §31).
  */
 export const CLAIM_RUNNABLE = sql(
   'claim_runnable',
@@ -178,12 +191,13 @@ export const CLAIM_RUNNABLE = sql(
       WHERE g.ctid = kept.tid
       RETURNING g.id, g.fsm, g.fsm_version, g.step, g.state, g.attempt, g.awaits, g.queue,
                 g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
-                g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, g.suspect, kept.gated
+                g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, g.suspect, g.trace_context,
+                kept.gated
    )
    SELECT c.id, c.fsm, c.fsm_version, c.step, c.state, c.attempt, c.awaits, c.queue, c.priority,
           c.concurrency_key, c.concurrency_shard, c.rate_limit, c.weight, c.claim_seq, c.parent_id,
           c.gated, c.reaps, c.suspect, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children,
-          pause.paused
+          pause.paused, c.trace_context
      FROM pause LEFT JOIN claimed c ON true
     ORDER BY c.priority, c.eligible_at, c.id`,
   {
@@ -216,7 +230,12 @@ export const LOAD_ENRICHMENT = sql(
       const out: Enrichment[] = [];
       for (let k = 0; k < rows.length; k++) {
         const r = rows[k]!;
-        out[k] = { id: r.id, inbox: inboxView(r.inbox), children: childrenView(r.children) };
+        out[k] = {
+          id: r.id,
+          inbox: inboxView(r.inbox),
+          children: childrenView(r.children),
+          inboxTraceContexts: inboxTraces(r.inbox),
+        };
       }
       return out;
     },
@@ -226,7 +245,8 @@ export const LOAD_ENRICHMENT = sql(
 /** The unconsumed inbox of row alias `r`, in id order, or NULL (signals_inbox). */
 function inboxOf(r: string): string {
   return `CASE WHEN ${r}.signaled THEN (
-            SELECT json_agg(json_build_object('id', s.id::text, 'name', s.name, 'payload', s.payload) ORDER BY s.id)
+            SELECT json_agg(json_build_object('id', s.id::text, 'name', s.name, 'payload', s.payload,
+                                             'tc', s.trace_context) ORDER BY s.id)
               FROM {schema}.signals s
              WHERE s.target_id = ${r}.id AND s.consumed_at IS NULL) END`;
 }
@@ -249,6 +269,17 @@ function inboxView(records: readonly InboxRecord[] | null): readonly Signal[] {
     out[k] = Object.freeze({ id: s.id, name: s.name, payload: s.payload });
   }
   return Object.freeze(out);
+}
+
+/** The stored trace contexts of an inbox's signals, in id order (docs/design.md §31). */
+function inboxTraces(records: readonly InboxRecord[] | null): readonly string[] {
+  if (records === null) return NONE;
+  let out: string[] | undefined;
+  for (let k = 0; k < records.length; k++) {
+    const tc = records[k]!.tc;
+    if (tc !== null && tc !== undefined) (out ??= []).push(tc);
+  }
+  return out ?? NONE;
 }
 
 function childrenView(records: readonly ChildRecord[] | null): readonly ChildView[] {
@@ -291,5 +322,7 @@ function claimRow(r: ClaimRecord, worker: string): ClaimRow {
     worker,
     inbox: inboxView(r.inbox),
     children: childrenView(r.children),
+    traceContext: r.trace_context ?? null,
+    inboxTraceContexts: inboxTraces(r.inbox),
   };
 }

@@ -36,7 +36,10 @@ export interface InsertedOrHolder extends InsertedInstance {
   readonly inserted: boolean;
 }
 
-/** The `$1`…`$13` of INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER, in column order. */
+/** `$16` of INSERT_INSTANCES when no entry carries a trace context: unnest pads it with NULLs. */
+const NO_TRACES: readonly (string | null)[] = Object.freeze([]);
+
+/** The `$1`…`$14` of INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER, in column order. */
 function insertRowParams(row: InsertRow): unknown[] {
   return [
     row.fsm,
@@ -52,12 +55,14 @@ function insertRowParams(row: InsertRow): unknown[] {
     row.concurrencyKey,
     row.rateLimit,
     row.weight,
+    row.traceContext ?? null,
   ];
 }
 
 /**
  * One instance. `$4` state is JSON text cast server-side; `$7` an absolute start time or
  * NULL, else now() + `$8` ms (DB clock); `$10` the correlation scope comma-joined.
+ * `$14` the W3C trace context of the inserting code or NULL (docs/design.md §31).
  * Conflict on the occupied correlation guard (unique index gen_durable_correlation) drops the
  * row: no row returned ⇒ duplicate. Touches no other table (docs/design.md §3.7).
  */
@@ -65,10 +70,10 @@ export const INSERT_INSTANCE = sql(
   'insert_instance',
   `INSERT INTO {schema}.gen_durable
      (fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
-      correlation_scope, concurrency_key, rate_limit, weight)
+      correlation_scope, concurrency_key, rate_limit, weight, trace_context)
    VALUES ($1, $2, $3, $4::text::jsonb, $5, $6,
            COALESCE($7::timestamptz, now() + make_interval(secs => $8::float8 / 1000)),
-           $9, string_to_array($10::text, ',')::{schema}.durable_status[], $11, $12, $13)
+           $9, string_to_array($10::text, ',')::{schema}.durable_status[], $11, $12, $13, $14)
    ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
    RETURNING id, queue, eligible_at <= now() AS due`,
   {
@@ -91,10 +96,10 @@ export const INSERT_INSTANCE_OR_HOLDER = sql(
   `WITH ins AS (
      INSERT INTO {schema}.gen_durable
        (fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
-        correlation_scope, concurrency_key, rate_limit, weight)
+        correlation_scope, concurrency_key, rate_limit, weight, trace_context)
      VALUES ($1, $2, $3, $4::text::jsonb, $5, $6,
              COALESCE($7::timestamptz, now() + make_interval(secs => $8::float8 / 1000)),
-             $9, string_to_array($10::text, ',')::{schema}.durable_status[], $11, $12, $13)
+             $9, string_to_array($10::text, ',')::{schema}.durable_status[], $11, $12, $13, $14)
      ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
      RETURNING id, queue, eligible_at <= now() AS due
    )
@@ -117,6 +122,7 @@ export const INSERT_INSTANCE_OR_HOLDER = sql(
  * gen_durable_correlation); duplicates drop silently. `$14` = parent ids (children) or NULLs;
  * `$15` = per-entry ordinal, returned as `ord` so callers map each id back to its entry (the
  * group-commit insert batcher, docs/design.md §26.11): an entry whose ordinal is missing was a duplicate.
+ * `$16` = per-entry W3C trace context or NULL (docs/design.md §31); empty when no entry has one.
  * NOTE: RETURNING sees only the inserted row, so `e` draws each entry's id from the table's
  * identity sequence up front (materialized: it is volatile and read twice) and the insert
  * writes it explicitly; joining the returned rows to `e` on that id (PK, unique) carries the
@@ -131,16 +137,17 @@ export const INSERT_INSTANCES = sql(
      SELECT nextval(s.seq) AS id, u.*
        FROM s, unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::smallint[],
                       $7::timestamptz[], $8::float8[], $9::text[], $10::text[], $11::text[],
-                      $12::text[], $13::float8[], $14::bigint[], $15::int[])
+                      $12::text[], $13::float8[], $14::bigint[], $15::int[], $16::text[])
          AS u(fsm, fsm_version, step, state, queue, priority, at, delay_ms, ckey, scope, conc,
-              rate, weight, parent_id, ord)
+              rate, weight, parent_id, ord, trace)
    ), ins AS (
      INSERT INTO {schema}.gen_durable
        (id, fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
-        correlation_scope, concurrency_key, rate_limit, weight, parent_id)
+        correlation_scope, concurrency_key, rate_limit, weight, parent_id, trace_context)
      SELECT e.id, e.fsm, e.fsm_version, e.step, e.state::jsonb, e.queue, e.priority,
             COALESCE(e.at, now() + make_interval(secs => e.delay_ms / 1000)), e.ckey,
-            string_to_array(e.scope, ',')::{schema}.durable_status[], e.conc, e.rate, e.weight, e.parent_id
+            string_to_array(e.scope, ',')::{schema}.durable_status[], e.conc, e.rate, e.weight, e.parent_id,
+            e.trace
        FROM e
       ORDER BY e.ckey, e.ord
      ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
@@ -168,6 +175,8 @@ export const INSERT_INSTANCES = sql(
       const weights = new Array<number>(n);
       const parents = new Array<string | null>(n);
       const ords = new Array<number>(n);
+      // Allocated only once a row carries a trace context: unnest pads a shorter array with NULLs.
+      let traces: (string | null)[] | undefined;
       for (let i = 0; i < n; i++) {
         const r = rows[i]!;
         fsms[i] = r.fsm;
@@ -185,6 +194,11 @@ export const INSERT_INSTANCES = sql(
         weights[i] = r.weight;
         parents[i] = parentIds?.[i] ?? null;
         ords[i] = i;
+        const trace = r.traceContext ?? null;
+        if (trace !== null) {
+          traces ??= new Array<string | null>(n).fill(null);
+          traces[i] = trace;
+        }
       }
       return [
         fsms,
@@ -202,6 +216,7 @@ export const INSERT_INSTANCES = sql(
         weights,
         parents,
         ords,
+        traces ?? NO_TRACES,
       ];
     },
     decode: (rows: readonly InsertedRecord[]): InsertedEntry[] => {

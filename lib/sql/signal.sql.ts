@@ -9,6 +9,11 @@ export interface SignalDelivery {
   /** The payload as JSON text. */
   readonly payloadText: string;
   readonly dedupKey: string | null;
+  /**
+   * The W3C trace context of the signalling code, stored on the signal row (docs/design.md
+   * §31); absent = none.
+   */
+  readonly traceContext?: string | null;
 }
 
 /**
@@ -35,7 +40,7 @@ export type DeliveredSignal =
 /**
  * Signal delivery, one statement (docs/design.md §8.1, §26.6, §26.7). `$1` target id or NULL, `$2`
  * correlation key or NULL (resolved through gen_durable_correlation), `$3` name, `$4` payload
- * JSON text, `$5` dedup key or NULL.
+ * JSON text, `$5` dedup key or NULL, `$6` the sender's W3C trace context or NULL.
  * - target: lock the target FIRST by updating it by id with a live-status WHERE, which is
  *   re-evaluated after the row lock, so a target that terminated meanwhile drops out; the
  *   flip (awaiting_signal and name ∈ awaits ⇒ runnable, eligible now) sits in a CASE so a
@@ -82,8 +87,8 @@ export const DELIVER_SIGNAL = sql(
         AND g.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
       RETURNING g.id, g.queue, g.status, g.eligible_at <= now() AS due
    ), ins AS (
-     INSERT INTO {schema}.signals (target_id, name, payload, dedup_key)
-     SELECT target.id, $3::text, $4::text::jsonb, $5::text FROM target
+     INSERT INTO {schema}.signals (target_id, name, payload, dedup_key, trace_context)
+     SELECT target.id, $3::text, $4::text::jsonb, $5::text, $6::text FROM target
      ON CONFLICT (target_id, dedup_key) DO NOTHING
      RETURNING id
    )
@@ -100,6 +105,7 @@ export const DELIVER_SIGNAL = sql(
       i.name,
       i.payloadText,
       i.dedupKey,
+      i.traceContext ?? null,
     ],
     /** The target the signal reached, or null: no live instance answers (and no duplicate). */
     decode: (rows: readonly DeliveredSignal[]): DeliveredSignal | null => rows[0] ?? null,

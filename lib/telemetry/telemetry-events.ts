@@ -16,7 +16,7 @@ export type TelemetryPayloads = {
   'step:stop': { measurements: { durationMs: number }; metadata: Row & { kind: EntryKind } };
   'step:abort': { measurements: Count; metadata: Row & { cause: StepAbortCause } };
   'pick:stop': {
-    measurements: { count: number; demand: number };
+    measurements: { count: number; demand: number; durationMs: number };
     metadata: { queue: string; worker: string };
   };
   'scheduler:saturation': {
@@ -76,6 +76,8 @@ export type TelemetryPayloads = {
   'reaper:poisoned': { measurements: Count; metadata: Row & { reaps: number } };
   'await:timeout': { measurements: Count; metadata: None };
   'gc:swept': { measurements: { count: number; buckets: number; gates: number }; metadata: None };
+  'stats:snapshot': { measurements: { queues: number }; metadata: None };
+  'flush:stop': { measurements: { count: number; durationMs: number }; metadata: None };
   'flush:error': { measurements: Count; metadata: { error: string } };
   'insert_batch:error': {
     measurements: Count;
@@ -91,6 +93,7 @@ export type TelemetryPayloads = {
     };
   };
   'instance:retried': { measurements: Count; metadata: Row };
+  'instance:forked': { measurements: Count; metadata: Row & { from: string } };
   'cron:fired': { measurements: Count; metadata: { name: string; fsm: string; at: string } };
   'cron:missed': {
     measurements: Count;

@@ -165,8 +165,10 @@ describe('option table: the resolver follows it', () => {
       'await',
       'reaper',
       'gc',
+      'stats',
       'schedules',
       'insertBatcher',
+      'otel',
     ]);
     for (const [name] of sections) {
       expectConfigurationError(bad({ [name]: { bogus: 1 } }), `${name}.bogus`);

@@ -309,7 +309,7 @@ describe('statement parameter builders and decoders (no database)', () => {
     ]);
   });
 
-  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same thirteen columns; a duplicate decodes as null', () => {
+  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same fourteen columns; a duplicate decodes as null', () => {
     const row = insertRow({ correlationKey: 'k:1', at: new Date(0), weight: 2 });
     const params = expectArity(INSERT_INSTANCE, row);
     expect(params).toEqual([
@@ -326,6 +326,7 @@ describe('statement parameter builders and decoders (no database)', () => {
       null,
       null,
       2,
+      null,
     ]);
     expect(expectArity(INSERT_INSTANCE_OR_HOLDER, row)).toEqual(params);
     expect(INSERT_INSTANCE.decode([], row)).toBeNull();
@@ -349,7 +350,7 @@ describe('statement parameter builders and decoders (no database)', () => {
     ]);
   });
 
-  it('DELIVER_SIGNAL: target, key, name, payload, dedup key; no live target decodes as null', () => {
+  it('DELIVER_SIGNAL: target, key, name, payload, dedup key, trace context; no live target decodes as null', () => {
     const input = {
       targetId: null,
       correlationKey: 'order:1',
@@ -357,7 +358,14 @@ describe('statement parameter builders and decoders (no database)', () => {
       payloadText: '{"x":1}',
       dedupKey: 'd-1',
     };
-    expect(expectArity(DELIVER_SIGNAL, input)).toEqual([null, 'order:1', 'paid', '{"x":1}', 'd-1']);
+    expect(expectArity(DELIVER_SIGNAL, input)).toEqual([
+      null,
+      'order:1',
+      'paid',
+      '{"x":1}',
+      'd-1',
+      null,
+    ]);
     expect(DELIVER_SIGNAL.decode([], input)).toBeNull();
   });
 
