@@ -1,0 +1,24 @@
+// The `gen-durable/client` entry (docs/design.md §32; docs/client.md): a Nest-free client of a
+// gen-durable database. Nothing here loads NestJS, TypeORM or rxjs.
+export { GenDurableClient, type ClientSchedules } from './gen-durable-client';
+export type {
+  ClientCancelOptions,
+  ClientConnection,
+  ClientFsm,
+  ClientInsertOptions,
+  ClientRetryOptions,
+  GenDurableClientOptions,
+} from './client-options';
+export type { Target } from '../engine/target';
+export type { InstanceView } from '../instance/instance-view';
+export type { InstanceFilter, ListPage, ListResult } from '../instance/instance-filter';
+export type { CancelResult } from '../instance/cancel-options';
+export type { HistoryEntry, HistoryPage } from '../instance/history-entry';
+export type {
+  CappedCount,
+  PauseQueueResult,
+  QueueStatus,
+  ResumeQueueResult,
+} from '../instance/queue-status';
+export type { ScheduleView } from '../cron/schedule-spec';
+export * from '../errors';
