@@ -15,6 +15,8 @@ import type { Telemetry } from '../telemetry/telemetry';
  */
 export interface ControlRuntime {
   readonly sql: SqlExecutor;
+  /** Where lag-tolerant reads (`queueStatus`) run: a read replica's executor; default `sql`. */
+  readonly reads?: SqlExecutor;
   readonly options: Pick<
     ResolvedOptions,
     'maxStateBytes' | 'concurrencyLimits' | 'queues' | 'rateLimits'

@@ -64,14 +64,14 @@ export class QueueControl {
   /**
    * The queues this node runs or its FSMs declare, every paused queue and every queue with a
    * runnable row (or only `queue`), each with its pause and counts capped at `cap`. One
-   * read-only transaction.
+   * read-only transaction, on the read replica when the engine has one (`reads`).
    */
   async status(queue: unknown, options: unknown): Promise<QueueStatus[]> {
     const only = queue === undefined ? null : queueName(queue, 'queueStatus.queue');
     const cap = statusCap(options);
     const local = Object.keys(this.runtime.options.queues);
     const declared = this.runtime.registry.all().map((d) => d.queue);
-    const sql = this.runtime.sql;
+    const sql = this.runtime.reads ?? this.runtime.sql;
     // Three statements in one transaction: JIT off (SET_LOCAL_NO_JIT says why), then the status.
     const rows = await sql.transaction(async (tx) => {
       await SET_LOCAL_NO_JIT.run(sql, undefined, tx);

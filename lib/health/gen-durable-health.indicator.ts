@@ -111,7 +111,10 @@ export class GenDurableHealthIndicator {
     if (queues.length === 0) return indicator.up({ queues: {} });
     try {
       const rows = await withTimeout(
-        HEALTH_RUNNABLE_BACKLOG.run(runtime.sql, { queues, depthCap }),
+        // On the read replica when the engine has one: a head may look older by the replica's
+        // lag. The lease backlog and schedule lag stay on the primary: a stale replica would
+        // show a lease reaped or a schedule fired there as overdue (docs/operations.md).
+        HEALTH_RUNNABLE_BACKLOG.run(runtime.reads, { queues, depthCap }),
         options.timeoutMs ?? CHECK_TIMEOUT_MS,
       );
       const details: Record<
