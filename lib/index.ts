@@ -51,6 +51,7 @@ export type {
   CancelAllOptions,
   RetryAllOptions,
 } from './instance/bulk-options';
+export type { ForkOptions } from './instance/fork-options';
 export type {
   HistoryEntry,
   HistoryError,

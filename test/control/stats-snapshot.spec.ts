@@ -1,0 +1,161 @@
+import { done, DurableFsm, InvalidInputError, Step } from '../../lib';
+import { StatsSnapshot } from '../../lib/runtime/stats-snapshot';
+import { bootEngine, type Harness } from '../support/engine-harness';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+
+// docs/design.md §30: the once-a-minute stats snapshot (one row per queue per minute, written
+// once whichever maintenance node gets there first) and the overview read over it.
+
+@DurableFsm({ name: 'stats-job', queue: 'sq' })
+class StatsJob {
+  @Step() start() {
+    return done({});
+  }
+}
+
+describe('stats snapshot and overview (docs/design.md §30)', () => {
+  let db: TestDatabase;
+  let a: Harness;
+  let b: Harness;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    // No queue runs: rows stay where the test puts them. The snapshot is taken by hand.
+    const opts = { queues: {}, reaper: false as const, gc: false as const, poke: 'none' as const };
+    a = await bootEngine(db, [StatsJob], { ...opts, name: 'a' });
+    b = await bootEngine(db, [StatsJob], { ...opts, name: 'b' });
+  });
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+    await db.drop();
+  });
+  afterEach(async () => {
+    await db.pool.query('DELETE FROM gen_durable_stats');
+    await db.pool.query('DELETE FROM gen_durable');
+  });
+
+  function snapshotOf(h: Harness): StatsSnapshot {
+    return new StatsSnapshot(
+      h.engine.runtime.sql,
+      { interval: 60_000, retention: 86_400_000, cap: 3 },
+      h.engine.runtime.telemetry,
+    );
+  }
+
+  async function seed(): Promise<void> {
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, status, queue, priority, eligible_at, updated_at, lease_expires_at)
+       VALUES ('stats-job', 'start', 'runnable', 'sq', 0, now() - interval '5 minutes', now(), NULL),
+              ('stats-job', 'start', 'runnable', 'sq', 1, now() - interval '9 minutes', now(), NULL),
+              ('stats-job', 'start', 'runnable', 'sq', 0, now() + interval '1 hour', now(), NULL),
+              ('stats-job', 'start', 'executing', 'sq', 0, now(), now(), now() + interval '1 minute'),
+              ('stats-job', 'start', 'awaiting_signal', 'other', 0, now(), now(), NULL),
+              ('stats-job', 'start', 'awaiting_children', 'other', 0, now(), now(), NULL),
+              ('stats-job', 'start', 'done', 'sq', 0, now(), date_trunc('minute', now()) - interval '20 seconds', NULL),
+              ('stats-job', 'start', 'failed', 'sq', 0, now(), date_trunc('minute', now()) - interval '30 seconds', NULL),
+              ('stats-job', 'start', 'done', 'sq', 0, now(), date_trunc('minute', now()) - interval '2 minutes', NULL)`,
+    );
+  }
+
+  it('with no snapshot the overview counts live (runnable, scheduled, executing)', async () => {
+    await seed();
+    const overview = await a.engine.stats();
+    expect(overview.source).toBe('live');
+    const sq = overview.queues.find((q) => q.queue === 'sq');
+    expect(sq?.counts).toMatchObject({
+      runnable: { count: 3, capped: false },
+      scheduled: { count: 1, capped: false },
+      executing: { count: 1, capped: false },
+      awaitingSignal: null,
+      done: null,
+    });
+  });
+
+  it('writes one row per queue for the minute, counts capped, oldest due row', async () => {
+    await seed();
+    const events = a.events.length;
+    expect((await snapshotOf(a).take()).sort()).toEqual(['other', 'sq']);
+    expect(a.events.slice(events).filter((e) => e.event === 'stats:snapshot')).toMatchObject([
+      { measurements: { queues: 2 } },
+    ]);
+    const { rows } = await db.pool.query<{
+      at: Date;
+      queue: string;
+      counts: Record<string, unknown>;
+      oldest: Date | null;
+      minute: Date;
+      nine: Date;
+    }>(
+      `SELECT s.at, s.queue, s.counts, s.oldest_runnable_at AS oldest, date_trunc('minute', now()) AS minute,
+              (SELECT eligible_at FROM gen_durable WHERE priority = 1) AS nine
+         FROM gen_durable_stats s ORDER BY queue`,
+    );
+    expect(rows.map((r) => r.queue)).toEqual(['other', 'sq']);
+    expect(rows[0]?.at).toEqual(rows[0]?.minute);
+    expect(rows[1]?.counts).toEqual({
+      runnable: 3,
+      scheduled: 1,
+      executing: 1,
+      awaiting_signal: 0,
+      awaiting_children: 0,
+      done: 1,
+      failed: 1,
+      cancelled: 0,
+      capped: ['runnable'],
+    });
+    expect(rows[1]?.oldest).toEqual(rows[1]?.nine);
+    expect(rows[0]?.counts).toMatchObject({ awaiting_signal: 1, awaiting_children: 1 });
+    expect(rows[0]?.oldest).toBeNull();
+  });
+
+  it('two engines writing the same minute never double it', async () => {
+    await seed();
+    const [x, y] = await Promise.all([snapshotOf(a).take(), snapshotOf(b).take()]);
+    expect([...x, ...y].sort()).toEqual(['other', 'sq']);
+    expect(await snapshotOf(b).take()).toEqual([]);
+    const { rows } = await db.pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM gen_durable_stats',
+    );
+    expect(rows[0]?.n).toBe(2);
+  });
+
+  it('the overview reads the newest snapshot and a zero-filled per-minute series', async () => {
+    await seed();
+    await snapshotOf(a).take();
+    // Two earlier minutes, as if written then (the sparkline reads rows ended per minute).
+    await db.pool.query(
+      `INSERT INTO gen_durable_stats (at, queue, counts)
+       VALUES (date_trunc('minute', now()) - interval '2 minutes', 'sq', '{"done": 7, "failed": 2}'),
+              (date_trunc('minute', now()) - interval '3 hours', 'sq', '{"done": 99}')`,
+    );
+    const overview = await b.engine.stats({ minutes: 5 });
+    expect(overview).toMatchObject({ source: 'snapshot', stale: false, minutes: 5 });
+    const sq = overview.queues.find((q) => q.queue === 'sq');
+    expect(sq?.counts.runnable).toEqual({ count: 3, capped: true });
+    expect(sq?.counts.done).toEqual({ count: 1, capped: false });
+    expect(sq?.series.map((p) => [p.done, p.failed])).toEqual([
+      [0, 0],
+      [0, 0],
+      [7, 2],
+      [0, 0],
+      [1, 1],
+    ]);
+    expect(sq?.series[4]?.at.getTime()).toBe(overview.at.getTime() - 60_000);
+    await expect(b.engine.stats({ minutes: 0 })).rejects.toBeInstanceOf(InvalidInputError);
+  });
+
+  it('prunes rows past the retention once it writes a minute', async () => {
+    await db.pool.query(
+      `INSERT INTO gen_durable_stats (at, queue, counts)
+       VALUES (date_trunc('minute', now()) - interval '2 days', 'sq', '{}')`,
+    );
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, status, queue) VALUES ('stats-job', 'start', 'runnable', 'sq')`,
+    );
+    await snapshotOf(a).take();
+    const { rows } = await db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM gen_durable_stats WHERE at < now() - interval '1 day'`,
+    );
+    expect(rows[0]?.n).toBe(0);
+  });
+});
