@@ -1,6 +1,19 @@
 import type { QueueGaugeReading } from '../telemetry/otel-span-types';
 import { noParams, sql } from './statement';
 
+/**
+ * The counts of a snapshot that are a queue's depth: rows waiting or running now (`scheduled`:
+ * runnable but not yet due). The minute's finished counts (`done`, `failed`, `cancelled`) are
+ * not depth and are not reported.
+ */
+const DEPTH_COUNTS = [
+  'runnable',
+  'scheduled',
+  'executing',
+  'awaiting_signal',
+  'awaiting_children',
+] as const;
+
 interface QueueGaugeRecord {
   queue: string;
   counts: Record<string, unknown> | null;
@@ -26,7 +39,8 @@ export const LATEST_QUEUE_STATS = sql(
     decode: (rows: readonly QueueGaugeRecord[]): QueueGaugeReading[] =>
       rows.map((r) => {
         const counts: Record<string, number> = {};
-        for (const [key, value] of Object.entries(r.counts ?? {})) {
+        for (const key of DEPTH_COUNTS) {
+          const value = r.counts?.[key];
           if (typeof value === 'number' && Number.isFinite(value)) counts[key] = value;
         }
         return { queue: r.queue, counts, oldestRunnableAgeS: r.oldest_age };

@@ -42,7 +42,7 @@ export type ProducerAttributes = Readonly<Record<string, string | number>>;
 /** One queue's latest stats snapshot, as the queue gauges report it (docs/design.md §31). */
 export interface QueueGaugeReading {
   readonly queue: string;
-  /** The snapshot's counts by status (and whatever else it counted), numbers only. */
+  /** The snapshot's live counts by status (`runnable`, `scheduled`, `executing`, `awaiting_*`). */
   readonly counts: Readonly<Record<string, number>>;
   /** Seconds the oldest runnable row had waited when the snapshot was taken; null = none. */
   readonly oldestRunnableAgeS: number | null;

@@ -116,7 +116,7 @@ describe('OpenTelemetry spans (docs/design.md §31)', () => {
     db = await createTestDatabase();
     const dataSource = await db.dataSource();
     const moduleRef = await Test.createTestingModule({
-      imports: [GenDurableModule.forRoot({ dataSource, ...FAST })],
+      imports: [GenDurableModule.forRoot({ dataSource, ...FAST, otel: { internalSpans: true } })],
       controllers: [OrdersController],
       providers: [TracedOrderFsm, TracedFailingFsm, RequestSpanInterceptor],
     }).compile();
@@ -252,5 +252,27 @@ describe('OpenTelemetry spans (docs/design.md §31)', () => {
       insert.spanContext().spanId,
     ]);
     for (const id of ids) await engine.await(id, { until: 'terminal' });
+  });
+
+  it('otel.internalSpans: an internal span per claim that took rows and per flush', async () => {
+    exporter.reset();
+    const id = await engine.insert(TracedFailingFsm);
+    await engine.await(id, { until: 'terminal' });
+    const claims = spans().filter((s) => s.name === 'gen_durable claim default');
+    const flushes = spans().filter((s) => s.name === 'gen_durable flush');
+    expect(claims.length).toBeGreaterThanOrEqual(1);
+    expect(flushes.length).toBeGreaterThanOrEqual(1);
+    expect(claims[0]!.kind).toBe(SpanKind.INTERNAL);
+    expect(claims[0]!.parentSpanContext).toBeUndefined();
+    expect(claims[0]!.attributes).toMatchObject({
+      'messaging.system': 'gen_durable',
+      'messaging.operation.name': 'claim',
+      'messaging.destination.name': 'default',
+      'messaging.batch.message_count': 1,
+    });
+    expect(flushes[0]!.attributes).toMatchObject({
+      'messaging.operation.name': 'flush',
+      'messaging.batch.message_count': 1,
+    });
   });
 });
