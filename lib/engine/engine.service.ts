@@ -128,7 +128,7 @@ export class EngineService {
   ): Promise<T> {
     const otel = this.runtime.otel;
     if (otel === undefined) return run(null);
-    const attributes =
+    const attributes: Readonly<Record<string, string | number>> =
       operation === 'insert'
         ? { 'gen_durable.fsm': target, 'messaging.batch.message_count': count }
         : { 'gen_durable.signal': target };
@@ -448,7 +448,7 @@ export class EngineService {
       ...Object.keys(this.runtime.options.queues),
       ...this.registry.all().map((d) => d.queue),
     ]);
-    return readOverview(this.runtime.sql, options, [...queues]);
+    return readOverview(this.runtime.reads, options, [...queues]);
   }
 
   /**
