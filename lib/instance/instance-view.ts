@@ -34,6 +34,15 @@ export interface InstanceView {
   readonly cancelReason: string | null;
   readonly insertedAt: Date;
   readonly updatedAt: Date;
+  /**
+   * The latest value the running (or last) step reported with `ctx.progress` (docs/design.md
+   * §28.2), stored by the heartbeat after it; null when none was.
+   */
+  readonly progress: unknown;
+  /** When `progress` was stored (database clock), or null. */
+  readonly progressAt: Date | null;
+  /** The instance this one was forked from (docs/design.md §28.3), or null. */
+  readonly forkedFrom: string | null;
 }
 
 /** What `EngineService.await` answers (docs/design.md §9). */

@@ -12,7 +12,8 @@ export interface InstanceStatus {
 export const INSTANCE_COLUMNS = `id, fsm, fsm_version, step, status, state, result, last_error, attempt, awaits,
        await_deadline, queue, priority, eligible_at, concurrency_key, concurrency_shard, rate_limit,
        weight, locked_by, lease_expires_at, parent_id, children_pending, correlation_key,
-       correlation_scope::text[] AS correlation_scope, claim_seq, reaps, cancel_requested_at, cancel_reason, inserted_at, updated_at`;
+       correlation_scope::text[] AS correlation_scope, claim_seq, reaps, cancel_requested_at, cancel_reason, inserted_at, updated_at,
+       progress, progress_at, forked_from`;
 
 /** One instance by id (PK). */
 export const GET_INSTANCE_BY_ID = sql(
@@ -78,6 +79,9 @@ export interface InstanceRecord {
   cancel_reason: string | null;
   inserted_at: Date;
   updated_at: Date;
+  progress: unknown;
+  progress_at: Date | null;
+  forked_from: string | null;
 }
 
 /** One raw instance row as the public, frozen `InstanceView`. */
@@ -113,6 +117,9 @@ export function toInstanceView(r: InstanceRecord): InstanceView {
     cancelReason: r.cancel_reason,
     insertedAt: r.inserted_at,
     updatedAt: r.updated_at,
+    progress: r.progress ?? null,
+    progressAt: r.progress_at,
+    forkedFrom: r.forked_from,
   });
 }
 
