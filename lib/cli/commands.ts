@@ -1,0 +1,421 @@
+import { userInfo } from 'node:os';
+
+import type { CancelOptions, CancelResult } from '../instance/cancel-options';
+import type { InstanceFilter } from '../instance/instance-filter';
+import type { InstanceView } from '../instance/instance-view';
+import type { RetryOptions } from '../instance/retry-options';
+import { type MigrationConnection, migrateUp, readSchemaVersion } from '../schema/migrator';
+import { CURRENT_SCHEMA_VERSION } from '../schema/increments';
+import { READ_INBOX } from '../sql/dashboard.sql';
+import { HEALTH_RUNNABLE_BACKLOG } from '../sql/health.sql';
+import { LIVE_FSM_VERSIONS } from '../sql/verify.sql';
+import type { Target } from '../engine/target';
+import type { CliContext } from './cli-context';
+import { ProblemError, UsageError } from './exit-codes';
+import type { ModuleFsm } from './module-fsms';
+import { capped, duration, type Output, table } from './output';
+
+/** Rows `show` prints of an instance's inbox, children and history. */
+const SHOW_LIMIT = 20;
+
+/** `<id>` or `key:<correlationKey>` (docs/cli.md "Targets"). */
+export function parseTarget(text: string): Target {
+  if (text.startsWith('key:')) {
+    const key = text.slice(4);
+    if (key.length === 0) throw new UsageError(`target "${text}": the key after key: is empty`);
+    return { correlationKey: key };
+  }
+  if (!/^[1-9][0-9]{0,18}$/.test(text)) {
+    throw new UsageError(`target "${text}": give an instance id or key:<correlationKey>`);
+  }
+  return text;
+}
+
+/** The actor manual actions record: `cli:<os user>`. */
+export function cliActor(): string {
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    return `cli:${process.env['USER'] ?? 'unknown'}`;
+  }
+}
+
+/** A MigrationConnection on one pooled client (the migrator's own transaction handling). */
+async function withMigrationConnection<T>(
+  ctx: CliContext,
+  fn: (conn: MigrationConnection) => Promise<T>,
+): Promise<T> {
+  const client = await ctx.pool.connect();
+  try {
+    return await fn({ query: (text, params) => client.query(text, params), inTransaction: false });
+  } finally {
+    client.release();
+  }
+}
+
+export async function migrate(
+  ctx: CliContext,
+  out: Output,
+  options: { version?: number },
+): Promise<void> {
+  const schema = ctx.options.schema;
+  const target = options.version ?? CURRENT_SCHEMA_VERSION;
+  if (target > CURRENT_SCHEMA_VERSION) {
+    throw new UsageError(
+      `--version ${target}: this build knows versions 1 … ${CURRENT_SCHEMA_VERSION}`,
+    );
+  }
+  const [from, to] = await withMigrationConnection(ctx, async (conn) => {
+    const before = await readSchemaVersion(conn, schema);
+    await migrateUp(conn, { schema, version: target });
+    return [before, await readSchemaVersion(conn, schema)] as const;
+  });
+  out.result({ schema, from, to, latest: CURRENT_SCHEMA_VERSION }, () =>
+    from === to
+      ? `schema ${schema}: at version ${to}, nothing to do`
+      : `schema ${schema}: migrated from version ${from} to ${to}`,
+  );
+}
+
+export async function status(
+  ctx: CliContext,
+  out: Output,
+  options: { cap?: number },
+): Promise<void> {
+  const queues = await ctx.client.queueStatus(
+    undefined,
+    options.cap ? { cap: options.cap } : undefined,
+  );
+  const heads = await HEALTH_RUNNABLE_BACKLOG.run(ctx.client.sql, {
+    queues: queues.map((q) => q.queue),
+    depthCap: 1,
+  });
+  const wait = new Map(heads.map((h) => [h.queue, h.headAgeMs]));
+  const rows = queues.map((q) => ({
+    queue: q.queue,
+    paused: q.paused,
+    reason: q.reason,
+    pausedAt: q.pausedAt,
+    runnable: q.runnable,
+    due: q.due,
+    executing: q.executing,
+    oldestDueMs: wait.get(q.queue) ?? null,
+  }));
+  out.result(rows, () =>
+    rows.length === 0
+      ? 'no queues: nothing is runnable and nothing is paused'
+      : table(
+          ['QUEUE', 'PAUSED', 'RUNNABLE', 'DUE', 'EXECUTING', 'NEXT DUE WAITED'],
+          rows.map((r) => [
+            r.queue,
+            r.paused ? `yes${r.reason ? ` (${r.reason})` : ''}` : 'no',
+            capped(r.runnable),
+            capped(r.due),
+            capped(r.executing),
+            duration(r.oldestDueMs),
+          ]),
+        ),
+  );
+}
+
+function instanceRows(items: readonly InstanceView[]): string {
+  return table(
+    ['ID', 'FSM', 'STEP', 'STATUS', 'QUEUE', 'KEY', 'UPDATED'],
+    items.map((i) => [
+      i.id,
+      `${i.fsm}@${i.fsmVersion}`,
+      i.step,
+      i.status,
+      i.queue,
+      i.correlationKey,
+      i.updatedAt,
+    ]),
+  );
+}
+
+export async function list(
+  ctx: CliContext,
+  out: Output,
+  filter: InstanceFilter,
+  page: { limit?: number; after?: string },
+): Promise<void> {
+  const answer = await ctx.client.list(filter, page);
+  out.result(answer, () =>
+    answer.items.length === 0 && answer.next === undefined
+      ? 'no instances match'
+      : `${instanceRows(answer.items)}${answer.next ? `\nnext page: --after ${answer.next}` : ''}`,
+  );
+}
+
+export async function show(ctx: CliContext, out: Output, target: Target): Promise<void> {
+  const instance = await ctx.client.get(target);
+  if (instance === null) {
+    throw new ProblemError(
+      `no instance answers ${typeof target === 'string' ? `id ${target}` : `key ${JSON.stringify((target as { correlationKey: string }).correlationKey)}`}`,
+    );
+  }
+  const [inbox, children, history] = await Promise.all([
+    READ_INBOX.run(ctx.client.sql, { id: instance.id, limit: SHOW_LIMIT }),
+    ctx.client.list({ parentId: instance.id }, { limit: SHOW_LIMIT }),
+    ctx.client.history(instance.id, { limit: SHOW_LIMIT }),
+  ]);
+  const value = { instance, inbox, children: children.items, history };
+  out.result(value, () => {
+    const lines = [
+      `instance ${instance.id}: ${instance.fsm}@${instance.fsmVersion} at step ${instance.step}, ${instance.status}`,
+      `  queue ${instance.queue}, priority ${instance.priority}, attempt ${instance.attempt}, eligible ${instance.eligibleAt.toISOString()}`,
+      `  key ${instance.correlationKey ?? '-'}, parent ${instance.parentId ?? '-'}, children pending ${instance.childrenPending}`,
+      `  state ${JSON.stringify(instance.state)}`,
+    ];
+    if (instance.result) lines.push(`  result ${JSON.stringify(instance.result)}`);
+    if (instance.lastError) lines.push(`  last error ${instance.lastError}`);
+    if (instance.cancelReason) lines.push(`  cancel reason ${instance.cancelReason}`);
+    lines.push('', `inbox (newest ${SHOW_LIMIT}):`);
+    lines.push(
+      inbox.length === 0
+        ? '  none'
+        : table(
+            ['ID', 'NAME', 'CONSUMED', 'AT', 'PAYLOAD'],
+            inbox.map((s) => [s.id, s.name, s.consumedAt ? 'yes' : 'no', s.insertedAt, s.payload]),
+          ),
+    );
+    lines.push('', `children (newest ${SHOW_LIMIT}):`);
+    lines.push(children.items.length === 0 ? '  none' : instanceRows(children.items));
+    lines.push('', `history (newest ${SHOW_LIMIT}):`);
+    lines.push(
+      history.length === 0
+        ? '  none'
+        : table(
+            ['ID', 'AT', 'KIND', 'STEP', 'NEXT', 'OUTCOME', 'ACTOR', 'ERROR'],
+            history.map((h) => [
+              h.id,
+              h.at,
+              h.kind,
+              h.step,
+              h.nextStep,
+              h.outcome,
+              h.actor,
+              h.error ? `${h.error.name}: ${h.error.message}` : null,
+            ]),
+          ),
+    );
+    return lines.join('\n');
+  });
+}
+
+/** Parses a signal payload; a malformed one is a usage error naming where it broke. */
+export function parsePayload(text: string | undefined): unknown {
+  if (text === undefined) return {};
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    const position = jsonErrorPosition(text);
+    const before = text.slice(0, position);
+    const line = before.split('\n').length;
+    const column = position - before.lastIndexOf('\n');
+    throw new UsageError(
+      `the payload is not valid JSON at position ${position} (line ${line}, column ${column}): ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+}
+
+/**
+ * Where `text` stops being JSON: the length of its longest prefix that is still the start of a
+ * JSON text (the parser's own message names no position for every error on Node 20).
+ */
+function jsonErrorPosition(text: string): number {
+  const continues = (length: number): boolean => {
+    try {
+      JSON.parse(text.slice(0, length));
+      return true;
+    } catch (err) {
+      const message = err instanceof Error ? err.message : '';
+      const at = /position (\d+)/.exec(message);
+      return (
+        /end of JSON input|Unterminated/.test(message) || (at !== null && Number(at[1]) >= length)
+      );
+    }
+  };
+  let low = 0;
+  let high = text.length;
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if (continues(mid)) low = mid;
+    else high = mid - 1;
+  }
+  return low;
+}
+
+export async function signal(
+  ctx: CliContext,
+  out: Output,
+  target: Target,
+  name: string,
+  payload: unknown,
+  dedupKey: string | undefined,
+): Promise<void> {
+  await ctx.client.signal(target, name, payload, dedupKey === undefined ? {} : { dedupKey });
+  out.result({ delivered: true, target, name }, () => `signal ${name} delivered`);
+}
+
+export async function cancel(
+  ctx: CliContext,
+  out: Output,
+  target: Target,
+  options: CancelOptions,
+): Promise<void> {
+  const result: CancelResult = await ctx.client.cancel(target, options);
+  out.result(result, () =>
+    [
+      `cancelled: ${result.cancelled.join(', ') || '-'}`,
+      `requested (executing, its owner stops it): ${result.requested.join(', ') || '-'}`,
+      `already ended: ${result.alreadyTerminal.join(', ') || '-'}`,
+    ].join('\n'),
+  );
+}
+
+export async function retry(
+  ctx: CliContext,
+  out: Output,
+  target: Target,
+  options: RetryOptions,
+): Promise<void> {
+  await ctx.client.retry(target, options);
+  out.result({ retried: true, target }, () => 'retried: runnable again');
+}
+
+export async function pause(
+  ctx: CliContext,
+  out: Output,
+  queue: string,
+  reason: string | undefined,
+): Promise<void> {
+  const result = await ctx.client.pauseQueue(queue, reason === undefined ? undefined : { reason });
+  out.result(
+    result,
+    () =>
+      `queue ${queue} ${result.created ? 'paused' : 'was already paused'} since ${result.pausedAt.toISOString()}${result.reason ? ` (${result.reason})` : ''}`,
+  );
+}
+
+export async function resume(ctx: CliContext, out: Output, queue: string): Promise<void> {
+  const result = await ctx.client.resumeQueue(queue);
+  out.result(result, () =>
+    result.wasPaused ? `queue ${queue} resumed` : `queue ${queue} was not paused`,
+  );
+}
+
+export const SCHEDULE_ACTIONS = ['list', 'pause', 'resume', 'trigger', 'remove'] as const;
+export type ScheduleAction = (typeof SCHEDULE_ACTIONS)[number];
+
+export async function schedules(
+  ctx: CliContext,
+  out: Output,
+  action: ScheduleAction,
+  name: string | undefined,
+): Promise<void> {
+  const ops = ctx.client.schedules;
+  if (action === 'list') {
+    const all = await ops.list();
+    out.result(all, () =>
+      all.length === 0
+        ? 'no schedules'
+        : table(
+            ['NAME', 'FSM', 'CRON', 'TZ', 'PAUSED', 'NEXT FIRE', 'LAST FIRE'],
+            all.map((s) => [
+              s.name,
+              s.fsm,
+              s.cron,
+              s.tz,
+              s.paused ? 'yes' : 'no',
+              s.nextFireAt,
+              s.lastFireAt,
+            ]),
+          ),
+    );
+    return;
+  }
+  if (name === undefined) throw new UsageError(`schedules ${action}: give the schedule name`);
+  if (action === 'remove') {
+    await ops.remove(name);
+    out.result({ removed: name }, () => `schedule ${name} removed`);
+  } else if (action === 'trigger') {
+    const id = await ops.trigger(name);
+    out.result({ triggered: name, id }, () => `schedule ${name} fired: instance ${id}`);
+  } else {
+    const view = await (action === 'pause' ? ops.pause(name) : ops.resume(name));
+    out.result(view, () =>
+      action === 'pause'
+        ? `schedule ${name} paused`
+        : `schedule ${name} resumed, next fire ${view.nextFireAt.toISOString()}`,
+    );
+  }
+}
+
+/** One finding of `verify`. */
+export interface VerifyProblem {
+  readonly kind: 'schema' | 'unregistered';
+  readonly message: string;
+}
+
+export async function verify(
+  ctx: CliContext,
+  out: Output,
+  moduleFsms: readonly ModuleFsm[] | undefined,
+): Promise<void> {
+  const schema = ctx.options.schema;
+  const installed = await withMigrationConnection(ctx, (conn) => readSchemaVersion(conn, schema));
+  const problems: VerifyProblem[] = [];
+  if (installed !== CURRENT_SCHEMA_VERSION) {
+    problems.push({
+      kind: 'schema',
+      message:
+        installed < CURRENT_SCHEMA_VERSION
+          ? `schema ${schema} is at version ${installed}, this build needs ${CURRENT_SCHEMA_VERSION}: run gen-durable migrate`
+          : `schema ${schema} is at version ${installed}, newer than this build's ${CURRENT_SCHEMA_VERSION}: deploy a newer gen-durable`,
+    });
+  }
+  const live = installed === 0 ? [] : await LIVE_FSM_VERSIONS.run(ctx.client.sql);
+  if (moduleFsms !== undefined) {
+    const registered = new Set(moduleFsms.map((f) => `${f.name}@${f.version}`));
+    for (const v of live) {
+      if (registered.has(`${v.fsm}@${v.version}`)) continue;
+      problems.push({
+        kind: 'unregistered',
+        message: `${v.instances} live instance(s) of FSM "${v.fsm}" version ${v.version}, which the module does not register`,
+      });
+    }
+  }
+  const value = {
+    ok: problems.length === 0,
+    schema: { name: schema, installed, required: CURRENT_SCHEMA_VERSION },
+    live,
+    registered: moduleFsms?.map((f) => ({ fsm: f.name, version: f.version, class: f.className })),
+    problems,
+  };
+  out.result(value, () => {
+    const lines = [
+      `schema ${schema}: version ${installed} (this build needs ${CURRENT_SCHEMA_VERSION})`,
+    ];
+    lines.push(
+      `live instances by FSM version: ${live.map((v) => `${v.fsm}@${v.version} ×${v.instances}`).join(', ') || 'none'}`,
+    );
+    if (moduleFsms !== undefined) {
+      lines.push(
+        `the module registers: ${moduleFsms.map((f) => `${f.name}@${f.version}`).join(', ') || 'nothing'}`,
+      );
+    }
+    lines.push(
+      problems.length === 0 ? 'ok' : problems.map((p) => `problem: ${p.message}`).join('\n'),
+    );
+    return lines.join('\n');
+  });
+  if (problems.length > 0) throw new VerifyFailed(problems.length);
+}
+
+/** `verify` found problems (exit 1); they were printed with the result. */
+export class VerifyFailed extends ProblemError {
+  constructor(readonly count: number) {
+    super(`verify found ${count} problem(s)`);
+  }
+}

@@ -1,0 +1,435 @@
+import {
+  awaitSignal,
+  done,
+  DurableFsm,
+  scheduleChildren,
+  Step,
+  type StepContext,
+  stop,
+} from '../../lib';
+import { GenDurableClient } from '../../lib/client';
+import { CURRENT_SCHEMA_VERSION } from '../../lib/schema/increments';
+import { GenDurableTesting } from '../../lib/testing';
+import { bootEngine, type Harness } from '../support/engine-harness';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+import { type BuiltCli, buildCli, type CliRun, runCli } from './support/built-cli';
+
+// The `gen-durable` CLI (docs/design.md §32; docs/cli.md), run as the built bin shim in a child
+// process against real databases: every command, `--json`, and every exit code (0 ok,
+// 1 problem, 2 usage, 3 unreachable). The engine here runs no queue: rows move only when the
+// test drains them, so what each command sees is fixed.
+
+@DurableFsm({ name: 'waiter' })
+class WaiterFsm {
+  @Step() start(ctx: StepContext) {
+    return awaitSignal('go', 'finish', ctx.state);
+  }
+  @Step() finish(ctx: StepContext) {
+    return done({ got: ctx.awaited[0]?.payload ?? null });
+  }
+}
+
+@DurableFsm({ name: 'parent' })
+class ParentFsm {
+  @Step() start(ctx: StepContext) {
+    return scheduleChildren('joined', [{ fsm: WaiterFsm, state: { child: 1 } }], ctx.state);
+  }
+  @Step() joined() {
+    return done({});
+  }
+}
+
+@DurableFsm({ name: 'flaky' })
+class FlakyFsm {
+  @Step() start() {
+    return stop('broken on purpose');
+  }
+  @Step() repaired() {
+    return done({ repaired: true });
+  }
+}
+
+const FIXTURE = 'test/cli/fixtures/app.module.ts';
+
+describe('gen-durable CLI (docs/cli.md)', () => {
+  let cli: BuiltCli;
+  let db: TestDatabase;
+  let h: Harness;
+  let gd: GenDurableTesting;
+
+  const run = (args: readonly string[], env: Record<string, string | undefined> = {}) =>
+    runCli(cli, args, { DATABASE_URL: db.url, ...env });
+  const json = (r: CliRun): unknown => {
+    if (r.code !== 0 && r.code !== 1) throw new Error(`exit ${r.code}: ${r.stderr}`);
+    return JSON.parse(r.stdout) as unknown;
+  };
+
+  beforeAll(async () => {
+    cli = buildCli([FIXTURE]);
+    db = await createTestDatabase();
+    h = await bootEngine(db, [WaiterFsm, ParentFsm, FlakyFsm], {
+      queues: {},
+      reaper: false,
+      gc: false,
+      poke: 'none',
+      schedules: { prune: false, interval: 60_000 },
+    });
+    gd = GenDurableTesting.forEngine(h.engine);
+  }, 120_000);
+
+  afterAll(async () => {
+    await h?.close();
+    await db?.drop();
+    cli?.remove();
+  });
+
+  describe('exit 2: usage', () => {
+    it('an unknown command or flag prints the usage', async () => {
+      const unknown = await run(['frobnicate']);
+      expect(unknown).toMatchObject({ code: 2, stdout: '' });
+      expect(unknown.stderr).toContain("unknown command 'frobnicate'");
+      expect(unknown.stderr).toContain('Usage: gen-durable');
+      const flag = await run(['list', '--colour']);
+      expect(flag.code).toBe(2);
+      expect(flag.stderr).toContain("unknown option '--colour'");
+      expect(flag.stderr).toContain('Usage: gen-durable list');
+      expect((await run(['show'])).code).toBe(2);
+    });
+
+    it('a malformed signal payload names its position', async () => {
+      const r = await run(['signal', '1', 'go', '{"a": }']);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(
+        /^gen-durable: the payload is not valid JSON at position 6 \(line 1, column 7\): /,
+      );
+      expect(r.stderr).not.toContain('    at ');
+    });
+
+    it('bad filter and option values', async () => {
+      for (const args of [
+        ['list', '--status', 'sleeping'],
+        ['list', '--created-after', 'yesterday'],
+        ['list', '--limit', '0'],
+        ['list', '--parent', 'abc'],
+        ['list', '--after', 'not-a-cursor'],
+        ['cancel', '1', '--mode', 'hard'],
+        ['retry', '1', '--at', 'soon'],
+        ['show', 'abc'],
+        ['schedules', 'explode'],
+        ['schedules', 'pause'],
+      ]) {
+        const r = await run(args);
+        expect({ args, code: r.code }).toEqual({ args, code: 2 });
+        expect(r.stderr).not.toContain('    at ');
+      }
+    });
+
+    it('no database given', async () => {
+      const r = await run(['status'], { DATABASE_URL: undefined });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain('set DATABASE_URL or pass --url');
+    });
+  });
+
+  it('exit 3: an unreachable database is one line naming host and port', async () => {
+    const r = await run(['status', '--url', 'postgres://postgres@127.0.0.1:1/nowhere']);
+    expect(r).toMatchObject({ code: 3, stdout: '' });
+    expect(r.stderr).toBe('gen-durable: cannot reach the database at 127.0.0.1:1 (ECONNREFUSED)\n');
+    const asJson = await run(['list', '--json'], { DATABASE_URL: 'postgres://x@127.0.0.1:1/y' });
+    expect(asJson.code).toBe(3);
+    expect(JSON.parse(asJson.stderr)).toEqual({
+      error: {
+        code: 'CLI_UNREACHABLE',
+        message: 'cannot reach the database at 127.0.0.1:1 (ECONNREFUSED)',
+      },
+    });
+  });
+
+  describe('migrate and verify', () => {
+    let fresh: TestDatabase;
+    beforeAll(async () => {
+      fresh = await createTestDatabase({ migrate: false });
+    });
+    afterAll(async () => {
+      await fresh?.drop();
+    });
+
+    it('verify fails on a schema behind the build; migrate brings it up, once', async () => {
+      const url = ['--url', fresh.url];
+      const behind = await run(['verify', ...url]);
+      expect(behind.code).toBe(1);
+      expect(behind.stdout).toContain(
+        `problem: schema public is at version 0, this build needs ${CURRENT_SCHEMA_VERSION}: run gen-durable migrate`,
+      );
+      const partial = json(await run(['migrate', '--version', '3', '--json', ...url]));
+      expect(partial).toEqual({ schema: 'public', from: 0, to: 3, latest: CURRENT_SCHEMA_VERSION });
+      expect((await run(['verify', ...url])).code).toBe(1);
+      const up = await run(['migrate', ...url]);
+      expect(up).toMatchObject({ code: 0 });
+      expect(up.stdout).toBe(
+        `schema public: migrated from version 3 to ${CURRENT_SCHEMA_VERSION}\n`,
+      );
+      const again = await run(['migrate', ...url]);
+      expect(again.stdout).toBe(
+        `schema public: at version ${CURRENT_SCHEMA_VERSION}, nothing to do\n`,
+      );
+      expect(json(await run(['verify', '--json', ...url]))).toMatchObject({
+        ok: true,
+        schema: { installed: CURRENT_SCHEMA_VERSION, required: CURRENT_SCHEMA_VERSION },
+        live: [],
+      });
+      expect((await run(['migrate', '--version', '99', ...url])).code).toBe(2);
+    });
+
+    it('verify --module fails while live instances run an FSM version the module lacks', async () => {
+      const url = ['--url', fresh.url];
+      const client = new GenDurableClient(fresh.url);
+      const old = await client.insert('order', { step: 'start', version: 1 });
+      await client.insert('order', { step: 'start', version: 2 });
+      await client.insert('mailer', { step: 'perform' });
+      await client.close();
+      const module = ['--module', cli.fixture(FIXTURE)];
+      const failing = await run(['verify', ...module, ...url]);
+      expect(failing.code).toBe(1);
+      expect(failing.stdout).toContain('the module registers: mailer@1, order@2, waiter@1');
+      expect(failing.stdout).toContain(
+        'problem: 1 live instance(s) of FSM "order" version 1, which the module does not register',
+      );
+      const report = json(await run(['verify', '--json', ...module, ...url]));
+      expect(report).toMatchObject({
+        ok: false,
+        live: [
+          { fsm: 'mailer', version: 1, instances: 1 },
+          { fsm: 'order', version: 1, instances: 1 },
+          { fsm: 'order', version: 2, instances: 1 },
+        ],
+        problems: [{ kind: 'unregistered' }],
+      });
+      // Once the old instance ended, the gate passes.
+      expect((await run(['cancel', old, ...url])).code).toBe(0);
+      const passing = await run(['verify', ...module, ...url]);
+      expect(passing).toMatchObject({ code: 0 });
+      expect(passing.stdout).toMatch(/\nok\n$/);
+      const missing = await run(['verify', '--module', '/nonexistent/app.module.js', ...url]);
+      expect(missing.code).toBe(2);
+      expect(missing.stderr).toContain('--module /nonexistent/app.module.js: cannot load it');
+    });
+  });
+
+  it('status: queues with capped counts, the next due row’s wait, and pauses', async () => {
+    await h.engine.insert('waiter', { queue: 'billing' });
+    expect((await run(['pause', 'billing', '--reason', 'maintenance'])).stdout).toMatch(
+      /^queue billing paused since \S+ \(maintenance\)\n$/,
+    );
+    const text = await run(['status']);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/^QUEUE +PAUSED +RUNNABLE +DUE +EXECUTING +NEXT DUE WAITED\n/);
+    expect(text.stdout).toMatch(/\nbilling +yes \(maintenance\) +1 +1 +0 +\S+/);
+    const rows = json(await run(['status', '--json', '--cap', '1'])) as {
+      queue: string;
+      paused: boolean;
+      runnable: { count: number; capped: boolean };
+      oldestDueMs: number | null;
+    }[];
+    const billing = rows.find((r) => r.queue === 'billing');
+    expect(billing).toMatchObject({ paused: true, runnable: { count: 1, capped: true } });
+    expect(typeof billing?.oldestDueMs).toBe('number');
+    expect(json(await run(['resume', 'billing', '--json']))).toMatchObject({
+      queue: 'billing',
+      wasPaused: true,
+    });
+    expect((await run(['resume', 'billing'])).stdout).toBe('queue billing was not paused\n');
+    expect(json(await run(['pause', 'billing', '--json']))).toMatchObject({ created: true });
+    await run(['resume', 'billing']);
+  });
+
+  it('list: filters, pages and the next cursor', async () => {
+    for (let i = 0; i < 3; i++) await h.engine.insert('waiter', { correlationKey: `listed-${i}` });
+    const first = json(
+      await run(['list', '--key-prefix', 'listed-', '--limit', '2', '--json']),
+    ) as {
+      items: { correlationKey: string }[];
+      next: string;
+    };
+    expect(first.items.map((i) => i.correlationKey)).toEqual(['listed-2', 'listed-1']);
+    const second = json(
+      await run([
+        'list',
+        '--key-prefix',
+        'listed-',
+        '--limit',
+        '2',
+        '--after',
+        first.next,
+        '--json',
+      ]),
+    ) as { items: { correlationKey: string }[]; next?: string };
+    expect(second.items.map((i) => i.correlationKey)).toEqual(['listed-0']);
+    expect(second.next).toBeUndefined();
+    const text = await run([
+      'list',
+      '--fsm',
+      'waiter',
+      '--status',
+      'runnable',
+      '--key',
+      'listed-1',
+    ]);
+    expect(text.stdout).toMatch(
+      /^ID +FSM +STEP +STATUS +QUEUE +KEY +UPDATED\n\d+ +waiter@1 +start +runnable +default +listed-1 /,
+    );
+    const none = await run(['list', '--created-before', '2000-01-01', '--error-contains', 'x']);
+    expect(none.stdout).toBe('no instances match\n');
+  });
+
+  it('show: the row, its inbox with consumed flags, its children and its history', async () => {
+    const parent = await h.engine.insert('parent', { correlationKey: 'family' });
+    await gd.drain();
+    const [child] = (await h.engine.list({ parentId: parent })).items;
+    // A signal the child does not await stays in its inbox; the awaited one of a finished
+    // instance was consumed.
+    await h.engine.signal(child!.id, 'note', { later: true });
+    const finished = await h.engine.insert('waiter');
+    await gd.drain();
+    await h.engine.signal(finished, 'go', { first: true });
+    await gd.drain();
+    const shown = json(await run(['show', child!.id, '--json'])) as {
+      instance: { id: string; status: string; parentId: string };
+      inbox: { name: string; consumedAt: string | null; payload: unknown }[];
+    };
+    expect(shown.instance).toMatchObject({
+      id: child!.id,
+      status: 'awaiting_signal',
+      parentId: parent,
+    });
+    expect(shown.inbox).toMatchObject([
+      { name: 'note', consumedAt: null, payload: { later: true } },
+    ]);
+    const done = json(await run(['show', finished, '--json'])) as {
+      instance: { status: string };
+      inbox: { name: string; consumedAt: string | null }[];
+    };
+    expect(done.instance.status).toBe('done');
+    expect(done.inbox.map((s) => [s.name, s.consumedAt !== null])).toEqual([['go', true]]);
+    const inboxText = await run(['show', child!.id]);
+    expect(inboxText.stdout).toMatch(
+      /inbox \(newest 20\):\nID +NAME +CONSUMED +AT +PAYLOAD\n\d+ +note +no /,
+    );
+    const family = json(await run(['show', 'key:family', '--json'])) as {
+      instance: { id: string };
+      children: { id: string }[];
+      history: unknown[];
+    };
+    expect(family.instance.id).toBe(parent);
+    expect(family.children.map((c) => c.id)).toEqual([child!.id]);
+    expect(Array.isArray(family.history)).toBe(true);
+    const text = await run(['show', parent]);
+    expect(text.stdout).toContain(`instance ${parent}: parent@1 at step joined, awaiting_children`);
+    expect(text.stdout).toContain('children (newest 20):');
+    expect(text.stdout).toContain('history (newest 20):');
+  });
+
+  it('exit 1: a target that does not exist; the stack only with --verbose', async () => {
+    const missing = await run(['show', '999999']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe('gen-durable: no instance answers id 999999\n');
+    const verbose = await run(['signal', '999999', 'go', '--verbose']);
+    expect(verbose.code).toBe(1);
+    expect(verbose.stderr).toMatch(/^gen-durable: GD_NO_TARGET: /);
+    expect(verbose.stderr).toContain('    at ');
+    const quiet = await run(['signal', '999999', 'go', '--json']);
+    expect(quiet.code).toBe(1);
+    expect(JSON.parse(quiet.stderr)).toMatchObject({ error: { code: 'GD_NO_TARGET' } });
+  });
+
+  it('signal by id or key:, with a JSON payload', async () => {
+    const id = await h.engine.insert('waiter', { correlationKey: 'sig-me' });
+    await gd.drain();
+    const r = await run(['signal', 'key:sig-me', 'go', '{"n": 42}', '--dedup-key', 'once']);
+    expect(r).toMatchObject({ code: 0, stdout: 'signal go delivered\n' });
+    expect(
+      json(await run(['signal', id, 'go', '{"n": 42}', '--dedup-key', 'once', '--json'])),
+    ).toEqual({
+      delivered: true,
+      target: id,
+      name: 'go',
+    });
+    await gd.drain();
+    expect(await h.engine.get(id)).toMatchObject({ status: 'done', result: { got: { n: 42 } } });
+  });
+
+  it('cancel with reason, children and mode; retry with step and at', async () => {
+    const parent = await h.engine.insert('parent');
+    await gd.drain();
+    const cancelled = json(
+      await run([
+        'cancel',
+        parent,
+        '--reason',
+        'operator',
+        '--children',
+        'keep',
+        '--mode',
+        'fence',
+        '--json',
+      ]),
+    );
+    expect(cancelled).toEqual({ cancelled: [parent], requested: [], alreadyTerminal: [] });
+    expect(await h.engine.get(parent)).toMatchObject({
+      status: 'cancelled',
+      cancelReason: 'operator',
+    });
+    const again = await run(['cancel', parent]);
+    expect(again.stdout).toContain(`already ended: ${parent}`);
+
+    const broken = await h.engine.insert('flaky');
+    await gd.drain();
+    const at = '2099-01-01T00:00:00.000Z';
+    expect(await run(['retry', broken, '--step', 'repaired', '--at', at])).toMatchObject({
+      code: 0,
+      stdout: 'retried: runnable again\n',
+    });
+    expect(await h.engine.get(broken)).toMatchObject({
+      status: 'runnable',
+      step: 'repaired',
+      eligibleAt: new Date(at),
+    });
+    const live = await run(['retry', broken, '--json']);
+    expect(live.code).toBe(2);
+    expect(JSON.parse(live.stderr)).toMatchObject({ error: { code: 'GD_INVALID_INPUT' } });
+  });
+
+  it('schedules: list, pause, resume, trigger (with --module), remove', async () => {
+    await h.engine.schedules.upsert({ name: 'nightly', fsm: 'waiter', cron: '0 3 * * *' });
+    const listed = await run(['schedules']);
+    expect(listed.stdout).toMatch(
+      /^NAME +FSM +CRON +TZ +PAUSED +NEXT FIRE +LAST FIRE\nnightly +waiter +0 3 \* \* \* +UTC +no /,
+    );
+    expect(json(await run(['schedules', 'pause', 'nightly', '--json']))).toMatchObject({
+      name: 'nightly',
+      paused: true,
+    });
+    expect((await run(['schedules', 'resume', 'nightly'])).stdout).toMatch(
+      /^schedule nightly resumed, next fire \S+\n$/,
+    );
+    // The client knows no FSM without a description: trigger needs --module (or fails, exit 1).
+    const blind = await run(['schedules', 'trigger', 'nightly']);
+    expect(blind.code).toBe(1);
+    expect(blind.stderr).toContain('GD_FSM_NOT_REGISTERED');
+    const fired = json(
+      await run(['schedules', 'trigger', 'nightly', '--module', cli.fixture(FIXTURE), '--json']),
+    ) as { triggered: string; id: string };
+    expect(fired.triggered).toBe('nightly');
+    expect(await h.engine.get(fired.id)).toMatchObject({
+      fsm: 'waiter',
+      fsmVersion: 1,
+      step: 'start',
+      status: 'runnable',
+      correlationKey: expect.stringMatching(/^cron:nightly:/) as unknown,
+    });
+    await h.engine.schedules.upsert({ name: 'mail', fsm: 'waiter', cron: '0 3 * * *' });
+    expect((await run(['schedules', 'remove', 'mail'])).stdout).toBe('schedule mail removed\n');
+    expect((await run(['schedules', 'remove', 'mail'])).code).toBe(1);
+    expect(json(await run(['schedules', 'list', '--json']))).toMatchObject([{ name: 'nightly' }]);
+  });
+});
