@@ -40,6 +40,8 @@ import { forkInstance } from './fork-instance';
 import type { FsmGraph } from '../fsm/fsm-graph';
 import type { StatsOverview, StatsOverviewOptions } from '../instance/stats-overview';
 import { readOverview } from './stats-overview';
+import type { Explanation } from '../instance/explanation';
+import { explainInstance } from './instance-explain';
 import { fsmGraphOf } from './fsm-graph';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
@@ -434,6 +436,25 @@ export class EngineService {
       to,
       resolveHistoryPage(options, 'history.options'),
     );
+  }
+
+  /**
+   * "Why isn't it running?" (docs/design.md §30; docs/dashboard-data.md): every reason that
+   * applies to the instance, blocking ones first, each with a machine `code`, a sentence and
+   * its facts — not yet eligible (until when), awaited signal names vs the inbox, children
+   * pending, its K = 1 key's holder, a full gate (holders / limit), an empty rate bucket (until
+   * when), an expired lease, a paused queue, an FSM version or queue this node does not run, an
+   * ended row (with its error or cancel reason), or running now (owner, lease). One statement.
+   * `NoTargetError` when no instance answers `target`.
+   */
+  explain(target: Target): Promise<Explanation> {
+    const to = resolveTarget(target, 'explain.target');
+    const runtime = this.runtime;
+    return explainInstance(runtime.sql, to, {
+      registered: (fsm, version) => runtime.registry.find(fsm, version) !== undefined,
+      serves: (queue) => runtime.schedulers.has(queue),
+      limiter: runtime.options.limiter === 'postgres' ? 'postgres' : 'redis',
+    });
   }
 
   /**
