@@ -33,7 +33,7 @@ export function writeDocExample(doc: string, example?: string): { source: string
   const source = lines.slice(open + 1, close).join('\n');
   const lib = join(ROOT, 'lib').split('\\').join('/');
   const rewritten = source
-    .replace(/from 'gen-durable\/testing'/g, `from '${lib}/testing'`)
+    .replace(/from 'gen-durable\/(testing|client)'/g, `from '${lib}/$1'`)
     .replace(/from 'gen-durable'/g, `from '${lib}'`);
   const dir = join(ROOT, '.tmp', 'doc-examples');
   mkdirSync(dir, { recursive: true });
