@@ -13,6 +13,7 @@ import {
   type StepContext,
 } from '../../lib';
 import { GenDurableClient } from '../../lib/client';
+import { type BuiltCli, buildCli, runCli } from '../cli/support/built-cli';
 import { FAST } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -21,8 +22,9 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 // router provider the docs show, which picks the engine by tenant. Inserts by tenant land in
 // that tenant's cell only; a fan-out's children are inserted by the engine that runs the parent,
 // so they stay in its cell by construction; ids are per database and collide across cells, and a
-// cancel by id through one cell's engine, or through GenDurableClient on one cell's URL, leaves
-// the other cell's row with the same id untouched.
+// cancel by id through one cell's engine, through GenDurableClient on one cell's URL, or through
+// the `gen-durable` CLI (built as test/cli does) with one cell's DATABASE_URL and engine name,
+// leaves the other cell's row with the same id untouched.
 
 type Cell = 'eu' | 'us';
 
@@ -82,6 +84,7 @@ describe('cells: one named engine per database, a router by tenant (docs/scaling
   let app: TestingModule | undefined;
   let open = false;
   let router: CellRouter;
+  let cli: BuiltCli | undefined;
   const db = (cell: Cell): TestDatabase => dbs[cell]!;
 
   beforeAll(async () => {
@@ -112,6 +115,7 @@ describe('cells: one named engine per database, a router by tenant (docs/scaling
   }, 60_000);
 
   afterAll(async () => {
+    cli?.remove();
     await app?.close();
     open = false;
     await dbs.eu?.drop();
@@ -210,7 +214,27 @@ describe('cells: one named engine per database, a router by tenant (docs/scaling
       tenant: 'acme',
       status: 'awaiting_signal',
     });
-  });
+
+    // Through the CLI, pointed at one cell by DATABASE_URL (and --name for its poke channel).
+    await alignIds(3000);
+    const third = await router
+      .engineFor('acme')
+      .insert(CellOrderFsm, { state: { tenant: 'acme' } });
+    expect(
+      await router.engineFor('globex').insert(CellOrderFsm, { state: { tenant: 'globex' } }),
+    ).toBe(third);
+    await waitParked(third);
+    cli = buildCli();
+    const run = await runCli(cli, ['cancel', third, '--name', 'eu', '--reason', 'cell eu (cli)'], {
+      DATABASE_URL: db('eu').url,
+    });
+    expect(run).toMatchObject({ code: 0 });
+    expect((await rowsIn('eu', 'id = $1', [third]))[0]?.status).toBe('cancelled');
+    expect((await rowsIn('us', 'id = $1', [third]))[0]).toMatchObject({
+      tenant: 'globex',
+      status: 'awaiting_signal',
+    });
+  }, 60_000);
 
   /** Both cells' rows with `id` have parked on `go`. */
   async function waitParked(id: string): Promise<void> {
