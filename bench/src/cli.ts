@@ -50,7 +50,8 @@ export interface Options {
 const HELP = `Usage: npm run bench -- [flags]
 
   --quick                 small N, 1 repeat, concurrency 50 (finishes in under 3 minutes)
-  --only a,b              engines (id or family, e.g. raw, graphile-worker, bullmq:redis) and/or
+  --only a,b              engines (id or family, e.g. raw, graphile-worker, bullmq:redis; the
+                          tracing-cost variants gen-durable-otel run only when named) and/or
                           scenarios (${SCENARIOS.join(', ')}); several --only flags add up
   --repeats N             repeats per case (default 3; --quick 1)
   --concurrency 10,50     worker concurrencies for drain and fsm3 (default 10,50; --quick 50)

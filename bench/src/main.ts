@@ -69,7 +69,7 @@ function select(
   if (engineTokens.includes('gen-durable') && genDurableMissing) console.log(genDurableMissing);
   const engines =
     engineTokens.length === 0
-      ? adapters
+      ? adapters.filter((a) => a.family !== 'gen-durable-otel') // tracing cost: only when asked
       : adapters.filter((a) => engineTokens.includes(a.id) || engineTokens.includes(a.family));
   return { engines, cases };
 }

@@ -12,6 +12,13 @@
 import 'reflect-metadata';
 import { Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { trace } from '@opentelemetry/api';
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  type ReadableSpan,
+  type SpanExporter,
+} from '@opentelemetry/sdk-trace-base';
 import { performance } from 'node:perf_hooks';
 import { DataSource } from 'typeorm';
 import {
@@ -78,6 +85,25 @@ function fsmName(kind: Kind): string {
   return kind === 'fsm3' ? 'bench3' : 'bench1';
 }
 
+/**
+ * `defaults`, `tuned`, `group-insert`: see the constructor. `otel-off`, `otel-api`,
+ * `otel-sdk`: tuned, with `otel: { enabled: false }` (the API never loaded), with the API
+ * loaded and no provider registered, and with an SDK tracer provider registered.
+ */
+type Variant = 'defaults' | 'tuned' | 'group-insert' | 'otel-off' | 'otel-api' | 'otel-sdk';
+
+/** Accepts every batch and keeps nothing (the SDK's work without a network). */
+class DroppingExporter implements SpanExporter {
+  exported = 0;
+  export(spans: ReadableSpan[], done: (result: { code: 0 }) => void): void {
+    this.exported += spans.length;
+    done({ code: 0 });
+  }
+  shutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
 class GenDurableInstance implements Instance {
   private ds: DataSource | undefined;
   private app: INestApplicationContext | undefined;
@@ -91,8 +117,11 @@ class GenDurableInstance implements Instance {
      * tuned plus `insertBatcher: { durable: true }` (awaited inserts share group-commit
      * statements).
      */
-    private readonly variant: 'defaults' | 'tuned' | 'group-insert' = 'defaults',
+    private readonly variant: Variant = 'defaults',
   ) {}
+
+  /** The tracer provider an `otel-sdk` case registers while it runs (unregistered at close). */
+  private tracerProvider: BasicTracerProvider | undefined;
 
   async setup(): Promise<void> {
     this.ds = new DataSource({ type: 'postgres', url: this.ctx.pgUrl, extra: { max: 10 } });
@@ -123,6 +152,9 @@ class GenDurableInstance implements Instance {
             gc: false as const,
             prefetch,
             ...(this.variant === 'group-insert' ? { insertBatcher: { durable: true } } : {}),
+            // Tracing cost (docs/performance.md): otel-off never loads the API (as without the
+            // peer installed); otel-api and otel-sdk run with the default `otel`.
+            ...(this.variant === 'otel-off' ? { otel: { enabled: false } } : {}),
           };
     if (this.app) await this.app.close();
     const dataSource = this.ds!;
@@ -148,6 +180,14 @@ class GenDurableInstance implements Instance {
   async start(kind: Kind, concurrency: number, hooks: Hooks): Promise<void> {
     void kind;
     current = hooks;
+    if (this.variant === 'otel-sdk' && !this.tracerProvider) {
+      // A real SDK pipeline whose exporter drops the batches: spans are made, recorded,
+      // batched and handed over, as with any exporter, minus the network.
+      this.tracerProvider = new BasicTracerProvider({
+        spanProcessors: [new BatchSpanProcessor(new DroppingExporter())],
+      });
+      trace.setGlobalTracerProvider(this.tracerProvider);
+    }
     await this.boot({ default: concurrency });
   }
 
@@ -183,6 +223,11 @@ class GenDurableInstance implements Instance {
   async close(): Promise<void> {
     current = {};
     await this.app?.close().catch((e) => this.ctx.log(`gen-durable close: ${String(e)}`));
+    if (this.tracerProvider) {
+      await this.tracerProvider.shutdown().catch(() => undefined);
+      trace.disable();
+      this.tracerProvider = undefined;
+    }
     await this.ds?.destroy().catch(() => undefined);
   }
 }
@@ -305,4 +350,55 @@ export const genDurableGroupInsert: Adapter = {
   },
   signals: true,
   create: async (ctx: CaseContext) => new GenDurableInstance(ctx, 'group-insert'),
+};
+
+/**
+ * The tracing-cost variants' family: run only when asked (`--only gen-durable-otel`), never in
+ * a default run (docs/performance.md, "Tracing cost").
+ */
+export const OTEL_FAMILY = 'gen-durable-otel';
+
+/** Only drain and fsm3: the tracing variants differ in the step path alone. */
+const TRACING_ONLY: Adapter['unsupported'] = {
+  'enqueue-single': 'tracing cost: measured by drain and fsm3',
+  'enqueue-bulk': 'tracing cost: measured by drain and fsm3',
+  latency: 'tracing cost: measured by drain and fsm3',
+  'latency-xproc': 'tracing cost: measured by drain and fsm3',
+  signal: 'tracing cost: measured by drain and fsm3',
+  scale: 'tracing cost: measured by drain and fsm3',
+  memory: 'tracing cost: measured by drain and fsm3',
+};
+
+/** Tracing cost baseline: gen-durable:tuned with `otel: { enabled: false }` (the API never loaded). */
+export const genDurableOtelOff: Adapter = {
+  id: 'gen-durable:otel-off',
+  family: OTEL_FAMILY,
+  peer: 'gen-durable (this repo, lib/)',
+  settings: 'as gen-durable:tuned, plus otel { enabled: false }: @opentelemetry/api never loaded',
+  backend: 'postgres',
+  unsupported: TRACING_ONLY,
+  create: async (ctx: CaseContext) => new GenDurableInstance(ctx, 'otel-off'),
+};
+
+/** gen-durable:tuned with the API loaded and no provider registered (tracing off). */
+export const genDurableOtelApi: Adapter = {
+  id: 'gen-durable:otel-api',
+  family: OTEL_FAMILY,
+  peer: 'gen-durable (this repo, lib/)',
+  settings: 'as gen-durable:tuned; @opentelemetry/api loaded, no provider registered',
+  backend: 'postgres',
+  unsupported: TRACING_ONLY,
+  create: async (ctx: CaseContext) => new GenDurableInstance(ctx, 'otel-api'),
+};
+
+/** gen-durable:tuned with an SDK tracer provider registered (tracing on, every step a span). */
+export const genDurableOtelSdk: Adapter = {
+  id: 'gen-durable:otel-sdk',
+  family: OTEL_FAMILY,
+  peer: 'gen-durable (this repo, lib/)',
+  settings:
+    'as gen-durable:tuned; BasicTracerProvider + BatchSpanProcessor (exporter drops the batches) registered',
+  backend: 'postgres',
+  unsupported: TRACING_ONLY,
+  create: async (ctx: CaseContext) => new GenDurableInstance(ctx, 'otel-sdk'),
 };

@@ -29,8 +29,18 @@ export function loadAdapters(): Loaded {
         genDurableAdapter: Adapter;
         genDurableTuned: Adapter;
         genDurableGroupInsert: Adapter;
+        genDurableOtelOff: Adapter;
+        genDurableOtelApi: Adapter;
+        genDurableOtelSdk: Adapter;
       };
-      genDurable = [m.genDurableAdapter, m.genDurableTuned, m.genDurableGroupInsert];
+      genDurable = [
+        m.genDurableAdapter,
+        m.genDurableTuned,
+        m.genDurableGroupInsert,
+        m.genDurableOtelOff,
+        m.genDurableOtelApi,
+        m.genDurableOtelSdk,
+      ];
     } catch (e) {
       genDurableMissing = `gen-durable: not built yet (loading the adapter failed: ${(e as Error).message.split('\n')[0]})`;
     }
