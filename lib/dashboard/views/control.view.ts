@@ -1,0 +1,229 @@
+import type { ScheduleView } from '../../cron/schedule-spec';
+import type { QueueStatus } from '../../instance/queue-status';
+import type { FilterFields } from '../filter-query';
+import { type Html, html, queryString } from '../html';
+import {
+  actionForm,
+  capped,
+  jsonBlock,
+  section,
+  time,
+  unavailable,
+  type ViewContext,
+} from './components';
+import { layout } from './layout';
+
+/** Cron schedules with their next and last fire. */
+export function schedulesView(ctx: ViewContext, schedules: readonly ScheduleView[]): Html {
+  const table = html`<div class="scroll">
+    <table class="grid">
+      <thead>
+        <tr>
+          <th>name</th>
+          <th>fsm</th>
+          <th>cron</th>
+          <th>zone</th>
+          <th>next fire</th>
+          <th>last fire</th>
+          <th>missed / overlap</th>
+          <th>state</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${schedules.map(
+          (s) =>
+            html`<tr>
+              <td>${s.name}${s.declared ? html` <span class="badge">declared</span>` : ''}</td>
+              <td><a href="${ctx.base}/instances${queryString({ fsm: s.fsm })}">${s.fsm}</a></td>
+              <td><code>${s.cron}</code></td>
+              <td>${s.tz}</td>
+              <td>
+                ${s.paused ? html`<span class="badge paused">paused</span>` : time(s.nextFireAt)}
+              </td>
+              <td>${time(s.lastFireAt)}</td>
+              <td>${s.missed} / ${s.overlap}</td>
+              <td>
+                <a
+                  href="${ctx.base}/instances${queryString({ correlationKeyPrefix: `cron:${s.name}` })}"
+                  >instances</a
+                >
+              </td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>
+  </div>`;
+  return layout(
+    ctx,
+    'schedules',
+    'Schedules',
+    section(
+      'Cron schedules',
+      schedules.length === 0 ? html`<p class="muted">No schedule.</p>` : table,
+    ),
+  );
+}
+
+interface GateLike {
+  readonly key?: unknown;
+  readonly name?: unknown;
+  readonly [field: string]: unknown;
+}
+
+function rowsOf(list: unknown): Html {
+  if (!Array.isArray(list) || list.length === 0) return html`<p class="muted">None.</p>`;
+  const columns = [...new Set((list as GateLike[]).flatMap((r) => Object.keys(r ?? {})))];
+  return html`<div class="scroll">
+    <table class="grid">
+      <thead>
+        <tr>
+          ${columns.map((c) => html`<th>${c}</th>`)}
+        </tr>
+      </thead>
+      <tbody>
+        ${(list as GateLike[]).map(
+          (r) =>
+            html`<tr>
+              ${columns.map((c) => html`<td>${cell(r[c])}</td>`)}
+            </tr>`,
+        )}
+      </tbody>
+    </table>
+  </div>`;
+}
+
+function cell(value: unknown): Html | string {
+  if (value instanceof Date) return time(value);
+  if (value === null || value === undefined) return '—';
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
+    return String(value);
+  }
+  return JSON.stringify(value) ?? '';
+}
+
+/** Concurrency gates and rate-limit buckets, live. */
+export function limitersView(ctx: ViewContext, status: unknown): Html {
+  if (status === null) {
+    return layout(ctx, 'limiters', 'Limiters', section('Limiters', unavailable('Limiter status')));
+  }
+  const s = status as { gates?: unknown; buckets?: unknown };
+  const body =
+    s.gates !== undefined || s.buckets !== undefined
+      ? html`${section('Concurrency gates', rowsOf(s.gates), 'gates')}${section('Rate-limit buckets', rowsOf(s.buckets), 'buckets')}`
+      : section('Limiters', jsonBlock(status));
+  return layout(ctx, 'limiters', 'Limiters', body);
+}
+
+/** Queues with their pause and counts; pause and resume when access allows. */
+export function queuesView(ctx: ViewContext, queues: readonly QueueStatus[]): Html {
+  const table = html`<div class="scroll">
+    <table class="grid">
+      <thead>
+        <tr>
+          <th>queue</th>
+          <th>state</th>
+          <th class="num">runnable</th>
+          <th class="num">due</th>
+          <th class="num">executing</th>
+          <th>served here</th>
+          ${ctx.canAct ? html`<th>action</th>` : ''}
+        </tr>
+      </thead>
+      <tbody>
+        ${queues.map(
+          (q) =>
+            html`<tr data-queue="${q.queue}">
+              <td>
+                <a href="${ctx.base}/instances${queryString({ queue: q.queue })}">${q.queue}</a>
+              </td>
+              <td>
+                ${q.paused ? html`<span class="badge paused">paused</span> ${time(q.pausedAt)}${q.reason ? html` <span class="muted">${q.reason}</span>` : ''}` : html`<span class="badge st-done">running</span>`}
+              </td>
+              <td class="num">${capped(q.runnable)}</td>
+              <td class="num">${capped(q.due)}</td>
+              <td class="num">${capped(q.executing)}</td>
+              <td>${q.served ? 'yes' : 'no'}</td>
+              ${ctx.canAct ? html`<td>${q.paused ? actionForm(ctx, `queues/${encodeURIComponent(q.queue)}/resume`, html`<button type="submit">Resume</button>`) : actionForm(ctx, `queues/${encodeURIComponent(q.queue)}/pause`, html`<input name="reason" placeholder="reason" maxlength="200" /><button type="submit" class="danger">Pause</button>`, { confirm: `Pause queue ${q.queue} on every node?` })}</td>` : ''}
+            </tr>`,
+        )}
+      </tbody>
+    </table>
+  </div>`;
+  return layout(ctx, 'queues', 'Queues', section('Queues', table));
+}
+
+/** The confirm step of a bulk action: the dry-run count, the filter, and the button that does it. */
+export function bulkView(
+  ctx: ViewContext,
+  action: 'cancel' | 'retry',
+  fields: FilterFields,
+  matched: number | { readonly error: string },
+): Html {
+  const back = html`<a class="button ghost" href="${ctx.base}/instances${queryString(fields)}"
+    >Back to the list</a
+  >`;
+  const describe = Object.entries(fields).map(
+    ([k, v]) => html`<li><b>${k}</b>: ${Array.isArray(v) ? v.join(', ') : v}</li>`,
+  );
+  if (typeof matched !== 'number') {
+    return layout(
+      ctx,
+      'instances',
+      `Bulk ${action}`,
+      section(
+        'Dry run',
+        html`<p class="error" role="alert">${matched.error}</p>
+          ${back}`,
+      ),
+    );
+  }
+  const hidden = Object.entries(fields).flatMap(([k, v]) =>
+    (Array.isArray(v) ? v : [v]).map((x) => html`<input type="hidden" name="${k}" value="${x}" />`),
+  );
+  const form = actionForm(
+    ctx,
+    'bulk',
+    html`${hidden}<input type="hidden" name="action" value="${action}" /><input
+        type="hidden"
+        name="expected"
+        value="${matched}"
+      /><button type="submit" class="danger">
+        ${action === 'cancel' ? 'Cancel' : 'Retry'} ${matched} instance(s)
+      </button>
+      ${back}`,
+    { cls: 'confirm' },
+  );
+  return layout(
+    ctx,
+    'instances',
+    `Bulk ${action}`,
+    section(
+      'Dry run',
+      html`<p>Filter:</p>
+        <ul>
+          ${describe.length > 0 ? describe : html`<li>every instance</li>`}
+        </ul>
+        <p class="big">
+          <b id="matched">${matched}</b> instance(s) match and would be
+          ${action === 'cancel' ? 'cancelled (live ones)' : 'retried (failed and cancelled ones)'}.
+        </p>
+        ${form}`,
+    ),
+  );
+}
+
+/** A page for a missing instance or FSM, or bad input. */
+export function messageView(
+  ctx: ViewContext,
+  current: string,
+  title: string,
+  message: string,
+): Html {
+  return layout(
+    ctx,
+    current,
+    title,
+    section(title, html`<p class="error" role="alert">${message}</p>`),
+  );
+}

@@ -1,0 +1,3 @@
+import { describeDashboard } from './support/dashboard-suite';
+
+describeDashboard('express');
