@@ -13,6 +13,8 @@ import { type EntryKind, OUTCOME_KINDS, type TallyKind } from '../fsm/outcome-ki
 import type { StepAbortReason } from '../fsm/step-abort';
 import type { Signal, StepContext } from '../fsm/step-context';
 import type { ResolvedOptions } from '../options/resolved-options';
+import { toJsonText } from '../serialization/json-value';
+import type { HeldClaim } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { StepSpan, StepTracer } from '../telemetry/otel-span-types';
 import type { ClaimedRow } from './claimed-row';
@@ -108,6 +110,61 @@ export class Executor {
     const aborted = run.abort(reason(run.row));
     if (aborted) this.emitAbort(run);
     return aborted;
+  }
+
+  /** The claims of the steps running in this process now, with their workers (the testing heartbeat). */
+  runningClaims(): { id: string; claimSeq: string; worker: string }[] {
+    const out: { id: string; claimSeq: string; worker: string }[] = [];
+    for (const run of this.runs.values()) {
+      if (run.row.worker !== undefined) {
+        out.push({ id: run.row.id, claimSeq: run.row.claimSeq, worker: run.row.worker });
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The pending `ctx.progress` values of the steps running under `claims` (same order; null for
+   * none), or undefined when none has one (docs/design.md §28.2). The heartbeat carries them;
+   * {@link progressStored} then drops those it stored.
+   */
+  pendingProgress(claims: readonly HeldClaim[]): (string | null)[] | undefined {
+    if (this.runs.size === 0) return undefined;
+    let out: (string | null)[] | undefined;
+    for (let k = 0; k < claims.length; k++) {
+      const claim = claims[k]!;
+      const run = this.runs.get(claim.id);
+      const text = run && run.row.claimSeq === claim.claimSeq ? run.pendingProgress : undefined;
+      if (text === undefined) continue;
+      out ??= new Array<string | null>(claims.length).fill(null);
+      out[k] = text;
+    }
+    return out;
+  }
+
+  /**
+   * The heartbeat stored `sent` (from {@link pendingProgress}) for the renewed `claims`: each
+   * value no newer one replaced meanwhile is no longer pending; `step:progress` is emitted for
+   * each stored one whose step still runs here.
+   */
+  progressStored(
+    claims: readonly HeldClaim[],
+    sent: readonly (string | null)[],
+    renewed: ReadonlySet<string>,
+  ): void {
+    for (let k = 0; k < claims.length; k++) {
+      const text = sent[k];
+      const claim = claims[k]!;
+      if (text === null || text === undefined || !renewed.has(claim.id)) continue;
+      const run = this.runs.get(claim.id);
+      if (!run || run.row.claimSeq !== claim.claimSeq) continue;
+      if (run.pendingProgress === text) run.pendingProgress = undefined;
+      this.telemetry.emit(
+        'step:progress',
+        { count: 1 },
+        { id: claim.id, fsm: run.row.fsm, step: run.row.step },
+      );
+    }
   }
 
   /**
@@ -375,6 +432,8 @@ export class Executor {
         all: [],
         children: [],
         signal: base.signal,
+        progress: base.progress,
+        lastProgress: base.lastProgress,
       };
       let outcome: unknown;
       if (definition.onError) outcome = await definition.onError(err, ctx);
@@ -491,6 +550,8 @@ export class Executor {
       get signal(): AbortSignal {
         return run.signal;
       },
+      progress: reporter(run, this.options.maxStateBytes),
+      lastProgress: row.lastProgress,
     });
   }
 
@@ -508,6 +569,8 @@ export class Executor {
       get signal(): AbortSignal {
         return run.signal;
       },
+      progress: reporter(run, this.options.maxStateBytes),
+      lastProgress: row.lastProgress,
     };
   }
 }
@@ -521,3 +584,13 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 }
 
 function ignore(): void {}
+
+/**
+ * `ctx.progress` of one run: validates the value as JSON at the call (`InvalidInputError`
+ * naming `ctx.progress`) and keeps it as the run's pending value (docs/design.md §28.2).
+ */
+function reporter(run: StepRun, maxBytes: number): (value: unknown) => void {
+  return (value: unknown): void => {
+    run.pendingProgress = toJsonText(value, 'ctx.progress', maxBytes);
+  };
+}

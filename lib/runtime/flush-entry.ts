@@ -17,7 +17,20 @@ interface EntryBase {
   readonly awaitedIds: readonly string[];
   /** The gate slot the row holds, credited after this entry commits (docs/design.md §6.4); absent or null if none. */
   readonly slot?: LimiterSlot | null;
+  /** The attempt of the step that ran (its history row's `attempt`); absent = unknown. */
+  readonly attempt?: number;
+  /** Whether the entry writes a history row when it commits (docs/design.md §28.1); absent = never. */
+  readonly history?: HistoryMark;
+  /** The step threw: its error as history keeps it, JSON `{ name, message, stack }` text. */
+  readonly thrown?: string | null;
 }
+
+/**
+ * Whether a committed entry writes a history row (docs/design.md §28.1), from its FSM's level
+ * and its kind: 0 never (`'off'`); 1 only if the flush ends it `cancelled` (`'failures'`, an
+ * outcome that is not itself a failure); 2 always; 3 always, with the committed state (`'full'`).
+ */
+export type HistoryMark = 0 | 1 | 2 | 3;
 
 export interface TransitionEntry extends EntryBase {
   /** `continue` = the inline hand-off of a `next` that keeps the claim (docs/design.md §7). */

@@ -319,9 +319,10 @@ export class Flusher {
     if (parks.length > 0) {
       const rows = await FLUSH_PARKS.run(this.sql, { entries: parks }, tx);
       const parkedIds: string[] = [];
+      const recordParks = marked(parks);
       for (const row of rows) {
         committedIds.add(row.id);
-        if (marked(parks)) record(entryOf(parks, row.id), row.status);
+        if (recordParks) record(entryOf(parks, row.id), row.status);
         if (isTerminalStatus(row.status)) {
           ended(row);
         } else {
@@ -364,9 +365,10 @@ export class Flusher {
       }
       if (parking.length > 0) {
         const parked = await FANOUT_PARK_PARENTS.run(this.sql, { entries: parking, landed }, tx);
+        const recordParking = marked(parking);
         for (const p of parked) {
           committedIds.add(p.id);
-          if (marked(parking)) record(entryOf(parking, p.id), p.status);
+          if (recordParking) record(entryOf(parking, p.id), p.status);
           if (isTerminalStatus(p.status)) {
             ended(p);
             continue;

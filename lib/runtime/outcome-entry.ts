@@ -1,4 +1,3 @@
-import { inspect } from 'node:util';
 
 import type { FsmDefinition } from '../discovery/fsm-definition';
 import type { FsmRegistry } from '../discovery/fsm.registry';
@@ -12,7 +11,9 @@ import { assertNever } from '../fsm/outcome-kinds';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { toJsonObjectText } from '../serialization/json-value';
 import type { ClaimedRow } from './claimed-row';
-import type { FlushEntry, TransitionEntry } from './flush-entry';
+import type { EntryKind } from '../fsm/outcome-kinds';
+import type { HistoryLevel } from '../instance/history-entry';
+import type { FlushEntry, HistoryMark, TransitionEntry } from './flush-entry';
 
 /**
  * Validates an outcome against the FSM and serializes it into a flush entry (docs/design.md §2.4,
@@ -38,6 +39,7 @@ export function outcomeToEntry(
       path,
       options.maxStateBytes,
     );
+  const level = definition.history;
   const requireStep = (step: string): string => {
     if (!definition.steps.has(step)) throw new UnknownStepError(definition.name, step);
     return step;
@@ -58,7 +60,7 @@ export function outcomeToEntry(
           `next(): inlineExecution must be a boolean, got ${String(inline)}`,
         );
       }
-      return transition(row, awaitedIds, 'next', {
+      return transition(row, awaitedIds, level, 'next', {
         nextStep: requireStep(outcome.step),
         stateText: stateText(outcome.state, 'next.state'),
         rateLimit,
@@ -70,25 +72,25 @@ export function outcomeToEntry(
       });
     }
     case 'retry':
-      return transition(row, awaitedIds, 'retry', {
+      return transition(row, awaitedIds, level, 'retry', {
         stateText: stateText(outcome.state, 'retry.state'),
         delayMs: outcome.delayMs,
       });
     case 'sleep':
-      return transition(row, awaitedIds, 'sleep', {
+      return transition(row, awaitedIds, level, 'sleep', {
         nextStep: requireStep(outcome.step),
         stateText: stateText(outcome.state, 'sleep.state'),
         delayMs: outcome.delayMs,
         at: outcome.until,
       });
     case 'done':
-      return transition(row, awaitedIds, 'done', {
+      return transition(row, awaitedIds, level, 'done', {
         resultText: toJsonObjectText(outcome.result, 'done.result', options.maxStateBytes),
       });
     case 'stop':
-      return transition(row, awaitedIds, 'stop', { error: outcome.reason });
+      return transition(row, awaitedIds, level, 'stop', { error: outcome.reason });
     case 'await':
-      return Object.assign(entryBase(row, awaitedIds), {
+      return Object.assign(entryBase(row, awaitedIds, historyMark(level, 'await', false)), {
         kind: 'await' as const,
         nextStep: requireStep(outcome.step),
         stateText: stateText(outcome.state, 'awaitSignal.state'),
@@ -96,29 +98,32 @@ export function outcomeToEntry(
         timeoutMs: outcome.timeoutMs ?? null,
       });
     case 'scheduleChildren':
-      return Object.assign(entryBase(row, awaitedIds), {
-        kind: 'scheduleChildren' as const,
-        nextStep: requireStep(outcome.step),
-        stateText: stateText(outcome.state, 'scheduleChildren.state'),
-        children: outcome.children.map((spec, i) => {
-          const path = `scheduleChildren.children[${i}]`;
-          if (typeof spec === 'function' || typeof spec === 'string') {
-            return buildInsertRow(registry.resolve(spec), undefined, options, path);
-          }
-          if (typeof spec !== 'object' || spec === null) {
-            throw new InvalidOutcomeError(
-              `${path} must be an FSM class, a name or { fsm, ...options }`,
-            );
-          }
-          const { fsm, ...insert } = spec as { fsm: unknown } & InsertOptions;
-          if (insert.manager !== undefined) {
-            throw new InvalidOutcomeError(
-              `${path}.manager is not allowed: children commit in the flush`,
-            );
-          }
-          return buildInsertRow(registry.resolve(fsm), insert, options, path);
-        }),
-      });
+      return Object.assign(
+        entryBase(row, awaitedIds, historyMark(level, 'scheduleChildren', false)),
+        {
+          kind: 'scheduleChildren' as const,
+          nextStep: requireStep(outcome.step),
+          stateText: stateText(outcome.state, 'scheduleChildren.state'),
+          children: outcome.children.map((spec, i) => {
+            const path = `scheduleChildren.children[${i}]`;
+            if (typeof spec === 'function' || typeof spec === 'string') {
+              return buildInsertRow(registry.resolve(spec), undefined, options, path);
+            }
+            if (typeof spec !== 'object' || spec === null) {
+              throw new InvalidOutcomeError(
+                `${path} must be an FSM class, a name or { fsm, ...options }`,
+              );
+            }
+            const { fsm, ...insert } = spec as { fsm: unknown } & InsertOptions;
+            if (insert.manager !== undefined) {
+              throw new InvalidOutcomeError(
+                `${path}.manager is not allowed: children commit in the flush`,
+              );
+            }
+            return buildInsertRow(registry.resolve(fsm), insert, options, path);
+          }),
+        },
+      );
     default:
       return assertNever(outcome, 'outcome kind');
   }
@@ -145,7 +150,7 @@ interface TransitionFields {
  * measured with a micro-benchmark, against ≈ 0.5 µs for `Object.assign`), which showed in the
  * drain profile.
  */
-function entryBase(row: ClaimedRow, awaitedIds: readonly string[]) {
+function entryBase(row: ClaimedRow, awaitedIds: readonly string[], history: HistoryMark) {
   return {
     id: row.id,
     seq: row.claimSeq,
@@ -156,16 +161,40 @@ function entryBase(row: ClaimedRow, awaitedIds: readonly string[]) {
     parentId: row.parentId,
     awaitedIds,
     slot: row.slot ?? null,
+    attempt: row.attempt,
+    history,
+    thrown: null as string | null,
   };
+}
+
+/**
+ * Whether an entry writes a history row (docs/design.md §28.1): `'failures'` records retries,
+ * stops and anything a step threw, and whatever ends `cancelled` (only the flush knows: mark
+ * 1); `'transitions'` every committed outcome; `'full'` with its state.
+ */
+export function historyMark(level: HistoryLevel, kind: EntryKind, thrown: boolean): HistoryMark {
+  switch (level) {
+    case 'off':
+      return 0;
+    case 'failures':
+      return thrown || kind === 'retry' || kind === 'stop' ? 2 : 1;
+    case 'transitions':
+      return 2;
+    case 'full':
+      return 3;
+    default:
+      return assertNever(level, 'history level');
+  }
 }
 
 function transition(
   row: ClaimedRow,
   awaitedIds: readonly string[],
+  level: HistoryLevel,
   kind: TransitionEntry['kind'],
   f: TransitionFields,
 ): TransitionEntry {
-  return Object.assign(entryBase(row, awaitedIds), {
+  return Object.assign(entryBase(row, awaitedIds, historyMark(level, kind, false)), {
     kind,
     nextStep: f.nextStep ?? null,
     stateText: f.stateText ?? null,
@@ -181,11 +210,18 @@ function transition(
   });
 }
 
+/**
+ * What a step returned instead of an outcome, for the error (and so the log line): its type, and
+ * an object's first keys, never its values: they may be the state, which may hold personal data
+ * (docs/design.md §31).
+ */
 function describe(value: unknown): string {
   if (value === undefined) return 'undefined';
   if (value === null) return 'null';
   if (typeof value === 'object') {
-    return `an object that is not an outcome (${JSON.stringify(value)?.slice(0, 80) ?? '?'})`;
+    const keys = Object.keys(value);
+    const shown = keys.slice(0, 5).join(', ') + (keys.length > 5 ? ', …' : '');
+    return `an object that is not an outcome (keys: ${shown || 'none'})`;
   }
-  return `${typeof value} ${inspect(value).slice(0, 80)}`;
+  return `a ${typeof value}`;
 }

@@ -121,6 +121,8 @@ export class RunAhead {
           awaitedIds: [],
           slot: oldSlot,
           inline: false,
+          // The continue that moved the row recorded this step already (docs/design.md §28.1).
+          history: 0 as const,
         });
         const requeued = await this.commit(requeue);
         if (requeued === 'stale') {

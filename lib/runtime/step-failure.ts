@@ -25,6 +25,36 @@ export function thrownErrorText(err: unknown): string {
   return `${head}\n${cut > 0 ? kept.slice(0, cut) : kept}${TRIMMED}`;
 }
 
+/**
+ * A thrown value as a history row keeps it (docs/design.md §28.1): JSON text of
+ * `{ name, message, stack }` — the class name (as {@link errorHead} names it), the message and
+ * the stack frames — at most {@link MAX_ERROR_TEXT_BYTES} of text: the stack is cut first, then
+ * the message. A thrown non-Error is `{ name: typeof value, message: its text, stack: null }`.
+ */
+export function thrownErrorJson(err: unknown): string {
+  if (!(err instanceof Error)) {
+    return JSON.stringify({
+      name: err === null ? 'null' : typeof err,
+      message: trimToBytes(reasonText(err), MAX_ERROR_TEXT_BYTES),
+      stack: null,
+    });
+  }
+  const head = errorHead(err);
+  const colon = err.message === '' ? -1 : head.indexOf(': ');
+  const name = colon < 0 ? head : head.slice(0, colon);
+  const message = trimToBytes(err.message, MAX_ERROR_TEXT_BYTES / 2);
+  const room =
+    MAX_ERROR_TEXT_BYTES - Buffer.byteLength(name, 'utf8') - Buffer.byteLength(message, 'utf8');
+  const frames = stackFrames(err);
+  let stack: string | null = frames === '' ? null : frames;
+  if (stack !== null && Buffer.byteLength(stack, 'utf8') > room) {
+    const kept = trimToBytes(stack, Math.max(0, room - Buffer.byteLength(TRIMMED, 'utf8')));
+    const cut = kept.lastIndexOf('\n');
+    stack = `${cut > 0 ? kept.slice(0, cut) : kept}${TRIMMED}`;
+  }
+  return JSON.stringify({ name, message, stack });
+}
+
 /** `Class: message` (or `Class` alone for an empty message): the first line of the stored text. */
 export function errorHead(err: Error): string {
   const ctor: unknown = (err as { constructor?: unknown }).constructor;

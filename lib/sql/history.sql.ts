@@ -1,4 +1,5 @@
 import type { HistoryEntry, HistoryError, HistoryKind } from '../instance/history-entry';
+import { noRows } from './row-decoders';
 import { sql } from './statement';
 
 /** The inputs of a history page read: the instance (by id or key), the keyset bound, the size. */
@@ -95,3 +96,60 @@ function historyPage(rows: readonly HistoryRecord[]): HistoryEntry[] | null {
   }
   return entries;
 }
+
+/** One history row to write (INSERT_HISTORY). */
+export interface HistoryWrite {
+  readonly instanceId: string;
+  readonly kind: HistoryKind;
+  readonly step: string | null;
+  readonly nextStep: string | null;
+  readonly attempt: number | null;
+  readonly claimSeq: string | null;
+  readonly worker: string | null;
+  readonly outcome: string | null;
+  /** JSON text of a `HistoryError`, or null. */
+  readonly errorText: string | null;
+  /** Record the row's state as it is in this transaction (level `'full'`). */
+  readonly withState: boolean;
+  readonly actor: string | null;
+}
+
+/**
+ * History rows of a flush transaction (docs/design.md §28.1) that no statement of it wrote
+ * already: parks, fan-outs, and mark-1 rows a cancel request ended. Runs last in the
+ * transaction, so a row is written exactly when its outcome commits; `state` is read from the
+ * row as the transaction left it (PK lookup). One insert per row (index
+ * gen_durable_history_instance).
+ */
+export const INSERT_HISTORY = sql(
+  'insert_history',
+  `INSERT INTO {schema}.gen_durable_history
+          (instance_id, kind, step, next_step, attempt, claim_seq, worker, outcome, error, state, actor)
+   SELECT h.instance_id, h.kind, h.step, h.next_step, h.attempt, h.claim_seq, h.worker, h.outcome,
+          h.error::jsonb,
+          CASE WHEN h.with_state THEN (SELECT g.state FROM {schema}.gen_durable g WHERE g.id = h.instance_id) END,
+          h.actor
+     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[], $7::text[],
+                 $8::text[], $9::text[], $10::boolean[], $11::text[])
+          AS h(instance_id, kind, step, next_step, attempt, claim_seq, worker, outcome, error, with_state, actor)`,
+  {
+    params: ({ rows }: { readonly rows: readonly HistoryWrite[] }): unknown[] => {
+      const columns: unknown[][] = [[], [], [], [], [], [], [], [], [], [], []];
+      for (const r of rows) {
+        columns[0]!.push(r.instanceId);
+        columns[1]!.push(r.kind);
+        columns[2]!.push(r.step);
+        columns[3]!.push(r.nextStep);
+        columns[4]!.push(r.attempt);
+        columns[5]!.push(r.claimSeq);
+        columns[6]!.push(r.worker);
+        columns[7]!.push(r.outcome);
+        columns[8]!.push(r.errorText);
+        columns[9]!.push(r.withState);
+        columns[10]!.push(r.actor);
+      }
+      return columns;
+    },
+    decode: noRows,
+  },
+);

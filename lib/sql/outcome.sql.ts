@@ -30,6 +30,14 @@ export interface TransitionWrite extends GuardedWrite {
   readonly concurrencyKey: string | null;
   /** `continue` only: the renewed lease, ms. */
   readonly leaseMs?: number;
+  /** The step that ran (FLUSH_TRANSITIONS_RECORDED's history `step`). */
+  readonly step?: string;
+  /** Its attempt, when known. */
+  readonly attempt?: number;
+  /** The history mark (`HistoryMark` of lib/runtime/flush-entry.ts); absent = 0. */
+  readonly history?: 0 | 1 | 2 | 3;
+  /** A thrown error, history JSON text. */
+  readonly thrown?: string | null;
 }
 
 interface TransitionRecord {
@@ -106,10 +114,12 @@ export interface FanOutParkWrite extends GuardedWrite {
 /**
  * A solo flush cannot end a row whose cancel was requested when that row needs a rider (a
  * parent to join, an inbox to sweep): it holds it — the row is left exactly as it was, still
- * executing — and the flusher commits it in a transaction with its riders.
+ * executing — and the flusher commits it in a transaction with its riders. It holds a row whose
+ * FSM records cancels in its history too (solo code 2, docs/design.md §28.1) when the
+ * statement is the plain one: its history row is written by that transaction.
  */
-const HELD = `(COALESCE(t.solo, false) AND g.cancel_requested_at IS NOT NULL AND t.kind NOT IN ('done', 'stop')
-               AND (g.parent_id IS NOT NULL OR g.signaled))`;
+const HELD = `(COALESCE(t.solo, 0) > 0 AND g.cancel_requested_at IS NOT NULL AND t.kind NOT IN ('done', 'stop')
+               AND (t.solo = 2 OR g.parent_id IS NOT NULL OR g.signaled))`;
 
 /**
  * The kind a transition commits as (docs/design.md §27.2): the entry's own, except that a row
@@ -138,7 +148,7 @@ const KIND = `(CASE WHEN g.cancel_requested_at IS NULL OR t.kind IN ('done', 'st
  * executing under the same worker and fencing token, its lease renewed to now + `lease_ms`;
  * the shard is kept with the key, cleared with it, or provisionally 0 for a new gated key
  * (admission, after this commit, stamps the drawn one).
- * `solo` (per row, NULL = false): the flush is this statement alone, in autocommit (no rider
+ * `solo` (per row, NULL = 0; 2 also holds a cancel, see HELD): the flush is this statement alone, in autocommit (no rider
  * can be needed), so a terminal must not land on a row that was ever `signaled` — its inbox
  * sweep would be missing.
  * Such a row matches nothing here and the flusher commits it in a transaction with the sweep.
@@ -146,9 +156,8 @@ const KIND = `(CASE WHEN g.cancel_requested_at IS NULL OR t.kind IN ('done', 'st
  * that can hold anything. PK lookups; the row lock makes the flag exact: a delivery that
  * committed first set it, one that waits on this lock finds a terminal row and stores nothing.
  */
-export const FLUSH_TRANSITIONS = sql(
-  'flush_transitions',
-  `UPDATE {schema}.gen_durable g
+function transitionsUpdate(recorded: boolean): string {
+  return `UPDATE {schema}.gen_durable g
       SET status = (CASE ${KIND} WHEN 'done' THEN 'done' WHEN 'stop' THEN 'failed' WHEN 'cancel' THEN 'cancelled'
                                 WHEN 'continue' THEN 'executing' WHEN 'hold' THEN 'executing'
                                 ELSE 'runnable' END)::{schema}.durable_status,
@@ -180,91 +189,153 @@ export const FLUSH_TRANSITIONS = sql(
           updated_at = CASE WHEN ${KIND} = 'hold' THEN g.updated_at ELSE now() END
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
                  $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[], $14::float8[],
-                 $15::boolean[], $16::timestamptz[])
-          AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key, lease_ms, solo, at)
+                 $15::int[], $16::timestamptz[]${recorded ? ', $17::int[], $18::text[], $19::int[], $20::text[]' : ''})
+          AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key, lease_ms, solo, at${recorded ? ', mark, ran_step, ran_attempt, thrown' : ''})
     WHERE g.id = t.id AND g.locked_by = t.worker AND g.status = 'executing' AND g.claim_seq = t.seq
-      AND NOT (COALESCE(t.solo, false) AND ${KIND} IN ('done', 'stop', 'cancel') AND g.signaled)
-    RETURNING g.id, g.parent_id, g.status, g.queue, g.signaled, ${HELD} AS held`,
+      AND NOT (COALESCE(t.solo, 0) > 0 AND ${KIND} IN ('done', 'stop', 'cancel') AND g.signaled)
+    RETURNING g.id, g.parent_id, g.status, g.queue, g.signaled, ${HELD} AS held`;
+}
+
+/** The inputs of FLUSH_TRANSITIONS and FLUSH_TRANSITIONS_RECORDED. */
+export interface TransitionsFlush {
+  readonly entries: readonly TransitionWrite[];
+  readonly solo: boolean;
+}
+
+/** The transitions of a flush (see transitionsUpdate), when none of them is to be recorded. */
+export const FLUSH_TRANSITIONS = sql('flush_transitions', transitionsUpdate(false), {
+  params: transitionParams,
+  decode: decodeTransitions,
+});
+
+/**
+ * FLUSH_TRANSITIONS with its history rows (docs/design.md §28.1), used when an entry of the
+ * flush must be recorded (history mark ≥ 2): one statement still — the UPDATE in a
+ * data-modifying CTE, the history INSERT reading its RETURNING — so a history row exists
+ * exactly when its outcome committed, in a solo flush too. Recorded: rows of mark ≥ 2, and of
+ * mark 1 that ended `cancelled`; never a held row. The committed kind is the row's KIND
+ * (`continue` recorded as `next`, `cancel` as `cancelled`); `step` / `attempt` are those of the
+ * step that ran; `error` is the thrown error, else a stop's or a retried job's reason as
+ * `{ name: 'reason', message, stack: null }`; `state` (mark 3) the committed state. PK lookups
+ * for the UPDATE, one insert per recorded row (index gen_durable_history_instance).
+ */
+export const FLUSH_TRANSITIONS_RECORDED = sql(
+  'flush_transitions_recorded',
+  `WITH u AS (
+     ${transitionsUpdate(true)}, ${KIND} AS k, t.worker, t.seq, t.step AS to_step, t.mark, t.ran_step,
+              t.ran_attempt, t.thrown, t.error AS reason, CASE WHEN t.mark = 3 THEN g.state END AS committed_state
+   ), h AS (
+     INSERT INTO {schema}.gen_durable_history
+            (instance_id, kind, step, next_step, attempt, claim_seq, worker, outcome, error, state)
+     SELECT u.id, CASE u.k WHEN 'continue' THEN 'next' WHEN 'cancel' THEN 'cancelled' ELSE u.k END,
+            u.ran_step, CASE WHEN u.k IN ('next', 'continue', 'sleep') THEN u.to_step END,
+            u.ran_attempt, u.seq, u.worker, u.status::text,
+            COALESCE(u.thrown::jsonb, CASE WHEN u.k IN ('stop', 'retry') AND u.reason IS NOT NULL
+                                           THEN jsonb_build_object('name', 'reason', 'message', u.reason, 'stack', NULL) END),
+            u.committed_state
+       FROM u
+      WHERE NOT u.held AND (u.mark >= 2 OR (u.mark = 1 AND u.k = 'cancel'))
+   )
+   SELECT id, parent_id, status, queue, signaled, held FROM u`,
   {
-    params: ({
-      entries,
-      solo,
-    }: {
-      readonly entries: readonly TransitionWrite[];
-      readonly solo: boolean;
-    }) => {
-      // Preallocated and filled by index: this runs once per flush on the drain's hot path.
+    params: (input: TransitionsFlush): unknown[] => {
+      const values = transitionParams(input, true);
+      const { entries } = input;
       const n = entries.length;
-      const workers = new Array<string>(n);
-      const ids = new Array<string>(n);
-      const seqs = new Array<string>(n);
-      const kinds = new Array<string>(n);
-      const steps = new Array<string | null>(n);
-      const states = new Array<string | null>(n);
-      const results = new Array<string | null>(n);
-      const errors = new Array<string | null>(n);
-      const delays = new Array<number>(n);
-      const rateLimits = new Array<string | null>(n);
-      const weights = new Array<number>(n);
-      const setKeys = new Array<boolean>(n);
-      const keys = new Array<string | null>(n);
-      const leases = new Array<number | null>(n);
-      const solos = new Array<boolean>(n);
-      const ats = new Array<Date | null>(n);
+      const marks = new Array<number>(n);
+      const ranSteps = new Array<string | null>(n);
+      const attempts = new Array<number | null>(n);
+      const thrown = new Array<string | null>(n);
       for (let i = 0; i < n; i++) {
         const e = entries[i]!;
-        workers[i] = e.worker;
-        ids[i] = e.id;
-        seqs[i] = e.seq;
-        kinds[i] = e.kind;
-        steps[i] = e.nextStep;
-        states[i] = e.stateText;
-        results[i] = e.resultText;
-        errors[i] = e.error;
-        delays[i] = e.delayMs;
-        rateLimits[i] = e.rateLimit;
-        weights[i] = e.weight;
-        setKeys[i] = e.setKey;
-        keys[i] = e.concurrencyKey;
-        leases[i] = e.kind === 'continue' ? (e.leaseMs ?? null) : null;
-        solos[i] = solo;
-        ats[i] = e.at ?? null;
+        marks[i] = e.history ?? 0;
+        ranSteps[i] = e.step ?? null;
+        attempts[i] = e.attempt ?? null;
+        thrown[i] = e.thrown ?? null;
       }
-      return [
-        workers,
-        ids,
-        seqs,
-        kinds,
-        steps,
-        states,
-        results,
-        errors,
-        delays,
-        rateLimits,
-        weights,
-        setKeys,
-        keys,
-        leases,
-        solos,
-        ats,
-      ];
+      values.push(marks, ranSteps, attempts, thrown);
+      return values;
     },
-    decode: (rows: readonly TransitionRecord[]): TransitionRow[] => {
-      const out: TransitionRow[] = [];
-      for (const r of rows) {
-        out.push({
-          id: r.id,
-          parentId: r.parent_id,
-          status: r.status,
-          queue: r.queue,
-          signaled: r.signaled,
-          held: r.held,
-        });
-      }
-      return out;
-    },
+    decode: decodeTransitions,
   },
 );
+
+/**
+ * FLUSH_TRANSITIONS' parameters. `solo` per row: 0 in a transaction, 1 alone in autocommit,
+ * 2 alone and its cancel must be held (the plain statement, an FSM that records cancels).
+ */
+function transitionParams({ entries, solo }: TransitionsFlush, recorded = false): unknown[] {
+  // Preallocated and filled by index: this runs once per flush on the drain's hot path.
+  const n = entries.length;
+  const workers = new Array<string>(n);
+  const ids = new Array<string>(n);
+  const seqs = new Array<string>(n);
+  const kinds = new Array<string>(n);
+  const steps = new Array<string | null>(n);
+  const states = new Array<string | null>(n);
+  const results = new Array<string | null>(n);
+  const errors = new Array<string | null>(n);
+  const delays = new Array<number>(n);
+  const rateLimits = new Array<string | null>(n);
+  const weights = new Array<number>(n);
+  const setKeys = new Array<boolean>(n);
+  const keys = new Array<string | null>(n);
+  const leases = new Array<number | null>(n);
+  const solos = new Array<number>(n);
+  const ats = new Array<Date | null>(n);
+  for (let i = 0; i < n; i++) {
+    const e = entries[i]!;
+    workers[i] = e.worker;
+    ids[i] = e.id;
+    seqs[i] = e.seq;
+    kinds[i] = e.kind;
+    steps[i] = e.nextStep;
+    states[i] = e.stateText;
+    results[i] = e.resultText;
+    errors[i] = e.error;
+    delays[i] = e.delayMs;
+    rateLimits[i] = e.rateLimit;
+    weights[i] = e.weight;
+    setKeys[i] = e.setKey;
+    keys[i] = e.concurrencyKey;
+    leases[i] = e.kind === 'continue' ? (e.leaseMs ?? null) : null;
+    solos[i] = solo ? (!recorded && e.history === 1 ? 2 : 1) : 0;
+    ats[i] = e.at ?? null;
+  }
+  return [
+    workers,
+    ids,
+    seqs,
+    kinds,
+    steps,
+    states,
+    results,
+    errors,
+    delays,
+    rateLimits,
+    weights,
+    setKeys,
+    keys,
+    leases,
+    solos,
+    ats,
+  ];
+}
+
+function decodeTransitions(rows: readonly TransitionRecord[]): TransitionRow[] {
+  const out: TransitionRow[] = [];
+  for (const r of rows) {
+    out.push({
+      id: r.id,
+      parentId: r.parent_id,
+      status: r.status,
+      queue: r.queue,
+      signaled: r.signaled,
+      held: r.held,
+    });
+  }
+  return out;
+}
 
 /**
  * awaitSignal parks (docs/design.md §2.4, §8): awaits from a per-row JSON array text, deadline from a

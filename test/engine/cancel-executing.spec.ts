@@ -165,6 +165,8 @@ describe('cancel of executing rows (docs/design.md §27.2)', () => {
       'flush_transitions',
       'consume_inboxes',
       'join_parents',
+      // The default history level records the cancel, in the same transaction (§28.1).
+      'insert_history',
       'commit',
     ]);
     expect((await rowOf(db, id))['status']).toBe('cancelled');

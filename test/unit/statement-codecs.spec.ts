@@ -254,7 +254,8 @@ describe('statement parameter builders and decoders (no database)', () => {
     expect(params[11]).toEqual([false, true, false, false, false]);
     expect(params[12]).toEqual([null, 'k', null, null, null]);
     expect(params[13]).toEqual([null, 500, null, null, null]);
-    expect(params[14]).toEqual([true, true, true, true, true]);
+    // solo code 1 on every row (2 would also hold a cancel for its history row, docs/design.md §28.1)
+    expect(params[14]).toEqual([1, 1, 1, 1, 1]);
     expect(params[15]).toEqual([null, null, null, until, null]);
     expect(
       FLUSH_TRANSITIONS.decode(
