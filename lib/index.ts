@@ -11,6 +11,12 @@ export {
 export { Step, STEP_END, type StepOptions } from './decorators/step.decorator';
 export type { FsmGraph, FsmGraphEdge, FsmGraphStep } from './fsm/fsm-graph';
 export type {
+  GateStatus,
+  LimitDeclaration,
+  LimiterStatus,
+  RateBucketStatus,
+} from './instance/limiter-status';
+export type {
   ExplainCode,
   ExplainDetail,
   ExplainReason,

@@ -42,6 +42,8 @@ import type { StatsOverview, StatsOverviewOptions } from '../instance/stats-over
 import { readOverview } from './stats-overview';
 import type { Explanation } from '../instance/explanation';
 import { explainInstance } from './instance-explain';
+import type { LimiterStatus } from '../instance/limiter-status';
+import { readLimiterStatus } from './limiter-status';
 import { fsmGraphOf } from './fsm-graph';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
@@ -455,6 +457,18 @@ export class EngineService {
       serves: (queue) => runtime.schedulers.has(queue),
       limiter: runtime.options.limiter === 'postgres' ? 'postgres' : 'redis',
     });
+  }
+
+  /**
+   * The limiters view (docs/design.md §30; docs/dashboard-data.md): the configured gates and
+   * rate limits, and live per key — gates: holders / limit over their shards; rate buckets:
+   * tokens available now, capacity, refill per second — from the PostgreSQL limiter's counters,
+   * at most `cap` counter rows read (default 1 000; `truncated` says more exist). With the
+   * Redis limiter only the declarations (its counters are not read). Two statements.
+   */
+  limiterStatus(options?: { cap?: number }): Promise<LimiterStatus> {
+    const backend = this.runtime.options.limiter === 'postgres' ? 'postgres' : 'redis';
+    return readLimiterStatus(this.runtime.sql, backend, options);
   }
 
   /**

@@ -81,7 +81,7 @@ describe('engine.explain (docs/design.md §30)', () => {
       `INSERT INTO signals (target_id, name) VALUES ($1, 'stop'), ($1, 'other')`,
       [id],
     );
-    const e = await explain({ id });
+    const e = await h.engine.explain({ id });
     expect(e.reasons[0]).toMatchObject({
       code: 'awaiting_signal',
       blocking: true,
