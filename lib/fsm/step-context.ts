@@ -39,4 +39,17 @@ export interface StepContext<S = Record<string, unknown>> {
    * Pass it to `fetch`, database drivers and timers so their work stops too.
    */
   readonly signal: AbortSignal;
+  /**
+   * Reports the step's progress (docs/design.md §28.2): any JSON value (checked like state:
+   * `InvalidInputError` at the call for a value that is not JSON or is too large). Only the
+   * latest value is kept; the next heartbeat stores it (no statement of its own), after which
+   * `get()` answers it as `progress` / `progressAt` and `step:progress` is emitted. A value
+   * reported after the step's last heartbeat is not stored.
+   */
+  progress(value: unknown): void;
+  /**
+   * The progress this step stored in an earlier run of it (a retry, a reap, a manual retry), so
+   * it can resume; undefined on a step that stored none.
+   */
+  readonly lastProgress: unknown;
 }

@@ -432,7 +432,7 @@ export class Executor {
         all: [],
         children: [],
         signal: base.signal,
-        progress: base.progress,
+        progress: (value: unknown) => base.progress(value),
         lastProgress: base.lastProgress,
       };
       let outcome: unknown;

@@ -792,12 +792,16 @@ export class Scheduler implements SoloMember {
       return;
     }
     try {
-      const { lost, cancelRequested } = await HEARTBEAT.run(this.sql, {
+      // docs/design.md §28.2: the pending ctx.progress values ride on this statement.
+      const progress = this.executor.pendingProgress(rows);
+      const { renewed, lost, cancelRequested } = await HEARTBEAT.run(this.sql, {
         worker: this.workerId,
         rows,
         leaseMs: this.options.leaseTtl,
+        ...(progress && { progress }),
       });
       this.lastHeartbeatAt = Date.now();
+      if (progress) this.executor.progressStored(rows, progress, new Set(renewed));
       if (lost.length > 0) this.claimsLost(lost);
       if (cancelRequested.length > 0) this.cancelsRequested(cancelRequested);
       await this.picker.renew(rows);

@@ -7,6 +7,8 @@ interface RunRow {
   readonly fsm: string;
   readonly step: string;
   readonly claimSeq: string;
+  /** The worker id that holds the claim (absent on rows not read by a claim). */
+  readonly worker?: string;
 }
 
 /**
@@ -26,6 +28,11 @@ export class StepRun {
   private startedAt = 0;
   /** Set once the deadline passed: the step's own result no longer counts. */
   timedOut: StepTimeoutError | undefined;
+  /**
+   * The latest `ctx.progress` value as JSON text, not yet stored: the next heartbeat carries it
+   * (docs/design.md §28.2). One per running step, so at most one pending value per row.
+   */
+  pendingProgress: string | undefined;
 
   constructor(
     readonly row: RunRow,

@@ -53,6 +53,11 @@ export interface ClaimRow {
   readonly traceContext?: string | null;
   /** The trace contexts of the unconsumed inbox's signals that carry one, in id order. */
   inboxTraceContexts?: readonly string[];
+  /**
+   * The value the row's current step reported with `ctx.progress` in an earlier run (stored
+   * `progress` whose `step` is the row's step; docs/design.md §28.2), or undefined.
+   */
+  readonly lastProgress?: unknown;
 }
 
 /** What one claim answers: the rows it claimed, and whether its queue is paused (then none). */
@@ -96,6 +101,8 @@ interface ClaimRecord {
   /** The queue's pause, on every row (docs/design.md §27.6). */
   paused: boolean;
   trace_context?: string | null;
+  /** The progress this step reported in an earlier run (docs/design.md §28.2), or NULL. */
+  last_progress?: unknown;
 }
 
 /** The one row of a claim that took nothing: no id, only the pause flag. */
@@ -153,7 +160,10 @@ interface ChildRecord {
  *   terminal sweep. Children of a runnable parent are terminal, so the snapshot is exact.
  * - `suspect` rides along too: a row at the poison-pill cap is found by the claim that takes
  *   it, with no statement of its own (docs/design.md §26.5); so do the row's `trace_context`
- *   and each inbox signal's (`tc`), for the step span's parent and links (docs/design.md §31).
+ *   and each inbox signal's (`tc`), for the step span's parent and links (docs/design.md §31);
+ *   and the stored progress's value when it was reported by the row's current step (the
+ *   `lastProgress` of a retried step, docs/design.md §28.2: NULL, so nearly free, for a row
+ *   without progress).
  */
 export const CLAIM_RUNNABLE = sql(
   'claim_runnable',
@@ -192,12 +202,13 @@ export const CLAIM_RUNNABLE = sql(
       RETURNING g.id, g.fsm, g.fsm_version, g.step, g.state, g.attempt, g.awaits, g.queue,
                 g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
                 g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, g.suspect, g.trace_context,
+                CASE WHEN g.progress->>'step' = g.step THEN g.progress->'value' END AS last_progress,
                 kept.gated
    )
    SELECT c.id, c.fsm, c.fsm_version, c.step, c.state, c.attempt, c.awaits, c.queue, c.priority,
           c.concurrency_key, c.concurrency_shard, c.rate_limit, c.weight, c.claim_seq, c.parent_id,
           c.gated, c.reaps, c.suspect, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children,
-          pause.paused, c.trace_context
+          pause.paused, c.trace_context, c.last_progress
      FROM pause LEFT JOIN claimed c ON true
     ORDER BY c.priority, c.eligible_at, c.id`,
   {
@@ -323,6 +334,7 @@ function claimRow(r: ClaimRecord, worker: string): ClaimRow {
     inbox: inboxView(r.inbox),
     children: childrenView(r.children),
     traceContext: r.trace_context ?? null,
+    lastProgress: r.last_progress ?? undefined,
     inboxTraceContexts: inboxTraces(r.inbox),
   };
 }

@@ -13,7 +13,7 @@ export const INSTANCE_COLUMNS = `id, fsm, fsm_version, step, status, state, resu
        await_deadline, queue, priority, eligible_at, concurrency_key, concurrency_shard, rate_limit,
        weight, locked_by, lease_expires_at, parent_id, children_pending, correlation_key,
        correlation_scope::text[] AS correlation_scope, claim_seq, reaps, cancel_requested_at, cancel_reason, inserted_at, updated_at,
-       progress, progress_at, forked_from`;
+       progress->'value' AS progress, progress_at, forked_from`;
 
 /** One instance by id (PK). */
 export const GET_INSTANCE_BY_ID = sql(

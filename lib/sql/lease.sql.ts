@@ -69,21 +69,28 @@ export interface HeartbeatResult {
  * so the owner can abort the running step's `ctx.signal`. A claim's token only grows, so a
  * claim seen lost stays lost. A renewed row whose cancel was requested comes back flagged,
  * with its reason (read under the row lock): the owner aborts its step's `ctx.signal`
- * (docs/design.md §27.2). PK lookups.
+ * (docs/design.md §27.2). `$5` carries each held claim's pending `ctx.progress` value as JSON
+ * text, or NULL (docs/design.md §28.2): a renewed row with one stores it as `progress`
+ * `{ step, value }` (the step it was reported by, so only a later run of that step sees it as
+ * `lastProgress`) with `progress_at`; the statement count of a heartbeat is unchanged, and a
+ * row without a pending value is written as before. PK lookups.
  */
 export const HEARTBEAT = sql(
   'heartbeat',
   `WITH t AS (
-     SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
+     SELECT * FROM unnest($2::bigint[], $3::bigint[], $5::text[]) AS t(id, seq, progress)
    ), h AS (
-     SELECT g.id FROM {schema}.gen_durable g
+     SELECT g.id, t.progress FROM {schema}.gen_durable g
        JOIN t ON g.id = t.id
       WHERE g.locked_by = $1 AND g.status = 'executing' AND g.claim_seq = t.seq
       ORDER BY g.id
       FOR NO KEY UPDATE OF g SKIP LOCKED
    ), renewed AS (
      UPDATE {schema}.gen_durable g
-        SET lease_expires_at = now() + make_interval(secs => $4::float8 / 1000)
+        SET lease_expires_at = now() + make_interval(secs => $4::float8 / 1000),
+            progress = CASE WHEN h.progress IS NULL THEN g.progress
+                            ELSE jsonb_build_object('step', g.step, 'value', h.progress::jsonb) END,
+            progress_at = CASE WHEN h.progress IS NULL THEN g.progress_at ELSE now() END
        FROM h WHERE g.id = h.id
      RETURNING g.id, g.claim_seq, g.cancel_requested_at IS NOT NULL AS cancel_requested, g.cancel_reason
    )
@@ -98,14 +105,19 @@ export const HEARTBEAT = sql(
       readonly worker: string;
       readonly rows: readonly HeldClaim[];
       readonly leaseMs: number;
+      /** Pending progress JSON text per row of `rows` (same order), null for none; absent = none. */
+      readonly progress?: readonly (string | null)[];
     }) => {
       const ids: string[] = [];
       const seqs: string[] = [];
-      for (const r of i.rows) {
+      const progress: (string | null)[] = [];
+      for (let k = 0; k < i.rows.length; k++) {
+        const r = i.rows[k]!;
         ids.push(r.id);
         seqs.push(r.claimSeq);
+        progress.push(i.progress?.[k] ?? null);
       }
-      return [i.worker, ids, seqs, i.leaseMs];
+      return [i.worker, ids, seqs, i.leaseMs, progress];
     },
     decode: (rows: readonly HeartbeatRecord[]): HeartbeatResult => {
       const renewed: string[] = [];

@@ -94,6 +94,7 @@ export type TelemetryPayloads = {
   };
   'instance:retried': { measurements: Count; metadata: Row };
   'instance:forked': { measurements: Count; metadata: Row & { from: string } };
+  'step:progress': { measurements: Count; metadata: Row };
   'cron:fired': { measurements: Count; metadata: { name: string; fsm: string; at: string } };
   'cron:missed': {
     measurements: Count;

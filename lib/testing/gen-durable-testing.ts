@@ -13,6 +13,7 @@ import {
   TESTING_PULL_SCHEDULED,
   TESTING_RESET,
 } from '../sql/testing.sql';
+import { HEARTBEAT, type HeldClaim } from '../sql/lease.sql';
 import { type DrainTally, emptyTally } from './drain-tally';
 
 export interface DrainOptions {
@@ -87,6 +88,38 @@ export class GenDurableTesting {
       if (tick.advanced === 0) break;
     }
     return fired;
+  }
+
+  /**
+   * Runs a heartbeat now for every step running in this process (a `drain()` or a scheduler in
+   * flight), as a scheduler's would (docs/design.md §28.2): their leases are renewed and their
+   * pending `ctx.progress` values stored, so `get()` answers them. The drain runs no heartbeat
+   * of its own: call this while a step waits (for example on a promise the test resolves).
+   * Returns how many progress values were stored.
+   */
+  async heartbeat(): Promise<number> {
+    const runtime = this.engine.runtime;
+    const byWorker = new Map<string, HeldClaim[]>();
+    for (const c of runtime.executor.runningClaims()) {
+      const list = byWorker.get(c.worker) ?? [];
+      list.push({ id: c.id, claimSeq: c.claimSeq });
+      byWorker.set(c.worker, list);
+    }
+    let stored = 0;
+    for (const [worker, rows] of byWorker) {
+      const progress = runtime.executor.pendingProgress(rows);
+      const { renewed } = await HEARTBEAT.run(runtime.sql, {
+        worker,
+        rows,
+        leaseMs: runtime.options.leaseTtl,
+        ...(progress && { progress }),
+      });
+      if (!progress) continue;
+      const renewedIds = new Set(renewed);
+      stored += progress.filter((p, k) => p !== null && renewedIds.has(rows[k]!.id)).length;
+      runtime.executor.progressStored(rows, progress, renewedIds);
+    }
+    return stored;
   }
 
   /** Fires every armed await deadline now; returns how many. */

@@ -276,7 +276,19 @@ describe('statement parameter builders and decoders (no database)', () => {
       ],
       leaseMs: 60_000,
     });
-    expect(params).toEqual(['w', ['1', '2'], ['4', '9'], 60_000]);
+    expect(params).toEqual(['w', ['1', '2'], ['4', '9'], 60_000, [null, null]]);
+    // docs/design.md §28.2: pending progress rides along, aligned with the rows.
+    expect(
+      HEARTBEAT.params({
+        worker: 'w',
+        rows: [
+          { id: '1', claimSeq: '4' },
+          { id: '2', claimSeq: '9' },
+        ],
+        leaseMs: 60_000,
+        progress: [null, '{"rows":3}'],
+      })[4],
+    ).toEqual([null, '{"rows":3}']);
     expect(
       HEARTBEAT.decode(
         [
