@@ -1,4 +1,3 @@
-
 import type { FsmDefinition } from '../discovery/fsm-definition';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import type { InsertOptions } from '../fsm/insert-options.interface';
