@@ -433,9 +433,7 @@ function isSolo(entries: readonly FlushEntry[]): entries is TransitionEntry[] {
  * FLUSH_TRANSITIONS otherwise (docs/design.md §28.1: the happy path of `'off'` and `'failures'`
  * runs the statement it always ran). A loop, no closure: it runs once per flush.
  */
-function transitionsStatement(
-  entries: readonly TransitionEntry[],
-): typeof FLUSH_TRANSITIONS | typeof FLUSH_TRANSITIONS_RECORDED {
+function transitionsStatement(entries: readonly TransitionEntry[]): typeof FLUSH_TRANSITIONS {
   for (let i = 0; i < entries.length; i++) {
     if ((entries[i]!.history ?? 0) >= 2) return FLUSH_TRANSITIONS_RECORDED;
   }
