@@ -16,6 +16,9 @@ import { type InstanceFilter, resolveInstanceFilter } from '../lib/instance/inst
 import { COUNT_INSTANCES, countDriver, LIST_INSTANCES, listDriver } from '../lib/sql/query.sql';
 import { QUEUE_STATUS } from '../lib/sql/queue.sql';
 import { renderStatement, type Statement, type StatementRunner } from '../lib/sql/statement';
+import { LATEST_STATS, STATS_SERIES, WRITE_STATS_SNAPSHOT } from '../lib/sql/stats.sql';
+import { EXPLAIN_INSTANCE } from '../lib/sql/explain.sql';
+import { LIMIT_CONFIGS, LIMIT_COUNTERS } from '../lib/sql/limiter-status.sql';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
@@ -182,12 +185,74 @@ async function main(): Promise<void> {
       QUEUE_STATUS,
       QUEUE_STATUS.params({ queues: ['default'], cap: 10_000, only: null }),
     );
+    await client.query('SET jit = on');
+    await explainDashboardData(client);
   } finally {
     await client.end();
     await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
     await admin.end();
     await embedded?.stop();
   }
+}
+
+/**
+ * The dashboard's data reads (docs/dashboard-data.md): the stats snapshot write (and, once a
+ * minute is written, the same statement skipping at its one-time probe), the overview reads,
+ * "why isn't it running?" of a due row and of a parked row, and the limiter counters.
+ */
+async function explainDashboardData(client: Client): Promise<void> {
+  await client.query(
+    `INSERT INTO gen_durable (fsm, step, status, lease_expires_at, locked_by, concurrency_key)
+     SELECT 'job', 'perform', 'executing', now() + interval '1 minute', 'w', 'acct:' || i
+       FROM generate_series(1, 200) i`,
+  );
+  await client.query(
+    `INSERT INTO gen_durable (fsm, step, status, awaits)
+     SELECT 'job', 'wait', 'awaiting_signal', '{go}' FROM generate_series(1, $1)`,
+    [Math.floor(ROWS / 100)],
+  );
+  await client.query(
+    `UPDATE gen_durable SET updated_at = date_trunc('minute', now()) - interval '30 seconds'
+      WHERE id IN (SELECT id FROM gen_durable WHERE status = 'done' LIMIT 5000)`,
+  );
+  await client.query(
+    `INSERT INTO gen_durable_bucket_configs (kind, name, rate, capacity, shards)
+     VALUES ('conc', 'acct', NULL, 2, 1), ('rate', 'mail', 10, 20, 2)`,
+  );
+  await client.query(
+    `INSERT INTO gen_durable_buckets (kind, key, shard, capacity, available, last_refill)
+     SELECT 'rate', 'mail:' || i, s, 10, 3, now() FROM generate_series(1, 500) i, generate_series(0, 1) s`,
+  );
+  await client.query('ANALYZE');
+  await explain(
+    client,
+    'stats snapshot: write the minute (cap 10 000)',
+    WRITE_STATS_SNAPSHOT,
+    [10_000],
+  );
+  await client.query(
+    `INSERT INTO gen_durable_stats (at, queue, counts)
+     SELECT date_trunc('minute', now()) - make_interval(mins => m), 'default', '{"done": 1}'
+       FROM generate_series(0, 1439) m`,
+  );
+  await client.query('ANALYZE gen_durable_stats');
+  await explain(
+    client,
+    'stats snapshot: the minute is written (one-time probe, JIT off)',
+    WRITE_STATS_SNAPSHOT,
+    [10_000],
+  );
+  await client.query('SET jit = on');
+  await explain(client, 'overview: newest snapshot', LATEST_STATS, []);
+  await explain(client, 'overview: 60-minute series', STATS_SERIES, [61]);
+  const { rows } = await client.query<{ due: string; parked: string }>(
+    `SELECT (SELECT max(id) FROM gen_durable WHERE status = 'runnable')::text AS due,
+            (SELECT max(id) FROM gen_durable WHERE status = 'awaiting_signal')::text AS parked`,
+  );
+  await explain(client, 'explain: a due runnable row', EXPLAIN_INSTANCE, [rows[0]!.due, null]);
+  await explain(client, 'explain: a parked row', EXPLAIN_INSTANCE, [rows[0]!.parked, null]);
+  await explain(client, 'limiter status: declarations', LIMIT_CONFIGS, []);
+  await explain(client, 'limiter status: counters (cap 1 000)', LIMIT_COUNTERS, [1_000]);
 }
 
 main().catch((err: unknown) => {
