@@ -5,6 +5,7 @@ import { NoTargetError } from '../errors/no-target.error';
 import { buildInsertRow } from '../instance/build-insert-row';
 import { withTraceContext } from '../instance/insert-row';
 import { READ_RECORDED_STATE, SET_FORKED_FROM } from '../sql/fork.sql';
+import { INSERT_HISTORY } from '../sql/history.sql';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import type { ControlRuntime } from './control-runtime';
 import { insertInstance } from './insert-instance';
@@ -12,7 +13,8 @@ import { type ResolvedTarget, targetLabel } from './target';
 
 export type { ForkOptions } from '../instance/fork-options';
 
-const KEYS = new Set(['step', 'state', 'fromHistory', 'version']);
+const KEYS = new Set(['step', 'state', 'fromHistory', 'version', 'actor']);
+const MAX_ACTOR = 200;
 
 /** What a fork inserted: the new id, and its queue and dueness for the caller's poke. */
 export interface ForkAnswer {
@@ -106,6 +108,29 @@ export async function forkInstance(
   const answer = await runtime.sql.transaction(async (tx) => {
     const inserted = await insertInstance(runtime.sql, row, false, tx);
     await SET_FORKED_FROM.run(runtime.sql, { id: inserted.id, forkedFrom: source.id }, tx);
+    if (definition.history !== 'off') {
+      await INSERT_HISTORY.run(
+        runtime.sql,
+        {
+          rows: [
+            {
+              instanceId: inserted.id,
+              kind: 'manual.fork',
+              step: row.step,
+              nextStep: null,
+              attempt: null,
+              claimSeq: null,
+              worker: null,
+              outcome: `forked from #${source.id}`,
+              errorText: null,
+              withState: definition.history === 'full',
+              actor: o.actor ?? null,
+            },
+          ],
+        },
+        tx,
+      );
+    }
     return inserted;
   });
   runtime.telemetry.emit(
@@ -121,9 +146,16 @@ function forkInput(options: unknown): {
   state: unknown;
   fromHistory: string | undefined;
   sameVersion: boolean;
+  actor: string | undefined;
 } {
   if (options === undefined) {
-    return { step: undefined, state: undefined, fromHistory: undefined, sameVersion: false };
+    return {
+      step: undefined,
+      state: undefined,
+      fromHistory: undefined,
+      sameVersion: false,
+      actor: undefined,
+    };
   }
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new InvalidInputError('fork.options', 'must be an object');
@@ -133,7 +165,7 @@ function forkInput(options: unknown): {
     if (!KEYS.has(key)) {
       throw new InvalidInputError(
         `fork.options.${key}`,
-        'is not an option (step, state, fromHistory, version)',
+        'is not an option (step, state, fromHistory, version, actor)',
       );
     }
   }
@@ -156,7 +188,15 @@ function forkInput(options: unknown): {
   if (version !== 'latest' && version !== 'same') {
     throw new InvalidInputError('fork.version', "must be 'latest' or 'same'");
   }
+  const actor = o['actor'];
+  if (
+    actor !== undefined &&
+    (typeof actor !== 'string' || actor.length === 0 || actor.length > MAX_ACTOR)
+  ) {
+    throw new InvalidInputError('fork.actor', `must be a string of 1 … ${MAX_ACTOR} characters`);
+  }
   return {
+    actor: actor,
     step: step,
     state: o['state'],
     fromHistory: fromHistory,

@@ -24,4 +24,9 @@ export interface ForkOptions<S = Record<string, unknown>> {
    * source's version, which this node must register.
    */
   version?: 'latest' | 'same';
+  /**
+   * Who forked (at most 200 characters), recorded in the fork's `manual.fork` history row
+   * (FSMs whose history level is not `'off'`). Default: none.
+   */
+  actor?: string;
 }

@@ -22,7 +22,9 @@ export const HISTORY_LEVELS: readonly HistoryLevel[] = ['off', 'failures', 'tran
  *   request, or the reaper took back a row whose cancel was requested;
  * - `reaped`: the reaper took back an expired lease and made the row runnable again;
  * - `poisoned`: the reaper's poison-pill verdict (the row was reaped too often) failed it;
- * - `manual.cancel`, `manual.retry`: an operator's `cancel` / `retry`, with its `actor`.
+ * - `manual.cancel`, `manual.retry`: an operator's `cancel` / `retry`, with its `actor`;
+ * - `manual.fork`: the first row of an instance made by `fork` (docs/design.md §28.3), with its
+ *   `actor`; `outcome` names the source (`forked from #<id>`).
  */
 export type HistoryKind =
   | 'next'
@@ -36,7 +38,8 @@ export type HistoryKind =
   | 'reaped'
   | 'poisoned'
   | 'manual.cancel'
-  | 'manual.retry';
+  | 'manual.retry'
+  | 'manual.fork';
 
 /** A thrown error as history keeps it: class name, message and stack (at most 8 KiB of text). */
 export interface HistoryError {

@@ -114,8 +114,17 @@ describe('fork (docs/design.md §28.3)', () => {
     await expect(
       h.engine.fork(failedV1, { version: 'same', step: 'refund' }),
     ).rejects.toBeInstanceOf(UnknownStepError);
-    const refund = await h.engine.fork(failedV1, { step: 'refund' });
+    const refund = await h.engine.fork(failedV1, { step: 'refund', actor: 'ops@example.com' });
     expect(await h.engine.get(refund)).toMatchObject({ step: 'refund', fsmVersion: 2 });
+    // The fork's first history row names the source and the actor (history 'failures' records manual actions).
+    const history = await h.engine.history(refund);
+    expect(history).toHaveLength(1);
+    expect(history[0]).toMatchObject({
+      kind: 'manual.fork',
+      step: 'refund',
+      outcome: `forked from #${failedV1}`,
+      actor: 'ops@example.com',
+    });
   });
 
   it('fromHistory starts from the state and step a history row recorded', async () => {
@@ -153,6 +162,9 @@ describe('fork (docs/design.md §28.3)', () => {
     await expect(h.engine.fork('999999999')).rejects.toBeInstanceOf(NoTargetError);
     await expect(h.engine.fork(failedV1, { version: 'old' as never })).rejects.toMatchObject({
       path: 'fork.version',
+    });
+    await expect(h.engine.fork(failedV1, { actor: '' })).rejects.toMatchObject({
+      path: 'fork.actor',
     });
     await expect(h.engine.fork(failedV1, { foo: 1 } as never)).rejects.toMatchObject({
       path: 'fork.options.foo',
