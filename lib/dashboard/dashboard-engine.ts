@@ -57,7 +57,7 @@ interface OptionalEngine {
   cancelAll(filter: InstanceFilter, options?: Record<string, unknown>): Promise<BulkAnswer>;
   retryAll(filter: InstanceFilter, options?: Record<string, unknown>): Promise<BulkAnswer>;
   fork(target: string, options: { step?: string; state?: unknown } & ActorOption): Promise<string>;
-  overview(): Promise<unknown>;
+  stats(options?: { minutes?: number; cap?: number }): Promise<unknown>;
 }
 
 /** The optional member `name` of `engine`, bound, or undefined when this engine lacks it. */

@@ -106,8 +106,8 @@ export class DashboardReads {
   async overview(): Promise<Overview> {
     const queues = await this.engine.queueStatus(undefined, { cap: COUNT_CAP });
     const rows = await Promise.all(queues.map((q) => this.queueCounts(q)));
-    const read = optionalFeature(this.engine, 'overview');
-    return { queues: rows, stats: read ? await read() : null };
+    const read = optionalFeature(this.engine, 'stats');
+    return { queues: rows, stats: read ? await read({ minutes: 60, cap: COUNT_CAP }) : null };
   }
 
   private async queueCounts(q: QueueStatus): Promise<OverviewQueue> {

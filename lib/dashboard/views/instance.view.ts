@@ -56,9 +56,13 @@ function rowTable(ctx: ViewContext, i: InstanceView): Html {
 
 function reasonText(r: unknown): Html | string {
   if (typeof r === 'string') return r;
-  const { code, message } = (r ?? {}) as { code?: unknown; message?: unknown };
-  if (typeof message !== 'string') return jsonBlock(r);
-  return html`<b>${typeof code === 'string' ? code : ''}</b> ${message}`;
+  const { code, message, text, blocking } = (r ?? {}) as Record<string, unknown>;
+  const sentence = typeof text === 'string' ? text : message;
+  if (typeof sentence !== 'string') return jsonBlock(r);
+  return html`<span class="badge${blocking === true ? ' st-failed' : ''}"
+      >${typeof code === 'string' ? code : ''}</span
+    >
+    ${sentence}`;
 }
 
 function explanationOf(value: unknown): Html {

@@ -12,12 +12,46 @@ interface StatsSeries {
   readonly oldestRunnableAgeMs?: number | null;
 }
 
+interface StatsQueueLike {
+  readonly queue?: unknown;
+  readonly oldestRunnableAt?: unknown;
+  readonly series?: unknown;
+}
+
+/** The engine's `stats()` answer (docs/dashboard-data.md) as per-queue series. */
 function seriesOf(stats: unknown): Map<string, StatsSeries> {
   const out = new Map<string, StatsSeries>();
+  const at = (stats as { at?: unknown } | null)?.at;
+  const now = at instanceof Date ? at.getTime() : Date.now();
   const queues = (stats as { queues?: unknown } | null)?.queues;
   if (!Array.isArray(queues)) return out;
-  for (const q of queues as StatsSeries[]) if (typeof q?.queue === 'string') out.set(q.queue, q);
+  for (const q of queues as StatsQueueLike[]) {
+    if (typeof q?.queue !== 'string') continue;
+    const points = Array.isArray(q.series)
+      ? (q.series as { done?: unknown; failed?: unknown }[])
+      : [];
+    const num = (v: unknown) => (typeof v === 'number' ? v : 0);
+    out.set(q.queue, {
+      queue: q.queue,
+      throughput: points.map((p) => num(p.done)),
+      failures: points.map((p) => num(p.failed)),
+      oldestRunnableAgeMs:
+        q.oldestRunnableAt instanceof Date ? Math.max(0, now - q.oldestRunnableAt.getTime()) : null,
+    });
+  }
   return out;
+}
+
+/** "snapshot of 00:41 (stale)" or "live counts" under the table. */
+function statsNote(stats: unknown): string {
+  const s = stats as { source?: unknown; at?: unknown; stale?: unknown; minutes?: unknown } | null;
+  if (s === null || typeof s !== 'object') return '';
+  const at = s.at instanceof Date ? s.at.toISOString().slice(11, 16) : '?';
+  const source =
+    s.source === 'snapshot'
+      ? `snapshot of ${at} UTC${s.stale === true ? ' (stale)' : ''}`
+      : 'live counts (no snapshot stored yet)';
+  return `Sparklines: done and failed per minute over the last ${typeof s.minutes === 'number' ? s.minutes : 60} minutes, from the stats ${source}.`;
 }
 
 /** Overview: per queue × status capped counts, oldest runnable age, throughput and failure sparklines. */
@@ -64,7 +98,13 @@ export function overviewView(ctx: ViewContext, data: Overview): Html {
         </div>`;
   const extra =
     data.stats !== null && series.size === 0 ? section('Stats', jsonBlock(data.stats)) : '';
-  return layout(ctx, '', 'Overview', html`${section('Queues × status', table)}${extra}`);
+  const note = statsNote(data.stats);
+  return layout(
+    ctx,
+    '',
+    'Overview',
+    html`${section('Queues × status', html`${table}${note ? html`<p class="muted">${note}</p>` : ''}`)}${extra}`,
+  );
 }
 
 function ageText(ms: number): Html {

@@ -94,7 +94,7 @@ export interface DashboardApp {
 
 /** Boots the host app on a random port, on Express or Fastify. */
 export async function bootDashboardApp(
-  db: TestDatabase,
+  db: Pick<TestDatabase, 'dataSource'>,
   adapter: 'express' | 'fastify',
 ): Promise<DashboardApp> {
   const dataSource = await db.dataSource();
