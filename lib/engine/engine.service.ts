@@ -44,6 +44,7 @@ import type { Explanation } from '../instance/explanation';
 import { explainInstance } from './instance-explain';
 import type { LimiterStatus } from '../instance/limiter-status';
 import { readLimiterStatus } from './limiter-status';
+import { readStepCounts } from './step-counts';
 import { fsmGraphOf } from './fsm-graph';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
@@ -499,6 +500,25 @@ export class EngineService {
     const found = this.registry.find(newest.name, version);
     if (!found) throw new FsmNotRegisteredError(newest.name, version);
     return fsmGraphOf(found);
+  }
+
+  /**
+   * Live instances (not ended) per step of an FSM's newest registered version, for its graph
+   * (docs/design.md §30; `renderFsmGraphSvg(graph, counts)`): one capped `count` per step
+   * (default cap 10 000; `capped: true` = at least that many). `FsmNotRegisteredError` for an
+   * FSM this node does not register.
+   */
+  stepCounts(
+    fsm: Type<unknown> | string,
+    options?: { cap?: number },
+  ): Promise<Record<string, CappedCount>> {
+    const graph = this.graph(fsm);
+    return readStepCounts(
+      this.runtime.reads,
+      graph.fsm,
+      graph.steps.map((s) => s.name),
+      options?.cap,
+    );
   }
 
   private async clientOf(manager: EntityManager | undefined): Promise<PoolClient | undefined> {

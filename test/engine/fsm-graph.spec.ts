@@ -85,6 +85,26 @@ describe('engine.graph (docs/design.md §30)', () => {
     );
   });
 
+  it('stepCounts: live rows per step, capped', async () => {
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, fsm_version, step, status)
+       VALUES ('graph-order', 2, 'pay', 'runnable'), ('graph-order', 2, 'pay', 'awaiting_signal'),
+              ('graph-order', 2, 'pay', 'runnable'), ('graph-order', 2, 'ship', 'executing'),
+              ('graph-order', 2, 'ship', 'done')`,
+    );
+    expect(await h.engine.stepCounts(OrderFsm)).toEqual({
+      start: { count: 0, capped: false },
+      pay: { count: 3, capped: false },
+      ship: { count: 1, capped: false },
+      reject: { count: 0, capped: false },
+      audit: { count: 0, capped: false },
+    });
+    expect((await h.engine.stepCounts('graph-order', { cap: 2 }))['pay']).toEqual({
+      count: 2,
+      capped: true,
+    });
+  });
+
   it('a job is one step without edges', () => {
     expect(h.engine.graph(GraphJob)).toMatchObject({
       kind: 'job',
