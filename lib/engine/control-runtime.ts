@@ -1,4 +1,5 @@
 import type { SqlExecutor } from '../db/sql-executor';
+import type { HistoryLevel } from '../instance/history-entry';
 import type { StateCodec } from '../decorators/durable-fsm.decorator';
 import type { LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
@@ -34,6 +35,8 @@ export interface ControlRuntime {
 export interface ControlDefinition {
   readonly steps: { has(step: string): boolean };
   readonly codec: StateCodec | undefined;
+  /** What its step history records (docs/design.md §28.1); absent = the default, `'failures'`. */
+  readonly history?: HistoryLevel;
 }
 
 /** The FSM lookups of {@link ControlRuntime} (`FsmRegistry` is one). */

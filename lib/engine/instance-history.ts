@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { NoTargetError } from '../errors/no-target.error';
-import type { HistoryEntry } from '../instance/history-entry';
+import type { HistoryEntry, HistoryLevel } from '../instance/history-entry';
 import { READ_HISTORY, READ_HISTORY_BY_KEY } from '../sql/history.sql';
 import type { StatementRunner } from '../sql/statement';
 import { idText, type ResolvedTarget, targetLabel } from './target';
@@ -65,4 +65,31 @@ export async function readInstanceHistory(
   const entries = await (byId ? READ_HISTORY : READ_HISTORY_BY_KEY).run(runner, read);
   if (entries === null) throw new NoTargetError(targetLabel(target), 'it has no history to read');
   return entries;
+}
+
+/** The longest `actor` a manual action records, characters. */
+export const MAX_ACTOR_LENGTH = 200;
+
+/**
+ * The `actor` option of a manual action (`cancel`, `retry`): a non-empty string of at most
+ * {@link MAX_ACTOR_LENGTH} characters, or undefined; `InvalidInputError` at `path` otherwise.
+ */
+export function actorOf(value: unknown, path: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_ACTOR_LENGTH) {
+    throw new InvalidInputError(
+      path,
+      `must be a non-empty string of at most ${MAX_ACTOR_LENGTH} characters`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Whether a manual action on an instance of an FSM at `level` writes a history row
+ * (docs/design.md §28.1): every level but `'off'` records manual actions (they are among what
+ * `'failures'` records); `'full'` with the state. 0 none, 1 a row, 2 with the state.
+ */
+export function manualRecord(level: HistoryLevel): 0 | 1 | 2 {
+  return level === 'off' ? 0 : level === 'full' ? 2 : 1;
 }

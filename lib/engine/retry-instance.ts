@@ -6,12 +6,13 @@ import { MAX_UNTIL_MS, MIN_UNTIL_MS } from '../fsm/outcome';
 import { toJsonObjectText } from '../serialization/json-value';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import { RETRY_INSTANCE } from '../sql/retry.sql';
+import { actorOf, manualRecord } from './instance-history';
 import type { ControlRuntime } from './control-runtime';
 import { type ResolvedTarget, targetLabel } from './target';
 
 export type { RetryOptions } from '../instance/retry-options';
 
-const KEYS = new Set(['step', 'state', 'at', 'detach']);
+const KEYS = new Set(['step', 'state', 'at', 'detach', 'actor']);
 
 /**
  * Makes a `failed` or `cancelled` row runnable again (docs/design.md §27.3): one read (the
@@ -74,6 +75,8 @@ export async function retryInstance(
       stateText,
       at: o.at ?? null,
       detach: o.detach,
+      record: manualRecord(definition?.history ?? 'failures'),
+      actor: o.actor ?? null,
     });
   } catch (err) {
     if (isCorrelationConflict(err)) throw new DuplicateError(row.correlationKey ?? '');
@@ -109,9 +112,10 @@ function retryInput(options: unknown): {
   state: unknown;
   at: Date | undefined;
   detach: boolean;
+  actor: string | undefined;
 } {
   if (options === undefined) {
-    return { step: undefined, state: undefined, at: undefined, detach: false };
+    return { step: undefined, state: undefined, at: undefined, detach: false, actor: undefined };
   }
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new InvalidInputError('retry.options', 'must be an object');
@@ -121,7 +125,7 @@ function retryInput(options: unknown): {
     if (!KEYS.has(key)) {
       throw new InvalidInputError(
         `retry.options.${key}`,
-        'is not an option (step, state, at, detach)',
+        'is not an option (step, state, at, detach, actor)',
       );
     }
   }
@@ -141,6 +145,7 @@ function retryInput(options: unknown): {
     state: o['state'],
     at: at === undefined ? undefined : new Date(atMs),
     detach,
+    actor: actorOf(o['actor'], 'retry.actor'),
   };
 }
 

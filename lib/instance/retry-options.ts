@@ -17,4 +17,10 @@ export interface RetryOptions<S = Record<string, unknown>> {
    * `detach: true` unlinks it from that parent and retries it. Default false.
    */
   detach?: boolean;
+  /**
+   * Who asks (a user name, a service): stored as the `actor` of the retry's history row
+   * (docs/design.md §28.1), unless the FSM's `history` is `'off'`. At most 200 characters.
+   * Default: none.
+   */
+  actor?: string;
 }

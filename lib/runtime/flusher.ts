@@ -462,7 +462,7 @@ function historyRow(e: FlushEntry, status: DurableStatus): HistoryWrite | null {
   if (mark === 0 || (mark === 1 && !cancelled)) return null;
   return {
     instanceId: e.id,
-    kind: cancelled ? 'cancelled' : e.kind === 'continue' ? 'next' : e.kind,
+    kind: cancelled || e.kind === 'cancel' ? 'cancelled' : e.kind === 'continue' ? 'next' : e.kind,
     step: e.step,
     nextStep: cancelled || e.kind === 'retry' ? null : e.nextStep,
     attempt: e.attempt ?? null,

@@ -14,6 +14,10 @@ export interface RetryRequest {
   readonly at: Date | null;
   /** Unlink it from a parent that no longer awaits its children instead of refusing. */
   readonly detach: boolean;
+  /** Its history row (docs/design.md §28.1): 0 none (level `'off'`), 1 a row, 2 with the state. */
+  readonly record?: 0 | 1 | 2;
+  /** Who asked (the history row's `actor`), or null. */
+  readonly actor?: string | null;
 }
 
 /**
@@ -51,20 +55,22 @@ interface RetryRecord {
  * parent_id NULL. A re-occupied correlation key raises the unique violation of
  * gen_durable_correlation (the caller's `DuplicateError`); nothing is written then. A retry
  * racing GC's delete either runs first (GC_DELETE re-checks terminality and skips the row) or
- * finds no row (`gone`).
+ * finds no row (`gone`). A retry that happens writes its history row (kind `manual.retry`, the
+ * `$7` actor; with the state when `$8` = 2) in the same statement, unless `$8` = 0 (level
+ * `'off'`).
  */
 export const RETRY_INSTANCE = sql(
   'retry_instance',
   `WITH target AS (
      SELECT id, parent_id FROM {schema}.gen_durable WHERE id = $1::bigint
    ), locked AS (
-     SELECT g.id, g.status, g.claim_seq, g.parent_id
+     SELECT g.id, g.status, g.claim_seq, g.parent_id, g.step, g.attempt
        FROM {schema}.gen_durable g
       WHERE g.id = ANY (ARRAY[(SELECT id FROM target), (SELECT parent_id FROM target)])
       ORDER BY g.id
         FOR NO KEY UPDATE OF g
    ), verdict AS (
-     SELECT r.id, r.status, p.status AS parent_status,
+     SELECT r.id, r.status, p.status AS parent_status, r.step AS old_step, r.attempt AS old_attempt,
             CASE WHEN r.status NOT IN ('failed', 'cancelled') OR r.claim_seq <> $2::bigint THEN 'status'
                  WHEN r.parent_id IS NOT NULL AND p.status IS DISTINCT FROM 'awaiting_children' AND NOT $6::boolean
                    THEN 'parent'
@@ -83,7 +89,13 @@ export const RETRY_INSTANCE = sql(
             updated_at = now()
        FROM verdict v
       WHERE g.id = v.id AND v.verdict = 'retried'
-     RETURNING g.id, g.queue, g.parent_id, g.eligible_at <= now() AS due
+     RETURNING g.id, g.queue, g.parent_id, g.eligible_at <= now() AS due, g.step, v.old_step, v.old_attempt,
+               CASE WHEN $8::int = 2 THEN g.state END AS new_state
+   ), recorded AS (
+     INSERT INTO {schema}.gen_durable_history (instance_id, kind, step, next_step, attempt, outcome, state, actor)
+     SELECT r.id, 'manual.retry', r.old_step, r.step, r.old_attempt, 'runnable', r.new_state, $7::text
+       FROM retried r
+      WHERE $8::int > 0
    ), joined AS (
      UPDATE {schema}.gen_durable p
         SET children_pending = p.children_pending + 1, updated_at = now()
@@ -95,7 +107,16 @@ export const RETRY_INSTANCE = sql(
           EXISTS (SELECT 1 FROM joined) AS joined
      FROM verdict v LEFT JOIN retried r ON r.id = v.id`,
   {
-    params: (i: RetryRequest) => [i.id, i.claimSeq, i.step, i.stateText, i.at, i.detach],
+    params: (i: RetryRequest) => [
+      i.id,
+      i.claimSeq,
+      i.step,
+      i.stateText,
+      i.at,
+      i.detach,
+      i.actor ?? null,
+      i.record ?? 1,
+    ],
     decode: (rows: readonly RetryRecord[]): RetryVerdict => {
       const r = rows[0];
       if (!r) return { verdict: 'gone' };

@@ -1,0 +1,144 @@
+/**
+ * `npm run bench:history`: the cost of each step-history level (docs/performance.md, "Step
+ * history cost") in ONE process and database: N 3-step machines (next, next, done) of an FSM
+ * declared with `history: <level>` are inserted with one insertAll, and a worker with
+ * `queues: { default: C }` drains them, timed from the first step start to the last `done`.
+ * Repeats interleave the levels (repeat k starts at the k-th level and goes round) plus
+ * `off (A/A)`, the baseline a second time (the noise floor); each ratio is paired with `off`
+ * in the same repeat, so a load drift of the shared machine cancels out. Rows are deleted
+ * between runs (their history with them, by the foreign key's cascade).
+ *
+ *   N=5000 C=20 REPEATS=5 npm run bench:history
+ *
+ * Uses DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
+ */
+import 'reflect-metadata';
+
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
+
+import {
+  done,
+  DurableFsm,
+  EngineService,
+  GenDurableModule,
+  type HistoryLevel,
+  next,
+  Step,
+  type StepContext,
+} from '../lib';
+import { migrateUp } from '../lib/schema/migrator';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
+  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
+};
+
+const N = Number(process.env['N'] ?? 5_000);
+const C = Number(process.env['C'] ?? 20);
+const REPEATS = Number(process.env['REPEATS'] ?? 5);
+
+let finals = 0;
+let firstStart = 0;
+let allDone: () => void = () => undefined;
+
+function fsmOf(level: HistoryLevel) {
+  @DurableFsm({ name: `hist-bench-${level}`, history: level })
+  class HistoryBench {
+    @Step() start(ctx: StepContext) {
+      if (firstStart === 0) firstStart = performance.now();
+      return next('b', ctx.state);
+    }
+    @Step() b(ctx: StepContext) {
+      return next('c', ctx.state);
+    }
+    @Step() c() {
+      if (++finals === N) allDone();
+      return done({});
+    }
+  }
+  return HistoryBench;
+}
+
+const LEVELS: HistoryLevel[] = ['off', 'failures', 'transitions', 'full'];
+const fsms = new Map(LEVELS.map((level) => [level, fsmOf(level)]));
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+async function main(): Promise<void> {
+  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
+  const server = process.env['DATABASE_URL'] ?? embedded!.url;
+  const name = `gd_history_${Date.now()}`;
+  const admin = new Client({ connectionString: server });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(server);
+  url.pathname = `/${name}`;
+  const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: 10 } });
+  const variants = [...LEVELS, 'off (A/A)'];
+  const rates = new Map<string, number[]>(variants.map((v) => [v, []]));
+  try {
+    await ds.initialize();
+    await migrateUp({ query: (text, params) => ds.query(text, params), inTransaction: false });
+    @Module({
+      imports: [GenDurableModule.forRoot({ dataSource: ds, queues: { default: C }, gc: false })],
+      providers: [...fsms.values()],
+    })
+    class HistoryModule {}
+    const app = await NestFactory.createApplicationContext(HistoryModule, { logger: ['error'] });
+    await app.init();
+    const engine = app.get(EngineService);
+    for (let rep = 0; rep < REPEATS; rep++) {
+      const order = variants.map((_, i) => variants[(i + rep) % variants.length]!);
+      for (const v of order) {
+        const level = (v === 'off (A/A)' ? 'off' : v) as HistoryLevel;
+        finals = 0;
+        firstStart = 0;
+        const finished = new Promise<void>((resolve) => (allDone = resolve));
+        await engine.insertAll(
+          fsms.get(level)!,
+          Array.from({ length: N }, () => ({ state: {} })),
+        );
+        await finished;
+        const rate = ((3 * N) / (performance.now() - firstStart)) * 1000;
+        rates.get(v)!.push(rate);
+        const history = await ds.query(`SELECT count(*)::int AS n FROM gen_durable_history`);
+        console.log(
+          `repeat ${rep + 1} ${v.padEnd(11)}: ${rate.toFixed(0)} steps/s, ${String((history as { n: number }[])[0]!.n)} history rows`,
+        );
+        // Let the last flush's after-commit effects settle, then start from an empty table.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        await ds.query(`DELETE FROM gen_durable`);
+      }
+    }
+    await app.close();
+  } finally {
+    await ds.destroy().catch(() => undefined);
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
+    await admin.end();
+    await embedded?.stop();
+  }
+  const base = rates.get('off')!;
+  console.log(`\nfsm3 drain, N=${N}, C=${C}, ${REPEATS} interleaved repeats`);
+  for (const v of variants) {
+    const mine = rates.get(v)!;
+    const ratios = mine.map((r, i) => r / base[i]!);
+    console.log(
+      `${v.padEnd(11)} median ${median(mine).toFixed(0)} steps/s; paired ÷ off: median ${median(ratios).toFixed(3)} (min ${Math.min(...ratios).toFixed(3)}, max ${Math.max(...ratios).toFixed(3)})`,
+    );
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`${String((err as Error).stack ?? err)}\n`);
+    process.exit(1);
+  },
+);
