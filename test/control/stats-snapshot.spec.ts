@@ -42,7 +42,16 @@ describe('stats snapshot and overview (docs/design.md §30)', () => {
     );
   }
 
+  /**
+   * Seeds rows relative to the database clock's minute; waits out the last seconds of a minute
+   * first, so the snapshot taken right after counts the same minute the rows were placed in.
+   */
   async function seed(): Promise<void> {
+    const { rows } = await db.pool.query<{ s: number }>(
+      `SELECT extract(second FROM now())::float8 AS s`,
+    );
+    const second = rows[0]?.s ?? 0;
+    if (second > 55) await new Promise((r) => setTimeout(r, (61 - second) * 1000));
     await db.pool.query(
       `INSERT INTO gen_durable (fsm, step, status, queue, priority, eligible_at, updated_at, lease_expires_at)
        VALUES ('stats-job', 'start', 'runnable', 'sq', 0, now() - interval '5 minutes', now(), NULL),
