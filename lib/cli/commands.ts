@@ -280,7 +280,8 @@ export async function retry(
   target: Target,
   options: RetryOptions,
 ): Promise<void> {
-  await ctx.client.retry(target, options);
+  // Manual actions record who asked (docs/design.md §28.1).
+  await ctx.client.retry(target, { ...options, actor: cliActor() });
   out.result({ retried: true, target }, () => 'retried: runnable again');
 }
 

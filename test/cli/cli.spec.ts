@@ -394,6 +394,11 @@ describe('gen-durable CLI (docs/cli.md)', () => {
       step: 'repaired',
       eligibleAt: new Date(at),
     });
+    const [manual] = await h.engine.history(broken, { limit: 1 });
+    expect(manual).toMatchObject({
+      kind: 'manual.retry',
+      actor: expect.stringMatching(/^cli:\S+$/) as unknown,
+    });
     const live = await run(['retry', broken, '--json']);
     expect(live.code).toBe(2);
     expect(JSON.parse(live.stderr)).toMatchObject({ error: { code: 'GD_INVALID_INPUT' } });
