@@ -47,25 +47,39 @@ async function main(): Promise<void> {
     vlog: () => undefined,
   };
   const rates = new Map<string, number[]>(variants.map((v) => [v.id, []]));
+  // The worker process's CPU ms per 1 000 steps: less sensitive than the rate to what else the
+  // machine runs (the tracing cost is CPU in the worker).
+  const cpu = new Map<string, number[]>(variants.map((v) => [v.id, []]));
+  const steps = KIND === 'fsm3' ? 3 * N : N;
   try {
     for (let rep = 0; rep < REPEATS; rep++) {
       const order = variants.map((_, i) => variants[(i + rep) % variants.length]!);
       for (const v of order) {
         const out = await drainCase(rc, v, KIND, C, N);
         rates.get(v.id)!.push(out.rate);
-        console.log(`repeat ${rep + 1} ${v.id}: ${out.rate.toFixed(0)} steps/s`);
+        const cpuPer1k = (out.cpu.workerMs / steps) * 1000;
+        cpu.get(v.id)!.push(cpuPer1k);
+        console.log(
+          `repeat ${rep + 1} ${v.id}: ${out.rate.toFixed(0)} steps/s, worker CPU ${cpuPer1k.toFixed(0)} ms / 1 000 steps`,
+        );
       }
     }
   } finally {
     await infra.stop();
   }
   const base = rates.get(genDurableOtelOff.id)!;
+  const baseCpu = cpu.get(genDurableOtelOff.id)!;
   console.log(`\n${KIND} drain, N=${N}, C=${C}, ${REPEATS} interleaved repeats`);
   for (const v of variants) {
     const mine = rates.get(v.id)!;
     const ratios = mine.map((r, i) => r / base[i]!);
+    const myCpu = cpu.get(v.id)!;
+    const cpuRatios = myCpu.map((c, i) => c / baseCpu[i]!);
     console.log(
       `${v.id.padEnd(27)} median ${median(mine).toFixed(0)} steps/s; paired ÷ otel-off: median ${median(ratios).toFixed(3)} (min ${Math.min(...ratios).toFixed(3)}, max ${Math.max(...ratios).toFixed(3)})`,
+    );
+    console.log(
+      `${''.padEnd(27)} worker CPU median ${median(myCpu).toFixed(0)} ms / 1 000 steps; paired ÷ otel-off: median ${median(cpuRatios).toFixed(3)} (min ${Math.min(...cpuRatios).toFixed(3)}, max ${Math.max(...cpuRatios).toFixed(3)})`,
     );
   }
 }
