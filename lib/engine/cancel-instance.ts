@@ -1,5 +1,6 @@
 import type { PoolClient } from 'pg';
 
+import { actorOf } from './instance-history';
 import { isTransient } from '../db/sql-executor';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { NoTargetError } from '../errors/no-target.error';
@@ -28,19 +29,22 @@ const CHILDREN_MODES: readonly CancelChildren[] = ['cascade', 'detach', 'keep'];
 const MODES: readonly CancelMode[] = ['cooperative', 'fence'];
 
 /** Validated options, or `InvalidInputError` naming the bad field. */
-export function cancelInput(options: unknown): Required<Omit<CancelOptions, 'reason'>> & {
+export function cancelInput(options: unknown): Required<Omit<CancelOptions, 'reason' | 'actor'>> & {
   reason: string | null;
+  actor: string | null;
 } {
-  if (options === undefined) return { reason: null, children: 'cascade', mode: 'cooperative' };
+  if (options === undefined) {
+    return { reason: null, children: 'cascade', mode: 'cooperative', actor: null };
+  }
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new InvalidInputError('cancel.options', 'must be an object');
   }
   const o = options as Record<string, unknown>;
   for (const key of Object.keys(o)) {
-    if (key !== 'reason' && key !== 'children' && key !== 'mode') {
+    if (key !== 'reason' && key !== 'children' && key !== 'mode' && key !== 'actor') {
       throw new InvalidInputError(
         `cancel.options.${key}`,
-        'is not an option (reason, children, mode)',
+        'is not an option (reason, children, mode, actor)',
       );
     }
   }
@@ -69,6 +73,7 @@ export function cancelInput(options: unknown): Required<Omit<CancelOptions, 'rea
     reason: reason ?? null,
     children: children as CancelChildren,
     mode: mode as CancelMode,
+    actor: actorOf(o['actor'], 'cancel.actor') ?? null,
   };
 }
 
@@ -129,6 +134,7 @@ export async function cancelInstance(
     fence: input.mode === 'fence',
     descendantsOnly: false,
     onlyFsms: null,
+    actor: input.actor,
   });
   if (!outcome) throw new NoTargetError(targetLabel(target), 'nothing was cancelled');
   return outcome;
@@ -205,6 +211,18 @@ export function summarize(rows: readonly CancelledRow[]): CancelResult {
   return { cancelled: [...cancelled], requested: [...requested], alreadyTerminal };
 }
 
+/** The request with the FSMs whose history level is not the default (docs/design.md §28.1). */
+function withHistory(runtime: ControlRuntime, request: CancelRequest): CancelRequest {
+  const historyOff: string[] = [];
+  const historyFull: string[] = [];
+  for (const d of runtime.registry.all()) {
+    if (d.name === undefined) continue;
+    if (d.history === 'off') historyOff.push(d.name);
+    else if (d.history === 'full') historyFull.push(d.name);
+  }
+  return { ...request, historyOff, historyFull };
+}
+
 /**
  * One round, retried on transient errors when it is one autocommit statement (inside a
  * caller's transaction an error aborts that transaction: it is the caller's to retry).
@@ -216,7 +234,7 @@ async function runRound(
 ): Promise<CancelledRow[]> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await CANCEL_INSTANCES.run(runtime.sql, request, client);
+      return await CANCEL_INSTANCES.run(runtime.sql, withHistory(runtime, request), client);
     } catch (err) {
       if (client !== undefined || !isTransient(err) || attempt >= ROUND_ATTEMPTS) throw err;
       await new Promise((resolve) => setTimeout(resolve, 20 * attempt * Math.random()));

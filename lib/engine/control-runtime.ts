@@ -44,7 +44,11 @@ export interface ControlRegistry {
   /** The definition a row runs on, or undefined when this process does not know it. */
   find(name: string, version: number): ControlDefinition | undefined;
   /** The known definitions' queues (a queue is `known` when one declares it). */
-  all(): readonly { readonly queue: string }[];
+  all(): readonly {
+    readonly queue: string;
+    readonly name?: string;
+    readonly history?: HistoryLevel;
+  }[];
   /** FSM names whose `cancelOn` lists `signal`, or null (docs/design.md §27.2). */
   cancellingFsms(signal: string): string[] | null;
 }

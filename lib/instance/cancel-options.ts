@@ -22,6 +22,12 @@ export interface CancelOptions {
    * claim, so its step's late outcome is stale — the step may still be running.
    */
   mode?: CancelMode;
+  /**
+   * Who asks (a user name, a service): stored as the `actor` of the cancel's history rows
+   * (docs/design.md §28.1), one per row cancelled or asked to stop, unless its FSM's `history`
+   * is `'off'`. At most 200 characters. Default: none.
+   */
+  actor?: string;
 }
 
 /** What `cancel` did: ids cancelled now, ids whose owner was asked, ids already ended. */

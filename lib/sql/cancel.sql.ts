@@ -20,6 +20,11 @@ export interface CancelRequest {
   readonly descendantsOnly: boolean;
   /** Only a target of one of these FSMs (a `cancelOn` delivery); null = any. */
   readonly onlyFsms: readonly string[] | null;
+  /** Who asked: the `actor` of the history rows (docs/design.md §28.1). */
+  readonly actor?: string | null;
+  /** FSM names whose history is `'off'` (no row) and `'full'` (a row with the state). */
+  readonly historyOff?: readonly string[];
+  readonly historyFull?: readonly string[];
 }
 
 /**
@@ -90,6 +95,10 @@ export interface CancelledRow {
  * `moved` and `signaled`, and the caller sweeps its inbox again in a new statement
  * (CONSUME_INBOXES). A delivery after the lock finds the row ended and stores nothing.
  * A target that is not found returns no row. Nothing is written for an ended target.
+ * - history (docs/design.md §28.1): every tree row cancelled or requested now gets a
+ *   `manual.cancel` row (outcome `cancelled` or `requested`, actor `$10`) unless its FSM is in
+ *   `$8` (level `'off'`); with its state when in `$9` (`'full'`). An FSM this node does not
+ *   know records at the default level.
  */
 export const CANCEL_INSTANCES = sql(
   'cancel_instances',
@@ -115,7 +124,7 @@ export const CANCEL_INSTANCES = sql(
         AND c.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
    ), locked AS (
      SELECT g.id, g.status, g.queue, g.signaled, g.concurrency_key, g.concurrency_shard,
-            w.role, COALESCE(g.id = (SELECT id FROM target), false) AS is_target,
+            g.fsm, g.step, g.attempt, w.role, COALESCE(g.id = (SELECT id FROM target), false) AS is_target,
             w.seen IS NOT NULL AND w.seen <> g.xmin::text AS moved
        FROM {schema}.gen_durable g JOIN want w ON g.id = w.id
       ORDER BY g.id
@@ -166,6 +175,13 @@ export const CANCEL_INSTANCES = sql(
       WHERE p.id = a.id AND a.role = 'parent'
         AND EXISTS (SELECT 1 FROM act t WHERE t.is_target AND t.action = 'cancelled')
      RETURNING p.id, p.queue, p.status
+   ), recorded AS (
+     INSERT INTO {schema}.gen_durable_history (instance_id, kind, step, attempt, outcome, state, actor)
+     SELECT a.id, 'manual.cancel', a.step, a.attempt, a.action,
+            CASE WHEN a.fsm = ANY ($9::text[]) THEN (SELECT g.state FROM {schema}.gen_durable g WHERE g.id = a.id) END,
+            $10::text
+       FROM act a
+      WHERE a.role = 'tree' AND a.action IN ('cancelled', 'requested') AND NOT (a.fsm = ANY ($8::text[]))
    )
    SELECT a.id, a.action, a.is_target, a.queue, a.status AS prior, a.moved, a.signaled,
           a.concurrency_key, a.concurrency_shard
@@ -182,6 +198,9 @@ export const CANCEL_INSTANCES = sql(
       i.fence,
       i.descendantsOnly,
       i.onlyFsms,
+      i.historyOff ?? [],
+      i.historyFull ?? [],
+      i.actor ?? null,
     ],
     decode: (rows: readonly CancelRecord[]): CancelledRow[] => {
       const out: CancelledRow[] = [];
