@@ -3,10 +3,13 @@ import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 
 import { GenDurableModule } from '../lib';
+import { GenDurableDashboardModule } from '../lib/dashboard';
 import { GenDurableHealthModule } from '../lib/health';
 
 import { AppController } from './app.controller';
 import { CheckoutModule } from './checkout/checkout.module';
+import { DashboardDemoSeeder } from './dashboard/dashboard-demo-seeder';
+import { DemoDashboardGuard } from './dashboard/demo-dashboard.guard';
 import { DemoSeeder } from './demo/demo-seeder';
 import { NotificationsModule } from './notifications/notifications.module';
 import { ReportsModule } from './reports/reports.module';
@@ -17,7 +20,8 @@ import { HealthController } from './health/health.controller';
 
 /**
  * The sample app: TypeORM on DATABASE_URL with the gen-durable migration run at boot, the
- * engine over TypeORM's DataSource, Terminus health endpoints, and the sample FSMs.
+ * engine over TypeORM's DataSource, Terminus health endpoints, the dashboard at /durable, and
+ * the sample FSMs.
  */
 @Module({
   imports: [
@@ -27,12 +31,20 @@ import { HealthController } from './health/health.controller';
       useFactory: (dataSource: DataSource) => sampleEngineOptions(dataSource),
     }),
     GenDurableHealthModule.forFeature(),
+    // The dashboard at /durable (docs/dashboard.md) behind a demo token guard; the demo lets
+    // every holder of the token act. A real app passes its own guards, access and actor.
+    GenDurableDashboardModule.register({
+      path: 'durable',
+      guards: [DemoDashboardGuard],
+      access: () => 'all',
+      actor: () => 'sample-demo',
+    }),
     CheckoutModule,
     NotificationsModule,
     ReportsModule,
   ],
   controllers: [AppController, HealthController],
-  providers: [TransitionLogger, DemoSeeder],
+  providers: [TransitionLogger, DemoSeeder, DashboardDemoSeeder],
 })
 export class AppModule implements OnApplicationShutdown {
   private readonly logger = new Logger('Sample');

@@ -4,6 +4,7 @@ import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 
 import { AppModule } from './app.module';
+import { DEMO_DASHBOARD_TOKEN } from './dashboard/demo-dashboard.guard';
 import { ScheduleLogger } from './reports/schedule-logger';
 
 async function bootstrap(): Promise<void> {
@@ -16,6 +17,7 @@ async function bootstrap(): Promise<void> {
   await app.listen(port);
   const url = (await app.getUrl()).replace('[::1]', 'localhost').replace('127.0.0.1', 'localhost');
   new Logger('Sample').log(`gen-durable sample listening on ${url}`);
+  new Logger('Sample').log(`dashboard: ${url}/durable?token=${DEMO_DASHBOARD_TOKEN}`);
   await app.get(ScheduleLogger).logSchedules();
 }
 
