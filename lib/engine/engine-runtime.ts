@@ -240,6 +240,16 @@ export class EngineRuntime {
         (queues) => this.pokes.poke(queues),
         (ids) => this.watcher.nudge(ids),
         this.options.leaseTtl,
+        {
+          off: this.registry
+            .all()
+            .filter((d) => d.history === 'off')
+            .map((d) => d.name),
+          full: this.registry
+            .all()
+            .filter((d) => d.history === 'full')
+            .map((d) => d.name),
+        },
       );
       this.reaper.start();
     }

@@ -30,6 +30,11 @@ export class Reaper {
     private readonly settled: (ids: readonly string[]) => void,
     /** Rows reaped again spread over reaps × this many ms (the lease TTL; see REAP_EXPIRED). */
     private readonly spreadMs = 0,
+    /** FSM names whose history level is `'off'` / `'full'` (docs/design.md §28.1). */
+    private readonly history: {
+      readonly off: readonly string[];
+      readonly full: readonly string[];
+    } = { off: [], full: [] },
   ) {
     this.periodic = new PeriodicTask(interval, () => this.sweep());
   }
@@ -70,7 +75,13 @@ export class Reaper {
       const { rows, failed } = await this.sql.transaction(async (tx) => {
         const reapedRows = await REAP_EXPIRED.run(
           this.sql,
-          { maxReaps: this.maxReaps, limit: BATCH, spreadMs: this.spreadMs },
+          {
+            maxReaps: this.maxReaps,
+            limit: BATCH,
+            spreadMs: this.spreadMs,
+            historyOff: this.history.off,
+            historyFull: this.history.full,
+          },
           tx,
         );
         if (FAULTS_ENABLED) {

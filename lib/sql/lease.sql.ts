@@ -223,11 +223,16 @@ export const RELEASE_CLAIMS = sql(
  * A row whose cancel was requested (docs/design.md §27.2) is not requeued: its step never
  * returned, so its lease ends it `cancelled` (attempt, reaps, suspicion and error unchanged);
  * the reaper gives it a terminal's riders as it does a poison pill.
+ * History (docs/design.md §28.1), in the same statement: every row taken back gets a row —
+ * `reaped` (runnable again), `poisoned` (failed, its error the verdict) or `cancelled` — with the
+ * lost worker, claim and attempt, unless its FSM is in `$4` (level `'off'`); with its state
+ * when in `$5` (`'full'`). An FSM this node does not know records at the default level.
  */
 export const REAP_EXPIRED = sql(
   'reap_expired',
   `WITH expired AS (
-     SELECT id, reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq AS counts, suspect, reaps
+     SELECT id, reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq AS counts, suspect, reaps,
+            locked_by, attempt
        FROM {schema}.gen_durable
       WHERE status = 'executing' AND lease_expires_at < now()
       ORDER BY id
@@ -235,9 +240,9 @@ export const REAP_EXPIRED = sql(
       FOR NO KEY UPDATE SKIP LOCKED
    ), verdict AS (
      SELECT id, counts, counts AND suspect AS poisoned,
-            counts AND NOT suspect AND reaps + 1 >= $1 AS suspected
+            counts AND NOT suspect AND reaps + 1 >= $1 AS suspected, locked_by AS lost_worker, attempt AS lost_attempt
        FROM expired
-   )
+   ), reaped AS (
    UPDATE {schema}.gen_durable g
       SET status = (CASE WHEN g.cancel_requested_at IS NOT NULL THEN 'cancelled'
                          WHEN v.poisoned THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
@@ -253,13 +258,28 @@ export const REAP_EXPIRED = sql(
           locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, updated_at = now()
      FROM verdict v
     WHERE g.id = v.id
-   RETURNING g.id, g.status, g.parent_id, g.queue, g.fsm, g.step, g.reaps, v.suspected AND g.cancel_requested_at IS NULL AS suspected`,
+   RETURNING g.id, g.status, g.parent_id, g.queue, g.fsm, g.step, g.reaps, v.suspected AND g.cancel_requested_at IS NULL AS suspected,
+             g.claim_seq, g.last_error, v.lost_worker, v.lost_attempt,
+             CASE WHEN g.fsm = ANY (COALESCE($5::text[], '{}')) THEN g.state END AS full_state
+   ), recorded AS (
+     INSERT INTO {schema}.gen_durable_history (instance_id, kind, step, attempt, claim_seq, worker, outcome, error, state)
+     SELECT r.id, CASE r.status WHEN 'cancelled' THEN 'cancelled' WHEN 'failed' THEN 'poisoned' ELSE 'reaped' END,
+            r.step, r.lost_attempt, r.claim_seq, r.lost_worker, r.status::text,
+            CASE WHEN r.status = 'failed' THEN jsonb_build_object('name', 'reason', 'message', r.last_error, 'stack', NULL) END,
+            r.full_state
+       FROM reaped r
+      WHERE NOT (r.fsm = ANY (COALESCE($4::text[], '{}')))
+   )
+   SELECT id, status, parent_id, queue, fsm, step, reaps, suspected FROM reaped`,
   {
     params: (i: {
       readonly maxReaps: number;
       readonly limit: number;
       readonly spreadMs: number;
-    }) => [i.maxReaps, i.limit, i.spreadMs],
+      /** FSM names whose history is `'off'` (no row) and `'full'` (with the state), §28.1. */
+      readonly historyOff?: readonly string[];
+      readonly historyFull?: readonly string[];
+    }) => [i.maxReaps, i.limit, i.spreadMs, i.historyOff ?? [], i.historyFull ?? []],
     decode: (rows: readonly ReapedRecord[]): ReapedRow[] => {
       const out: ReapedRow[] = [];
       for (const r of rows) {

@@ -1,6 +1,7 @@
 import { done, DurableFsm, InvalidInputError, Step, stop } from '../../lib';
 import { GenDurableTesting } from '../../lib/testing';
 import { bootEngine, claimRows, execute, type Harness } from '../support/engine-harness';
+import { Reaper } from '../../lib/runtime/reaper';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // Step history of manual actions, stale outcomes and GC (docs/design.md §28.1): cancel and
@@ -87,6 +88,30 @@ describe('history of manual actions, stale outcomes and GC (docs/design.md §28.
     await db.pool.query(`UPDATE gen_durable SET claim_seq = claim_seq + 1 WHERE id = $1`, [id]);
     expect(await execute(h.engine, row!)).toBe('stale');
     expect(await h.engine.history(id)).toEqual([]);
+  });
+
+  it("the reaper writes a 'reaped' row with the lost worker, in its statement", async () => {
+    const id = await h.engine.insert(AllFsm);
+    const [row] = await claimRows(h.engine, 'hist-stale', 1, 'worker-lost');
+    await db.pool.query(
+      `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
+    const reaper = new Reaper(
+      h.engine.runtime.sql,
+      60_000,
+      3,
+      h.engine.runtime.telemetry,
+      () => undefined,
+      () => undefined,
+    );
+    h.clear();
+    expect((await reaper.sweep()).reaped).toBe(1);
+    expect(h.statements).not.toContain('insert_history');
+    const rows = await h.engine.history(id);
+    expect(rows.map((r) => [r.kind, r.step, r.outcome, r.worker, r.attempt, r.claimSeq])).toEqual([
+      ['reaped', 'start', 'runnable', 'worker-lost', 0, row!.claimSeq],
+    ]);
   });
 
   it("GC of a done instance deletes its history (the foreign key's cascade)", async () => {
