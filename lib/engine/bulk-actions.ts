@@ -9,6 +9,7 @@ import { BULK_BATCH, BULK_CANCEL, BULK_RETRY, type BulkRow } from '../sql/bulk.s
 import { listDriver } from '../sql/query.sql';
 import { cancelInput, gateSlot, runCancel } from './cancel-instance';
 import type { ControlRuntime } from './control-runtime';
+import { actorOf } from './instance-history';
 
 export type { BulkResult } from '../instance/bulk-options';
 
@@ -17,8 +18,8 @@ export const BULK_BATCH_SIZE = 1000;
 /** Rows a batch statement examines at most (the list's default scan bound). */
 const BULK_SCAN = 10_000;
 
-const CANCEL_KEYS = new Set(['reason', 'children', 'mode', 'dryRun', 'all']);
-const RETRY_KEYS = new Set(['step', 'at', 'detach', 'dryRun', 'all']);
+const CANCEL_KEYS = new Set(['reason', 'children', 'mode', 'actor', 'dryRun', 'all']);
+const RETRY_KEYS = new Set(['step', 'at', 'detach', 'actor', 'dryRun', 'all']);
 
 /**
  * `cancelAll` / `retryAll` (docs/design.md §27.7): the filter's rows in batches of at most
@@ -49,7 +50,9 @@ export class BulkActions {
       ...(o['reason'] !== undefined && { reason: o['reason'] }),
       ...(o['children'] !== undefined && { children: o['children'] }),
       ...(o['mode'] !== undefined && { mode: o['mode'] }),
+      ...(o['actor'] !== undefined && { actor: o['actor'] }),
     });
+    const history = historyLevels(this.runtime);
     const fence = cancel.mode === 'fence';
     const acted = new Set<string>();
     return this.walk(f, dryRun, async (rows) => {
@@ -64,6 +67,8 @@ export class BulkActions {
         ids,
         reason: cancel.reason,
         fence,
+        ...history,
+        actor: cancel.actor,
       });
       const slots: LimiterSlot[] = [];
       const cancelledNow: string[] = [];
@@ -123,6 +128,7 @@ export class BulkActions {
           fence,
           descendantsOnly: false,
           onlyFsms: null,
+          actor: cancel.actor,
         });
         if (!result) continue;
         for (const c of result.cancelled) acted.add(c);
@@ -165,6 +171,8 @@ export class BulkActions {
     if (typeof detach !== 'boolean') {
       throw new InvalidInputError('retryAll.detach', 'must be a boolean');
     }
+    const actor = actorOf(o['actor'], 'retryAll.actor') ?? null;
+    const history = historyLevels(this.runtime);
     return this.walk(f, dryRun, async (rows) => {
       const retryable = rows.filter((r) => r.status === 'failed' || r.status === 'cancelled');
       if (retryable.length === 0) return 0;
@@ -186,6 +194,8 @@ export class BulkActions {
         step: step ?? null,
         at: at ?? null,
         detach,
+        ...history,
+        actor,
       });
       let answer;
       try {
@@ -251,6 +261,21 @@ export class BulkActions {
       else return { matched, changed };
     }
   }
+}
+
+/** The FSMs whose history level is `'off'` and `'full'` (docs/design.md §28.1), as `cancel` reads them. */
+function historyLevels(runtime: ControlRuntime): {
+  historyOff: string[];
+  historyFull: string[];
+} {
+  const historyOff: string[] = [];
+  const historyFull: string[] = [];
+  for (const d of runtime.registry.all()) {
+    if (d.name === undefined) continue;
+    if (d.history === 'off') historyOff.push(d.name);
+    else if (d.history === 'full') historyFull.push(d.name);
+  }
+  return { historyOff, historyFull };
 }
 
 /** A unique violation of the correlation index: a key is occupied by another instance. */

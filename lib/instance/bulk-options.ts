@@ -29,6 +29,8 @@ export interface RetryAllOptions extends BulkOptions {
   at?: Date;
   /** Retry children whose parent moved on, unlinked (as `retry`). Default false. */
   detach?: boolean;
+  /** Who asked: recorded in each retried row's `manual.retry` history row. Default: none. */
+  actor?: string;
 }
 
 /** What a bulk action did: rows the filter matched, and rows it changed. */

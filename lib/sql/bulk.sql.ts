@@ -125,6 +125,11 @@ export interface BulkCancelInput {
   readonly ids: readonly string[];
   readonly reason: string | null;
   readonly fence: boolean;
+  /** FSMs whose history level is `'off'` (no `manual.cancel` row) and `'full'` (with state). */
+  readonly historyOff: readonly string[];
+  readonly historyFull: readonly string[];
+  /** Who asked: the history rows' `actor`, or null. */
+  readonly actor: string | null;
 }
 
 interface BulkCancelRecord {
@@ -156,6 +161,9 @@ interface BulkCancelRecord {
  *   decremented by the number of its children cancelled now and, awaiting children and at zero,
  *   becomes runnable (`woken`). A parent is never a leaf of the batch (it has children), so each
  *   row is written once, by the one UPDATE.
+ * - history (docs/design.md §28.1): each row cancelled or requested here gets a `manual.cancel`
+ *   row (outcome `cancelled` / `requested`, actor `$6`) unless its FSM is in `$4` (level
+ *   `'off'`), with its state when in `$5` (`'full'`), as CANCEL_INSTANCES writes them.
  * A matched id no longer in the table answers nothing.
  */
 export const BULK_CANCEL = sql(
@@ -170,7 +178,7 @@ export const BULK_CANCEL = sql(
      SELECT parent_id FROM batch WHERE NOT has_children AND parent_id IS NOT NULL
    ), locked AS (
      SELECT g.id, g.status, g.queue, g.parent_id, g.signaled, g.concurrency_key,
-            g.concurrency_shard, g.xmin::text AS locked_seen
+            g.concurrency_shard, g.xmin::text AS locked_seen, g.fsm, g.step, g.attempt
        FROM {schema}.gen_durable g WHERE g.id IN (SELECT id FROM want)
       ORDER BY g.id
         FOR NO KEY UPDATE OF g
@@ -216,6 +224,13 @@ export const BULK_CANCEL = sql(
         SET consumed_at = now()
        FROM act a
       WHERE a.action = 'cancelled' AND a.signaled AND s.target_id = a.id AND s.consumed_at IS NULL
+   ), recorded AS (
+     INSERT INTO {schema}.gen_durable_history (instance_id, kind, step, attempt, outcome, state, actor)
+     SELECT a.id, 'manual.cancel', a.step, a.attempt, a.action,
+            CASE WHEN a.fsm = ANY ($5::text[]) THEN (SELECT g.state FROM {schema}.gen_durable g WHERE g.id = a.id) END,
+            $6::text
+       FROM act a
+      WHERE a.matched AND a.action IN ('cancelled', 'requested') AND NOT (a.fsm = ANY ($4::text[]))
    )
    SELECT a.id, a.action, a.queue, a.status AS prior, a.concurrency_key, a.concurrency_shard
      FROM act a WHERE a.matched
@@ -226,7 +241,14 @@ export const BULK_CANCEL = sql(
    SELECT c.id, 'woken', c.queue, 'awaiting_children', NULL, NULL
      FROM changed c WHERE c.joined AND c.status = 'runnable'`,
   {
-    params: (i: BulkCancelInput) => [i.ids, i.reason, i.fence],
+    params: (i: BulkCancelInput) => [
+      i.ids,
+      i.reason,
+      i.fence,
+      i.historyOff,
+      i.historyFull,
+      i.actor,
+    ],
     decode: (rows: readonly BulkCancelRecord[]): BulkCancelRow[] =>
       rows.map((r) => ({
         id: r.id,
@@ -248,6 +270,11 @@ export interface BulkRetryInput {
   /** When they become due, or null for now. */
   readonly at: Date | null;
   readonly detach: boolean;
+  /** FSMs whose history level is `'off'` (no `manual.retry` row) and `'full'` (with state). */
+  readonly historyOff: readonly string[];
+  readonly historyFull: readonly string[];
+  /** Who asked: the history rows' `actor`, or null. */
+  readonly actor: string | null;
 }
 
 /** What BULK_RETRY answered for one row (the verdicts of RETRY_INSTANCE). */
@@ -279,7 +306,9 @@ interface BulkRetryRecord {
  * re-incremented (a parent awaiting children is not failed or cancelled), so each row is
  * written once. A re-occupied correlation key raises the unique violation of
  * gen_durable_correlation for the whole batch (nothing written); the caller then retries that
- * batch row by row. A matched id no longer in the table answers nothing.
+ * batch row by row. A matched id no longer in the table answers nothing. Each retried row gets a
+ * `manual.retry` history row (docs/design.md §28.1; actor `$8`) unless its FSM is in `$6`
+ * (level `'off'`), with its state when in `$7` (`'full'`), as RETRY_INSTANCE writes it.
  */
 export const BULK_RETRY = sql(
   'bulk_retry',
@@ -288,13 +317,13 @@ export const BULK_RETRY = sql(
        FROM unnest($1::bigint[], $2::bigint[]) AS t(id, seq)
        JOIN {schema}.gen_durable g ON g.id = t.id
    ), locked AS (
-     SELECT g.id, g.status, g.claim_seq, g.parent_id
+     SELECT g.id, g.status, g.claim_seq, g.parent_id, g.fsm, g.step, g.attempt
        FROM {schema}.gen_durable g
       WHERE g.id IN (SELECT id FROM target UNION SELECT parent_id FROM target WHERE parent_id IS NOT NULL)
       ORDER BY g.id
         FOR NO KEY UPDATE OF g
    ), verdict AS (
-     SELECT r.id,
+     SELECT r.id, r.fsm, r.step AS old_step, r.attempt AS old_attempt,
             CASE WHEN r.status NOT IN ('failed', 'cancelled') OR r.claim_seq <> t.seq THEN 'status'
                  WHEN r.parent_id IS NOT NULL AND p.status IS DISTINCT FROM 'awaiting_children' AND NOT $5::boolean
                    THEN 'parent'
@@ -312,16 +341,31 @@ export const BULK_RETRY = sql(
             updated_at = now()
        FROM verdict v
       WHERE g.id = v.id AND v.verdict = 'retried'
-     RETURNING g.id, g.queue, g.parent_id, g.eligible_at <= now() AS due
+     RETURNING g.id, g.queue, g.parent_id, g.eligible_at <= now() AS due, g.step, v.fsm,
+               v.old_step, v.old_attempt, CASE WHEN v.fsm = ANY ($7::text[]) THEN g.state END AS new_state
    ), joined AS (
      UPDATE {schema}.gen_durable p
         SET children_pending = p.children_pending + j.n, updated_at = now()
        FROM (SELECT parent_id, count(*)::int AS n FROM retried WHERE parent_id IS NOT NULL GROUP BY parent_id) j
       WHERE p.id = j.parent_id AND p.status = 'awaiting_children'
+   ), recorded AS (
+     INSERT INTO {schema}.gen_durable_history (instance_id, kind, step, next_step, attempt, outcome, state, actor)
+     SELECT r.id, 'manual.retry', r.old_step, r.step, r.old_attempt, 'runnable', r.new_state, $8::text
+       FROM retried r
+      WHERE NOT (r.fsm = ANY ($6::text[]))
    )
    SELECT v.id, v.verdict, r.queue, r.due FROM verdict v LEFT JOIN retried r ON r.id = v.id`,
   {
-    params: (i: BulkRetryInput) => [i.ids, i.claimSeqs, i.step, i.at, i.detach],
+    params: (i: BulkRetryInput) => [
+      i.ids,
+      i.claimSeqs,
+      i.step,
+      i.at,
+      i.detach,
+      i.historyOff,
+      i.historyFull,
+      i.actor,
+    ],
     decode: (rows: readonly BulkRetryRecord[]): BulkRetryRow[] =>
       rows.map((r) => ({ id: r.id, verdict: r.verdict, queue: r.queue, due: r.due ?? false })),
   },

@@ -113,7 +113,7 @@ describe('cancelAll / retryAll (docs/design.md §27.7)', () => {
     h.clear();
     const cancelled = await h.engine.cancelAll(
       { fsm: 'bulk-alpha' },
-      { reason: 'bulk', children: 'keep' },
+      { reason: 'bulk', children: 'keep', actor: 'ops@example.com' },
     );
     expect(cancelled).toEqual({ matched: N, changed: N });
     const batches = h.statements.filter((s) => s === 'bulk_batch').length;
@@ -126,6 +126,12 @@ describe('cancelAll / retryAll (docs/design.md §27.7)', () => {
       `SELECT count(*)::int AS n FROM gen_durable WHERE cancel_reason = 'bulk'`,
     );
     expect(rows[0]!.n).toBe(N);
+    // Each row's manual.cancel history row, with the actor, written by the batch statement.
+    const cancelHistory = await db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM gen_durable_history
+        WHERE kind = 'manual.cancel' AND outcome = 'cancelled' AND actor = 'ops@example.com'`,
+    );
+    expect(cancelHistory.rows[0]!.n).toBe(N);
 
     // Again: every row matches, none changes (already terminal).
     expect(await h.engine.cancelAll({ fsm: 'bulk-alpha' })).toEqual({ matched: N, changed: 0 });
@@ -139,9 +145,14 @@ describe('cancelAll / retryAll (docs/design.md §27.7)', () => {
     h.clear();
     const retried = await h.engine.retryAll(
       { fsm: 'bulk-alpha', status: 'cancelled' },
-      { step: 'again' },
+      { step: 'again', actor: 'ops@example.com' },
     );
     expect(retried).toEqual({ matched: N, changed: N });
+    const retryHistory = await db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM gen_durable_history
+        WHERE kind = 'manual.retry' AND step = 'start' AND next_step = 'again' AND actor = 'ops@example.com'`,
+    );
+    expect(retryHistory.rows[0]!.n).toBe(N);
     expect(h.statements.filter((s) => s === 'bulk_batch').length).toBe(N / 1000 + 1);
     expect(h.statements.filter((s) => s === 'bulk_retry')).toHaveLength(N / 1000);
     expect(await statusCounts(db, 'bulk-alpha')).toEqual({ runnable: N });
