@@ -49,6 +49,9 @@ class FlakyFsm {
   }
 }
 
+// Each command is a node process: on a loaded machine a test of several takes a while.
+jest.setTimeout(180_000);
+
 const FIXTURE = 'test/cli/fixtures/app.module.ts';
 
 describe('gen-durable CLI (docs/cli.md)', () => {

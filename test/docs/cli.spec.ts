@@ -21,6 +21,9 @@ class OrderFsm {
   }
 }
 
+// Each command is a node process: on a loaded machine a test of several takes a while.
+jest.setTimeout(180_000);
+
 /** The ```console block after `<!-- cli-session -->`: commands and their expected output. */
 function session(): { command: string; expected: string }[] {
   const lines = readFileSync(join(__dirname, '..', '..', 'docs', 'cli.md'), 'utf8').split('\n');
