@@ -264,7 +264,7 @@ export async function cancel(
   target: Target,
   options: CancelOptions,
 ): Promise<void> {
-  const result: CancelResult = await ctx.client.cancel(target, options);
+  const result: CancelResult = await ctx.client.cancel(target, { ...options, actor: cliActor() });
   out.result(result, () =>
     [
       `cancelled: ${result.cancelled.join(', ') || '-'}`,

@@ -382,6 +382,10 @@ describe('gen-durable CLI (docs/cli.md)', () => {
       status: 'cancelled',
       cancelReason: 'operator',
     });
+    expect((await h.engine.history(parent, { limit: 1 }))[0]).toMatchObject({
+      kind: 'manual.cancel',
+      actor: expect.stringMatching(/^cli:\S+$/) as unknown,
+    });
     const again = await run(['cancel', parent]);
     expect(again.stdout).toContain(`already ended: ${parent}`);
 
