@@ -17,6 +17,7 @@ import { toJsonText } from '../serialization/json-value';
 import type { HeldClaim } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { StepSpan, StepTracer } from '../telemetry/otel-span-types';
+import { withTraceContext } from '../instance/insert-row';
 import type { ClaimedRow } from './claimed-row';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { FlushEntry, FlushReply } from './flush-entry';
@@ -216,7 +217,17 @@ export class Executor {
       span?.end('crash');
       return this.crash(row, `internal error building the outcome: ${String(err)}`);
     }
-    span?.end(entry.kind);
+    if (span !== undefined) {
+      // Children the step scheduled carry its span's context: their first steps are its children.
+      const traceContext = span.traceContext;
+      if ('children' in entry && traceContext !== null) {
+        entry = {
+          ...entry,
+          children: entry.children.map((r) => withTraceContext(r, traceContext)),
+        };
+      }
+      span.end(entry.kind);
+    }
     if (
       entry.kind === 'next' &&
       entry.rateLimit !== null &&

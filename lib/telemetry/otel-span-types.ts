@@ -22,6 +22,8 @@ export interface StepSpanRow {
 
 /** One step's span, as the executor drives it (lib/runtime/executor.ts). */
 export interface StepSpan {
+  /** The span's W3C trace context as stored (children the step schedules carry it), or null. */
+  readonly traceContext: string | null;
   /** Runs the step inside the span's context (work the step starts is traced under it). */
   within<T>(run: () => Promise<T>): Promise<T>;
   /** The step threw: the span records the error's class and message and ends in error. */

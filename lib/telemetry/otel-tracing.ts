@@ -148,11 +148,15 @@ export class OtelTracing implements StepTracer {
 }
 
 class OtelStepSpan implements StepSpan {
+  readonly traceContext: string | null;
+
   constructor(
     private readonly api: OtelApi,
     private readonly span: Span,
     private readonly context: Context,
-  ) {}
+  ) {
+    this.traceContext = textOf(span.spanContext());
+  }
 
   within<T>(run: () => Promise<T>): Promise<T> {
     return this.api.context.with(this.context, run);

@@ -27,6 +27,7 @@ import {
   EngineService,
   GenDurableModule,
   next,
+  scheduleChildren,
   Step,
   type StepContext,
 } from '../../lib';
@@ -55,6 +56,16 @@ class TracedOrderFsm {
 class TracedFailingFsm {
   @Step() start(): never {
     throw new TypeError('card declined');
+  }
+}
+
+@DurableFsm({ name: 'traced_parent' })
+class TracedParentFsm {
+  @Step() start(ctx: StepContext) {
+    return scheduleChildren('joined', [{ fsm: TracedFailingFsm }], ctx.state);
+  }
+  @Step() joined() {
+    return done({});
   }
 }
 
@@ -118,7 +129,7 @@ describe('OpenTelemetry spans (docs/design.md §31)', () => {
     const moduleRef = await Test.createTestingModule({
       imports: [GenDurableModule.forRoot({ dataSource, ...FAST, otel: { internalSpans: true } })],
       controllers: [OrdersController],
-      providers: [TracedOrderFsm, TracedFailingFsm, RequestSpanInterceptor],
+      providers: [TracedOrderFsm, TracedFailingFsm, TracedParentFsm, RequestSpanInterceptor],
     }).compile();
     app = moduleRef.createNestApplication({ logger: false });
     await app.init();
@@ -274,5 +285,16 @@ describe('OpenTelemetry spans (docs/design.md §31)', () => {
       'messaging.operation.name': 'flush',
       'messaging.batch.message_count': 1,
     });
+  });
+
+  it('children a step schedules carry its span: their first step is its child', async () => {
+    exporter.reset();
+    const id = await engine.insert(TracedParentFsm);
+    expect(await engine.await(id, { until: 'terminal' })).toMatchObject({ kind: 'done' });
+    const parentStep = spanNamed('gen_durable step traced_parent.start');
+    const childStep = spanNamed('gen_durable step traced_failing.start');
+    expect(childStep.spanContext().traceId).toBe(parentStep.spanContext().traceId);
+    expect(childStep.parentSpanContext?.spanId).toBe(parentStep.spanContext().spanId);
+    expect(parentStep.attributes['gen_durable.outcome.kind']).toBe('scheduleChildren');
   });
 });
