@@ -83,6 +83,7 @@ async function main(): Promise<void> {
   const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: 10 } });
   const variants = [...LEVELS, 'off (A/A)'];
   const rates = new Map<string, number[]>(variants.map((v) => [v, []]));
+  const cpus = new Map<string, number[]>(variants.map((v) => [v, []]));
   try {
     await ds.initialize();
     await migrateUp({ query: (text, params) => ds.query(text, params), inTransaction: false });
@@ -101,6 +102,7 @@ async function main(): Promise<void> {
         finals = 0;
         firstStart = 0;
         const finished = new Promise<void>((resolve) => (allDone = resolve));
+        const cpu0 = process.cpuUsage();
         await engine.insertAll(
           fsms.get(level)!,
           Array.from({ length: N }, () => ({ state: {} })),
@@ -108,9 +110,12 @@ async function main(): Promise<void> {
         await finished;
         const rate = ((3 * N) / (performance.now() - firstStart)) * 1000;
         rates.get(v)!.push(rate);
+        const cpu = process.cpuUsage(cpu0);
+        const cpuPer1k = ((cpu.user + cpu.system) / 1000 / (3 * N)) * 1000;
+        cpus.get(v)!.push(cpuPer1k);
         const history = await ds.query(`SELECT count(*)::int AS n FROM gen_durable_history`);
         console.log(
-          `repeat ${rep + 1} ${v.padEnd(11)}: ${rate.toFixed(0)} steps/s, ${String((history as { n: number }[])[0]!.n)} history rows`,
+          `repeat ${rep + 1} ${v.padEnd(11)}: ${rate.toFixed(0)} steps/s, worker CPU ${cpuPer1k.toFixed(0)} ms / 1 000 steps, ${String((history as { n: number }[])[0]!.n)} history rows`,
         );
         // Let the last flush's after-commit effects settle, then start from an empty table.
         await new Promise((resolve) => setTimeout(resolve, 200));
@@ -129,6 +134,11 @@ async function main(): Promise<void> {
   for (const v of variants) {
     const mine = rates.get(v)!;
     const ratios = mine.map((r, i) => r / base[i]!);
+    const cpu = cpus.get(v)!;
+    const cpuRatios = cpu.map((c, i) => c / cpus.get('off')![i]!);
+    console.log(
+      `${v.padEnd(11)} worker CPU median ${median(cpu).toFixed(0)} ms / 1 000 steps; paired ÷ off: median ${median(cpuRatios).toFixed(3)} (min ${Math.min(...cpuRatios).toFixed(3)}, max ${Math.max(...cpuRatios).toFixed(3)})`,
+    );
     console.log(
       `${v.padEnd(11)} median ${median(mine).toFixed(0)} steps/s; paired ÷ off: median ${median(ratios).toFixed(3)} (min ${Math.min(...ratios).toFixed(3)}, max ${Math.max(...ratios).toFixed(3)})`,
     );
