@@ -23,6 +23,8 @@ import {
  */
 export function describeDashboard(adapter: 'express' | 'fastify'): void {
   describe(`dashboard in Chromium (${adapter})`, () => {
+    // Page loads in a real browser beside another suite on a 2-core machine: generous bounds.
+    jest.setTimeout(120_000);
     let db: TestDatabase;
     let host: DashboardApp;
     let browser: TestBrowser;
@@ -174,6 +176,49 @@ export function describeDashboard(adapter: 'express' | 'fastify'): void {
       await ctx.close();
     });
 
+    it('sends a signal, forks with edited state and pauses / resumes a queue from the pages', async () => {
+      const ctx = await context();
+      const { page, problems } = await watched(ctx);
+      await page.goto(`${base}/instances/${seeded.tree}`);
+      // a name it does not await: stored in its inbox, the instance stays parked
+      await page.fill('form[action$="/signal"] input[name="name"]', 'note');
+      await page.fill('form[action$="/signal"] textarea[name="payload"]', '{"by":"browser"}');
+      await page.click('button:has-text("Send signal")');
+      await page.waitForSelector(`.flash:has-text("signal note delivered to #${seeded.tree}")`);
+      const inbox = await db.pool.query<{ payload: unknown }>(
+        "SELECT payload FROM signals WHERE target_id = $1 AND name = 'note'",
+        [seeded.tree],
+      );
+      expect(inbox.rows.map((r) => r.payload)).toEqual([{ by: 'browser' }]);
+
+      await page.goto(`${base}/instances/${seeded.done}`);
+      await page.fill(
+        'form[action$="/fork"] textarea[name="state"]',
+        '{"card":"9999","fail":false}',
+      );
+      await page.click('button:has-text("Fork new instance")');
+      await page.waitForSelector(`.flash:has-text("forked #${seeded.done} as #")`);
+      const forked = await db.pool.query<{ state: unknown }>(
+        'SELECT state FROM gen_durable WHERE forked_from = $1',
+        [seeded.done],
+      );
+      expect(forked.rows.map((r) => r.state)).toEqual([{ card: '9999', fail: false }]);
+
+      const paused = async () =>
+        (await db.pool.query("SELECT 1 FROM gen_durable_paused_queues WHERE queue = 'dash'"))
+          .rowCount;
+      await page.goto(`${base}/queues`);
+      await page.fill('tr[data-queue="dash"] input[name="reason"]', 'maintenance');
+      await page.click('tr[data-queue="dash"] button:has-text("Pause")');
+      await page.waitForSelector('.flash:has-text("queue dash paused")');
+      expect(await paused()).toBe(1);
+      await page.click('tr[data-queue="dash"] button:has-text("Resume")');
+      await page.waitForSelector('.flash:has-text("queue dash resumed")');
+      expect(await paused()).toBe(0);
+      expect(problems).toEqual([]);
+      await ctx.close();
+    });
+
     it('bulk-cancels by the filter after showing the dry-run count', async () => {
       const ctx = await context();
       const { page } = await watched(ctx);
@@ -241,7 +286,8 @@ export function describeDashboard(adapter: 'express' | 'fastify'): void {
     });
 
     it('answers 403 to a request without the guard credential: pages, API and assets', async () => {
-      for (const path of [
+      const anonymous = await browser.browser.newContext();
+      const paths = [
         '',
         '/instances',
         `/instances/${seeded.tree}`,
@@ -249,19 +295,21 @@ export function describeDashboard(adapter: 'express' | 'fastify'): void {
         '/api/instances',
         '/assets/htmx.min.js',
         '/assets/dashboard.css',
-      ]) {
-        const res = await fetch(`${base}${path}`);
-        expect([path, res.status]).toEqual([path, 403]);
+      ];
+      for (const path of paths) {
+        const res = await anonymous.request.get(`${base}${path}`);
+        expect([path, res.status()]).toEqual([path, 403]);
       }
-      const post = await fetch(`${base}/queues/dash/pause`, { method: 'POST' });
-      expect(post.status).toBe(403);
-      const ok = await fetch(`${base}/api/instances?fsm=dash-charge`, {
-        headers: { 'x-dashboard-token': DASHBOARD_TOKEN },
-      });
-      expect(ok.status).toBe(200);
+      const post = await anonymous.request.post(`${base}/queues/dash/pause`);
+      expect(post.status()).toBe(403);
+      await anonymous.close();
+      const ctx = await context();
+      const ok = await ctx.request.get(`${base}/api/instances?fsm=dash-charge`);
+      expect(ok.status()).toBe(200);
       const body = (await ok.json()) as { items: { state: { card: string } }[] };
       expect(body.items.length).toBeGreaterThan(0);
       expect(body.items.every((i) => i.state.card === '••••')).toBe(true);
+      await ctx.close();
     });
   });
 }
