@@ -28,6 +28,7 @@ table.grid{border-collapse:collapse;width:100%}
 table.grid th,table.grid td{border-bottom:1px solid var(--line);padding:6px 8px;text-align:left;vertical-align:top;white-space:nowrap}
 table.grid th{font-weight:600;color:var(--muted);font-size:12.5px}
 table.grid td.err{white-space:normal;min-width:200px;max-width:420px;color:var(--bad);overflow-wrap:anywhere}
+table.grid td.wrap{white-space:normal;min-width:150px}
 table.grid td.key{max-width:260px;overflow:hidden;text-overflow:ellipsis}
 .num{text-align:right !important;font-variant-numeric:tabular-nums}
 table.kv{border-collapse:collapse;width:100%}

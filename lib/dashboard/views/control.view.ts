@@ -107,10 +107,15 @@ export function limitersView(ctx: ViewContext, status: unknown): Html {
   if (status === null) {
     return layout(ctx, 'limiters', 'Limiters', section('Limiters', unavailable('Limiter status')));
   }
-  const s = status as { gates?: unknown; buckets?: unknown };
+  const s = status as {
+    gates?: unknown;
+    buckets?: unknown;
+    declarations?: unknown;
+    backend?: unknown;
+  };
   const body =
     s.gates !== undefined || s.buckets !== undefined
-      ? html`${section('Concurrency gates', rowsOf(s.gates), 'gates')}${section('Rate-limit buckets', rowsOf(s.buckets), 'buckets')}`
+      ? html`${section('Configured limits', rowsOf(s.declarations), 'declarations')}${section('Concurrency gates', rowsOf(s.gates), 'gates')}${section('Rate-limit buckets', rowsOf(s.buckets), 'buckets')}`
       : section('Limiters', jsonBlock(status));
   return layout(ctx, 'limiters', 'Limiters', body);
 }
@@ -137,7 +142,7 @@ export function queuesView(ctx: ViewContext, queues: readonly QueueStatus[]): Ht
               <td>
                 <a href="${ctx.base}/instances${queryString({ queue: q.queue })}">${q.queue}</a>
               </td>
-              <td>
+              <td class="wrap">
                 ${q.paused ? html`<span class="badge paused">paused</span> ${time(q.pausedAt)}${q.reason ? html` <span class="muted">${q.reason}</span>` : ''}` : html`<span class="badge st-done">running</span>`}
               </td>
               <td class="num">${capped(q.runnable)}</td>

@@ -100,7 +100,13 @@ export async function bootDashboardApp(
   const dataSource = await db.dataSource();
   @Module({
     imports: [
-      GenDurableModule.forRoot({ dataSource, ...FAST, queues: { dash: 4 } }),
+      GenDurableModule.forRoot({
+        dataSource,
+        ...FAST,
+        queues: { dash: 4 },
+        rateLimits: { charge: { allowed: 20, period: 1, burst: 20 } },
+        concurrencyLimits: { report: { limit: 2 } },
+      }),
       GenDurableDashboardModule.register({
         guards: [TokenGuard],
         access: (req) => (req.headers['x-dashboard-role'] === 'read' ? 'read' : 'all'),
@@ -170,9 +176,16 @@ export async function seedDashboard(engine: EngineService, holdKey: string): Pro
   const failed = await engine.insert(DashChargeFsm, {
     state: { card: '4242-4242', fail: true },
     correlationKey: 'charge:1',
+    rateLimit: 'charge',
   });
-  const doneId = await engine.insert(DashChargeFsm, { state: { card: '5555-1111' } });
-  const executing = await engine.insert(DashReportFsm, { state: { hold: holdKey } });
+  const doneId = await engine.insert(DashChargeFsm, {
+    state: { card: '5555-1111' },
+    rateLimit: 'charge',
+  });
+  const executing = await engine.insert(DashReportFsm, {
+    state: { hold: holdKey },
+    concurrencyKey: ['report', 'nightly'],
+  });
   const cancelled = await engine.insert(DashReportFsm, {
     state: {},
     scheduleIn: 3_600_000,

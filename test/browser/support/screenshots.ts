@@ -40,7 +40,10 @@ export async function takeScreenshots(databaseUrl: string): Promise<string[]> {
   try {
     const seeded = await seedDashboard(host.engine, 'screenshots');
     for (let i = 0; i < 12; i++) {
-      await host.engine.insert(DashChargeFsm, { state: { card: `4000-${i}`, fail: i % 4 === 0 } });
+      await host.engine.insert(DashChargeFsm, {
+        state: { card: `4000-${i}`, fail: i % 4 === 0 },
+        rateLimit: 'charge',
+      });
     }
     await host.engine.insert(DashOrderFsm, {
       state: { order: 'C-3', lines: ['book', 'mug'] },
