@@ -37,11 +37,13 @@ describe('cancel options', () => {
       reason: null,
       children: 'cascade',
       mode: 'cooperative',
+      actor: null,
     });
-    expect(cancelInput({ reason: 'r', children: 'keep', mode: 'fence' })).toEqual({
+    expect(cancelInput({ reason: 'r', children: 'keep', mode: 'fence', actor: 'ops' })).toEqual({
       reason: 'r',
       children: 'keep',
       mode: 'fence',
+      actor: 'ops',
     });
     const cases: [unknown, string][] = [
       [null, 'cancel.options'],
