@@ -228,7 +228,7 @@ async function explainDashboardData(client: Client): Promise<void> {
     client,
     'stats snapshot: write the minute (cap 10 000)',
     WRITE_STATS_SNAPSHOT,
-    [10_000],
+    WRITE_STATS_SNAPSHOT.params({ cap: 10_000 }),
   );
   await client.query(
     `INSERT INTO gen_durable_stats (at, queue, counts)
@@ -240,19 +240,39 @@ async function explainDashboardData(client: Client): Promise<void> {
     client,
     'stats snapshot: the minute is written (one-time probe, JIT off)',
     WRITE_STATS_SNAPSHOT,
-    [10_000],
+    WRITE_STATS_SNAPSHOT.params({ cap: 10_000 }),
   );
   await client.query('SET jit = on');
-  await explain(client, 'overview: newest snapshot', LATEST_STATS, []);
-  await explain(client, 'overview: 60-minute series', STATS_SERIES, [61]);
+  await explain(client, 'overview: newest snapshot', LATEST_STATS, LATEST_STATS.params());
+  await explain(
+    client,
+    'overview: 60-minute series',
+    STATS_SERIES,
+    STATS_SERIES.params({ minutes: 61 }),
+  );
   const { rows } = await client.query<{ due: string; parked: string }>(
     `SELECT (SELECT max(id) FROM gen_durable WHERE status = 'runnable')::text AS due,
             (SELECT max(id) FROM gen_durable WHERE status = 'awaiting_signal')::text AS parked`,
   );
-  await explain(client, 'explain: a due runnable row', EXPLAIN_INSTANCE, [rows[0]!.due, null]);
-  await explain(client, 'explain: a parked row', EXPLAIN_INSTANCE, [rows[0]!.parked, null]);
-  await explain(client, 'limiter status: declarations', LIMIT_CONFIGS, []);
-  await explain(client, 'limiter status: counters (cap 1 000)', LIMIT_COUNTERS, [1_000]);
+  await explain(
+    client,
+    'explain: a due runnable row',
+    EXPLAIN_INSTANCE,
+    EXPLAIN_INSTANCE.params({ id: rows[0]!.due, correlationKey: null }),
+  );
+  await explain(
+    client,
+    'explain: a parked row',
+    EXPLAIN_INSTANCE,
+    EXPLAIN_INSTANCE.params({ id: rows[0]!.parked, correlationKey: null }),
+  );
+  await explain(client, 'limiter status: declarations', LIMIT_CONFIGS, LIMIT_CONFIGS.params());
+  await explain(
+    client,
+    'limiter status: counters (cap 1 000)',
+    LIMIT_COUNTERS,
+    LIMIT_COUNTERS.params({ limit: 1_000 }),
+  );
 }
 
 main().catch((err: unknown) => {
