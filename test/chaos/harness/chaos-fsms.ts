@@ -12,6 +12,7 @@ import {
   scheduleChildren,
   Step,
   type StepContext,
+  stop,
 } from '../../../lib';
 import type { LedgerWriter } from './ledger';
 
@@ -30,6 +31,9 @@ interface Base {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A child counts as ended in a join when it is terminal (a cascade cancel ends it `cancelled`). */
+const ENDED: readonly string[] = ['done', 'failed', 'cancelled'];
 
 async function recorded<S extends Base>(
   ledger: LedgerWriter,
@@ -114,18 +118,23 @@ export class ChaosParker {
   }
 }
 
-/** Spawns 10 children in queue `children`, then checks the join (docs/reliability.md S26). */
+/**
+ * Spawns 10 children in queue `children`, then checks the join (docs/reliability.md S26). A
+ * fan-out the sender means to cancel carries `childPauseMs`: its children's steps take that
+ * long, so a cascading cancel finds some of them executing.
+ */
 @DurableFsm({ name: 'chaos_fanout', queue: 'default' })
 export class ChaosFanout {
   constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
-  @Step() start(ctx: StepContext<Base>) {
+  @Step() start(ctx: StepContext<Base & { childPauseMs?: number }>) {
+    const pause = ctx.state.childPauseMs ? { pauseMs: ctx.state.childPauseMs } : {};
     return recorded(this.ledger, ctx, null, (exec, seq) =>
       scheduleChildren(
         'join',
         Array.from({ length: 10 }, (_, i) => ({
           fsm: 'chaos_child',
           queue: 'children',
-          state: { seq: 0, n: i },
+          state: { seq: 0, n: i, ...pause },
         })),
         { seq, exec },
       ),
@@ -137,33 +146,43 @@ export class ChaosFanout {
         seq,
         exec,
         children: ctx.children.length,
-        terminal: ctx.children.filter((c) => c.status === 'done' || c.status === 'failed').length,
+        terminal: ctx.children.filter((c) => ENDED.includes(c.status)).length,
       }),
     );
   }
 }
 
-/** A fan-out child: two steps. */
+/** A fan-out child: two steps (each `pauseMs` long, when given). */
 @DurableFsm({ name: 'chaos_child', queue: 'children' })
 export class ChaosChild {
   constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
-  @Step() start(ctx: StepContext<Base>) {
-    return recorded(this.ledger, ctx, null, (exec, seq) =>
-      next('fin', { ...ctx.state, seq, exec }),
-    );
+  @Step() start(ctx: StepContext<Base & { pauseMs?: number }>) {
+    return recorded(this.ledger, ctx, null, async (exec, seq) => {
+      if (ctx.state.pauseMs) await sleep(ctx.state.pauseMs);
+      return next('fin', { ...ctx.state, seq, exec });
+    });
   }
-  @Step() fin(ctx: StepContext<Base>) {
-    return recorded(this.ledger, ctx, null, (exec, seq) => done({ seq, exec }));
+  @Step() fin(ctx: StepContext<Base & { pauseMs?: number }>) {
+    return recorded(this.ledger, ctx, null, async (exec, seq) => {
+      if (ctx.state.pauseMs) await sleep(ctx.state.pauseMs);
+      return done({ seq, exec });
+    });
   }
 }
 
-/** A 3-level tree (docs/reliability.md S28): level 0 → 5 × level 1 → 5 × level 2, in two queues. */
+/**
+ * A 3-level tree (docs/reliability.md S28): level 0 → 5 × level 1 → 5 × level 2, in two queues.
+ * `childPauseMs` (a tree the sender means to cancel) makes every level below the root's first
+ * step take that long.
+ */
 @DurableFsm({ name: 'chaos_tree', queue: 'default' })
 export class ChaosTree {
   constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
-  @Step() start(ctx: StepContext<Base & { level: number }>) {
-    return recorded(this.ledger, ctx, null, (exec, seq) => {
+  @Step() start(ctx: StepContext<Base & { level: number; childPauseMs?: number }>) {
+    return recorded(this.ledger, ctx, null, async (exec, seq) => {
       const level = ctx.state.level;
+      const pauseMs = ctx.state.childPauseMs;
+      if (level > 0 && pauseMs) await sleep(pauseMs);
       if (level >= 2) return done({ seq, exec, level });
       const queue = level === 0 ? 'children' : 'default';
       return scheduleChildren(
@@ -171,7 +190,7 @@ export class ChaosTree {
         Array.from({ length: 5 }, () => ({
           fsm: 'chaos_tree',
           queue,
-          state: { seq: 0, level: level + 1 },
+          state: { seq: 0, level: level + 1, ...(pauseMs ? { childPauseMs: pauseMs } : {}) },
         })),
         { seq, exec, level },
       );
@@ -184,7 +203,7 @@ export class ChaosTree {
         exec,
         level: ctx.state.level,
         children: ctx.children.length,
-        terminal: ctx.children.filter((c) => c.status === 'done' || c.status === 'failed').length,
+        terminal: ctx.children.filter((c) => ENDED.includes(c.status)).length,
       }),
     );
   }
@@ -215,6 +234,24 @@ export class ChaosSpinner {
   }
 }
 
+/**
+ * Fails on its first step until it is fixed: `stop` ends it `failed` (its state, seq
+ * included, stays), and the sender retries it with `fixed: true` (docs/design.md §27.3): then
+ * two steps, like a child.
+ */
+@DurableFsm({ name: 'chaos_failer', queue: 'default' })
+export class ChaosFailer {
+  constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
+  @Step() start(ctx: StepContext<Base & { fixed?: boolean }>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) =>
+      ctx.state.fixed ? next('fin', { ...ctx.state, seq, exec }) : stop('not fixed yet'),
+    );
+  }
+  @Step() fin(ctx: StepContext<Base>) {
+    return recorded(this.ledger, ctx, null, (exec, seq) => done({ seq, exec }));
+  }
+}
+
 /** docs/reliability.md S09: every execution kills its worker; the reaper ends it as a poison pill. */
 @DurableFsm({ name: 'chaos_pill', queue: 'default' })
 export class ChaosPill {
@@ -237,5 +274,6 @@ export const CHAOS_FSMS = [
   ChaosChild,
   ChaosTree,
   ChaosSpinner,
+  ChaosFailer,
   ChaosPill,
 ];

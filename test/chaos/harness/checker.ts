@@ -15,6 +15,7 @@ export interface Audit {
 const EXPECTED_SEQ = `CASE f.fsm
   WHEN 'chaos_linear' THEN 5 WHEN 'chaos_retrier' THEN 4 WHEN 'chaos_parker' THEN 2
   WHEN 'chaos_fanout' THEN 2 WHEN 'chaos_child' THEN 2 WHEN 'chaos_spinner' THEN 2
+  WHEN 'chaos_failer' THEN 2
   WHEN 'chaos_tree' THEN CASE WHEN (f.result->>'level')::int >= 2 THEN 1 ELSE 2 END
   WHEN 'chaos_pill' THEN 0 END`;
 
@@ -28,6 +29,34 @@ const FINAL = `
            COALESCE((d.result->>'seq')::int, (SELECT h.new_seq FROM chaos.history h WHERE h.id = d.id ORDER BY h.hid DESC LIMIT 1), 0),
            d.last_error, d.reaps
       FROM chaos.deleted d
+  )`;
+
+/** The statuses an instance ends in (docs/design.md §3.1); the others are live. */
+const TERMINAL = `('done', 'failed', 'cancelled')`;
+const LIVE = `('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`;
+
+/**
+ * Every instance with its ancestors (itself at depth 0), over the final rows (GC'd ones from
+ * chaos.deleted, which keeps the parent id a delete would set to NULL).
+ */
+const ANCESTRY = `ancestry AS (
+    WITH RECURSIVE up AS (
+      SELECT f.id, f.id AS ancestor, f.parent_id, 0 AS depth FROM final f
+      UNION ALL
+      SELECT up.id, p.id, p.parent_id, up.depth + 1 FROM up JOIN final p ON p.id = up.parent_id WHERE up.depth < 10
+    ) SELECT id, ancestor, depth FROM up
+  )`;
+
+/** Acknowledged cancels with the ids their answer listed (cancelled now, or asked to stop). */
+const CANCELS = `cancels AS (
+    SELECT o.op_id, o.instance_id AS target, o.name AS mode, o.options->>'children' AS children, o.invoked_at, o.completed_at, o.answer
+      FROM chaos.client_ops o WHERE o.op = 'cancel' AND o.result = 'ok'
+  ), answered AS (
+    SELECT c.op_id, c.target, c.completed_at, x.id::bigint AS id, 'cancelled' AS how
+      FROM cancels c, jsonb_array_elements_text(c.answer->'cancelled') AS x(id)
+    UNION ALL
+    SELECT c.op_id, c.target, c.completed_at, x.id::bigint, 'requested'
+      FROM cancels c, jsonb_array_elements_text(c.answer->'requested') AS x(id)
   )`;
 
 /** Committed outcomes: the history rows whose seq moved (every workload step bumps it). */
@@ -63,13 +92,15 @@ export async function audit(
 
   // I-LOST: acknowledged inserts whose instance is not terminal (GC'd rows were terminal: I-GC).
   const lost = `WITH ${FINAL}, acked AS (SELECT DISTINCT instance_id AS id FROM chaos.client_ops WHERE op = 'insert' AND result = 'ok')
-    SELECT %s FROM acked a LEFT JOIN final f ON f.id = a.id WHERE f.id IS NULL OR f.status NOT IN ('done', 'failed')`;
+    SELECT %s FROM acked a LEFT JOIN final f ON f.id = a.id WHERE f.id IS NULL OR f.status NOT IN ${TERMINAL}`;
+  // A cancelled instance ended (it was asked to: I-CANCEL-UNASKED holds every cancelled row to a
+  // cancel of itself or an ancestor).
   await check('I-LOST', lost.replace('%s', 'count(*) AS n'), lost.replace('%s', 'a.id, f.status'));
   // Every row, children included, drained to a terminal state.
   await check(
     'I-LOST-ANY',
-    `SELECT count(*) AS n FROM gen_durable WHERE status NOT IN ('done', 'failed')`,
-    `SELECT id, fsm, status, step, attempt, locked_by FROM gen_durable WHERE status NOT IN ('done', 'failed')`,
+    `SELECT count(*) AS n FROM gen_durable WHERE status NOT IN ${TERMINAL}`,
+    `SELECT id, fsm, status, step, attempt, locked_by FROM gen_durable WHERE status NOT IN ${TERMINAL}`,
   );
   // Terminal in the wrong way: failed although it is not the pill.
   await check(
@@ -78,15 +109,21 @@ export async function audit(
     `WITH ${FINAL} SELECT f.id, f.fsm, f.reaps, f.last_error FROM final f WHERE f.status = 'failed' AND f.fsm <> 'chaos_pill'`,
   );
   // I-REWIND: a committed transition that did not move seq by exactly +1, or a final seq that
-  // is not its path's length.
+  // is not its path's length. A row that ended cancelled stopped where the cancel found it: its
+  // seq is at most its path's length (a cancel drops an outcome, never commits one). A cancelled
+  // row that was retried is held to its full path again: the retry keeps its step and state, so
+  // its post-retry life continues the same sequence up to the same final seq.
+  const badFinal = `f.fsm IS NOT NULL AND CASE WHEN f.status = 'cancelled'
+      THEN f.seq IS NULL OR f.seq < 0 OR f.seq > ${EXPECTED_SEQ}
+      ELSE f.seq IS DISTINCT FROM ${EXPECTED_SEQ} END`;
   await check(
     'I-REWIND',
     `WITH ${FINAL}, ${COMMITTED}
      SELECT (SELECT count(*) FROM committed WHERE new_seq <> old_seq + 1)
-          + (SELECT count(*) FROM final f WHERE f.fsm IS NOT NULL AND f.seq IS DISTINCT FROM ${EXPECTED_SEQ}) AS n`,
+          + (SELECT count(*) FROM final f WHERE ${badFinal}) AS n`,
     `WITH ${FINAL}, ${COMMITTED}
-     SELECT 'transition' AS what, id, old_seq, new_seq FROM committed WHERE new_seq <> old_seq + 1
-     UNION ALL SELECT 'final', f.id, f.seq, ${EXPECTED_SEQ} FROM final f WHERE f.fsm IS NOT NULL AND f.seq IS DISTINCT FROM ${EXPECTED_SEQ}`,
+     SELECT 'transition' AS what, id, old_seq, new_seq, NULL AS status FROM committed WHERE new_seq <> old_seq + 1
+     UNION ALL SELECT 'final', f.id, f.seq, ${EXPECTED_SEQ}, f.status FROM final f WHERE ${badFinal}`,
   );
   // I-DUPCOMMIT: a seq committed twice, or an outcome committed under a claim that was not the
   // one its execution ran under (the fencing token of docs/design.md §26.1).
@@ -104,14 +141,26 @@ export async function audit(
   // I-REEXEC-EXPLAINED: every execution that did not commit overlaps a fault on its worker
   // (or a cluster-wide one), ±2 s. A link reset after a commit explains nothing: the flush
   // retry on a fresh connection must keep every such outcome (finding F-R8).
-  const unexplained = `WITH ${COMMITTED}, lost AS (
-      SELECT e.*, COALESCE(e.ended_at,
-               (SELECT min(n.started_at) FROM chaos.executions n WHERE n.instance_id = e.instance_id AND n.started_at > e.started_at),
-               clock_timestamp()) AS until
+  // An execution whose outcome a cancel dropped is explained by that cancel: its row went from
+  // executing to cancelled (a cooperative request its flush turned into `cancelled`, a fence whose
+  // claim bump made the late outcome stale, the reaper ending a requested row) after it started
+  // (2 s before: a fence can land between the claim and the step's first ledger write) and
+  // before the instance's next execution. So is a failer's `stop` (executing → failed).
+  const unexplained = `WITH ${COMMITTED}, lost0 AS (
+      SELECT e.*, (SELECT min(n.started_at) FROM chaos.executions n WHERE n.instance_id = e.instance_id AND n.started_at > e.started_at) AS next_start
         FROM chaos.executions e
-       WHERE e.started_at >= $1 AND NOT EXISTS (SELECT 1 FROM committed c WHERE c.exec = e.exec_id::text))
+       WHERE e.started_at >= $1 AND NOT EXISTS (SELECT 1 FROM committed c WHERE c.exec = e.exec_id::text)
+    ), lost AS (
+      SELECT l.*, COALESCE(l.ended_at, l.next_start, clock_timestamp()) AS until,
+             EXISTS (SELECT 1 FROM chaos.history h
+                      WHERE h.id = l.instance_id AND h.old_status = 'executing'
+                        AND (h.new_status = 'cancelled' OR (h.new_status = 'failed' AND l.fsm = 'chaos_failer'))
+                        AND h.at >= l.started_at - interval '2 seconds'
+                        AND h.at <= COALESCE(l.next_start, 'infinity')) AS dropped
+        FROM lost0 l
+    )
     SELECT %s FROM lost l
-     WHERE NOT EXISTS (SELECT 1 FROM chaos.faults f
+     WHERE NOT l.dropped AND NOT EXISTS (SELECT 1 FROM chaos.faults f
                         WHERE (f.target = l.worker OR f.target IN ('postgres', 'all'))
                           AND f.kind <> 'link-reset'
                           AND f.injected_at <= l.until + interval '2 seconds'
@@ -130,10 +179,15 @@ export async function audit(
   );
   // I-SIG-LOST: an acknowledged `go` never handed to a committed execution of its parker.
   const sigLost = `WITH ${COMMITTED}, acked AS (
-      SELECT DISTINCT instance_id, dedup_key FROM chaos.client_ops WHERE op = 'signal' AND name = 'go' AND result = 'ok')
+      SELECT instance_id, dedup_key, min(invoked_at) AS invoked_at FROM chaos.client_ops
+       WHERE op = 'signal' AND name = 'go' AND result = 'ok' GROUP BY 1, 2)
     SELECT %s FROM acked a
      WHERE NOT EXISTS (SELECT 1 FROM chaos.observed o JOIN committed c ON c.exec = o.exec_id::text
-                        WHERE o.instance_id = a.instance_id AND o.dedup_key = a.dedup_key)`;
+                        WHERE o.instance_id = a.instance_id AND o.dedup_key = a.dedup_key)
+       -- A cancel after the signal was sent drops it with the inbox (docs/operations-control.md
+       -- "Cancelling": unconsumed signals are marked consumed).
+       AND NOT EXISTS (SELECT 1 FROM chaos.history h WHERE h.id = a.instance_id AND h.new_status = 'cancelled'
+                        AND h.at > a.invoked_at)`;
   await check(
     'I-SIG-LOST',
     sigLost.replace('%s', 'count(*) AS n'),
@@ -152,8 +206,8 @@ export async function audit(
   // S25: no unconsumed ("delivered") signal on a terminal row.
   await check(
     'I-ORPHAN-SIGNAL',
-    `SELECT count(*) AS n FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ('done', 'failed') AND s.consumed_at IS NULL`,
-    `SELECT s.id, s.target_id, s.name FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ('done', 'failed') AND s.consumed_at IS NULL`,
+    `SELECT count(*) AS n FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ${TERMINAL} AND s.consumed_at IS NULL`,
+    `SELECT s.id, s.target_id, s.name FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ${TERMINAL} AND s.consumed_at IS NULL`,
   );
   // I-K1-PHYS: two committed executions of one key overlapping in time (an execution killed
   // mid-step has no end: it counts as the instant it started).
@@ -189,9 +243,10 @@ export async function audit(
   // I-GC: a deleted row that was live, or whose parent was live.
   await check(
     'I-GC',
-    `SELECT count(*) AS n FROM chaos.deleted WHERE status NOT IN ('done', 'failed') OR parent_status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`,
-    `SELECT * FROM chaos.deleted WHERE status NOT IN ('done', 'failed') OR parent_status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`,
+    `SELECT count(*) AS n FROM chaos.deleted WHERE status NOT IN ${TERMINAL} OR parent_status IN ${LIVE}`,
+    `SELECT * FROM chaos.deleted WHERE status NOT IN ${TERMINAL} OR parent_status IN ${LIVE}`,
   );
+  await cancelChecks(check);
   for (const [name, n] of Object.entries(options.monitor)) hard[name] = (hard[name] ?? 0) + n;
   hard['F-CRASH'] =
     options.crashes +
@@ -230,6 +285,7 @@ export async function audit(
     pool,
     `SELECT count(DISTINCT instance_id) AS n FROM chaos.client_ops WHERE op = 'insert' AND result = 'ok' AND fsm = 'chaos_fanout'`,
   );
+  await cancelFigures(pool, figures, since);
   figures['stale outcomes rejected'] = await one(
     pool,
     `SELECT COALESCE(sum(count), 0) AS n FROM chaos.events WHERE event = 'outcome:stale'`,
@@ -287,4 +343,134 @@ export async function audit(
     0,
   );
   return { hard, figures, examples };
+}
+
+type Check = (
+  name: string,
+  countSql: string,
+  exampleSql: string,
+  params?: unknown[],
+) => Promise<void>;
+
+/**
+ * The cancel and retry invariants (issue 17), each required to be 0:
+ * - I-CANCEL-TREE: a row of a cascade-cancelled tree left live. Counted twice over: the rows the
+ *   sender found live and not asked to stop right after each cascading cancel answered
+ *   (`liveAfter`), and at the end, every live descendant of an instance that ended cancelled
+ *   after a cascading cancel.
+ * - I-CANCEL-AFTER: a row a cancel answered (cancelled or requested) that later went back to a
+ *   live status without a retry of it asked in between, or, answered cancelled, committed a step
+ *   after the answer (a fenced step's late outcome must be stale).
+ * - I-CANCEL-UNASKED: a row that ended cancelled with no cancel asked of it or an ancestor.
+ * - I-RETRY-UNDONE: a row a retry was acknowledged for that did not end done (nothing cancels
+ *   a row twice, and a failer is retried fixed), so its post-retry life met I-REWIND's full path.
+ */
+async function cancelChecks(check: Check): Promise<void> {
+  const treeLive = `WITH ${FINAL}, ${ANCESTRY}, ${CANCELS}
+    SELECT %s FROM (
+      SELECT c.target AS root, (x->>'id')::bigint AS id, x->>'status' AS status, 'after the answer' AS seen
+        FROM cancels c, jsonb_array_elements(c.answer->'liveAfter') AS x
+       WHERE c.children = 'cascade'
+      UNION ALL
+      SELECT a.ancestor, f.id, f.status, 'at the end'
+        FROM final f JOIN ancestry a ON a.id = f.id AND a.depth > 0
+        JOIN final r ON r.id = a.ancestor AND r.status = 'cancelled'
+       WHERE f.status IN ${LIVE}
+         AND EXISTS (SELECT 1 FROM cancels c WHERE c.target = a.ancestor AND c.children = 'cascade')
+    ) v`;
+  await check(
+    'I-CANCEL-TREE',
+    treeLive.replace('%s', 'count(*) AS n'),
+    treeLive.replace('%s', 'v.root, v.id, v.status, v.seen'),
+  );
+  const after = `WITH ${COMMITTED}, ${CANCELS}
+    SELECT %s FROM answered a JOIN chaos.history h ON h.id = a.id AND h.at > a.completed_at
+     WHERE (h.new_status IN ${LIVE} OR (a.how = 'cancelled' AND EXISTS (SELECT 1 FROM committed c WHERE c.hid = h.hid)))
+       AND NOT EXISTS (SELECT 1 FROM chaos.client_ops r WHERE r.op = 'retry' AND r.instance_id = a.id
+                        AND r.result IN ('ok', 'unknown', 'error') AND r.invoked_at > a.completed_at - interval '1 second'
+                        AND r.invoked_at < h.at)`;
+  await check(
+    'I-CANCEL-AFTER',
+    after.replace('%s', 'count(*) AS n'),
+    after.replace(
+      '%s',
+      'a.op_id, a.target, a.id, a.how, a.completed_at, h.at, h.old_status, h.new_status, h.old_seq, h.new_seq',
+    ),
+  );
+  const unasked = `WITH ${FINAL}, ${ANCESTRY}
+    SELECT %s FROM final f WHERE f.status = 'cancelled'
+       AND NOT EXISTS (SELECT 1 FROM ancestry a JOIN chaos.client_ops o ON o.instance_id = a.ancestor AND o.op = 'cancel'
+                        WHERE a.id = f.id)`;
+  await check(
+    'I-CANCEL-UNASKED',
+    unasked.replace('%s', 'count(*) AS n'),
+    unasked.replace('%s', 'f.id, f.fsm, f.parent_id'),
+  );
+  const undone = `WITH ${FINAL}
+    SELECT %s FROM (SELECT DISTINCT instance_id FROM chaos.client_ops WHERE op = 'retry' AND result = 'ok') r
+      LEFT JOIN final f ON f.id = r.instance_id
+     WHERE f.status IS DISTINCT FROM 'done'`;
+  await check(
+    'I-RETRY-UNDONE',
+    undone.replace('%s', 'count(*) AS n'),
+    undone.replace('%s', 'r.instance_id, f.fsm, f.status, f.seq'),
+  );
+}
+
+/** What the cancels and retries did (printed figures, not invariants). */
+async function cancelFigures(
+  pool: Pool,
+  figures: Record<string, number | string | null>,
+  since: Date,
+): Promise<void> {
+  const { rows } = await pool.query<{ k: string; n: string }>(
+    `SELECT op || ' ' || COALESCE(name, '') || ' ' || result AS k, count(*) AS n FROM chaos.client_ops
+      WHERE op IN ('cancel', 'retry') GROUP BY 1 ORDER BY 1`,
+  );
+  figures['cancel/retry calls'] = rows.map((r) => `${r.k} ${r.n}`).join(', ') || 'none';
+  const answered = await pool.query<{
+    mode: string;
+    targets: string;
+    cancelled: string;
+    requested: string;
+    terminal: string;
+    trees: string;
+  }>(
+    `SELECT name AS mode, count(*) AS targets,
+            sum(jsonb_array_length(answer->'cancelled')) AS cancelled,
+            sum(jsonb_array_length(answer->'requested')) AS requested,
+            sum(jsonb_array_length(answer->'alreadyTerminal')) AS terminal,
+            count(*) FILTER (WHERE fsm IN ('chaos_fanout', 'chaos_tree')) AS trees
+       FROM chaos.client_ops WHERE op = 'cancel' AND result = 'ok' GROUP BY name ORDER BY name`,
+  );
+  for (const mode of ['cooperative', 'fence']) {
+    figures[`cancels (${mode})`] = Number(answered.rows.find((r) => r.mode === mode)?.targets ?? 0);
+  }
+  for (const r of answered.rows) {
+    figures[`cancels ${r.mode}`] =
+      `${r.targets} targets (${r.trees} trees): ${r.cancelled} rows cancelled, ${r.requested} asked to stop, ${r.terminal} already ended`;
+  }
+  figures['cancelled trees'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.client_ops WHERE op = 'cancel' AND result = 'ok'
+        AND fsm IN ('chaos_fanout', 'chaos_tree') AND jsonb_array_length(answer->'cancelled') + jsonb_array_length(answer->'requested') > 1`,
+  );
+  figures['retries acknowledged'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.client_ops WHERE op = 'retry' AND result = 'ok'`,
+  );
+  figures['rows ended cancelled'] = await one(
+    pool,
+    `WITH ${FINAL} SELECT count(*) AS n FROM final WHERE status = 'cancelled'`,
+  );
+  figures['executions dropped by a cancel'] = await one(
+    pool,
+    `WITH ${COMMITTED} SELECT count(*) AS n FROM chaos.executions e
+      WHERE e.started_at >= $1 AND NOT EXISTS (SELECT 1 FROM committed c WHERE c.exec = e.exec_id::text)
+        AND EXISTS (SELECT 1 FROM chaos.history h WHERE h.id = e.instance_id AND h.old_status = 'executing'
+                     AND h.new_status = 'cancelled' AND h.at >= e.started_at - interval '2 seconds'
+                     AND h.at <= COALESCE((SELECT min(n.started_at) FROM chaos.executions n
+                                            WHERE n.instance_id = e.instance_id AND n.started_at > e.started_at), 'infinity'))`,
+    [since],
+  );
 }

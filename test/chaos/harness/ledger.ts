@@ -33,8 +33,13 @@ CREATE TABLE chaos.client_ops (
   invoked_at timestamptz NOT NULL,
   completed_at timestamptz,
   result text NOT NULL,
-  detail text
+  detail text,
+  -- cancel / retry: the options sent ({ mode, children } / { fix }) and the engine's answer
+  -- (cancel: { cancelled, requested, alreadyTerminal, liveAfter }; retry: the status before).
+  options jsonb,
+  answer jsonb
 );
+CREATE INDEX client_ops_instance ON chaos.client_ops (instance_id, op);
 CREATE TABLE chaos.observed (
   instance_id bigint NOT NULL,
   exec_id uuid NOT NULL,

@@ -156,7 +156,8 @@ export class Monitor {
               row !== undefined &&
               BigInt(row.claim_seq) <= seq &&
               row.status !== 'done' &&
-              row.status !== 'failed';
+              row.status !== 'failed' &&
+              row.status !== 'cancelled';
             if (!waiting && !r.recovered.has(id)) r.recovered.set(id, now);
             return waiting;
           });

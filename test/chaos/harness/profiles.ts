@@ -34,7 +34,23 @@ const CONTROL: Workload = {
   pill: 0,
   duplicateShare: 0.2,
   lateSignals: 5,
+  failer: 0,
+  cancelShare: 0,
+  treeCancelShare: 0,
+  fenceShare: 0,
+  retryShare: 0,
+  cancelDelayMs: 0,
 };
+
+/** Cancels and retries in the chaos phase (issue 17): both modes, cascading trees, retries. */
+const CHAOS_ACTIONS = {
+  failer: 20,
+  cancelShare: 0.1,
+  treeCancelShare: 0.5,
+  fenceShare: 0.5,
+  retryShare: 0.5,
+  cancelDelayMs: 2_500,
+} as const;
 
 export const PROFILES: Record<string, Profile> = {
   /** A short run for working on the harness itself (not a reliability claim). */
@@ -65,6 +81,8 @@ export const PROFILES: Record<string, Profile> = {
       pill: 1,
       duplicateShare: 0.2,
       lateSignals: 5,
+      ...CHAOS_ACTIONS,
+      failer: 5,
     },
     feedMs: 20_000,
     faultStartMs: 2_000,
@@ -102,11 +120,12 @@ export const PROFILES: Record<string, Profile> = {
       retrier: 150,
       parker: 400,
       fanout: 30,
-      tree: 1,
+      tree: 3,
       spinner: 2,
       pill: 1,
       duplicateShare: 0.2,
       lateSignals: 20,
+      ...CHAOS_ACTIONS,
     },
     feedMs: 70_000,
     faultStartMs: 3_000,
@@ -149,6 +168,8 @@ export const PROFILES: Record<string, Profile> = {
       pill: 3,
       duplicateShare: 0.2,
       lateSignals: 200,
+      ...CHAOS_ACTIONS,
+      failer: 400,
     },
     feedMs: 30 * 60_000,
     faultStartMs: 10_000,

@@ -32,6 +32,21 @@ export interface Workload {
   readonly duplicateShare: number;
   /** Signals of a name nobody awaits, sent to finished parkers (S25: must be refused). */
   readonly lateSignals: number;
+  /** Instances whose first step stops them (`failed`); each is retried with a fixed state. */
+  readonly failer: number;
+  /**
+   * Share of the linear, keyed, retrier and parker instances cancelled at a random time after
+   * their insert was acknowledged (linear ones get a 100–400 ms pause per step, so a cancel
+   * finds many of them executing). Fan-outs and trees: `treeCancelShare`, always `cascade`.
+   */
+  readonly cancelShare: number;
+  readonly treeCancelShare: number;
+  /** Share of the cancels sent with `mode: 'fence'` (the others are cooperative). */
+  readonly fenceShare: number;
+  /** Share of the cancelled instances retried afterwards (those that ended `cancelled`). */
+  readonly retryShare: number;
+  /** A cancel comes U(0, cancelDelayMs) after the insert was acknowledged. */
+  readonly cancelDelayMs: number;
 }
 
 export interface SenderConfig {
@@ -45,4 +60,4 @@ export interface SenderConfig {
 export type ChildMessage =
   | { type: 'ready'; pid: number; workers?: string[] }
   | { type: 'fatal'; error: string }
-  | { type: 'fed'; inserts: number; signals: number };
+  | { type: 'fed'; inserts: number; signals: number; cancels: number; retries: number };

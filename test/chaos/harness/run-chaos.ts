@@ -341,7 +341,7 @@ async function main(): Promise<void> {
   };
   const live = async (): Promise<number> => {
     const { rows } = await pool.query<{ n: string }>(
-      `SELECT count(*) AS n FROM gen_durable WHERE status NOT IN ('done', 'failed')`,
+      `SELECT count(*) AS n FROM gen_durable WHERE status NOT IN ('done', 'failed', 'cancelled')`,
     );
     return Number(rows[0]?.n ?? 0);
   };
@@ -718,12 +718,15 @@ async function main(): Promise<void> {
   const failed = Object.entries(result.hard).filter(([, n]) => n !== 0);
   const headline =
     `${profile.title}${contention ? ' under CPU contention' : ''}, seed ${seed}: ${figures['instances']} instances (${figures['step executions']} step executions, ` +
-    `${figures['signals acknowledged']} signals, ${figures['fan-outs']} fan-outs × 10 children) through ${c('sigkill')} SIGKILLs, ` +
+    `${figures['signals acknowledged']} signals, ${figures['fan-outs']} fan-outs × 10 children; ` +
+    `${figures['cancels (cooperative)']} cooperative + ${figures['cancels (fence)']} fenced cancels, ${figures['cancelled trees']} of them cascading through a tree, ` +
+    `${figures['retries acknowledged']} retries) through ${c('sigkill')} SIGKILLs, ` +
     `${c('sigstop')} pauses past the lease, ${c('backend-kill')} backend kills, ${c('pg-immediate')} immediate + ${c('pg-fast')} fast ` +
     `Postgres restarts, ${c('pg-outage')} Postgres outages of 2 × the lease, ${c('blackhole')} blackholed links, ${c('redis-kill')} Redis kills, ` +
     `${c('flush-exit')} exits at a flush commit, ${c('link-reset')} link resets after a commit, ` +
     `${c('flush-blackhole')} links blackholed inside a flush, ${c('pg-blip')} short Postgres stops: ${zero('I-LOST')} lost, ${zero('I-REWIND')} rewinds, ` +
     `${zero('I-DUPCOMMIT')} duplicate commits (${figures['stale outcomes rejected']} stale outcomes rejected), ${zero('I-SIG-LOST')} lost signals, ` +
+    `${zero('I-CANCEL-TREE')} live rows in cancelled trees, ${zero('I-CANCEL-AFTER')} cancelled rows revived, ` +
     `${zero('I-K1-DB')} K=1 violations, ${zero('F-DEADLOCK')} deadlocks, ${zero('F-CRASH')} scheduler crashes; recovery after SIGKILL ` +
     `p50 / p99 / max = ${f2(figures['recovery p50 s'])} / ${f2(figures['recovery p99 s'])} / ${f2(figures['recovery max s'])} s at lease 2 s; ` +
     `Postgres restart → resumed in ${f2(figures['Postgres back → first commit s'])} s; re-executions ${figures['re-executions']} ` +

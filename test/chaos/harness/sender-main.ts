@@ -3,6 +3,11 @@
 // chaos.client_ops — invoked/completed times and the result (ok, duplicate, no_target, error,
 // unknown = the connection died after sending, Jepsen's :info). Inserts carry a correlation
 // key held until GC, so a retry after an ambiguous failure is idempotent.
+// Cancels and retries (issue 17): a seeded share of the instances is cancelled U(0, d) after
+// its insert was acknowledged, cooperatively or fenced, fan-outs and trees with `cascade`;
+// right after each answer the sender reads the target's tree and records every row still live
+// and not asked to stop (`liveAfter`, must be empty). A share of the cancelled ones is retried
+// once it has ended; the failers are retried with a fixed state until they run.
 import 'reflect-metadata';
 
 import { Module } from '@nestjs/common';
@@ -10,7 +15,15 @@ import { NestFactory } from '@nestjs/core';
 import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 
-import { DuplicateError, EngineService, GenDurableModule, NoTargetError } from '../../../lib';
+import {
+  type CancelMode,
+  type CancelResult,
+  DuplicateError,
+  EngineService,
+  GenDurableModule,
+  InvalidInputError,
+  NoTargetError,
+} from '../../../lib';
 import { isConnectionLevel } from '../../../lib/db/sql-executor';
 import { CHAOS_FSMS, LEDGER } from './chaos-fsms';
 import { LedgerWriter } from './ledger';
@@ -31,10 +44,43 @@ const ledgerPool = new Pool({
 ledgerPool.on('error', () => undefined);
 const ledger = new LedgerWriter(ledgerPool, 'sender');
 
+/** A cancel the plan decided for a job (and whether the cancelled instance is retried). */
+interface PlannedCancel {
+  readonly mode: CancelMode;
+  readonly delayMs: number;
+  readonly retry: boolean;
+  /** A fan-out or a tree: cancelled (cascade) once it waits for its children. */
+  readonly tree: boolean;
+}
+
 interface Job {
   readonly fsm: string;
   readonly state: Record<string, unknown>;
   readonly concurrencyKey?: string;
+  readonly cancel?: PlannedCancel;
+}
+
+/** Cancels are decided up front, from the seeded PRNG, so a seed replays the same choices. */
+function withCancel(job: Job, share: number): Job {
+  const w = cfg.workload;
+  if (random() >= share) return job;
+  const tree = job.fsm === 'chaos_fanout' || job.fsm === 'chaos_tree';
+  const cancel: PlannedCancel = {
+    mode: random() < w.fenceShare ? 'fence' : 'cooperative',
+    // A tree is cancelled once it waits for its children (see cancelLater), soon after.
+    delayMs: Math.floor(random() * (tree ? 600 : w.cancelDelayMs)),
+    retry: random() < w.retryShare,
+    tree,
+  };
+  // Steps that take a while: a cancel often finds rows executing (children, for a tree).
+  const pause = 100 + Math.floor(random() * 300);
+  const state =
+    job.fsm === 'chaos_linear'
+      ? { ...job.state, pauseMs: pause }
+      : tree
+        ? { ...job.state, childPauseMs: pause }
+        : job.state;
+  return { ...job, state, cancel };
 }
 
 function plan(): Job[] {
@@ -49,6 +95,11 @@ function plan(): Job[] {
   for (let i = 0; i < w.parker; i++) jobs.push({ fsm: 'chaos_parker', state: { seq: 0 } });
   for (let i = 0; i < w.fanout; i++) jobs.push({ fsm: 'chaos_fanout', state: { seq: 0 } });
   for (let i = 0; i < w.tree; i++) jobs.push({ fsm: 'chaos_tree', state: { seq: 0, level: 0 } });
+  for (const [i, job] of jobs.entries()) {
+    const tree = job.fsm === 'chaos_fanout' || job.fsm === 'chaos_tree';
+    jobs[i] = withCancel(job, tree ? w.treeCancelShare : w.cancelShare);
+  }
+  for (let i = 0; i < w.failer; i++) jobs.push({ fsm: 'chaos_failer', state: { seq: 0 } });
   shuffle(jobs, random);
   // The self-inflicted faults go in after the first third, when every worker is busy.
   const third = Math.floor(jobs.length / 3);
@@ -71,10 +122,12 @@ function op(row: {
   completed: number | null;
   result: string;
   detail?: string;
+  options?: Record<string, unknown>;
+  answer?: Record<string, unknown>;
 }): Promise<void> {
   return ledger.write(
-    `INSERT INTO chaos.client_ops (op, instance_id, fsm, name, dedup_key, invoked_at, completed_at, result, detail)
-     VALUES ($1, $2, $3, $4, $5, to_timestamp($6::float8 / 1000), to_timestamp($7::float8 / 1000), $8, $9)`,
+    `INSERT INTO chaos.client_ops (op, instance_id, fsm, name, dedup_key, invoked_at, completed_at, result, detail, options, answer)
+     VALUES ($1, $2, $3, $4, $5, to_timestamp($6::float8 / 1000), to_timestamp($7::float8 / 1000), $8, $9, $10, $11)`,
     [
       row.op,
       row.id ?? null,
@@ -85,7 +138,28 @@ function op(row: {
       row.completed,
       row.result,
       row.detail ?? null,
+      row.options ? JSON.stringify(row.options) : null,
+      row.answer ? JSON.stringify(row.answer) : null,
     ],
+  );
+}
+
+/**
+ * The rows of `id`'s tree (itself included) that are live and not asked to stop: right after a
+ * cascading cancel answered, there must be none (docs/operations-control.md "Children": no child
+ * of a cancelled tree is left live when `cancel` returns; a running one carries the request).
+ */
+async function liveInTree(id: string): Promise<{ id: string; status: string; depth: number }[]> {
+  return ledger.read<{ id: string; status: string; depth: number }>(
+    `WITH RECURSIVE tree AS (
+       SELECT id, status, cancel_requested_at, 0 AS depth FROM public.gen_durable WHERE id = $1
+       UNION ALL
+       SELECT g.id, g.status, g.cancel_requested_at, t.depth + 1
+         FROM public.gen_durable g JOIN tree t ON g.parent_id = t.id)
+     SELECT id::text, status::text, depth FROM tree
+      WHERE status NOT IN ('done', 'failed', 'cancelled')
+        AND NOT (status = 'executing' AND cancel_requested_at IS NOT NULL)`,
+    [id],
   );
 }
 
@@ -137,6 +211,8 @@ async function main(): Promise<void> {
 
   const parkers: string[] = [];
   let signals = 0;
+  let cancels = 0;
+  let retries = 0;
   let inFlight = 0;
   const pending = new Set<Promise<void>>();
 
@@ -156,6 +232,7 @@ async function main(): Promise<void> {
             'awaiting_children',
             'done',
             'failed',
+            'cancelled',
           ],
           ...(job.concurrencyKey ? { concurrencyKey: job.concurrencyKey } : {}),
         });
@@ -168,10 +245,7 @@ async function main(): Promise<void> {
           result: 'ok',
           detail: attempt > 0 ? `attempt ${attempt}` : undefined,
         });
-        if (job.fsm === 'chaos_parker') {
-          parkers.push(id);
-          track(signalParker(id));
-        }
+        acknowledged(job, id);
         return;
       } catch (err) {
         if (err instanceof DuplicateError) {
@@ -187,10 +261,7 @@ async function main(): Promise<void> {
               result: 'ok',
               detail: 'found after an ambiguous attempt',
             });
-            if (job.fsm === 'chaos_parker') {
-              parkers.push(found.id);
-              track(signalParker(found.id));
-            }
+            acknowledged(job, found.id);
             return;
           }
         }
@@ -244,6 +315,160 @@ async function main(): Promise<void> {
     }
   };
 
+  /** What follows an acknowledged insert: the parker's signal, a planned cancel, a fix. */
+  const acknowledged = (job: Job, id: string): void => {
+    if (job.fsm === 'chaos_parker') {
+      parkers.push(id);
+      track(signalParker(id));
+    }
+    if (job.cancel) track(cancelLater(job, id, job.cancel));
+    if (job.fsm === 'chaos_failer') track(fixFailer(id));
+  };
+
+  /** The instance's status and step, read until the read succeeds (null: no such row). */
+  const view = async (id: string): Promise<{ status: string; step: string } | null> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const v = await engine.get({ id });
+        return v ? { status: v.status, step: v.step } : null;
+      } catch (err) {
+        if (attempt >= 100) throw err;
+        await sleep(200);
+      }
+    }
+  };
+
+  /** Waits until the instance is terminal (a requested cancel ends with its step). */
+  const ended = async (id: string): Promise<{ status: string; step: string } | null> => {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const v = await view(id);
+      if (!v || ['done', 'failed', 'cancelled'].includes(v.status) || Date.now() > deadline) {
+        return v;
+      }
+      await sleep(100);
+    }
+  };
+
+  /** Cancels until answered (cancel is idempotent: a second call after a lost answer is safe). */
+  const cancelLater = async (job: Job, id: string, plan: PlannedCancel): Promise<void> => {
+    if (plan.tree) {
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const v = await view(id);
+        if (!v || (v.status !== 'runnable' && v.status !== 'executing') || Date.now() > deadline) {
+          break;
+        }
+        await sleep(50);
+      }
+    }
+    await sleep(plan.delayMs);
+    const options = { mode: plan.mode, children: 'cascade' as const };
+    let answer: CancelResult | undefined;
+    for (let attempt = 0; !answer; attempt++) {
+      const invoked = Date.now();
+      try {
+        answer = await engine.cancel({ id }, { ...options, reason: 'chaos' });
+        const live = await liveInTree(id);
+        cancels++;
+        await op({
+          op: 'cancel',
+          id,
+          fsm: job.fsm,
+          name: plan.mode,
+          invoked,
+          completed: Date.now(),
+          result: 'ok',
+          options,
+          answer: { ...answer, liveAfter: live },
+        });
+      } catch (err) {
+        const refused = err instanceof NoTargetError;
+        await op({
+          op: 'cancel',
+          id,
+          fsm: job.fsm,
+          name: plan.mode,
+          invoked,
+          completed: Date.now(),
+          result: refused ? 'no_target' : classify(err),
+          detail: String(err).slice(0, 300),
+          options,
+        });
+        if (refused) return;
+        await sleep(Math.min(100 * 2 ** attempt, 1_000));
+      }
+    }
+    if (!plan.retry) return;
+    await sleep(Math.floor(random() * 1_000));
+    const before = await ended(id);
+    if (before?.status !== 'cancelled') return;
+    const retried = await retryUntilAnswered(job.fsm, id, {});
+    // A parker cancelled before it parked parks again after the retry: its `go` (consumed by
+    // the cancel) is sent again, under a new dedup key.
+    if (retried && job.fsm === 'chaos_parker' && before.step === 'start') {
+      await send(id, 'go', `go-${id}-retried`);
+    }
+  };
+
+  /** A failer ends `failed` at once: retried with `fixed: true` until a retry is answered. */
+  const fixFailer = async (id: string): Promise<void> => {
+    await sleep(Math.floor(random() * 1_000));
+    const v = await ended(id);
+    if (v?.status !== 'failed') return;
+    await retryUntilAnswered('chaos_failer', id, { fix: true });
+  };
+
+  /**
+   * Retries until answered. Not idempotent: after an ambiguous attempt the row is read, and
+   * retried again only while it is still failed or cancelled. True when a retry was acknowledged
+   * (or an ambiguous one took effect).
+   */
+  const retryUntilAnswered = async (
+    fsm: string,
+    id: string,
+    options: { fix?: boolean },
+  ): Promise<boolean> => {
+    for (let attempt = 0; ; attempt++) {
+      const invoked = Date.now();
+      const before = attempt === 0 ? undefined : await view(id);
+      if (before && before.status !== 'failed' && before.status !== 'cancelled') return true;
+      try {
+        await engine.retry<{ fixed?: boolean }>(
+          { id },
+          options.fix ? { state: (s) => ({ ...s, fixed: true }) } : {},
+        );
+        retries++;
+        await op({
+          op: 'retry',
+          id,
+          fsm,
+          name: options.fix ? 'fix' : 'plain',
+          invoked,
+          completed: Date.now(),
+          result: 'ok',
+          options,
+        });
+        return true;
+      } catch (err) {
+        const refused = err instanceof InvalidInputError || err instanceof NoTargetError;
+        await op({
+          op: 'retry',
+          id,
+          fsm,
+          name: options.fix ? 'fix' : 'plain',
+          invoked,
+          completed: Date.now(),
+          result: refused ? 'refused' : err instanceof DuplicateError ? 'duplicate' : classify(err),
+          detail: String(err).slice(0, 300),
+          options,
+        });
+        if (refused) return false;
+        await sleep(Math.min(100 * 2 ** attempt, 1_000));
+      }
+    }
+  };
+
   const signalParker = async (id: string): Promise<void> => {
     // Around park time on purpose (S21): U(0, 30) ms after the insert was acknowledged.
     await sleep(Math.floor(random() * 30));
@@ -279,7 +504,7 @@ async function main(): Promise<void> {
     late++;
     await send(id, 'late', `late-${id}`);
   }
-  process.send?.({ type: 'fed', inserts: jobs.length, signals });
+  process.send?.({ type: 'fed', inserts: jobs.length, signals, cancels, retries });
 }
 
 main().catch((err: unknown) => {
