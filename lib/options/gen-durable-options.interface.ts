@@ -177,13 +177,13 @@ export interface GenDurableOptions {
    */
   schedules?: SchedulesOptions | false;
   /**
-   * Rows each queue buffers beyond its running slots. Default `'auto'`: max(100, 2 ×
+   * Rows each queue buffers beyond its running slots. Default `'auto'`: max(200, 4 ×
    * concurrency) − concurrency while the queue's recent steps average under 50 ms, 0 otherwise
    * (docs/operations.md, "prefetch").
    */
   prefetch?: number | 'auto';
   /**
-   * Skip a pick unless this many slots are free (unless idle). Default `'auto'`: a quarter of
+   * Skip a pick unless this many slots are free (unless idle). Default `'auto'`: half of
    * concurrency + prefetch while the queue prefetches, else 1.
    */
   minDemand?: number | 'auto';

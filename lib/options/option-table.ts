@@ -279,11 +279,11 @@ export const OPTION_TABLE = {
     },
   }),
   prefetch: integerOrAuto({
-    doc: "rows each queue claims beyond its free slots; `'auto'`: max(100, 2 × concurrency) − concurrency while steps average < 50 ms, else 0 ([operations](docs/operations.md))",
+    doc: "rows each queue claims beyond its free slots; `'auto'`: max(200, 4 × concurrency) − concurrency while steps average < 50 ms, else 0 ([operations](docs/operations.md))",
     min: 0,
   }),
   minDemand: integerOrAuto({
-    doc: "skip a pick unless this many rows are wanted (unless idle); `'auto'`: a quarter of concurrency + prefetch while prefetching, else 1",
+    doc: "skip a pick unless this many rows are wanted (unless idle); `'auto'`: half of concurrency + prefetch while prefetching, else 1",
     min: 1,
   }),
   drainTimeout: duration({

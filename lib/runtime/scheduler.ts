@@ -35,6 +35,9 @@ const DEFAULT_MAX_REAPS = 5;
  * would wait behind them, hidden from other nodes, for nothing).
  */
 const AUTO_PREFETCH_STEP_MS = 50;
+/** `prefetch: 'auto'` while steps are short: running + prefetched = max(200, 4 × concurrency). */
+const AUTO_CAPACITY_MIN = 200;
+const AUTO_CAPACITY_PER_SLOT = 4;
 /** Weight of the newest step in the moving average of step durations. */
 const STEP_AVERAGE_WEIGHT = 0.2;
 
@@ -229,8 +232,11 @@ export class Scheduler implements SoloMember {
   }
 
   /**
-   * The prefetch now: the option, or with `'auto'` graphile-worker's local-queue sizing
-   * (running + prefetched = max(100, 2 × concurrency)) while steps are short, else 0.
+   * The prefetch now: the option, or with `'auto'` running + prefetched = max(200, 4 ×
+   * concurrency) while steps are short, else 0. One claim is in flight at a time, so a queue of
+   * short steps drains at most a capacity per claim round trip (its execution plus its commit's
+   * WAL flush): twice graphile-worker's usual local queue, so that round trip is paid per 200
+   * rows, not per 100 (docs/performance.md, "Profiles").
    */
   prefetch(): number {
     const option = this.options.prefetch;
@@ -243,15 +249,20 @@ export class Scheduler implements SoloMember {
   private maxPrefetch(): number {
     const option = this.options.prefetch;
     if (option !== 'auto') return option;
-    return Math.max(100, 2 * this.concurrency) - this.concurrency;
+    return (
+      Math.max(AUTO_CAPACITY_MIN, AUTO_CAPACITY_PER_SLOT * this.concurrency) - this.concurrency
+    );
   }
 
-  /** The minDemand now: the option, or with `'auto'` a quarter of the capacity while prefetching. */
+  /**
+   * The minDemand now: the option, or with `'auto'` half the capacity while prefetching (a
+   * refill then starts while half the buffer is still to run, and claims stay large), else 1.
+   */
   private minDemand(): number {
     const option = this.options.minDemand;
     if (option !== 'auto') return option;
     const prefetch = this.prefetch();
-    return prefetch === 0 ? 1 : Math.ceil((this.concurrency + prefetch) / 4);
+    return prefetch === 0 ? 1 : Math.ceil((this.concurrency + prefetch) / 2);
   }
 
   /** The flusher is too far behind: dispatch and claims wait for its answers. */
@@ -738,8 +749,7 @@ export class Scheduler implements SoloMember {
     // (found even when pokes are off).
     if (
       (wasBackpressured || kind === 'next' || kind === 'retry' || kind === 'sleep') &&
-      this.buffer.length === 0 &&
-      !this.pausedNow
+      this.refillDue()
     ) {
       this.scheduleRefill();
     }
@@ -749,7 +759,18 @@ export class Scheduler implements SoloMember {
     this.lastActivityAt = Date.now();
     if (this.state !== 'running') return;
     this.dispatch();
-    if (this.buffer.length === 0 && !this.pausedNow) this.scheduleRefill();
+    if (this.refillDue()) this.scheduleRefill();
+  }
+
+  /**
+   * A refill is due once the buffer is empty or, while the queue prefetches, once `minDemand`
+   * rows are wanted: the next claim is then in flight while the buffered rows still run, so a
+   * claim's round trip and commit overlap the steps instead of following them.
+   */
+  private refillDue(): boolean {
+    if (this.pausedNow) return false;
+    if (this.buffer.length === 0) return true;
+    return this.prefetch() > 0 && this.demand() >= this.minDemand();
   }
 
   /**
@@ -761,7 +782,7 @@ export class Scheduler implements SoloMember {
     if (this.refillTimer) return;
     this.refillTimer = setImmediate(() => {
       this.refillTimer = undefined;
-      if (this.state === 'running' && this.buffer.length === 0 && this.demand() > 0) {
+      if (this.state === 'running' && this.refillDue() && this.demand() > 0) {
         void this.pick(false);
       }
     });

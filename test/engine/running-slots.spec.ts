@@ -2,6 +2,12 @@ import type { PoolClient } from 'pg';
 
 import { done, DurableFsm, next, Step, type StepContext } from '../../lib';
 import type { Scheduler } from '../../lib/runtime/scheduler';
+
+type PickBatch = (
+  queue: string,
+  limit: number,
+  worker: string,
+) => Promise<{ rows: readonly unknown[]; paused: boolean }>;
 import { bootEngine, eventually, type Harness, rowOf, sleep } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -257,7 +263,7 @@ describe('running slots and rows awaiting commit', () => {
         .map((e) => e.measurements['demand']!);
     }
 
-    it('a queue of short steps prefetches up to max(100, 2 × concurrency) rows', async () => {
+    it('a queue of short steps prefetches up to max(200, 4 × concurrency) rows', async () => {
       const harness = await boot(10, { prefetch: 'auto', minDemand: 'auto' });
       const scheduler = schedulerOf(harness);
       expect(scheduler.prefetch()).toBe(0);
@@ -269,9 +275,43 @@ describe('running slots and rows awaiting commit', () => {
         expect((await harness.engine.await(id, { timeout: 30_000 })).kind).toBe('done');
       }
       // Steps of well under 50 ms: picks asked for more than the 10 slots, running +
-      // prefetched up to max(100, 20) rows.
+      // prefetched up to max(200, 40) rows.
       expect(Math.max(...demands(harness))).toBeGreaterThan(10);
-      expect(Math.max(...demands(harness))).toBeLessThanOrEqual(100);
+      expect(Math.max(...demands(harness))).toBeLessThanOrEqual(200);
+      for (const id of ids) expect(starts.get(`${id}:perform`)).toBe(1);
+    });
+
+    it('the next claim starts while half the prefetched rows are still buffered', async () => {
+      // A slow poll, so every claim here is a refill (a poll tick claims whenever minDemand is met).
+      const harness = await boot(10, { prefetch: 'auto', minDemand: 'auto', pollInterval: 5_000 });
+      const scheduler = schedulerOf(harness);
+      const warm = await harness.engine.insertAll(
+        SlotSlow,
+        Array.from({ length: 20 }, () => ({ state: { ms: 1 } })),
+      );
+      for (const id of warm) await harness.engine.await(id, { timeout: 20_000 });
+      expect(scheduler.prefetch()).toBe(190);
+      // Rows buffered when each claim is sent (the picker is the scheduler's own).
+      const bufferedAtClaim: number[] = [];
+      const picker = (scheduler as unknown as { picker: { pickBatch: PickBatch } }).picker;
+      const pickBatch = picker.pickBatch.bind(picker);
+      picker.pickBatch = (queue, limit, worker) => {
+        bufferedAtClaim.push(scheduler.bufferedCount);
+        return pickBatch(queue, limit, worker);
+      };
+      // Steps of 1–2 ms: 10 slots run the 200 rows of a claim in ~30 ms, longer than a claim.
+      const ids = await harness.engine.insertAll(
+        SlotSlow,
+        Array.from({ length: 1000 }, () => ({ state: { ms: 1 } })),
+      );
+      for (const id of ids) {
+        expect((await harness.engine.await(id, { timeout: 60_000 })).kind).toBe('done');
+      }
+      // With a refill only on an empty buffer every claim would be sent with 0 rows buffered.
+      // (with 2 ms steps and 200-row claims, about half are sent with 80–90 rows buffered here).
+      expect(bufferedAtClaim.filter((n) => n >= 50).length).toBeGreaterThanOrEqual(5);
+      // Never more than the capacity held: running + buffered ≤ 200 after each claim.
+      expect(Math.max(...demands(harness))).toBeLessThanOrEqual(200);
       for (const id of ids) expect(starts.get(`${id}:perform`)).toBe(1);
     });
 
