@@ -43,9 +43,9 @@ function oneOf<T extends string>(
   return t as T;
 }
 
-/** An engine refusing `actor` as an unknown option: it predates the history actor (docs/design.md §28.1). */
-function refusesActor(err: unknown): boolean {
-  return err instanceof InvalidInputError && err.path.endsWith('.actor');
+/** The `actor` option of an engine action (recorded in its history rows, docs/design.md §28.1), when known. */
+function actorOf(actor: string | undefined): { actor?: string } {
+  return actor === undefined ? {} : { actor };
 }
 
 /**
@@ -54,26 +54,7 @@ function refusesActor(err: unknown): boolean {
  * naming the field, nothing changed; the engine's typed errors pass through.
  */
 export class DashboardActions {
-  /** False once the engine refused the `actor` option: later calls leave it out. */
-  private actorTaken = true;
-
   constructor(private readonly engine: EngineService) {}
-
-  /** Calls `fn` with `options` plus the actor (recorded in history), or without it on an engine that has no such option. */
-  private async withActor<T extends object, R>(
-    options: T,
-    actor: string | undefined,
-    fn: (options: T) => Promise<R>,
-  ): Promise<R> {
-    if (actor === undefined || !this.actorTaken) return fn(options);
-    try {
-      return await fn({ ...options, actor });
-    } catch (err) {
-      if (!refusesActor(err)) throw err;
-      this.actorTaken = false;
-      return fn(options);
-    }
-  }
 
   async cancel(id: string, form: FormFields, actor: string | undefined): Promise<string> {
     const reason = text(form, 'reason');
@@ -82,7 +63,7 @@ export class DashboardActions {
       mode: oneOf(form, 'mode', ['cooperative', 'fence'] as const) ?? 'cooperative',
       ...(reason !== undefined ? { reason } : {}),
     };
-    const r = await this.withActor(options, actor, (o) => this.engine.cancel(id, o));
+    const r = await this.engine.cancel(id, { ...options, ...actorOf(actor) });
     return `cancel #${id}: ${r.cancelled.length} cancelled, ${r.requested.length} asked to stop, ${r.alreadyTerminal.length} already ended`;
   }
 
@@ -92,7 +73,7 @@ export class DashboardActions {
       ...(step !== undefined ? { step } : {}),
       ...(text(form, 'detach') === 'true' ? { detach: true } : {}),
     };
-    await this.withActor(options, actor, (o) => this.engine.retry(id, o));
+    await this.engine.retry(id, { ...options, ...actorOf(actor) });
     return `retried #${id}${step ? ` from step ${step}` : ''}`;
   }
 
@@ -103,7 +84,7 @@ export class DashboardActions {
     const step = text(form, 'step');
     const state = json(form, 'state');
     const options = { ...(step ? { step } : {}), ...(state !== undefined ? { state } : {}) };
-    return this.withActor(options, actor, (o) => fork(id, o));
+    return fork(id, { ...options, ...actorOf(actor) });
   }
 
   async signal(id: string, form: FormFields): Promise<string> {
@@ -132,7 +113,7 @@ export class DashboardActions {
     actor: string | undefined,
   ): Promise<BulkAnswer> {
     const bulk = optionalFeature(this.engine, action === 'cancel' ? 'cancelAll' : 'retryAll');
-    if (bulk) return this.withActor({ all: true }, actor, (o) => bulk(filter, o));
+    if (bulk) return bulk(filter, { all: true, ...actorOf(actor) });
     const status = eligible(action, filter);
     if (status.length === 0) return { matched: 0, changed: 0 };
     const page = await this.engine.list({ ...filter, status }, { limit: BULK_FALLBACK_LIMIT });
@@ -140,10 +121,9 @@ export class DashboardActions {
     for (const item of page.items) {
       try {
         if (action === 'cancel') {
-          changed += (await this.withActor({}, actor, (o) => this.engine.cancel(item.id, o)))
-            .cancelled.length;
+          changed += (await this.engine.cancel(item.id, actorOf(actor))).cancelled.length;
         } else {
-          await this.withActor({}, actor, (o) => this.engine.retry(item.id, o));
+          await this.engine.retry(item.id, actorOf(actor));
           changed++;
         }
       } catch {

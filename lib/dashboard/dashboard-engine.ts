@@ -50,14 +50,11 @@ interface ActorOption {
 }
 
 interface OptionalEngine {
-  graph(fsm: string): DashboardGraph;
   history(target: string, options?: { limit?: number }): Promise<DashboardHistoryEntry[]>;
   explain(target: string): Promise<unknown>;
-  limiterStatus(): Promise<unknown>;
   cancelAll(filter: InstanceFilter, options?: Record<string, unknown>): Promise<BulkAnswer>;
   retryAll(filter: InstanceFilter, options?: Record<string, unknown>): Promise<BulkAnswer>;
   fork(target: string, options: { step?: string; state?: unknown } & ActorOption): Promise<string>;
-  stats(options?: { minutes?: number; cap?: number }): Promise<unknown>;
 }
 
 /** The optional member `name` of `engine`, bound, or undefined when this engine lacks it. */

@@ -48,7 +48,7 @@ export class DashboardPagesController {
       typeof query['after'] === 'string' && query['after'] !== '' ? query['after'] : undefined;
     const choices = {
       fsms: this.dashboard.reads.fsms().map((f) => f.name),
-      queues: await this.queueNames(),
+      queues: await this.dashboard.reads.queueNames(),
     };
     let fields = {};
     try {
@@ -60,10 +60,6 @@ export class DashboardPagesController {
       if (!(err instanceof GenDurableError)) throw err;
       return instancesView(ctx, fields, choices, { error: err.message }, after).text;
     }
-  }
-
-  private async queueNames(): Promise<string[]> {
-    return (await this.dashboard.reads.queues()).map((q) => q.queue);
   }
 
   @Get('instances/:id')

@@ -3,6 +3,8 @@ import { ALL_STATUSES, type DurableStatus } from '../gen-durable.constants';
 import type { InstanceFilter } from '../instance/instance-filter';
 import type { InstanceView } from '../instance/instance-view';
 import type { CappedCount, QueueStatus } from '../instance/queue-status';
+import type { LimiterStatus } from '../instance/limiter-status';
+import type { OverviewPoint, QueueOverviewCounts } from '../instance/stats-overview';
 import type { ScheduleView } from '../cron/schedule-spec';
 import { basicExplanation } from './basic-explanation';
 import { READ_INBOX, type InboxSignal } from '../sql/dashboard.sql';
@@ -17,17 +19,35 @@ export const COUNT_CAP = 10_000;
 /** Instances per page of the instances view. */
 export const PAGE_SIZE = 50;
 
-/** One queue of the overview: its pause, its capped count per status, and the engine's extra figures. */
+/** One queue of the overview: its pause and the stats snapshot's figures for it. */
 export interface OverviewQueue {
   readonly queue: string;
   readonly paused: boolean;
-  readonly counts: Readonly<Record<DurableStatus, CappedCount>>;
+  /**
+   * Live rows by status from the snapshot (capped as it counted them), rows ended in the
+   * snapshot's previous minute; from a live answer the live statuses counted now, capped, and
+   * null for the ended ones.
+   */
+  readonly counts: QueueOverviewCounts;
+  /** `eligible_at` of the oldest due runnable row (null: none due, or a live answer). */
+  readonly oldestRunnableAt: Date | null;
+  /** Rows ended per minute over the window, oldest first (empty in a live answer). */
+  readonly series: readonly OverviewPoint[];
 }
 
+/** The overview (docs/dashboard.md "Overview"): `engine.stats()` plus each queue's pause. */
 export interface Overview {
+  /** `'snapshot'`: the newest stored minute of gen_durable_stats; `'live'`: none stored yet, counted now. */
+  readonly source: 'snapshot' | 'live';
+  /** The snapshot's minute (the database's current minute for a live answer). */
+  readonly at: Date;
+  /** How old the figures are when read: now − `at` (0 for a live answer). */
+  readonly ageMs: number;
+  /** The newest snapshot is more than two minutes old (no maintenance node writes them). */
+  readonly stale: boolean;
+  /** The sparkline window, minutes. */
+  readonly minutes: number;
   readonly queues: readonly OverviewQueue[];
-  /** The engine's stats read (snapshot history, oldest runnable age), when it has one. */
-  readonly stats: unknown;
 }
 
 export interface InstancesPage {
@@ -74,9 +94,6 @@ export interface FsmDetail extends FsmSummary {
 
 const TREE_DEPTH = 3;
 const TREE_LIMIT = 200;
-const LIVE: readonly DurableStatus[] = ALL_STATUSES.filter(
-  (s) => s !== 'done' && s !== 'failed' && s !== 'cancelled',
-);
 
 /**
  * Every read of the dashboard (docs/design.md §30), used by the pages and their JSON twins
@@ -103,15 +120,75 @@ export class DashboardReads {
     };
   }
 
+  /**
+   * The overview from `engine.stats()` — the once-a-minute snapshot, so no count of
+   * gen_durable runs for it — and each queue's pause (`queueStatus` with its counts capped at
+   * 1). Only while no snapshot is stored (`source: 'live'`) are the live statuses counted now,
+   * each capped at {@link COUNT_CAP}.
+   */
   async overview(): Promise<Overview> {
-    const queues = await this.engine.queueStatus(undefined, { cap: COUNT_CAP });
-    const rows = await Promise.all(queues.map((q) => this.queueCounts(q)));
-    const read = optionalFeature(this.engine, 'stats');
-    return { queues: rows, stats: read ? await read({ minutes: 60, cap: COUNT_CAP }) : null };
+    const [stats, pauses] = await Promise.all([
+      this.engine.stats({ minutes: 60, cap: COUNT_CAP }),
+      this.engine.queueStatus(undefined, { cap: 1 }),
+    ]);
+    const paused = new Set(pauses.filter((q) => q.paused).map((q) => q.queue));
+    const byQueue = new Map(stats.queues.map((q) => [q.queue, q]));
+    const names = [...new Set([...byQueue.keys(), ...pauses.map((q) => q.queue)])].sort();
+    const queues = await Promise.all(
+      names.map(async (queue): Promise<OverviewQueue> => {
+        const q = byQueue.get(queue);
+        const counts = q?.counts ?? (await this.liveCounts(queue));
+        return {
+          queue,
+          paused: paused.has(queue),
+          counts:
+            stats.source === 'live' && counts.awaitingSignal === null
+              ? await this.parkedCounts(queue, counts)
+              : counts,
+          oldestRunnableAt: q?.oldestRunnableAt ?? null,
+          series: q?.series ?? [],
+        };
+      }),
+    );
+    return {
+      source: stats.source,
+      at: stats.at,
+      ageMs: stats.source === 'live' ? 0 : Math.max(0, Date.now() - stats.at.getTime()),
+      stale: stats.stale,
+      minutes: stats.minutes,
+      queues,
+    };
   }
 
-  private async queueCounts(q: QueueStatus): Promise<OverviewQueue> {
-    return { queue: q.queue, paused: q.paused, counts: await this.countsBy({ queue: q.queue }) };
+  /** A queue the snapshot does not list (a pause without rows): its live statuses, capped. */
+  private async liveCounts(queue: string): Promise<QueueOverviewCounts> {
+    const zero: CappedCount = { count: 0, capped: false };
+    const [runnable, executing] = await Promise.all([
+      this.engine.count({ queue, status: 'runnable' }, { cap: COUNT_CAP }),
+      this.engine.count({ queue, status: 'executing' }, { cap: COUNT_CAP }),
+    ]);
+    return {
+      runnable,
+      scheduled: zero,
+      executing,
+      awaitingSignal: null,
+      awaitingChildren: null,
+      done: null,
+      failed: null,
+      cancelled: null,
+    };
+  }
+
+  /** A live answer's parked statuses (the engine's live read leaves them null), counted now, capped. */
+  private async parkedCounts(
+    queue: string,
+    counts: QueueOverviewCounts,
+  ): Promise<QueueOverviewCounts> {
+    const [awaitingSignal, awaitingChildren] = await Promise.all([
+      this.engine.count({ queue, status: 'awaiting_signal' }, { cap: COUNT_CAP }),
+      this.engine.count({ queue, status: 'awaiting_children' }, { cap: COUNT_CAP }),
+    ]);
+    return { ...counts, awaitingSignal, awaitingChildren };
   }
 
   private async countsBy(filter: InstanceFilter): Promise<Record<DurableStatus, CappedCount>> {
@@ -210,17 +287,11 @@ export class DashboardReads {
   async fsm(name: string): Promise<FsmDetail | null> {
     const summary = this.fsms().find((f) => f.name === name);
     if (!summary) return null;
-    const graphOf = optionalFeature(this.engine, 'graph');
-    const graph = graphOf ? graphOf(name) : null;
-    const [perStep, counts] = await Promise.all([
-      Promise.all(
-        summary.steps.map((step) =>
-          this.engine.count({ fsm: name, step, status: [...LIVE] }, { cap: COUNT_CAP }),
-        ),
-      ),
+    const graph = this.engine.graph(name);
+    const [liveByStep, counts] = await Promise.all([
+      this.engine.stepCounts(name, { cap: COUNT_CAP }),
       this.countsBy({ fsm: name }),
     ]);
-    const liveByStep = Object.fromEntries(summary.steps.map((s, i) => [s, perStep[i]!]));
     return { ...summary, graph, liveByStep, counts };
   }
 
@@ -228,13 +299,17 @@ export class DashboardReads {
     return this.engine.schedules.list();
   }
 
-  /** The engine's limiter status (gates and buckets), or null when it has none. */
-  async limiters(): Promise<unknown> {
-    const status = optionalFeature(this.engine, 'limiterStatus');
-    return status ? status() : null;
+  /** The engine's limiter status: declarations, and gates and buckets live (PostgreSQL or Redis). */
+  limiters(): Promise<LimiterStatus> {
+    return this.engine.limiterStatus();
   }
 
   queues(): Promise<QueueStatus[]> {
     return this.engine.queueStatus(undefined, { cap: COUNT_CAP });
+  }
+
+  /** The queue names the instances filter offers (`queueStatus` with its counts capped at 1). */
+  async queueNames(): Promise<string[]> {
+    return (await this.engine.queueStatus(undefined, { cap: 1 })).map((q) => q.queue);
   }
 }

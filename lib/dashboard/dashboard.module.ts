@@ -16,6 +16,9 @@ import { DASHBOARD_CONTEXT, DashboardContext } from './dashboard-context';
 import { type DashboardOptions, resolveDashboardOptions } from './dashboard-options';
 import { DashboardPagesController } from './dashboard-pages.controller';
 
+/** The injection token of a mount's path and engine name (see `register`). */
+const DASHBOARD_MOUNT = Symbol('GenDurableDashboardMount');
+
 type ControllerClass = new (dashboard: DashboardContext) => object;
 
 /**
@@ -50,6 +53,10 @@ export class GenDurableDashboardModule {
       module: GenDurableDashboardModule,
       controllers,
       providers: [
+        // The mount as data in the module's metadata: Nest's 'deep-hash' module identity
+        // (`moduleIdGeneratorAlgorithm`) hashes metadata with classes by name and functions by
+        // text, which is alike for every mount, and would merge two mounts into one.
+        { provide: DASHBOARD_MOUNT, useValue: { path: resolved.path, engine: resolved.engine } },
         {
           provide: DASHBOARD_CONTEXT,
           useFactory: (engine: EngineService) => new DashboardContext(engine, resolved),

@@ -1,93 +1,112 @@
-import { ALL_STATUSES } from '../../gen-durable.constants';
-import type { Overview } from '../dashboard-reads';
+import type { CappedCount } from '../../instance/queue-status';
+import type { QueueOverviewCounts } from '../../instance/stats-overview';
+import type { Overview, OverviewQueue } from '../dashboard-reads';
 import { type Html, html, queryString } from '../html';
-import { capped, jsonBlock, section, sparkline, statusBadge, type ViewContext } from './components';
+import { capped, duration, section, sparkline, statusBadge, type ViewContext } from './components';
+
 import { layout } from './layout';
 
-/** Per-minute series the engine's stats read may carry, by queue. */
-interface StatsSeries {
-  readonly queue: string;
-  readonly throughput?: readonly number[];
-  readonly failures?: readonly number[];
-  readonly oldestRunnableAgeMs?: number | null;
+/** A column of the overview: a count of the snapshot and the status its link filters by. */
+interface CountColumn {
+  readonly key: keyof QueueOverviewCounts;
+  readonly status: string;
+  readonly label: Html | string;
 }
 
-interface StatsQueueLike {
-  readonly queue?: unknown;
-  readonly oldestRunnableAt?: unknown;
-  readonly series?: unknown;
-}
+const LIVE_COLUMNS: readonly CountColumn[] = [
+  { key: 'runnable', status: 'runnable', label: statusBadge('runnable') },
+  { key: 'scheduled', status: 'runnable', label: 'of which later' },
+  { key: 'executing', status: 'executing', label: statusBadge('executing') },
+  { key: 'awaitingSignal', status: 'awaiting_signal', label: statusBadge('awaiting_signal') },
+  { key: 'awaitingChildren', status: 'awaiting_children', label: statusBadge('awaiting_children') },
+];
 
-/** The engine's `stats()` answer (docs/dashboard-data.md) as per-queue series. */
-function seriesOf(stats: unknown): Map<string, StatsSeries> {
-  const out = new Map<string, StatsSeries>();
-  const at = (stats as { at?: unknown } | null)?.at;
-  const now = at instanceof Date ? at.getTime() : Date.now();
-  const queues = (stats as { queues?: unknown } | null)?.queues;
-  if (!Array.isArray(queues)) return out;
-  for (const q of queues as StatsQueueLike[]) {
-    if (typeof q?.queue !== 'string') continue;
-    const points = Array.isArray(q.series)
-      ? (q.series as { done?: unknown; failed?: unknown }[])
-      : [];
-    const num = (v: unknown) => (typeof v === 'number' ? v : 0);
-    out.set(q.queue, {
-      queue: q.queue,
-      throughput: points.map((p) => num(p.done)),
-      failures: points.map((p) => num(p.failed)),
-      oldestRunnableAgeMs:
-        q.oldestRunnableAt instanceof Date ? Math.max(0, now - q.oldestRunnableAt.getTime()) : null,
-    });
+/** Where the figures come from and how old they are, above the table. */
+function sourceNote(data: Overview): Html {
+  if (data.source === 'live') {
+    return html`<p class="muted" id="source">
+      <span class="badge">live counts</span> No stats snapshot is stored yet (a maintenance node
+      writes one a minute): counted now, each capped at 10,000; ended rows per minute appear with
+      the first snapshot.
+    </p>`;
   }
-  return out;
+  const at = data.at.toISOString().slice(11, 16);
+  return html`<p class="muted" id="source">
+    <span class="badge ${data.stale ? 'paused' : ''}">snapshot${data.stale ? ' · stale' : ''}</span>
+    Counts from the stats snapshot of ${at} UTC, ${duration(data.ageMs)}
+    old${data.stale ? ' — no snapshot for over two minutes: is a maintenance node running?' : ''};
+    done / failed / cancelled are rows ended per minute over the last ${data.minutes} minutes
+    (sparkline) and in the snapshot's previous minute (number).
+  </p>`;
 }
 
-/** "snapshot of 00:41 (stale)" or "live counts" under the table. */
-function statsNote(stats: unknown): string {
-  const s = stats as { source?: unknown; at?: unknown; stale?: unknown; minutes?: unknown } | null;
-  if (s === null || typeof s !== 'object') return '';
-  const at = s.at instanceof Date ? s.at.toISOString().slice(11, 16) : '?';
-  const source =
-    s.source === 'snapshot'
-      ? `snapshot of ${at} UTC${s.stale === true ? ' (stale)' : ''}`
-      : 'live counts (no snapshot stored yet)';
-  return `Sparklines: done and failed per minute over the last ${typeof s.minutes === 'number' ? s.minutes : 60} minutes, from the stats ${source}.`;
+function countCell(ctx: ViewContext, q: OverviewQueue, column: CountColumn): Html {
+  const count = q.counts[column.key];
+  if (count === null) return html`<td class="num"><span class="muted">—</span></td>`;
+  return html`<td class="num">
+    <a href="${ctx.base}/instances${queryString({ queue: q.queue, status: column.status })}"
+      >${capped(count)}</a
+    >
+  </td>`;
 }
 
-/** Overview: per queue × status capped counts, oldest runnable age, throughput and failure sparklines. */
+/** An ended status: the last minute's number (linked to the list) and the window's sparkline. */
+function endedCell(
+  ctx: ViewContext,
+  q: OverviewQueue,
+  status: 'done' | 'failed' | 'cancelled',
+): Html {
+  const count: CappedCount | null = q.counts[status];
+  if (count === null) return html`<td class="num"><span class="muted">—</span></td>`;
+  const values = q.series.map((p) => p[status]);
+  return html`<td class="num">
+    ${
+      values.length > 0 && status !== 'cancelled'
+        ? sparkline(
+            values,
+            `${q.queue} ${status} per minute`,
+            status === 'failed' ? 'spark bad' : 'spark',
+          )
+        : ''
+    }
+    <a href="${ctx.base}/instances${queryString({ queue: q.queue, status })}">${capped(count)}</a>
+  </td>`;
+}
+
+/** Overview: per queue the snapshot's counts by status, oldest due age, ended-per-minute sparklines. */
 export function overviewView(ctx: ViewContext, data: Overview): Html {
-  const series = seriesOf(data.stats);
   const head = html`<tr>
     <th>queue</th>
-    ${ALL_STATUSES.map((s) => html`<th class="num">${statusBadge(s)}</th>`)}
-    <th>oldest runnable</th>
-    <th>done / min</th>
-    <th>failed / min</th>
+    ${LIVE_COLUMNS.map((c) => html`<th class="num">${c.label}</th>`)}
+    <th>oldest due</th>
+    <th class="num">${statusBadge('done')} / min</th>
+    <th class="num">${statusBadge('failed')} / min</th>
+    <th class="num">${statusBadge('cancelled')} / min</th>
   </tr>`;
-  const rows = data.queues.map((q) => {
-    const s = series.get(q.queue);
-    return html`<tr>
-      <td>
-        <a href="${ctx.base}/instances${queryString({ queue: q.queue })}">${q.queue}</a
-        >${q.paused ? html` <span class="badge paused">paused</span>` : ''}
-      </td>
-      ${ALL_STATUSES.map((status) => html`<td class="num"><a href="${ctx.base}/instances${queryString({ queue: q.queue, status })}">${capped(q.counts[status])}</a></td>`)}
-      <td>
-        ${s?.oldestRunnableAgeMs != null ? ageText(s.oldestRunnableAgeMs) : html`<span class="muted">—</span>`}
-      </td>
-      <td>
-        ${s?.throughput ? sparkline(s.throughput, `${q.queue} done per minute`) : html`<span class="muted">—</span>`}
-      </td>
-      <td>
-        ${s?.failures ? sparkline(s.failures, `${q.queue} failed per minute`, 'spark bad') : html`<span class="muted">—</span>`}
-      </td>
-    </tr>`;
-  });
+  const now = data.at.getTime() + data.ageMs;
+  const rows = data.queues.map(
+    (q) =>
+      html`<tr data-queue="${q.queue}">
+        <td>
+          <a href="${ctx.base}/instances${queryString({ queue: q.queue })}">${q.queue}</a
+          >${q.paused ? html` <span class="badge paused">paused</span>` : ''}
+        </td>
+        ${LIVE_COLUMNS.map((c) => countCell(ctx, q, c))}
+        <td>
+          ${
+            q.oldestRunnableAt !== null
+              ? ageText(Math.max(0, now - q.oldestRunnableAt.getTime()))
+              : html`<span class="muted">—</span>`
+          }
+        </td>
+        ${endedCell(ctx, q, 'done')}${endedCell(ctx, q, 'failed')}${endedCell(ctx, q, 'cancelled')}
+      </tr>`,
+  );
   const table =
     data.queues.length === 0
       ? html`<p class="muted">No queue yet.</p>`
       : html`<div class="scroll">
-          <table class="grid">
+          <table class="grid overview">
             <thead>
               ${head}
             </thead>
@@ -96,15 +115,7 @@ export function overviewView(ctx: ViewContext, data: Overview): Html {
             </tbody>
           </table>
         </div>`;
-  const extra =
-    data.stats !== null && series.size === 0 ? section('Stats', jsonBlock(data.stats)) : '';
-  const note = statsNote(data.stats);
-  return layout(
-    ctx,
-    '',
-    'Overview',
-    html`${section('Queues × status', html`${table}${note ? html`<p class="muted">${note}</p>` : ''}`)}${extra}`,
-  );
+  return layout(ctx, '', 'Overview', section('Queues × status', html`${sourceNote(data)}${table}`));
 }
 
 function ageText(ms: number): Html {

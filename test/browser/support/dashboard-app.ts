@@ -19,7 +19,11 @@ import {
   type StepContext,
   stop,
 } from '../../../lib';
-import { GenDurableDashboardModule, type DashboardRequest } from '../../../lib/dashboard';
+import {
+  type DashboardOptions,
+  GenDurableDashboardModule,
+  type DashboardRequest,
+} from '../../../lib/dashboard';
 import { FAST, Gates } from '../../support/engine-harness';
 import { trackResource } from '../../support/open-resources';
 import type { TestDatabase } from '../../support/test-database';
@@ -92,10 +96,35 @@ export interface DashboardApp {
   close(): Promise<void>;
 }
 
+/** The specs' usual mount: /durable behind the token guard, access from a header, `redact`. */
+export const DEFAULT_MOUNT: DashboardOptions = {
+  guards: [TokenGuard],
+  access: (req) => (req.headers['x-dashboard-role'] === 'read' ? 'read' : 'all'),
+  actor: (req) => {
+    const who = req.headers['x-dashboard-user'];
+    return typeof who === 'string' ? who : 'tester';
+  },
+  redact: (_fsm, state) =>
+    state !== null && typeof state === 'object' && 'card' in state
+      ? { ...(state as Record<string, unknown>), card: '••••' }
+      : state,
+};
+
+/** How the host mounts the dashboard: a global prefix, the mounts (default: {@link DEFAULT_MOUNT}). */
+export interface HostShape {
+  readonly globalPrefix?: string;
+  readonly mounts?: readonly DashboardOptions[];
+  /** Extra GenDurableModule options (for example `limiter: 'redis'`). */
+  readonly engine?: Record<string, unknown>;
+  /** Nest's module identity (`moduleIdGeneratorAlgorithm`; Nest 11's default is `'reference'`). */
+  readonly moduleIds?: 'reference' | 'deep-hash';
+}
+
 /** Boots the host app on a random port, on Express or Fastify. */
 export async function bootDashboardApp(
   db: Pick<TestDatabase, 'dataSource'>,
   adapter: 'express' | 'fastify',
+  shape: HostShape = {},
 ): Promise<DashboardApp> {
   const dataSource = await db.dataSource();
   @Module({
@@ -106,27 +135,24 @@ export async function bootDashboardApp(
         queues: { dash: 4 },
         rateLimits: { charge: { allowed: 20, period: 1, burst: 20 } },
         concurrencyLimits: { report: { limit: 2 } },
+        ...shape.engine,
       }),
-      GenDurableDashboardModule.register({
-        guards: [TokenGuard],
-        access: (req) => (req.headers['x-dashboard-role'] === 'read' ? 'read' : 'all'),
-        actor: (req) => {
-          const who = req.headers['x-dashboard-user'];
-          return typeof who === 'string' ? who : 'tester';
-        },
-        redact: (_fsm, state) =>
-          state !== null && typeof state === 'object' && 'card' in state
-            ? { ...(state as Record<string, unknown>), card: '••••' }
-            : state,
-      }),
+      ...(shape.mounts ?? [DEFAULT_MOUNT]).map((m) => GenDurableDashboardModule.register(m)),
     ],
     providers: DASHBOARD_FSMS,
   })
   class HostModule {}
   const app =
     adapter === 'fastify'
-      ? await NestFactory.create(HostModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(HostModule, { logger: false });
+      ? await NestFactory.create(HostModule, new FastifyAdapter(), {
+          logger: false,
+          ...(shape.moduleIds ? { moduleIdGeneratorAlgorithm: shape.moduleIds } : {}),
+        })
+      : await NestFactory.create(HostModule, {
+          logger: false,
+          ...(shape.moduleIds ? { moduleIdGeneratorAlgorithm: shape.moduleIds } : {}),
+        });
+  if (shape.globalPrefix !== undefined) app.setGlobalPrefix(shape.globalPrefix);
   await app.listen(0, '127.0.0.1');
   let open = true;
   trackResource(`dashboard app (${adapter})`, () => open);
