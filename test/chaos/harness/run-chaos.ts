@@ -95,6 +95,8 @@ interface Worker {
   ready: boolean;
   /** A fault point was armed to end this worker (S02): its next exit is the nemesis's. */
   armedExit: boolean;
+  /** When its current process was forked (a pill record after it is this process's). */
+  startedAt: number;
 }
 
 interface FaultLog {
@@ -200,6 +202,7 @@ async function main(): Promise<void> {
       blackholed: false,
       ready: false,
       armedExit: false,
+      startedAt: 0,
     });
   }
   let crashes = 0;
@@ -241,14 +244,17 @@ async function main(): Promise<void> {
       void (async () => {
         // The lookup is retried while Postgres is down (a pg-blip or restart right after the
         // pill's kill): a failed lookup once counted the pill's death as a crash (seed 402).
-        const diedAt = Date.now();
+        // Any pill record since this process was forked is its death: the pill's kill can come
+        // long after its record when a spinning step starves the event loop and a SIGSTOP
+        // follows (11 s in R1 seed 1701; a 10 s window counted it as a crash).
+        const startedAt = w.startedAt;
         let pill = false;
         for (let attempt = 0; ; attempt++) {
           try {
             const found = await pool.query(
               `SELECT 1 FROM chaos.faults WHERE kind = 'pill' AND target = $1
-                 AND injected_at > to_timestamp($2::float8 / 1000) - interval '10 seconds'`,
-              [w.name, diedAt],
+                 AND injected_at >= to_timestamp($2::float8 / 1000)`,
+              [w.name, startedAt],
             );
             pill = found.rows.length > 0;
             break;
@@ -280,6 +286,7 @@ async function main(): Promise<void> {
         try {
           // A booting worker holds no claims: it no longer counts as disrupted, and the next
           // fault may pick another worker (or this one, mid-boot).
+          w.startedAt = Date.now();
           const booting = w.proc.start();
           w.down = false;
           const started = Date.now();

@@ -338,9 +338,12 @@ async function main(): Promise<void> {
     }
   };
 
-  /** Waits until the instance is terminal (a requested cancel ends with its step). */
+  /**
+   * Waits until the instance is terminal (a requested cancel ends with its step; a failer
+   * waits for its turn in a queue that can be a minute behind under the nemesis).
+   */
   const ended = async (id: string): Promise<{ status: string; step: string } | null> => {
-    const deadline = Date.now() + 60_000;
+    const deadline = Date.now() + 240_000;
     for (;;) {
       const v = await view(id);
       if (!v || ['done', 'failed', 'cancelled'].includes(v.status) || Date.now() > deadline) {
@@ -350,10 +353,28 @@ async function main(): Promise<void> {
     }
   };
 
+  /** Waits until no row of `id`'s tree is live (a requested row ends with its step). */
+  const treeEnded = async (id: string): Promise<void> => {
+    const deadline = Date.now() + 240_000;
+    for (;;) {
+      const live = await ledger.read<{ n: string }>(
+        `WITH RECURSIVE tree AS (
+           SELECT id, status FROM public.gen_durable WHERE id = $1
+           UNION ALL
+           SELECT g.id, g.status FROM public.gen_durable g JOIN tree t ON g.parent_id = t.id)
+         SELECT count(*) AS n FROM tree WHERE status NOT IN ('done', 'failed', 'cancelled')`,
+        [id],
+      );
+      if (Number(live[0]?.n ?? 0) === 0 || Date.now() > deadline) return;
+      await sleep(100);
+    }
+  };
+
   /** Cancels until answered (cancel is idempotent: a second call after a lost answer is safe). */
   const cancelLater = async (job: Job, id: string, plan: PlannedCancel): Promise<void> => {
     if (plan.tree) {
-      const deadline = Date.now() + 20_000;
+      // Under the nemesis the default queue can be 20 s and more behind the feed.
+      const deadline = Date.now() + 120_000;
       for (;;) {
         const v = await view(id);
         if (!v || (v.status !== 'runnable' && v.status !== 'executing') || Date.now() > deadline) {
@@ -403,6 +424,9 @@ async function main(): Promise<void> {
     await sleep(Math.floor(random() * 1_000));
     const before = await ended(id);
     if (before?.status !== 'cancelled') return;
+    // A tree is retried once every row in it has ended: a retried parent resumes at its join
+    // step at once, and a child still running its requested step would be joined as live.
+    if (plan.tree) await treeEnded(id);
     const retried = await retryUntilAnswered(job.fsm, id, {});
     // A parker cancelled before it parked parks again after the retry: its `go` (consumed by
     // the cancel) is sent again, under a new dedup key.
