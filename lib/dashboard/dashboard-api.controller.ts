@@ -20,6 +20,7 @@ import type {
 } from './dashboard-reads';
 import { filterFromQuery } from './filter-query';
 import { type DashboardResponse, queryOf, setSecurityHeaders } from './http-exchange';
+import type { LimiterStatus } from '../instance/limiter-status';
 import type { QueueStatus } from '../instance/queue-status';
 import type { ScheduleView } from '../cron/schedule-spec';
 
@@ -108,9 +109,9 @@ export class DashboardApiController {
   async limiters(
     @Req() req: DashboardRequest,
     @Res({ passthrough: true }) res: DashboardResponse,
-  ): Promise<{ status: unknown }> {
+  ): Promise<LimiterStatus> {
     this.begin(req, res);
-    return { status: await this.dashboard.reads.limiters() };
+    return this.dashboard.reads.limiters();
   }
 
   @Get('api/queues')

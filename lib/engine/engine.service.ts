@@ -49,6 +49,7 @@ import { fsmGraphOf } from './fsm-graph';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
 import { readInstanceHistory, resolveHistoryPage } from './instance-history';
+import { RedisLimiter } from '../limiter/redis.limiter';
 
 /**
  * The engine's public API (docs/design.md §2.5): insert, signal, await, get, events$. Thin: it
@@ -465,11 +466,15 @@ export class EngineService {
    * rate limits, and live per key — gates: holders / limit over their shards; rate buckets:
    * tokens available now, capacity, refill per second — from the PostgreSQL limiter's counters,
    * at most `cap` counter rows read (default 1 000; `truncated` says more exist). With the
-   * Redis limiter only the declarations (its counters are not read). Two statements.
+   * Redis limiter the same from Redis (SCAN of its gate and bucket keys, at most `cap` of each;
+   * `unreadable` when Redis cannot be read). Two statements.
    */
   limiterStatus(options?: { cap?: number }): Promise<LimiterStatus> {
     const backend = this.runtime.options.limiter === 'postgres' ? 'postgres' : 'redis';
-    return readLimiterStatus(this.runtime.sql, backend, options);
+    const limiter = this.runtime.limiter;
+    const redis =
+      limiter instanceof RedisLimiter ? (cap: number) => limiter.counters(cap) : undefined;
+    return readLimiterStatus(this.runtime.sql, backend, options, redis);
   }
 
   /**

@@ -35,7 +35,7 @@ export interface LimitDeclaration {
 }
 
 export interface LimiterStatus {
-  /** `'redis'`: counters live in Redis and `gates` / `buckets` are empty (not read). */
+  /** Where the counters live: `'redis'`: gates and buckets are read from Redis (one shard each). */
   readonly backend: 'postgres' | 'redis';
   readonly declarations: readonly LimitDeclaration[];
   /** Keys with counters; a key never used since its counters were pruned is absent (all free). */
@@ -43,4 +43,6 @@ export interface LimiterStatus {
   readonly buckets: readonly RateBucketStatus[];
   /** The counter scan stopped at its cap: more keys exist. */
   readonly truncated: boolean;
+  /** Redis could not be read (down, not connected): why; `gates` and `buckets` are then empty. */
+  readonly unreadable?: string;
 }

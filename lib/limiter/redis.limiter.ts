@@ -17,6 +17,7 @@ import type {
 import { AdmitVerdicts } from './admit-verdicts';
 import { upsertLimitConfigs } from './upsert-limit-configs';
 import { ADMIT_SCRIPT, RENEW_SCRIPT, type RedisScript, SEED_SCRIPT } from './redis.scripts';
+import { type RedisCounters, readRedisCounters } from './redis-limiter-counters';
 
 /** Commands defined from redis.scripts.ts, called as (numberOfKeys, ...keys, ...args). */
 type ScriptCommand = (
@@ -135,6 +136,11 @@ export class RedisLimiter implements Limiter {
     } catch (err) {
       this.warn(`Redis renew of ${slots.length} slot(s) failed: ${String(err)}`);
     }
+  }
+
+  /** The live gate and bucket counters, at most `cap` keys of each (the limiters view; throws when Redis is not connected). */
+  async counters(cap: number): Promise<RedisCounters> {
+    return readRedisCounters(await this.ready(), this.prefix, cap);
   }
 
   reconcile(): Promise<ReconcileResult> {

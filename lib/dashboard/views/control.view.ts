@@ -1,16 +1,9 @@
 import type { ScheduleView } from '../../cron/schedule-spec';
+import type { LimiterStatus } from '../../instance/limiter-status';
 import type { QueueStatus } from '../../instance/queue-status';
 import type { FilterFields } from '../filter-query';
 import { type Html, html, queryString } from '../html';
-import {
-  actionForm,
-  capped,
-  jsonBlock,
-  section,
-  time,
-  unavailable,
-  type ViewContext,
-} from './components';
+import { actionForm, capped, section, time, type ViewContext } from './components';
 import { layout } from './layout';
 
 /** Cron schedules with their next and last fire. */
@@ -102,21 +95,32 @@ function cell(value: unknown): Html | string {
   return JSON.stringify(value) ?? '';
 }
 
-/** Concurrency gates and rate-limit buckets, live. */
-export function limitersView(ctx: ViewContext, status: unknown): Html {
-  if (status === null) {
-    return layout(ctx, 'limiters', 'Limiters', section('Limiters', unavailable('Limiter status')));
-  }
-  const s = status as {
-    gates?: unknown;
-    buckets?: unknown;
-    declarations?: unknown;
-    backend?: unknown;
-  };
-  const body =
-    s.gates !== undefined || s.buckets !== undefined
-      ? html`${section('Configured limits', rowsOf(s.declarations), 'declarations')}${section('Concurrency gates', rowsOf(s.gates), 'gates')}${section('Rate-limit buckets', rowsOf(s.buckets), 'buckets')}`
-      : section('Limiters', jsonBlock(status));
+/** Where the counters were read, above the tables. */
+function limiterNote(status: LimiterStatus): Html {
+  const where =
+    status.backend === 'redis'
+      ? html`<span class="badge">Redis</span> Live counters read from Redis (the limiter's keys, by
+          SCAN; its clock refills the buckets); one shard per key.`
+      : html`<span class="badge">PostgreSQL</span> Live counters read from gen_durable_buckets,
+          summed over each key's shards.`;
+  return html`<p class="muted" id="backend">
+      ${where} A key that is absent is free (a gate with no holder, a full bucket).
+    </p>
+    ${
+      status.unreadable !== undefined
+        ? html`<p class="error" id="unreadable">Redis could not be read: ${status.unreadable}</p>`
+        : ''
+    }
+    ${
+      status.truncated
+        ? html`<p class="warn">More keys exist than were read (the first 1,000 of each).</p>`
+        : ''
+    }`;
+}
+
+/** Concurrency gates and rate-limit buckets, live, beside the configured limits. */
+export function limitersView(ctx: ViewContext, status: LimiterStatus): Html {
+  const body = html`${limiterNote(status)}${section('Configured limits', rowsOf(status.declarations), 'declarations')}${section('Concurrency gates', rowsOf(status.gates), 'gates')}${section('Rate-limit buckets', rowsOf(status.buckets), 'buckets')}`;
   return layout(ctx, 'limiters', 'Limiters', body);
 }
 
