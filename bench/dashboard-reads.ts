@@ -40,6 +40,50 @@ async function time(label: string, fn: () => Promise<unknown>): Promise<void> {
   process.stdout.write(`| ${label} | ${median.toFixed(1)} | ${max.toFixed(1)} |\n`);
 }
 
+/**
+ * The dashboard benches' table (bench/dashboard-pages.ts reuses it): `rows` instances — 70 %
+ * done and 1 % failed over the last two hours, 1 % awaiting a signal, 500 executing, the rest
+ * runnable in three queues (q0, q1, q2) and two priorities. The caller runs VACUUM ANALYZE.
+ */
+export async function fillDashboardFixture(
+  client: { query(text: string, params?: unknown[]): Promise<unknown> },
+  rows: number,
+): Promise<void> {
+  const done = Math.floor(rows * 0.7);
+  const failed = Math.floor(rows / 100);
+  const parked = Math.floor(rows / 100);
+  const executing = 500;
+  await client.query(
+    `INSERT INTO gen_durable (fsm, step, status, queue, updated_at)
+     SELECT 'job', 'perform', 'done', 'q' || (i % 3), now() - make_interval(secs => i % 7200)
+       FROM generate_series(1, $1) i`,
+    [done],
+  );
+  await client.query(
+    `INSERT INTO gen_durable (fsm, step, status, queue, last_error, updated_at)
+     SELECT 'job', 'perform', 'failed', 'q' || (i % 3), 'Error: boom', now() - make_interval(secs => i % 7200)
+       FROM generate_series(1, $1) i`,
+    [failed],
+  );
+  await client.query(
+    `INSERT INTO gen_durable (fsm, step, status, queue, awaits)
+     SELECT 'flow', 'wait', 'awaiting_signal', 'q' || (i % 3), '{go}' FROM generate_series(1, $1) i`,
+    [parked],
+  );
+  await client.query(
+    `INSERT INTO gen_durable (fsm, step, status, queue, locked_by, lease_expires_at)
+     SELECT 'job', 'perform', 'executing', 'q' || (i % 3), 'w', now() + interval '1 hour'
+       FROM generate_series(1, $1) i`,
+    [executing],
+  );
+  await client.query(
+    `INSERT INTO gen_durable (fsm, step, queue, priority, eligible_at)
+     SELECT 'job', 'perform', 'q' || (i % 3), i % 2, now() - make_interval(secs => i % 600)
+       FROM generate_series(1, $1) i`,
+    [rows - done - failed - parked - executing],
+  );
+}
+
 async function main(): Promise<void> {
   const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
   const server = process.env['DATABASE_URL'] ?? embedded!.url;
@@ -57,39 +101,7 @@ async function main(): Promise<void> {
         query: (text, params) => client.query(text, params),
         inTransaction: false,
       });
-      const done = Math.floor(ROWS * 0.7);
-      const failed = Math.floor(ROWS / 100);
-      const parked = Math.floor(ROWS / 100);
-      const executing = 500;
-      await client.query(
-        `INSERT INTO gen_durable (fsm, step, status, queue, updated_at)
-         SELECT 'job', 'perform', 'done', 'q' || (i % 3), now() - make_interval(secs => i % 7200)
-           FROM generate_series(1, $1) i`,
-        [done],
-      );
-      await client.query(
-        `INSERT INTO gen_durable (fsm, step, status, queue, last_error, updated_at)
-         SELECT 'job', 'perform', 'failed', 'q' || (i % 3), 'Error: boom', now() - make_interval(secs => i % 7200)
-           FROM generate_series(1, $1) i`,
-        [failed],
-      );
-      await client.query(
-        `INSERT INTO gen_durable (fsm, step, status, queue, awaits)
-         SELECT 'flow', 'wait', 'awaiting_signal', 'q' || (i % 3), '{go}' FROM generate_series(1, $1) i`,
-        [parked],
-      );
-      await client.query(
-        `INSERT INTO gen_durable (fsm, step, status, queue, locked_by, lease_expires_at)
-         SELECT 'job', 'perform', 'executing', 'q' || (i % 3), 'w', now() + interval '1 hour'
-           FROM generate_series(1, $1) i`,
-        [executing],
-      );
-      await client.query(
-        `INSERT INTO gen_durable (fsm, step, queue, priority, eligible_at)
-         SELECT 'job', 'perform', 'q' || (i % 3), i % 2, now() - make_interval(secs => i % 600)
-           FROM generate_series(1, $1) i`,
-        [ROWS - done - failed - parked - executing],
-      );
+      await fillDashboardFixture(client, ROWS);
       await client.query('VACUUM ANALYZE gen_durable');
     } finally {
       client.release();
@@ -163,7 +175,9 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`${String(err)}\n`);
-  process.exit(1);
-});
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`${String(err)}\n`);
+    process.exit(1);
+  });
+}
