@@ -143,6 +143,22 @@ describe('chaos checker: cancels and retries', () => {
     expect((await audit(db.pool, NO_MONITOR)).hard['I-REWIND']).toBeGreaterThan(0);
   });
 
+  it("I-INSERT-IDENTITY: an insert acknowledged with another phase's instance fails", async () => {
+    const id = await row('chaos_linear', 'done', 5);
+    await db.pool.query(`UPDATE gen_durable SET result = '{"seq": 5}' WHERE id = $1`, [id]);
+    const ack = (fsm: string, key: string): Promise<unknown> =>
+      db.pool.query(
+        `INSERT INTO chaos.client_ops (op, instance_id, fsm, dedup_key, invoked_at, completed_at, result)
+         VALUES ('insert', $1, $2, $3, now(), now(), 'ok')`,
+        [id, fsm, key],
+      );
+    await ack('chaos_linear', 'ins:control:3');
+    expect((await audit(db.pool, NO_MONITOR)).hard['I-INSERT-IDENTITY']).toBe(0);
+    // The chaos phase's job 3 "found" the control phase's instance under its key.
+    await ack('chaos_failer', 'ins:chaos:3');
+    expect((await audit(db.pool, NO_MONITOR)).hard['I-INSERT-IDENTITY']).toBe(2);
+  });
+
   it('I-REEXEC-EXPLAINED: an execution a cancel dropped is explained; one that just vanished is not', async () => {
     const execution = (id: string, fsm: string): Promise<unknown> =>
       db.pool.query(

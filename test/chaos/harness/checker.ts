@@ -96,6 +96,19 @@ export async function audit(
   // A cancelled instance ended (it was asked to: I-CANCEL-UNASKED holds every cancelled row to a
   // cancel of itself or an ancestor).
   await check('I-LOST', lost.replace('%s', 'count(*) AS n'), lost.replace('%s', 'a.id, f.status'));
+  // I-INSERT-IDENTITY: an acknowledged insert answered with an instance that is not the one it
+  // inserted: of another FSM, or acknowledged under another correlation key (the insert's
+  // key is stored as its dedup_key).
+  const identity = `WITH ${FINAL}, acked AS (
+      SELECT instance_id AS id, fsm, dedup_key FROM chaos.client_ops WHERE op = 'insert' AND result = 'ok')
+    SELECT %s FROM acked a LEFT JOIN final f ON f.id = a.id
+     WHERE f.fsm IS DISTINCT FROM a.fsm
+        OR EXISTS (SELECT 1 FROM acked b WHERE b.id = a.id AND b.dedup_key IS DISTINCT FROM a.dedup_key)`;
+  await check(
+    'I-INSERT-IDENTITY',
+    identity.replace('%s', 'count(*) AS n'),
+    identity.replace('%s', 'a.id, a.fsm, a.dedup_key, f.fsm AS row_fsm'),
+  );
   // Every row, children included, drained to a terminal state.
   await check(
     'I-LOST-ANY',

@@ -53,6 +53,8 @@ export interface SenderConfig {
   readonly databaseUrl: string;
   readonly redisUrl: string | null;
   readonly seed: number;
+  /** `control` or `chaos`: names its inserts' correlation keys apart from the other phase's. */
+  readonly tag: string;
   readonly feedMs: number;
   readonly workload: Workload;
 }

@@ -318,6 +318,7 @@ async function main(): Promise<void> {
       databaseUrl: dbUrl,
       redisUrl: redis?.url ?? null,
       seed: seed + tag.length,
+      tag,
       feedMs,
       workload,
     };

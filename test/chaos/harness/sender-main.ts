@@ -218,7 +218,10 @@ async function main(): Promise<void> {
 
   /** Inserts until acknowledged; every attempt is recorded. */
   const insert = async (job: Job, n: number): Promise<void> => {
-    const key = `ins:${n}`;
+    // Per phase: the control phase's keys are held until GC (45 s in R1), and a chaos insert
+    // with the same key was once answered DuplicateError and "found" as a control instance —
+    // the chaos job was never inserted (issue 17: failers that never failed).
+    const key = `ins:${cfg.tag}:${n}`;
     for (let attempt = 0; ; attempt++) {
       const invoked = Date.now();
       try {
@@ -240,6 +243,7 @@ async function main(): Promise<void> {
           op: 'insert',
           id,
           fsm: job.fsm,
+          dedup: key,
           invoked,
           completed: Date.now(),
           result: 'ok',
@@ -256,6 +260,7 @@ async function main(): Promise<void> {
               op: 'insert',
               id: found.id,
               fsm: job.fsm,
+              dedup: key,
               invoked,
               completed: Date.now(),
               result: 'ok',
@@ -268,6 +273,7 @@ async function main(): Promise<void> {
         await op({
           op: 'insert',
           fsm: job.fsm,
+          dedup: key,
           invoked,
           completed: Date.now(),
           result: err instanceof DuplicateError ? 'duplicate' : classify(err),
