@@ -6,6 +6,7 @@ import {
   DuplicateError,
   DurableFsm,
   type EngineService,
+  InvalidInputError,
   next,
   NoTargetError,
   type Outcome,
@@ -243,9 +244,11 @@ export class CompleteCmd implements Cmd {
         )
       ).rows.map((r) => r.id),
     );
+    const commits = owned ? model.commitsAs(row.id, this.kind) : undefined;
     const reply = await real.flusher.submit(entry);
-    // Exactly once per claim: committed iff this claim is the row's current one.
-    expect(reply).toBe(owned ? 'committed' : 'stale');
+    // Exactly once per claim: committed iff this claim is the row's current one; a requested
+    // cancel turns it into `cancelled` (docs/design.md §27.2).
+    expect(reply).toBe(owned ? (commits === 'cancel' ? 'cancelled' : 'committed') : 'stale');
     count(`${this.kind}:${reply}`);
     if (!owned) return;
     const children = (
@@ -256,7 +259,8 @@ export class CompleteCmd implements Cmd {
     ).rows
       .map((r) => r.id)
       .filter((id) => !before.has(id));
-    expect(children).toHaveLength(this.kind === 'spawn2' ? 2 : 0);
+    if (commits === 'cancel') count('cancel:committed');
+    expect(children).toHaveLength(commits === 'spawn2' ? 2 : 0);
     // A committed step wrote seq = claimed seq + 1: the model's row must be at claimed seq.
     expect(model.must(row.id).seq).toBe(seq - 1);
     model.applyOutcome(claim, this.kind, presented, children);
@@ -428,10 +432,10 @@ export class MakeDueCmd implements Cmd {
 export class AgeCmd implements Cmd {
   constructor(readonly n: number) {}
   check = ({ model }: World): boolean =>
-    ids(model, (r) => (r.status === 'done' || r.status === 'failed') && !r.aged).length > 0;
+    ids(model, (r) => !LIVE.includes(r.status) && !r.aged).length > 0;
   async run({ model }: World, real: Real): Promise<void> {
     const id = pickOf(
-      ids(model, (r) => (r.status === 'done' || r.status === 'failed') && !r.aged),
+      ids(model, (r) => !LIVE.includes(r.status) && !r.aged),
       this.n,
     )!;
     await real.db.pool.query(
@@ -450,6 +454,65 @@ export class GcCmd implements Cmd {
     expect(deleted).toBe(model.gc().length);
   }
   toString = (): string => 'GC()';
+}
+
+/**
+ * `cancel(row, { children: 'cascade', mode })` (docs/design.md §27.2) through EngineService: the
+ * answer's three lists must be the model's, and the rows the model changed (checked after the
+ * command with everything else).
+ */
+export class CancelCmd implements Cmd {
+  constructor(
+    readonly n: number,
+    readonly fence: boolean,
+  ) {}
+  check = ({ model }: World): boolean => model.rows.size > 0;
+  async run({ model }: World, real: Real): Promise<void> {
+    const all = [...model.rows.keys()].sort((a, b) => byId({ id: a }, { id: b }));
+    const id = pickOf(all, this.n)!;
+    const expected = model.cancel(id, this.fence)!;
+    const answer = await real.engine.cancel(
+      { id },
+      { children: 'cascade', mode: this.fence ? 'fence' : 'cooperative' },
+    );
+    const sorted = (list: readonly string[]): string[] =>
+      [...list].sort((a, b) => byId({ id: a }, { id: b }));
+    expect({
+      cancelled: sorted(answer.cancelled),
+      requested: sorted(answer.requested),
+      alreadyTerminal: sorted(answer.alreadyTerminal),
+    }).toEqual(expected);
+    if (expected.cancelled.length) count('cancel:cancelled');
+    if (expected.requested.length) count('cancel:requested');
+    if (expected.alreadyTerminal.length) count('cancel:terminal');
+    if (expected.cancelled.length + expected.requested.length > 1) count('cancel:tree');
+  }
+  toString = (): string => `Cancel(#${this.n}, ${this.fence ? 'fence' : 'cooperative'})`;
+}
+
+/** `retry(row)` (docs/design.md §27.3) through EngineService: runs it again, or refuses as the model says. */
+export class RetryCmd implements Cmd {
+  constructor(readonly n: number) {}
+  check = ({ model }: World): boolean => model.rows.size > 0;
+  async run({ model }: World, real: Real): Promise<void> {
+    // Mostly rows that can be retried; sometimes any row (the refusals).
+    const ended = ids(model, (r) => r.status === 'failed' || r.status === 'cancelled');
+    const all = ids(model, () => true);
+    const id = pickOf(this.n % 4 === 0 || ended.length === 0 ? all : ended, this.n)!;
+    const expected = model.retry(id);
+    count(`retry:${expected}`);
+    try {
+      await real.engine.retry({ id });
+    } catch (err) {
+      if (expected === 'duplicate' && err instanceof DuplicateError) return;
+      if ((expected === 'status' || expected === 'parent') && err instanceof InvalidInputError) {
+        return;
+      }
+      throw err;
+    }
+    expect(expected).toBe('retried');
+  }
+  toString = (): string => `Retry(#${this.n})`;
 }
 
 const KINDS: OutcomeKind[] = [
@@ -507,6 +570,8 @@ export function commandArbitraries(): fc.Arbitrary<Cmd>[] {
     fc.nat().map((n) => new MakeDueCmd(n)),
     fc.nat().map((n) => new AgeCmd(n)),
     fc.constant(new GcCmd()),
+    fc.tuple(fc.nat(), fc.boolean()).map(([n, fence]) => new CancelCmd(n, fence)),
+    fc.nat().map((n) => new RetryCmd(n)),
   ];
 }
 
@@ -528,6 +593,7 @@ interface DbRow {
   correlation_key: string | null;
   reaps: number;
   suspect: boolean;
+  cancel_requested: boolean;
 }
 
 /**
@@ -541,7 +607,7 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
     `SELECT id, status, step, attempt, (state->>'seq')::int AS seq, claim_seq, locked_by,
             lease_expires_at < now() AS expired, awaits, await_deadline <= now() AS deadline_past,
             eligible_at <= now() AS eligible, parent_id, children_pending, concurrency_key,
-            correlation_key, reaps, suspect
+            correlation_key, reaps, suspect, cancel_requested_at IS NOT NULL AS cancel_requested
        FROM gen_durable ORDER BY id`,
   );
   const expected = [...model.rows.values()].sort(byId);
@@ -562,6 +628,7 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
       childrenPending: db.children_pending,
       reaps: db.reaps,
       suspect: db.suspect,
+      cancelRequested: db.cancel_requested,
       ...(db.status === 'executing' ? { leaseExpired: db.expired } : {}),
       ...(db.status === 'runnable' ? { eligible: db.eligible } : {}),
     };
@@ -579,6 +646,7 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
       childrenPending: m.childrenPending,
       reaps: m.reaps,
       suspect: m.suspect,
+      cancelRequested: m.cancelRequested,
       ...(m.status === 'executing' ? { leaseExpired: m.leaseExpired } : {}),
       ...(m.status === 'runnable' ? { eligible: m.eligible } : {}),
     });
@@ -618,7 +686,7 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
   );
   expect(join.rows).toEqual([]);
   const terminalInbox = await pool.query(
-    `SELECT s.id FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ('done', 'failed') AND s.consumed_at IS NULL`,
+    `SELECT s.id FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ('done', 'failed', 'cancelled') AND s.consumed_at IS NULL`,
   );
   expect(terminalInbox.rows).toEqual([]);
   const occupants = await pool.query(

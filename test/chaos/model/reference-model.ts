@@ -6,7 +6,13 @@
  */
 
 export type Status =
-  'runnable' | 'executing' | 'awaiting_signal' | 'awaiting_children' | 'done' | 'failed';
+  | 'runnable'
+  | 'executing'
+  | 'awaiting_signal'
+  | 'awaiting_children'
+  | 'done'
+  | 'failed'
+  | 'cancelled';
 export const LIVE: readonly Status[] = [
   'runnable',
   'executing',
@@ -46,7 +52,19 @@ export interface MRow {
   aged: boolean;
   /** Signal ids presented to the step that parked (excluded from the lost-wakeup recheck). */
   presented: string[];
+  /** A cancel reached it (docs/design.md §27.2): asked of its running step, or cancelled. */
+  cancelRequested: boolean;
 }
+
+/** What `cancel` answers (docs/operations-control.md "Cancelling"), ids in id order. */
+export interface MCancelAnswer {
+  readonly cancelled: string[];
+  readonly requested: string[];
+  readonly alreadyTerminal: string[];
+}
+
+/** What `retry` does (docs/design.md §27.3): runs it again, or refuses (and why). */
+export type MRetryVerdict = 'retried' | 'status' | 'parent' | 'duplicate';
 
 /** One claim a worker believes it holds: the token is (worker, id, claimSeq). */
 export interface MClaim {
@@ -119,6 +137,7 @@ export class ReferenceModel {
       suspect: false,
       aged: false,
       presented: [],
+      cancelRequested: false,
     });
   }
 
@@ -167,6 +186,15 @@ export class ReferenceModel {
       r.suspect = false;
       r.deadline = 'none';
     };
+    if (this.commitsAs(claim.id, kind) === 'cancel') {
+      // docs/design.md §27.2: a requested cancel turns a non-terminal outcome into `cancelled`,
+      // keeping step, state and attempt; the step's own outcome is dropped.
+      r.status = 'cancelled';
+      r.awaits = null;
+      clearClaim();
+      this.terminate(r);
+      return;
+    }
     switch (kind) {
       case 'next':
         r.status = 'runnable';
@@ -232,19 +260,88 @@ export class ReferenceModel {
     }
   }
 
+  /** What an outcome commits as: its own kind, or `cancel` for a requested row (done and stop win). */
+  commitsAs(id: string, kind: OutcomeKind): OutcomeKind | 'cancel' {
+    const r = this.must(id);
+    return r.cancelRequested && kind !== 'done' && kind !== 'stop' ? 'cancel' : kind;
+  }
+
+  /**
+   * `cancel(target, { children: 'cascade', mode })` (docs/design.md §27.2): an ended target is
+   * answered `alreadyTerminal`; otherwise every live row of its tree (descendants through ended
+   * rows too) is cancelled now, or, executing without `fence`, asked to stop. A fenced claim is
+   * bumped. Rows cancelled now have their inbox consumed (their awaits stay); the target's
+   * parent, when the target was cancelled now, counts it as ended in its join.
+   */
+  cancel(id: string, fence: boolean): MCancelAnswer | null {
+    const t = this.rows.get(id);
+    if (!t) return null;
+    if (!LIVE.includes(t.status)) return { cancelled: [], requested: [], alreadyTerminal: [id] };
+    const tree = [t];
+    for (let i = 0; i < tree.length; i++) {
+      for (const c of this.rows.values()) if (c.parent === tree[i]!.id) tree.push(c);
+    }
+    const cancelled: string[] = [];
+    const requested: string[] = [];
+    for (const r of tree.sort(byId)) {
+      if (!LIVE.includes(r.status)) continue;
+      r.cancelRequested = true;
+      if (r.status === 'executing' && !fence) {
+        requested.push(r.id);
+        continue;
+      }
+      if (r.status === 'executing') r.claimSeq += 1;
+      r.status = 'cancelled';
+      r.worker = null;
+      r.leaseExpired = false;
+      r.deadline = 'none';
+      for (const s of r.inbox) s.consumed = true;
+      cancelled.push(r.id);
+    }
+    if (t.parent !== null && cancelled.includes(t.id)) this.join(t.parent);
+    return { cancelled, requested, alreadyTerminal: [] };
+  }
+
+  /**
+   * `retry(target)` (docs/design.md §27.3): a failed or cancelled row runs again at its step,
+   * due now, attempt and reaps 0, its cancel request cleared (suspicion kept); a parent still
+   * awaiting children counts it again; a parent that moved on refuses it; a correlation key a
+   * live row holds meanwhile refuses it as a duplicate.
+   */
+  retry(id: string): MRetryVerdict {
+    const r = this.must(id);
+    if (r.status !== 'failed' && r.status !== 'cancelled') return 'status';
+    const parent = r.parent === null ? undefined : this.rows.get(r.parent);
+    if (r.parent !== null && parent?.status !== 'awaiting_children') return 'parent';
+    if (r.corrKey !== null && this.liveByCorrKey(r.corrKey)) return 'duplicate';
+    r.status = 'runnable';
+    r.attempt = 0;
+    r.reaps = 0;
+    r.eligible = true;
+    r.awaits = null;
+    r.deadline = 'none';
+    r.cancelRequested = false;
+    r.worker = null;
+    r.leaseExpired = false;
+    if (parent) parent.childrenPending += 1;
+    return 'retried';
+  }
+
+  /** A child ended: its parent's join counts it (docs/design.md §10). */
+  private join(parentId: string): void {
+    const p = this.rows.get(parentId);
+    if (!p) return;
+    p.childrenPending -= 1;
+    if (p.status === 'awaiting_children' && p.childrenPending <= 0) {
+      p.status = 'runnable';
+      p.eligible = true;
+    }
+  }
+
   /** Terminal: whole inbox consumed, parent joined (docs/design.md §6.3 steps 4–5). */
   private terminate(r: MRow): void {
     for (const s of r.inbox) s.consumed = true;
-    if (r.parent !== null) {
-      const p = this.rows.get(r.parent);
-      if (p) {
-        p.childrenPending -= 1;
-        if (p.status === 'awaiting_children' && p.childrenPending <= 0) {
-          p.status = 'runnable';
-          p.eligible = true;
-        }
-      }
-    }
+    if (r.parent !== null) this.join(r.parent);
   }
 
   private consume(r: MRow, presented: readonly string[]): void {
@@ -259,13 +356,21 @@ export class ReferenceModel {
   }
 
   /** Reaper sweep (docs/design.md §17.2, §26.5, §8.5). */
-  reap(): { reaped: string[]; poisoned: string[]; timeouts: string[] } {
+  reap(): { reaped: string[]; poisoned: string[]; timeouts: string[]; cancelled: string[] } {
     const reaped: string[] = [];
     const poisoned: string[] = [];
+    const cancelled: string[] = [];
     for (const r of [...this.rows.values()].sort(byId)) {
       if (r.status !== 'executing' || !r.leaseExpired) continue;
       r.worker = null;
       r.leaseExpired = false;
+      // A requested cancel whose step never returned: its lease ends it (§27.2), attempt,
+      // reaps and suspicion unchanged.
+      if (r.cancelRequested) {
+        r.status = 'cancelled';
+        cancelled.push(r.id);
+        continue;
+      }
       r.reaps += 1;
       // Every model claim runs its step (Pick marks it), so every reap counts: the one that
       // reaches the cap makes the row a suspect, the next one (its solo run) fails it.
@@ -279,7 +384,9 @@ export class ReferenceModel {
         reaped.push(r.id);
       }
     }
-    for (const id of poisoned) this.terminate(this.must(id));
+    for (const id of [...poisoned, ...cancelled].sort((a, b) => byId({ id: a }, { id: b }))) {
+      this.terminate(this.must(id));
+    }
     const timeouts: string[] = [];
     for (const r of this.rows.values()) {
       if (r.status === 'awaiting_signal' && r.deadline === 'past') {
@@ -289,7 +396,7 @@ export class ReferenceModel {
         timeouts.push(r.id);
       }
     }
-    return { reaped, poisoned, timeouts };
+    return { reaped, poisoned, timeouts, cancelled };
   }
 
   /**
@@ -306,7 +413,8 @@ export class ReferenceModel {
         r.worker !== null &&
         r.worker.startsWith(prefix) &&
         r.reaps + 1 < MAX_REAPS &&
-        !r.suspect
+        !r.suspect &&
+        !r.cancelRequested
       ) {
         r.status = 'runnable';
         r.worker = null;
@@ -350,9 +458,7 @@ export class ReferenceModel {
   /** GC (docs/design.md §18.1): aged terminal rows, sparing children of live parents. */
   gc(): string[] {
     const gone = [...this.rows.values()]
-      .filter(
-        (r) => (r.status === 'done' || r.status === 'failed') && r.aged && !this.isLive(r.parent),
-      )
+      .filter((r) => !LIVE.includes(r.status) && r.aged && !this.isLive(r.parent))
       .map((r) => r.id);
     for (const id of gone) this.rows.delete(id);
     for (const r of this.rows.values()) {
