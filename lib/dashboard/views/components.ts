@@ -95,8 +95,12 @@ export function unavailable(what: string): Html {
  * A sparkline as inline SVG (no script, no style attribute: fits the CSP): `values` left to
  * right, scaled to the largest, with the last value as its title.
  */
-export function sparkline(values: readonly number[], label: string, cls = 'spark'): Html {
-  const width = 120;
+export function sparkline(
+  values: readonly number[],
+  label: string,
+  cls = 'spark',
+  width = 120,
+): Html {
   const height = 28;
   if (values.length === 0) return html`<span class="muted">no data yet</span>`;
   const max = Math.max(1, ...values);

@@ -15,7 +15,13 @@ interface CountColumn {
 
 const LIVE_COLUMNS: readonly CountColumn[] = [
   { key: 'runnable', status: 'runnable', label: statusBadge('runnable') },
-  { key: 'scheduled', status: 'runnable', label: 'of which later' },
+  {
+    key: 'scheduled',
+    status: 'runnable',
+    label: html`<span title="runnable rows not yet due: scheduled, backing off, sleeping"
+      >not due</span
+    >`,
+  },
   { key: 'executing', status: 'executing', label: statusBadge('executing') },
   { key: 'awaitingSignal', status: 'awaiting_signal', label: statusBadge('awaiting_signal') },
   { key: 'awaitingChildren', status: 'awaiting_children', label: statusBadge('awaiting_children') },
@@ -66,6 +72,7 @@ function endedCell(
             values,
             `${q.queue} ${status} per minute`,
             status === 'failed' ? 'spark bad' : 'spark',
+            72,
           )
         : ''
     }

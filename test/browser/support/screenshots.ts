@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 
+import { StatsSnapshot } from '../../../lib/runtime/stats-snapshot';
 import { migrateUp } from '../../../lib/schema/migrator';
+import { Telemetry } from '../../../lib/telemetry/telemetry';
 import { launchChromium } from './chromium';
 import {
   bootDashboardApp,
@@ -51,6 +53,13 @@ export async function takeScreenshots(databaseUrl: string): Promise<string[]> {
     });
     await host.engine.pauseQueue('reports', { reason: 'month-end freeze' });
     await new Promise((resolve) => setTimeout(resolve, 1500));
+    // the overview as it usually is: read from a stats snapshot (this minute's, unless the
+    // engine's own maintenance already wrote it)
+    await new StatsSnapshot(
+      host.engine.runtime.sql,
+      { interval: 60_000, retention: 86_400_000, cap: 10_000 },
+      new Telemetry('screenshots'),
+    ).take();
     const base = `${host.url}/durable`;
     const views: [string, string][] = [
       ['overview', ''],
