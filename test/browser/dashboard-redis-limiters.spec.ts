@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 
 import { Redis } from 'ioredis';
 
@@ -128,6 +129,68 @@ if (url === undefined) {
       expect((await host.engine.get(running))?.status).toBe('done');
     });
   });
+}
+
+// A Redis that cannot be read: the limiter points at a port nothing listens on (real ioredis, real
+// refused connections). The view still lists the declarations and says why it has no counters;
+// nothing else on the page or in the API fails.
+describe('dashboard limiters when Redis cannot be read', () => {
+  jest.setTimeout(60_000);
+  let db: TestDatabase;
+  let host: DashboardApp;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    const port = await closedPort();
+    host = await bootDashboardApp(db, 'express', {
+      engine: {
+        limiter: { redis: { host: '127.0.0.1', port } },
+        stats: false,
+        rateLimits: { charge: { allowed: 10, period: [1, 'hour'] } },
+      },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await host?.close();
+    await db?.drop();
+  });
+
+  it('answers the declarations and unreadable, and the page says Redis could not be read', async () => {
+    const response = await fetch(`${host.url}/durable/api/limiters`, {
+      headers: { 'x-dashboard-token': DASHBOARD_TOKEN },
+    });
+    expect(response.status).toBe(200);
+    const status = (await response.json()) as LimitersJson & {
+      declarations: { kind: string; name: string; capacity: number }[];
+    };
+    expect(status.backend).toBe('redis');
+    expect(status.declarations).toEqual(
+      expect.arrayContaining([expect.objectContaining({ kind: 'rate', name: 'charge' })]),
+    );
+    expect(status.gates).toEqual([]);
+    expect(status.buckets).toEqual([]);
+    expect(status.unreadable).toMatch(/Redis is not connected/);
+
+    const page = await fetch(`${host.url}/durable/limiters`, {
+      headers: { 'x-dashboard-token': DASHBOARD_TOKEN },
+    });
+    expect(page.status).toBe(200);
+    const text = await page.text();
+    expect(text).toContain('id="unreadable"');
+    expect(text).toContain('Redis could not be read');
+    expect(text).toContain('charge');
+  });
+});
+
+/** A TCP port on 127.0.0.1 that was free a moment ago and on which nothing listens now. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }
 
 /** The one gate key the engine wrote under `keyPrefix` (without that prefix, as ioredis takes it). */
