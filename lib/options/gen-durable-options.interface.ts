@@ -178,8 +178,8 @@ export interface GenDurableOptions {
   schedules?: SchedulesOptions | false;
   /**
    * Rows each queue buffers beyond its running slots. Default `'auto'`: max(200, 4 ×
-   * concurrency) − concurrency while the queue's recent steps average under 50 ms, 0 otherwise
-   * (docs/operations.md, "prefetch").
+   * concurrency) − concurrency while the queue's recent steps average under 50 ms (max(800, 4 ×
+   * concurrency) − concurrency under 2 ms), 0 otherwise (docs/operations.md, "prefetch").
    */
   prefetch?: number | 'auto';
   /**

@@ -279,7 +279,7 @@ export const OPTION_TABLE = {
     },
   }),
   prefetch: integerOrAuto({
-    doc: "rows each queue claims beyond its free slots; `'auto'`: max(200, 4 × concurrency) − concurrency while steps average < 50 ms, else 0 ([operations](docs/operations.md))",
+    doc: "rows each queue claims beyond its free slots; `'auto'`: max(200, 4 × concurrency) − concurrency while steps average < 50 ms (max(800, 4 × concurrency) − concurrency < 2 ms), else 0 ([operations](docs/operations.md))",
     min: 0,
   }),
   minDemand: integerOrAuto({

@@ -38,6 +38,13 @@ const AUTO_PREFETCH_STEP_MS = 50;
 /** `prefetch: 'auto'` while steps are short: running + prefetched = max(200, 4 × concurrency). */
 const AUTO_CAPACITY_MIN = 200;
 const AUTO_CAPACITY_PER_SLOT = 4;
+/**
+ * `prefetch: 'auto'` while steps average under this many ms (trivial steps): running +
+ * prefetched = max(800, 4 × concurrency). The claim round trip is then most of a row's cost,
+ * and a buffer of 800 such steps is at most 800 × 2 ms / concurrency of work (160 ms at 10 slots).
+ */
+const AUTO_FAST_STEP_MS = 2;
+const AUTO_FAST_CAPACITY_MIN = 800;
 /** Weight of the newest step in the moving average of step durations. */
 const STEP_AVERAGE_WEIGHT = 0.2;
 
@@ -232,25 +239,27 @@ export class Scheduler implements SoloMember {
   }
 
   /**
-   * The prefetch now: the option, or with `'auto'` running + prefetched = max(200, 4 ×
-   * concurrency) while steps are short, else 0. One claim is in flight at a time, so a queue of
-   * short steps drains at most a capacity per claim round trip (its execution plus its commit's
-   * WAL flush): twice graphile-worker's usual local queue, so that round trip is paid per 200
-   * rows, not per 100 (docs/performance.md, "Profiles").
+   * The prefetch now: the option, or with `'auto'` running + prefetched = max(800, 4 ×
+   * concurrency) while steps average under 2 ms, max(200, 4 × concurrency) while they average
+   * under 50 ms, else 0. One claim is in flight at a time, so a queue of short steps drains at
+   * most a capacity per claim round trip (its execution plus its commit's WAL flush): the
+   * shorter the steps, the more rows that round trip must bring to keep the slots busy
+   * (docs/performance.md, "Profiles").
    */
   prefetch(): number {
     const option = this.options.prefetch;
     if (option !== 'auto') return option;
-    return this.stepMs !== undefined && this.stepMs < AUTO_PREFETCH_STEP_MS
-      ? this.maxPrefetch()
-      : 0;
+    if (this.stepMs === undefined || this.stepMs >= AUTO_PREFETCH_STEP_MS) return 0;
+    const floor = this.stepMs < AUTO_FAST_STEP_MS ? AUTO_FAST_CAPACITY_MIN : AUTO_CAPACITY_MIN;
+    return Math.max(floor, AUTO_CAPACITY_PER_SLOT * this.concurrency) - this.concurrency;
   }
 
+  /** The largest prefetch the option allows (with `'auto'`, that of trivial steps). */
   private maxPrefetch(): number {
     const option = this.options.prefetch;
     if (option !== 'auto') return option;
     return (
-      Math.max(AUTO_CAPACITY_MIN, AUTO_CAPACITY_PER_SLOT * this.concurrency) - this.concurrency
+      Math.max(AUTO_FAST_CAPACITY_MIN, AUTO_CAPACITY_PER_SLOT * this.concurrency) - this.concurrency
     );
   }
 
@@ -694,7 +703,11 @@ export class Scheduler implements SoloMember {
   private shedPrefetch(): void {
     if (this.options.prefetch !== 'auto' || this.shedding || this.state !== 'running') return;
     if (this.inFlightCount < this.concurrency) return;
-    const excess = this.buffer.length - this.prefetch();
+    // Only long steps shed: rows claimed while steps were trivial stay buffered when steps
+    // merely turn short (2–50 ms; no claim is made until the buffer is under the new capacity),
+    // so a queue whose average hovers near 2 ms does not release and re-claim rows.
+    if (this.prefetch() > 0) return;
+    const excess = this.buffer.length;
     if (excess <= 0) return;
     const shed = this.buffer.splice(this.buffer.length - excess, excess);
     this.shedding = this.release(shed)

@@ -263,7 +263,37 @@ describe('running slots and rows awaiting commit', () => {
         .map((e) => e.measurements['demand']!);
     }
 
-    it('a queue of short steps prefetches up to max(200, 4 × concurrency) rows', async () => {
+    it('the capacity follows the average step: max(800, 4C) under 2 ms, max(200, 4C) under 50 ms, else none', async () => {
+      const harness = await boot(10, { prefetch: 'auto', minDemand: 'auto' });
+      const scheduler = schedulerOf(harness);
+      const averaged = scheduler as unknown as { stepMs: number | undefined };
+      const at = (ms: number | undefined): number => {
+        averaged.stepMs = ms;
+        return scheduler.prefetch();
+      };
+      expect(at(undefined)).toBe(0);
+      expect(at(0.2)).toBe(790);
+      expect(at(1.99)).toBe(790);
+      expect(at(2)).toBe(190);
+      expect(at(49)).toBe(190);
+      expect(at(50)).toBe(0);
+      // The bound on rows awaiting commit is sized for the largest capacity.
+      expect(scheduler.maxAwaitingCommit).toBe(2 * 10 + 790);
+      averaged.stepMs = undefined;
+      await harness.close();
+      h = undefined;
+      const wide = await boot(300, { prefetch: 'auto', minDemand: 'auto' });
+      const many = schedulerOf(wide) as unknown as {
+        stepMs: number | undefined;
+        prefetch(): number;
+      };
+      many.stepMs = 0.2;
+      expect(many.prefetch()).toBe(900);
+      many.stepMs = 10;
+      expect(many.prefetch()).toBe(900);
+    });
+
+    it('a queue of short steps prefetches up to max(800, 4 × concurrency) rows', async () => {
       const harness = await boot(10, { prefetch: 'auto', minDemand: 'auto' });
       const scheduler = schedulerOf(harness);
       expect(scheduler.prefetch()).toBe(0);
@@ -275,9 +305,9 @@ describe('running slots and rows awaiting commit', () => {
         expect((await harness.engine.await(id, { timeout: 30_000 })).kind).toBe('done');
       }
       // Steps of well under 50 ms: picks asked for more than the 10 slots, running +
-      // prefetched up to max(200, 40) rows.
+      // prefetched up to max(800, 40) rows.
       expect(Math.max(...demands(harness))).toBeGreaterThan(10);
-      expect(Math.max(...demands(harness))).toBeLessThanOrEqual(200);
+      expect(Math.max(...demands(harness))).toBeLessThanOrEqual(800);
       for (const id of ids) expect(starts.get(`${id}:perform`)).toBe(1);
     });
 
@@ -285,9 +315,10 @@ describe('running slots and rows awaiting commit', () => {
       // A slow poll, so every claim here is a refill (a poll tick claims whenever minDemand is met).
       const harness = await boot(10, { prefetch: 'auto', minDemand: 'auto', pollInterval: 5_000 });
       const scheduler = schedulerOf(harness);
+      // Steps of 3–5 ms (a 3 ms timer): short, not trivial, so the capacity is max(200, 40).
       const warm = await harness.engine.insertAll(
         SlotSlow,
-        Array.from({ length: 20 }, () => ({ state: { ms: 1 } })),
+        Array.from({ length: 20 }, () => ({ state: { ms: 3 } })),
       );
       for (const id of warm) await harness.engine.await(id, { timeout: 20_000 });
       expect(scheduler.prefetch()).toBe(190);
@@ -299,16 +330,16 @@ describe('running slots and rows awaiting commit', () => {
         bufferedAtClaim.push(scheduler.bufferedCount);
         return pickBatch(queue, limit, worker);
       };
-      // Steps of 1–2 ms: 10 slots run the 200 rows of a claim in ~30 ms, longer than a claim.
+      // 10 slots run the 200 rows of a claim in ~60–100 ms, longer than a claim.
       const ids = await harness.engine.insertAll(
         SlotSlow,
-        Array.from({ length: 1000 }, () => ({ state: { ms: 1 } })),
+        Array.from({ length: 1000 }, () => ({ state: { ms: 3 } })),
       );
       for (const id of ids) {
         expect((await harness.engine.await(id, { timeout: 60_000 })).kind).toBe('done');
       }
       // With a refill only on an empty buffer every claim would be sent with 0 rows buffered.
-      // (with 2 ms steps and 200-row claims, about half are sent with 80–90 rows buffered here).
+      // (with 200-row claims, about half are sent with 80–90 rows buffered).
       expect(bufferedAtClaim.filter((n) => n >= 50).length).toBeGreaterThanOrEqual(5);
       // Never more than the capacity held: running + buffered ≤ 200 after each claim.
       expect(Math.max(...demands(harness))).toBeLessThanOrEqual(200);
