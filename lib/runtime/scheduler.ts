@@ -250,17 +250,20 @@ export class Scheduler implements SoloMember {
     const option = this.options.prefetch;
     if (option !== 'auto') return option;
     if (this.stepMs === undefined || this.stepMs >= AUTO_PREFETCH_STEP_MS) return 0;
-    const floor = this.stepMs < AUTO_FAST_STEP_MS ? AUTO_FAST_CAPACITY_MIN : AUTO_CAPACITY_MIN;
-    return Math.max(floor, AUTO_CAPACITY_PER_SLOT * this.concurrency) - this.concurrency;
+    return this.autoPrefetch(
+      this.stepMs < AUTO_FAST_STEP_MS ? AUTO_FAST_CAPACITY_MIN : AUTO_CAPACITY_MIN,
+    );
   }
 
   /** The largest prefetch the option allows (with `'auto'`, that of trivial steps). */
   private maxPrefetch(): number {
     const option = this.options.prefetch;
-    if (option !== 'auto') return option;
-    return (
-      Math.max(AUTO_FAST_CAPACITY_MIN, AUTO_CAPACITY_PER_SLOT * this.concurrency) - this.concurrency
-    );
+    return option === 'auto' ? this.autoPrefetch(AUTO_FAST_CAPACITY_MIN) : option;
+  }
+
+  /** `'auto'`'s prefetch for a capacity floor: running + prefetched = max(floor, 4 × concurrency). */
+  private autoPrefetch(floor: number): number {
+    return Math.max(floor, AUTO_CAPACITY_PER_SLOT * this.concurrency) - this.concurrency;
   }
 
   /**
@@ -696,9 +699,9 @@ export class Scheduler implements SoloMember {
   /**
    * `prefetch: 'auto'` stops prefetching once the queue's steps average 50 ms or more; rows it
    * already prefetched would then wait behind whole steps, hidden from other nodes. Once every
-   * slot is running, buffered rows beyond the prefetch now are released to runnable (the last
-   * claimed first: they would start last) and the queue is poked, so another node with free
-   * slots runs them. One release at a time; a failed one leaves the rows buffered, still held.
+   * slot is running, every buffered row is released to runnable and the queue is poked, so
+   * another node with free slots runs them. One release at a time; a failed one leaves the rows
+   * buffered, still held.
    */
   private shedPrefetch(): void {
     if (this.options.prefetch !== 'auto' || this.shedding || this.state !== 'running') return;
@@ -706,10 +709,8 @@ export class Scheduler implements SoloMember {
     // Only long steps shed: rows claimed while steps were trivial stay buffered when steps
     // merely turn short (2–50 ms; no claim is made until the buffer is under the new capacity),
     // so a queue whose average hovers near 2 ms does not release and re-claim rows.
-    if (this.prefetch() > 0) return;
-    const excess = this.buffer.length;
-    if (excess <= 0) return;
-    const shed = this.buffer.splice(this.buffer.length - excess, excess);
+    if (this.prefetch() > 0 || this.buffer.length === 0) return;
+    const shed = this.buffer.splice(0);
     this.shedding = this.release(shed)
       .then((ids) => {
         const released = new Set(ids);

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 
 import { Redis } from 'ioredis';
 
@@ -11,6 +10,7 @@ import {
   DashReportFsm,
   latch,
 } from './support/dashboard-app';
+import { freePort } from '../limits/support/private-redis';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
 
 // The limiters view on the Redis limiter (docs/dashboard.md "Views"): the live gate holders and
@@ -141,7 +141,8 @@ describe('dashboard limiters when Redis cannot be read', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    const port = await closedPort();
+    // Free a moment ago, closed again: nothing listens on it.
+    const port = await freePort();
     host = await bootDashboardApp(db, 'express', {
       engine: {
         limiter: { redis: { host: '127.0.0.1', port } },
@@ -182,16 +183,6 @@ describe('dashboard limiters when Redis cannot be read', () => {
     expect(text).toContain('charge');
   });
 });
-
-/** A TCP port on 127.0.0.1 that was free a moment ago and on which nothing listens now. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : 0;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** The one gate key the engine wrote under `keyPrefix` (without that prefix, as ioredis takes it). */
 async function gateKeyOf(redis: Redis, keyPrefix: string): Promise<string> {
