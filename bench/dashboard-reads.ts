@@ -10,10 +10,10 @@
 import { Client, Pool } from 'pg';
 
 import { SqlExecutor } from '../lib/db/sql-executor';
-import { InstanceQuery } from '../lib/engine/instance-query';
-import { explainInstance } from '../lib/engine/instance-explain';
-import { readLimiterStatus } from '../lib/engine/limiter-status';
-import { readOverview } from '../lib/engine/stats-overview';
+import { InstanceQuery } from '../lib/control/instance-query';
+import { explainInstance } from '../lib/control/instance-explain';
+import { readLimiterStatus } from '../lib/control/read-limiter-status';
+import { readOverview } from '../lib/control/read-stats-overview';
 import { StatsSnapshot } from '../lib/runtime/stats-snapshot';
 import { migrateUp } from '../lib/schema/migrator';
 import { Telemetry } from '../lib/telemetry/telemetry';

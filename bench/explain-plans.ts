@@ -12,7 +12,7 @@ import { Client } from 'pg';
 import { migrateUp } from '../lib/schema/migrator';
 import { CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../lib/sql/claim.sql';
 import { FLUSH_TRANSITIONS } from '../lib/sql/outcome.sql';
-import { type InstanceFilter, resolveInstanceFilter } from '../lib/instance/instance-filter';
+import { type InstanceFilter, resolveInstanceFilter } from '../lib/control/instance-filter';
 import { COUNT_INSTANCES, countDriver, LIST_INSTANCES, listDriver } from '../lib/sql/query.sql';
 import { QUEUE_STATUS } from '../lib/sql/queue.sql';
 import { renderStatement, type Statement, type StatementRunner } from '../lib/sql/statement';

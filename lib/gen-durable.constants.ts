@@ -6,6 +6,15 @@ export const STEP_METADATA = 'gen-durable:steps';
 export const CRON_METADATA = 'gen-durable:cron';
 /** Default engine name (docs/design.md §22). */
 export const DEFAULT_ENGINE_NAME = 'GenDurable';
+
+/**
+ * The injection token of an engine: `'GenDurableEngine:<name>'`, the same string in every copy of
+ * the package (the default engine is also injectable as `EngineService`). A pure string function,
+ * so `@InjectEngine` loads no engine code.
+ */
+export function getEngineToken(name: string = DEFAULT_ENGINE_NAME): string {
+  return `GenDurableEngine:${name}`;
+}
 /** The statuses in which an instance is live (docs/design.md §3.1). */
 export const LIVE_STATUSES = [
   'runnable',

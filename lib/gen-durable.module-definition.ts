@@ -9,7 +9,8 @@ import {
 import { EngineHost } from './engine/engine-host';
 import { EngineLifecycle } from './engine/engine-lifecycle';
 import { EngineService } from './engine/engine.service';
-import { engineServiceClasses, getEngineToken } from './engine/get-engine-token.util';
+import { getEngineToken } from './gen-durable.constants';
+import { engineServiceClasses } from './engine/engine-service-classes';
 import type { GenDurableOptions } from './options/gen-durable-options.interface';
 import { MODULE_OPTION_TABLE } from './options/option-table';
 

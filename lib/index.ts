@@ -15,20 +15,15 @@ export type {
   LimitDeclaration,
   LimiterStatus,
   RateBucketStatus,
-} from './instance/limiter-status';
-export type {
-  ExplainCode,
-  ExplainDetail,
-  ExplainReason,
-  Explanation,
-} from './instance/explanation';
+} from './control/limiter-status';
+export type { ExplainCode, ExplainDetail, ExplainReason, Explanation } from './control/explanation';
 export type {
   OverviewPoint,
   QueueOverview,
   QueueOverviewCounts,
   StatsOverview,
   StatsOverviewOptions,
-} from './instance/stats-overview';
+} from './control/stats-overview';
 export {
   renderFsmGraphSvg,
   layoutGraph,
@@ -49,21 +44,21 @@ export type {
 export type { Schedules } from './cron/schedules';
 export { InjectEngine } from './decorators/inject-engine.decorator';
 export { EngineService } from './engine/engine.service';
-export type { Target } from './engine/target';
+export type { Target } from './control/target';
 export type {
   CancelChildren,
   CancelMode,
   CancelOptions,
   CancelResult,
-} from './instance/cancel-options';
-export type { RetryOptions } from './instance/retry-options';
+} from './control/cancel-options';
+export type { RetryOptions } from './control/retry-options';
 export type {
   BulkOptions,
   BulkResult,
   CancelAllOptions,
   RetryAllOptions,
-} from './instance/bulk-options';
-export type { ForkOptions } from './instance/fork-options';
+} from './control/bulk-options';
+export type { ForkOptions } from './control/fork-options';
 export type {
   HistoryEntry,
   HistoryError,
@@ -71,10 +66,10 @@ export type {
   HistoryLevel,
   HistoryPage,
 } from './instance/history-entry';
-export { getEngineToken } from './engine/get-engine-token.util';
+export { getEngineToken } from './gen-durable.constants';
 export type { InsertOptions } from './fsm/insert-options.interface';
 export type { AwaitResult, InstanceView } from './instance/instance-view';
-export type { InstanceFilter, ListPage, ListResult } from './instance/instance-filter';
+export type { InstanceFilter, ListPage, ListResult } from './control/instance-filter';
 export type {
   CappedCount,
   PauseQueueResult,

@@ -1,15 +1,15 @@
 import { userInfo } from 'node:os';
 
-import type { CancelOptions, CancelResult } from '../instance/cancel-options';
-import type { InstanceFilter } from '../instance/instance-filter';
+import type { CancelOptions, CancelResult } from '../control/cancel-options';
+import type { InstanceFilter } from '../control/instance-filter';
 import type { InstanceView } from '../instance/instance-view';
-import type { RetryOptions } from '../instance/retry-options';
+import type { RetryOptions } from '../control/retry-options';
 import { type MigrationConnection, migrateUp, readSchemaVersion } from '../schema/migrator';
 import { CURRENT_SCHEMA_VERSION } from '../schema/increments';
 import { READ_INBOX } from '../sql/dashboard.sql';
 import { HEALTH_RUNNABLE_BACKLOG } from '../sql/health.sql';
 import { LIVE_FSM_VERSIONS } from '../sql/verify.sql';
-import type { Target } from '../engine/target';
+import type { Target } from '../control/target';
 import type { CliContext } from './cli-context';
 import { ProblemError, UsageError } from './exit-codes';
 import type { ModuleFsm } from './module-fsms';

@@ -1,8 +1,8 @@
 import { Argument, Command, InvalidArgumentError, Option } from 'commander';
 
 import { ALL_STATUSES, DEFAULT_ENGINE_NAME, type DurableStatus } from '../gen-durable.constants';
-import type { CancelOptions } from '../instance/cancel-options';
-import type { InstanceFilter } from '../instance/instance-filter';
+import type { CancelOptions } from '../control/cancel-options';
+import type { InstanceFilter } from '../control/instance-filter';
 import { CliContext, type GlobalOptions } from './cli-context';
 import * as commands from './commands';
 import { clientFsmsOf, type ModuleFsm, readModuleFsms } from './module-fsms';

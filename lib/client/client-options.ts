@@ -1,8 +1,8 @@
 import type { Pool, PoolConfig } from 'pg';
 
-import type { CancelOptions } from '../instance/cancel-options';
+import type { CancelOptions } from '../control/cancel-options';
 import type { InsertOptions } from '../fsm/insert-options.interface';
-import type { RetryOptions } from '../instance/retry-options';
+import type { RetryOptions } from '../control/retry-options';
 
 /**
  * What a `GenDurableClient` knows of one FSM (docs/design.md §32; docs/client.md "FSM

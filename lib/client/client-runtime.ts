@@ -4,7 +4,11 @@ import type { Pool } from 'pg';
 
 import { postgresPokeChannel } from '../db/engine-namespace';
 import { SqlExecutor } from '../db/sql-executor';
-import type { ControlDefinition, ControlRegistry, ControlRuntime } from '../engine/control-runtime';
+import type {
+  ControlDefinition,
+  ControlRegistry,
+  ControlRuntime,
+} from '../control/control-runtime';
 import type { ScheduleRegistry } from '../cron/schedules';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import { InvalidInputError } from '../errors/invalid-input.error';

@@ -2,19 +2,19 @@ import { Pool } from 'pg';
 
 import { Schedules } from '../cron/schedules';
 import type { SqlExecutor } from '../db/sql-executor';
-import { cancelInstance } from '../engine/cancel-instance';
-import { deliverSignal } from '../engine/deliver-signal';
-import { insertInstance } from '../engine/insert-instance';
-import { readInstanceHistory, resolveHistoryPage } from '../engine/instance-history';
-import { InstanceQuery } from '../engine/instance-query';
-import { QueueControl } from '../engine/queue-control';
-import { retryInstance } from '../engine/retry-instance';
-import { resolveTarget, type Target } from '../engine/target';
+import { cancelInstance } from '../control/cancel-instance';
+import { deliverSignal } from '../control/deliver-signal';
+import { insertInstance } from '../control/insert-instance';
+import { readInstanceHistory, resolveHistoryPage } from '../control/instance-history';
+import { InstanceQuery } from '../control/instance-query';
+import { QueueControl } from '../control/queue-control';
+import { retryInstance } from '../control/retry-instance';
+import { resolveTarget, type Target } from '../control/target';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { buildInsertRow } from '../instance/build-insert-row';
-import type { CancelResult } from '../instance/cancel-options';
+import type { CancelResult } from '../control/cancel-options';
 import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
-import type { InstanceFilter, ListPage, ListResult } from '../instance/instance-filter';
+import type { InstanceFilter, ListPage, ListResult } from '../control/instance-filter';
 import type { InstanceView } from '../instance/instance-view';
 import type {
   CappedCount,

@@ -9,10 +9,10 @@ export type {
   ClientRetryOptions,
   GenDurableClientOptions,
 } from './client-options';
-export type { Target } from '../engine/target';
+export type { Target } from '../control/target';
 export type { InstanceView } from '../instance/instance-view';
-export type { InstanceFilter, ListPage, ListResult } from '../instance/instance-filter';
-export type { CancelResult } from '../instance/cancel-options';
+export type { InstanceFilter, ListPage, ListResult } from '../control/instance-filter';
+export type { CancelResult } from '../control/cancel-options';
 export type { HistoryEntry, HistoryPage } from '../instance/history-entry';
 export type {
   CappedCount,

@@ -1,9 +1,9 @@
 import type { EngineService } from '../engine/engine.service';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import type { DurableStatus } from '../gen-durable.constants';
-import type { CancelOptions } from '../instance/cancel-options';
-import type { InstanceFilter } from '../instance/instance-filter';
-import type { RetryOptions } from '../instance/retry-options';
+import type { CancelOptions } from '../control/cancel-options';
+import type { InstanceFilter } from '../control/instance-filter';
+import type { RetryOptions } from '../control/retry-options';
 import { type BulkAnswer, optionalFeature } from './dashboard-engine';
 
 /** A form's fields as both adapters parse them. */

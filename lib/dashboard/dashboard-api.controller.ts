@@ -20,7 +20,7 @@ import type {
 } from './dashboard-reads';
 import { filterFromQuery } from './filter-query';
 import { type DashboardResponse, queryOf, setSecurityHeaders } from './http-exchange';
-import type { LimiterStatus } from '../instance/limiter-status';
+import type { LimiterStatus } from '../control/limiter-status';
 import type { QueueStatus } from '../instance/queue-status';
 import type { ScheduleView } from '../cron/schedule-spec';
 

@@ -1,5 +1,5 @@
 import type { EngineService } from '../engine/engine.service';
-import type { InstanceFilter } from '../instance/instance-filter';
+import type { InstanceFilter } from '../control/instance-filter';
 
 /**
  * The engine calls the dashboard makes beyond the core API, as optional members: a build of

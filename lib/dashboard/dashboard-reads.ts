@@ -1,10 +1,10 @@
 import type { EngineService } from '../engine/engine.service';
 import { ALL_STATUSES, type DurableStatus } from '../gen-durable.constants';
-import type { InstanceFilter } from '../instance/instance-filter';
+import type { InstanceFilter } from '../control/instance-filter';
 import type { InstanceView } from '../instance/instance-view';
 import type { CappedCount, QueueStatus } from '../instance/queue-status';
-import type { LimiterStatus } from '../instance/limiter-status';
-import type { OverviewPoint, QueueOverviewCounts } from '../instance/stats-overview';
+import type { LimiterStatus } from '../control/limiter-status';
+import type { OverviewPoint, QueueOverviewCounts } from '../control/stats-overview';
 import type { ScheduleView } from '../cron/schedule-spec';
 import { basicExplanation } from './basic-explanation';
 import { READ_INBOX, type InboxSignal } from '../sql/dashboard.sql';

@@ -8,7 +8,7 @@ import {
 } from '@nestjs/common';
 
 import type { EngineService } from '../engine/engine.service';
-import { getEngineToken } from '../engine/get-engine-token.util';
+import { getEngineToken } from '../gen-durable.constants';
 import { DashboardActionsController } from './dashboard-actions.controller';
 import { DashboardApiController } from './dashboard-api.controller';
 import { DashboardAssetsController } from './dashboard-assets.controller';

@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../errors/invalid-input.error';
 import type { DurableStatus } from '../gen-durable.constants';
-import type { InstanceFilter } from '../instance/instance-filter';
+import type { InstanceFilter } from '../control/instance-filter';
 
 /** The query fields of the instances view (docs/design.md §27.7 filters), as the form sends them. */
 export const FILTER_FIELDS = [

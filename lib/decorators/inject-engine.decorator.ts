@@ -1,6 +1,6 @@
 import { Inject } from '@nestjs/common';
 
-import { getEngineToken } from '../engine/get-engine-token.util';
+import { getEngineToken } from '../gen-durable.constants';
 
 /** Injects the engine named `name` (the default engine when omitted). */
 export function InjectEngine(name?: string): ParameterDecorator & PropertyDecorator {

@@ -13,42 +13,42 @@ import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import type { GenDurableEvent } from '../telemetry/telemetry-events';
 import { EngineHost } from './engine-host';
 import type { EngineRuntime } from './engine-runtime';
-import { InstanceQuery } from './instance-query';
-import { QueueControl } from './queue-control';
-import { resolveTarget, type Target } from './target';
+import { InstanceQuery } from '../control/instance-query';
+import { QueueControl } from '../control/queue-control';
+import { resolveTarget, type Target } from '../control/target';
 import type { InsertOptions } from '../fsm/insert-options.interface';
 import { type InsertRow, withTraceContext } from '../instance/insert-row';
 import { buildInsertRow } from '../instance/build-insert-row';
 import type { AwaitResult, InstanceView } from '../instance/instance-view';
-import type { InstanceFilter, ListPage, ListResult } from '../instance/instance-filter';
+import type { InstanceFilter, ListPage, ListResult } from '../control/instance-filter';
 import type {
   CappedCount,
   PauseQueueResult,
   QueueStatus,
   ResumeQueueResult,
 } from '../instance/queue-status';
-import type { CancelOptions, CancelResult } from '../instance/cancel-options';
-import { cancelInstance } from './cancel-instance';
-import type { RetryOptions } from '../instance/retry-options';
-import { retryInstance } from './retry-instance';
-import { insertInstance } from './insert-instance';
-import { deliverSignal } from './deliver-signal';
-import type { BulkResult, CancelAllOptions, RetryAllOptions } from '../instance/bulk-options';
-import { BulkActions } from './bulk-actions';
-import type { ForkOptions } from '../instance/fork-options';
-import { forkInstance } from './fork-instance';
+import type { CancelOptions, CancelResult } from '../control/cancel-options';
+import { cancelInstance } from '../control/cancel-instance';
+import type { RetryOptions } from '../control/retry-options';
+import { retryInstance } from '../control/retry-instance';
+import { insertInstance } from '../control/insert-instance';
+import { deliverSignal } from '../control/deliver-signal';
+import type { BulkResult, CancelAllOptions, RetryAllOptions } from '../control/bulk-options';
+import { BulkActions } from '../control/bulk-actions';
+import type { ForkOptions } from '../control/fork-options';
+import { forkInstance } from '../control/fork-instance';
 import type { FsmGraph } from '../fsm/fsm-graph';
-import type { StatsOverview, StatsOverviewOptions } from '../instance/stats-overview';
-import { readOverview } from './stats-overview';
-import type { Explanation } from '../instance/explanation';
-import { explainInstance } from './instance-explain';
-import type { LimiterStatus } from '../instance/limiter-status';
-import { readLimiterStatus } from './limiter-status';
-import { readStepCounts } from './step-counts';
-import { fsmGraphOf } from './fsm-graph';
+import type { StatsOverview, StatsOverviewOptions } from '../control/stats-overview';
+import { readOverview } from '../control/read-stats-overview';
+import type { Explanation } from '../control/explanation';
+import { explainInstance } from '../control/instance-explain';
+import type { LimiterStatus } from '../control/limiter-status';
+import { readLimiterStatus } from '../control/read-limiter-status';
+import { readStepCounts } from '../control/step-counts';
+import { fsmGraphOf } from '../control/fsm-graph';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
-import { readInstanceHistory, resolveHistoryPage } from './instance-history';
+import { readInstanceHistory, resolveHistoryPage } from '../control/instance-history';
 import { RedisLimiter } from '../limiter/redis.limiter';
 
 /**

@@ -1,7 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 
-import { getEngineToken } from '../engine/get-engine-token.util';
+import { getEngineToken } from '../gen-durable.constants';
 import {
   GEN_DURABLE_HEALTH_ENGINE,
   GenDurableHealthIndicator,

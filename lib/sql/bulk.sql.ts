@@ -1,5 +1,5 @@
 import type { DurableStatus } from '../gen-durable.constants';
-import type { ResolvedFilter } from '../instance/instance-filter';
+import type { ResolvedFilter } from './resolved-filter';
 import { filterParams, type ListDriver, listCandidates } from './query.sql';
 import { sql } from './statement';
 

@@ -1,8 +1,8 @@
 import type { DurableStatus } from '../gen-durable.constants';
-import type { CancelChildren } from '../instance/cancel-options';
 import { sql } from './statement';
 
-export type { CancelChildren };
+/** What happens to the live children of a cancelled row (the public `CancelChildren`). */
+export type CancelChildren = 'cascade' | 'detach' | 'keep';
 
 /** What CANCEL_INSTANCES is asked to do. */
 export interface CancelRequest {

@@ -2,7 +2,7 @@ import { sql } from './statement';
 
 /**
  * "Why isn't it running?" (docs/design.md §30; docs/dashboard-data.md): everything one
- * statement can read about an instance's wait, for lib/engine/instance-explain.ts to turn into
+ * statement can read about an instance's wait, for lib/control/instance-explain.ts to turn into
  * reasons. Each part is a primary-key or index probe of the one row's values.
  */
 

@@ -1,5 +1,5 @@
 import type { InstanceView } from '../instance/instance-view';
-import type { ResolvedFilter } from '../instance/instance-filter';
+import type { ResolvedFilter } from './resolved-filter';
 import { INSTANCE_COLUMNS, type InstanceRecord, toInstanceView } from './instance.sql';
 import { sql } from './statement';
 

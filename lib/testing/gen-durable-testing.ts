@@ -2,7 +2,7 @@ import { AssertionError, deepStrictEqual } from 'node:assert';
 import { randomBytes } from 'node:crypto';
 
 import type { EngineService } from '../engine/engine.service';
-import { resolveTarget, type Target, targetLabel } from '../engine/target';
+import { resolveTarget, type Target, targetLabel } from '../control/target';
 import type { InstanceView } from '../instance/instance-view';
 import { MaxStepsExceededError } from '../errors/max-steps-exceeded.error';
 import type { DurableStatus } from '../gen-durable.constants';

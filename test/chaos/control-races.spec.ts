@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 
-import { cancelRounds, summarize } from '../../lib/engine/cancel-instance';
+import { cancelRounds, summarize } from '../../lib/control/cancel-instance';
 import { CANCEL_INSTANCES, type CancelRequest } from '../../lib/sql/cancel.sql';
 import { INSERT_INSTANCES } from '../../lib/sql/insert.sql';
 import { REAP_EXPIRED } from '../../lib/sql/lease.sql';
@@ -31,7 +31,7 @@ import {
 
 // Cancel and retry races (docs/design.md §27.2, §27.3), every interleaving on real connections, as
 // test/chaos/races.spec.ts: each session replays the production statements in the engine's
-// order — the flusher's transaction (§6.3), the cancel's rounds (lib/engine/cancel-instance.ts
+// order — the flusher's transaction (§6.3), the cancel's rounds (lib/control/cancel-instance.ts
 // over CANCEL_INSTANCES), a delivery (§8.1), the reaper's transaction (§17.2) — and
 // pg_isolation_test_session_is_blocked tells the runner who waits.
 

@@ -10,7 +10,7 @@ import {
 } from '../../lib';
 import { renderStatement, type Statement } from '../../lib/sql/statement';
 import { COUNT_INSTANCES, countDriver, LIST_INSTANCES, listDriver } from '../../lib/sql/query.sql';
-import { resolveInstanceFilter } from '../../lib/instance/instance-filter';
+import { resolveInstanceFilter } from '../../lib/control/instance-filter';
 import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 

@@ -1,4 +1,4 @@
-import { cancelInput, cancelRounds, summarize } from '../../lib/engine/cancel-instance';
+import { cancelInput, cancelRounds, summarize } from '../../lib/control/cancel-instance';
 import { InvalidInputError } from '../../lib/errors/invalid-input.error';
 import type { CancelledRow, CancelRequest } from '../../lib/sql/cancel.sql';
 

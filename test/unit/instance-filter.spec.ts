@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../../lib/errors/invalid-input.error';
-import { isEmptyFilter, resolveInstanceFilter } from '../../lib/instance/instance-filter';
+import { isEmptyFilter, resolveInstanceFilter } from '../../lib/control/instance-filter';
 import { countDriver, listDriver } from '../../lib/sql/query.sql';
 
 // docs/design.md §27.7: a filter is validated before anything runs, and picks the index that

@@ -1,5 +1,5 @@
 import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
-import { resolveInstanceFilter } from '../../lib/instance/instance-filter';
+import { resolveInstanceFilter } from '../../lib/control/instance-filter';
 import { COUNT_INSTANCES, FILTER_PARAM_COUNT, LIST_INSTANCES } from '../../lib/sql/query.sql';
 import { PAUSE_QUEUE, QUEUE_STATUS } from '../../lib/sql/queue.sql';
 import {

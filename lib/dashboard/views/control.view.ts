@@ -1,5 +1,5 @@
 import type { ScheduleView } from '../../cron/schedule-spec';
-import type { LimiterStatus } from '../../instance/limiter-status';
+import type { LimiterStatus } from '../../control/limiter-status';
 import type { QueueStatus } from '../../instance/queue-status';
 import type { FilterFields } from '../filter-query';
 import { type Html, html, queryString } from '../html';

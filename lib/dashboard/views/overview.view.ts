@@ -1,5 +1,5 @@
 import type { CappedCount } from '../../instance/queue-status';
-import type { QueueOverviewCounts } from '../../instance/stats-overview';
+import type { QueueOverviewCounts } from '../../control/stats-overview';
 import type { Overview, OverviewQueue } from '../dashboard-reads';
 import { type Html, html, queryString } from '../html';
 import { capped, duration, section, sparkline, statusBadge, type ViewContext } from './components';

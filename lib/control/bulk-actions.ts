@@ -1,9 +1,9 @@
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
 import { MAX_UNTIL_MS, MIN_UNTIL_MS } from '../fsm/outcome';
-import { isEmptyFilter, resolveInstanceFilter } from '../instance/instance-filter';
-import type { ResolvedFilter } from '../instance/instance-filter';
-import type { BulkResult } from '../instance/bulk-options';
+import { isEmptyFilter, resolveInstanceFilter } from './instance-filter';
+import type { ResolvedFilter } from './instance-filter';
+import type { BulkResult } from './bulk-options';
 import type { LimiterSlot } from '../limiter/limiter.interface';
 import { BULK_BATCH, BULK_CANCEL, BULK_RETRY, type BulkRow } from '../sql/bulk.sql';
 import { listDriver } from '../sql/query.sql';
@@ -11,7 +11,7 @@ import { cancelInput, gateSlot, runCancel } from './cancel-instance';
 import type { ControlRuntime } from './control-runtime';
 import { actorOf } from './instance-history';
 
-export type { BulkResult } from '../instance/bulk-options';
+export type { BulkResult } from './bulk-options';
 
 /** Rows acted on per batch: the batch statement reads at most this many (docs/design.md §27.7). */
 export const BULK_BATCH_SIZE = 1000;

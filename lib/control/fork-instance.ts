@@ -11,7 +11,7 @@ import type { ControlRuntime } from './control-runtime';
 import { insertInstance } from './insert-instance';
 import { type ResolvedTarget, targetLabel } from './target';
 
-export type { ForkOptions } from '../instance/fork-options';
+export type { ForkOptions } from './fork-options';
 
 const KEYS = new Set(['step', 'state', 'fromHistory', 'version', 'actor']);
 const MAX_ACTOR = 200;

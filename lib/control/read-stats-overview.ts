@@ -6,7 +6,7 @@ import type {
   QueueOverview,
   StatsOverview,
   StatsOverviewOptions,
-} from '../instance/stats-overview';
+} from './stats-overview';
 import { QUEUE_STATUS, SET_LOCAL_NO_JIT } from '../sql/queue.sql';
 import {
   CURRENT_MINUTE,

@@ -1,11 +1,7 @@
 import { createHash } from 'node:crypto';
 
 import { InvalidInputError } from '../errors/invalid-input.error';
-import {
-  type ListResult,
-  resolveInstanceFilter,
-  type ResolvedFilter,
-} from '../instance/instance-filter';
+import { type ListResult, resolveInstanceFilter, type ResolvedFilter } from './instance-filter';
 import type { CappedCount } from '../instance/queue-status';
 import type { StatementRunner } from '../sql/statement';
 import { COUNT_INSTANCES, countDriver, LIST_INSTANCES, listDriver } from '../sql/query.sql';

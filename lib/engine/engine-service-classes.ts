@@ -1,6 +1,5 @@
 import type { Type } from '@nestjs/common';
 
-import { DEFAULT_ENGINE_NAME } from '../gen-durable.constants';
 import { processWide } from '../util/process-wide';
 import { EngineService } from './engine.service';
 
@@ -12,14 +11,6 @@ import { EngineService } from './engine.service';
  */
 const engineClasses = processWide('gen-durable.engine-service-classes', () => new Set<Type>());
 engineClasses.add(EngineService);
-
-/**
- * The injection token of an engine: `'GenDurableEngine:<name>'`, the same string in every copy of
- * the package (the default engine is also injectable as `EngineService`).
- */
-export function getEngineToken(name: string = DEFAULT_ENGINE_NAME): string {
-  return `GenDurableEngine:${name}`;
-}
 
 /** @internal the `EngineService` classes loaded so far, this copy's first. */
 export function engineServiceClasses(): Type[] {

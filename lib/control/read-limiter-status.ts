@@ -1,7 +1,7 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { limitName } from '../fsm/limit-key';
-import type { LimitDeclaration, LimiterStatus } from '../instance/limiter-status';
+import type { LimitDeclaration, LimiterStatus } from './limiter-status';
 import type { RedisCounters } from '../limiter/redis-limiter-counters';
 import { LIMIT_CONFIGS, LIMIT_COUNTERS } from '../sql/limiter-status.sql';
 

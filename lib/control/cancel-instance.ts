@@ -15,10 +15,10 @@ import {
 } from '../sql/cancel.sql';
 import { CONSUME_INBOXES } from '../sql/outcome.sql';
 import type { ControlRuntime } from './control-runtime';
-import type { CancelMode, CancelOptions, CancelResult } from '../instance/cancel-options';
+import type { CancelMode, CancelOptions, CancelResult } from './cancel-options';
 import { type ResolvedTarget, targetLabel } from './target';
 
-export type { CancelMode, CancelOptions, CancelResult } from '../instance/cancel-options';
+export type { CancelMode, CancelOptions, CancelResult } from './cancel-options';
 
 const MAX_REASON_BYTES = 8 * 1024;
 /** A cascade runs rounds until nothing moved under it; a tree spawning that fast is a bug. */

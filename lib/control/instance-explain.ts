@@ -1,6 +1,6 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import { NoTargetError } from '../errors/no-target.error';
-import type { ExplainReason, Explanation } from '../instance/explanation';
+import type { ExplainReason, Explanation } from './explanation';
 import { EXPLAIN_INSTANCE, type ExplainRecord } from '../sql/explain.sql';
 import { type ResolvedTarget, targetLabel } from './target';
 

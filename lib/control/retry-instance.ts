@@ -10,7 +10,7 @@ import { actorOf, manualRecord } from './instance-history';
 import type { ControlRuntime } from './control-runtime';
 import { type ResolvedTarget, targetLabel } from './target';
 
-export type { RetryOptions } from '../instance/retry-options';
+export type { RetryOptions } from './retry-options';
 
 const KEYS = new Set(['step', 'state', 'at', 'detach', 'actor']);
 

@@ -1,7 +1,10 @@
 import { ALL_STATUSES, type DurableStatus } from '../gen-durable.constants';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { isArray } from '../util/is-array';
-import type { InstanceView } from './instance-view';
+import type { InstanceView } from '../instance/instance-view';
+import type { ResolvedFilter } from '../sql/resolved-filter';
+
+export type { ResolvedFilter };
 
 /**
  * Which instances `list`, `count` (and the bulk actions) address (docs/design.md §27.7). Every
@@ -52,22 +55,6 @@ export interface ListResult {
   readonly items: InstanceView[];
   /** Absent on the last page. */
   readonly next?: string;
-}
-
-/** A validated filter: every field present, null when it does not narrow. */
-export interface ResolvedFilter {
-  readonly fsms: readonly string[] | null;
-  readonly statuses: readonly DurableStatus[] | null;
-  readonly queue: string | null;
-  readonly step: string | null;
-  readonly correlationKey: string | null;
-  readonly correlationKeyPrefix: string | null;
-  readonly parentId: string | null;
-  readonly createdAfter: Date | null;
-  readonly createdBefore: Date | null;
-  readonly updatedAfter: Date | null;
-  readonly updatedBefore: Date | null;
-  readonly errorContains: string | null;
 }
 
 const FILTER_KEYS = new Set([

@@ -1,4 +1,4 @@
-import type { CappedCount } from './queue-status';
+import type { CappedCount } from '../instance/queue-status';
 
 /** The counts of a queue in the overview (docs/dashboard-data.md). */
 export interface QueueOverviewCounts {
