@@ -1,6 +1,6 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import type { HistoryLevel } from '../instance/history-entry';
-import type { StateCodec } from '../decorators/durable-fsm.decorator';
+import type { StateCodec } from '../fsm/state-codec';
 import type { LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';

@@ -2,17 +2,12 @@ import { Injectable, type ScopeOptions, SetMetadata } from '@nestjs/common';
 
 import { DURABLE_FSM_METADATA } from '../gen-durable.constants';
 import type { HistoryLevel } from '../instance/history-entry';
+import type { StateCodec } from '../fsm/state-codec';
+
+export type { StateCodec };
 
 /** Nest's scope metadata key (`SCOPE_OPTIONS_METADATA`; not imported: NestJS 12 exposes no deep paths). */
 const SCOPE_OPTIONS_METADATA = 'scope:options';
-
-/** Encodes and decodes an FSM's state to and from its stored JSON object. */
-export interface StateCodec<S = unknown> {
-  /** JSON object from the row → the state handed to steps. */
-  load(stored: Record<string, unknown>): S;
-  /** State returned by a step → a JSON object to store. */
-  dump(state: S): Record<string, unknown>;
-}
 
 /** Options of `@DurableFsm()` (docs/design.md §2.2). */
 export interface DurableFsmOptions {

@@ -1,4 +1,4 @@
-import type { StateCodec } from '../decorators/durable-fsm.decorator';
+import type { StateCodec } from '../fsm/state-codec';
 import type { StepContext } from '../fsm/step-context';
 import type { HistoryLevel } from '../instance/history-entry';
 
