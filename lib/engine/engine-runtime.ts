@@ -1,3 +1,4 @@
+import { retryWhileUnreachable } from '../db/retry-while-unreachable';
 import { Logger } from '@nestjs/common';
 import type { Pool } from 'pg';
 import type { DataSource } from 'typeorm';
@@ -94,6 +95,8 @@ export class EngineRuntime {
    */
   readonly otel: Otel | undefined;
   private readonly logger = new Logger('GenDurable');
+  /** When boot stops retrying unreachable-database errors (set by `start`). */
+  private bootDeadline = 0;
   private drained: Promise<void> | undefined;
 
   constructor(
@@ -193,12 +196,31 @@ export class EngineRuntime {
     }
   }
 
+  /**
+   * One idempotent boot statement (or group), retried while the database is unreachable for up
+   * to `bootTimeout` in all (docs/operations.md, "Boot"); any other error fails boot at once.
+   */
+  private onBoot<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    return retryWhileUnreachable(what, fn, {
+      timeoutMs: Math.max(0, this.bootDeadline - Date.now()),
+      onRetry: (step, err, elapsedMs) =>
+        this.logger.warn(
+          `boot: ${step} could not reach the database (${String(err)}); retrying (${elapsedMs} ms so far, bootTimeout ${this.options.bootTimeout} ms)`,
+        ),
+    });
+  }
+
   async start(): Promise<void> {
-    const installed = await READ_SCHEMA_VERSION.run(this.sql, { schema: this.options.schema });
+    this.bootDeadline = Date.now() + this.options.bootTimeout;
+    const installed = await this.onBoot('schema check', () =>
+      READ_SCHEMA_VERSION.run(this.sql, { schema: this.options.schema }),
+    );
     if (installed !== CURRENT_SCHEMA_VERSION) {
       throw new SchemaVersionError(this.options.schema, installed, CURRENT_SCHEMA_VERSION);
     }
-    const sync = await SHOW_SYNCHRONOUS_COMMIT.run(this.sql);
+    const sync = await this.onBoot('synchronous_commit check', () =>
+      SHOW_SYNCHRONOUS_COMMIT.run(this.sql),
+    );
     if (sync === 'off') {
       const message =
         'synchronous_commit is off: acknowledged inserts and signals are not durable until WAL is flushed';
@@ -230,7 +252,7 @@ export class EngineRuntime {
         this.telemetry.emit('boot:warning', { count: 1 }, { warning: message }),
     });
     // Seeds this node's own limit declarations (docs/design.md §16.1) and connects a Redis limiter.
-    await this.limiter.syncConfig(limitConfigs(this.options));
+    await this.onBoot('limit seeding', () => this.limiter.syncConfig(limitConfigs(this.options)));
     if (this.options.reaper) {
       this.reaper = new Reaper(
         this.sql,
@@ -279,7 +301,10 @@ export class EngineRuntime {
       );
     }
     await Promise.all([...this.schedulers.values()].map((s) => s.start()));
-    await this.reaper?.sweepNow();
+    if (this.reaper) {
+      const reaper = this.reaper;
+      await this.onBoot('boot sweep', () => reaper.sweepNow());
+    }
     await this.startSchedules();
   }
 
@@ -290,7 +315,9 @@ export class EngineRuntime {
   private async startSchedules(): Promise<void> {
     const config = this.options.schedules;
     if (!config) return;
-    await syncDeclaredSchedules(this.sql, this.registry, config.prune);
+    await this.onBoot('schedule seeding', () =>
+      syncDeclaredSchedules(this.sql, this.registry, config.prune),
+    );
     const maintains = this.options.reaper !== false || this.options.gc !== false;
     if (Object.keys(this.options.queues).length === 0 && !maintains) return;
     this.ticker = new CronTicker(this.firer, config.interval);

@@ -187,6 +187,12 @@ export interface GenDurableOptions {
    * concurrency + prefetch while the queue prefetches, else 1.
    */
   minDemand?: number | 'auto';
+  /**
+   * ms boot keeps retrying its statements (schema check, startup reclaim, boot sweeps, limit and
+   * schedule seeding) while the database is unreachable; only connection-level errors are
+   * retried, so a missing schema still fails at once. Default 60 000.
+   */
+  bootTimeout?: number;
   /** ms each queue waits for in-flight steps at shutdown. Default 5 000. */
   drainTimeout?: number;
   /** Group-commit flushers. Default `[{ queues: 'all', maxBatch: 500, maxDelayMs: 0 }]`. */

@@ -286,6 +286,11 @@ export const OPTION_TABLE = {
     doc: "skip a pick unless this many rows are wanted (unless idle); `'auto'`: half of concurrency + prefetch while prefetching, else 1",
     min: 1,
   }),
+  bootTimeout: duration({
+    doc: 'how long boot retries its statements while the database is unreachable (connection-level errors only; a missing schema fails at once)',
+    min: 0,
+    default: 60_000,
+  }),
   drainTimeout: duration({
     doc: 'how long shutdown waits for in-flight steps',
     min: 0,
