@@ -26,6 +26,7 @@ import { RedisNamespace } from '../db/engine-namespace';
 import type { Limiter } from '../limiter/limiter.interface';
 import { createPokeTransport } from '../poke/create-poke-transport';
 import { WakeUps } from '../runtime/wake-ups';
+import { fireAwaitDeadlines } from '../runtime/await-deadlines';
 import { OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import type { PokeTransport } from '../poke/poke-transport.interface';
 import { InsertBatcher } from '../runtime/insert-batcher';
@@ -74,6 +75,8 @@ export class EngineRuntime {
   readonly pokeTransport: PokeTransport | undefined;
   /** Local wake-ups of rows this node committed with a short delay (docs/design.md §27.4). */
   readonly wakeUps: WakeUps;
+  /** Local timers for the await timeouts this node parked (docs/design.md §8.5). */
+  private readonly awaitDeadlines: WakeUps;
   /** `insertAsync` / group-commit inserts (docs/design.md §6.5, §26.11), when `insertBatcher` is set. */
   readonly batcher: InsertBatcher | undefined;
   readonly stall: StallDetector;
@@ -124,6 +127,14 @@ export class EngineRuntime {
       transport ? (queue) => transport.publish(queue) : undefined,
     );
     this.wakeUps = new WakeUps(options.maxPollInterval * 10, (queue) => this.pokes.poke([queue]));
+    // Await timeouts this node parked, fired on time by a local timer (one key: the statement
+    // fires every overdue row); the reaper's sweep stays the floor (docs/design.md §8.5).
+    this.awaitDeadlines = new WakeUps(options.maxPollInterval * 10, () => {
+      void fireAwaitDeadlines(this.sql, this.telemetry, (queues) => this.pokes.poke(queues)).catch(
+        (err: unknown) =>
+          this.logger.warn(`await deadline timer: ${String(err)} (the reaper fires it)`),
+      );
+    });
     this.batcher = options.insertBatcher
       ? new InsertBatcher(this.sql, options.insertBatcher, telemetry, (queues) =>
           this.pokes.poke(queues),
@@ -193,6 +204,7 @@ export class EngineRuntime {
         const dueIn = dueInMs(e);
         if (dueIn > 0) this.wakeUps.arm(e.queue, dueIn);
       }
+      if (e.kind === 'await' && e.timeoutMs !== null) this.awaitDeadlines.arm('', e.timeoutMs);
     }
   }
 
@@ -347,6 +359,7 @@ export class EngineRuntime {
     await this.drain();
     await this.pokeTransport?.close();
     this.wakeUps.close();
+    this.awaitDeadlines.close();
     this.pokes.close();
     await this.limiter.close();
     this.watcher.close();

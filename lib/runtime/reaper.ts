@@ -3,8 +3,9 @@ import { Logger } from '@nestjs/common';
 import type { SqlExecutor } from '../db/sql-executor';
 import { isTerminalStatus } from '../gen-durable.constants';
 import { CONSUME_INBOXES, JOIN_PARENTS } from '../sql/outcome.sql';
-import { FIRE_AWAIT_DEADLINES, REAP_EXPIRED } from '../sql/lease.sql';
+import { REAP_EXPIRED } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
+import { fireAwaitDeadlines } from './await-deadlines';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import { PeriodicTask } from './periodic-task';
 
@@ -132,10 +133,8 @@ export class Reaper {
         }
         this.settled(failed.map((r) => r.id));
       }
-      const fired = await FIRE_AWAIT_DEADLINES.run(this.sql, { limit: BATCH });
-      timeouts = fired.length;
-      if (timeouts > 0) this.telemetry.emit('await:timeout', { count: timeouts }, {});
       this.poke(queues);
+      timeouts = await fireAwaitDeadlines(this.sql, this.telemetry, this.poke);
       this.lastSweepAt = Date.now();
     } catch (err) {
       this.logger.error(`reaper sweep failed: ${String(err)}`);
