@@ -4,6 +4,8 @@ export const DURABLE_FSM_METADATA = 'gen-durable:fsm';
 export const STEP_METADATA = 'gen-durable:steps';
 /** Metadata key written by `@DurableCron()` on a class (its schedule declarations, in order). */
 export const CRON_METADATA = 'gen-durable:cron';
+/** Metadata key written by `@OnDurableEvent()` on a class (its listeners, in order). */
+export const DURABLE_EVENT_METADATA = 'gen-durable:events';
 /** Default engine name (docs/design.md §22). */
 export const DEFAULT_ENGINE_NAME = 'GenDurable';
 

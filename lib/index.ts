@@ -9,6 +9,16 @@ export {
   type StateCodec,
 } from './decorators/durable-fsm.decorator';
 export { Step, STEP_END, type StepOptions } from './decorators/step.decorator';
+export {
+  OnDurableEvent,
+  type OnDurableEventOptions,
+} from './decorators/on-durable-event.decorator';
+export type {
+  DurableEvent,
+  DurableEventKind,
+  FinishedInstance,
+  FinishedStatus,
+} from './fsm/durable-event';
 export type { FsmGraph, FsmGraphEdge, FsmGraphStep } from './fsm/fsm-graph';
 export type {
   GateStatus,

@@ -1,4 +1,10 @@
-import { CRON_METADATA, DURABLE_FSM_METADATA, STEP_METADATA } from '../gen-durable.constants';
+import {
+  CRON_METADATA,
+  DURABLE_EVENT_METADATA,
+  DURABLE_FSM_METADATA,
+  STEP_METADATA,
+} from '../gen-durable.constants';
+import type { DurableEventMetadata } from '../decorators/on-durable-event.decorator';
 import type { DurableCronMetadata } from '../decorators/durable-cron.decorator';
 import type { DurableFsmMetadata } from '../decorators/durable-fsm.decorator';
 import type { StepMetadata } from '../decorators/step.decorator';
@@ -12,6 +18,13 @@ export const FsmMetadataAccessor = {
   steps(target: unknown): readonly StepMetadata[] {
     if (typeof target !== 'function') return [];
     return (Reflect.getMetadata(STEP_METADATA, target) as StepMetadata[] | undefined) ?? [];
+  },
+  events(target: unknown): readonly DurableEventMetadata[] {
+    if (typeof target !== 'function') return [];
+    return (
+      (Reflect.getMetadata(DURABLE_EVENT_METADATA, target) as DurableEventMetadata[] | undefined) ??
+      []
+    );
   },
   crons(target: unknown): readonly DurableCronMetadata[] {
     if (typeof target !== 'function') return [];

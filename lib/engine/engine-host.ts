@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 
+import { DurableEventExplorer } from '../discovery/durable-event.explorer';
 import { FsmExplorer } from '../discovery/fsm.explorer';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { GEN_DURABLE_ENGINE_NAME, GEN_DURABLE_MODULE_OPTIONS } from '../gen-durable.constants';
@@ -54,7 +55,13 @@ export class EngineHost {
         resolved.fsms,
         resolved.maxStateBytes,
       );
-      this.runtimeRef = new EngineRuntime(resolved, this.registryRef, this.telemetry);
+      const eventHandlers = new DurableEventExplorer(this.discovery).explore(this.name);
+      this.runtimeRef = new EngineRuntime(
+        resolved,
+        this.registryRef,
+        this.telemetry,
+        eventHandlers,
+      );
     } catch (err) {
       // A failed boot gets no shutdown hooks: free the name so the process can boot again.
       this.releaseName();

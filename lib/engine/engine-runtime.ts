@@ -26,6 +26,8 @@ import { RedisNamespace } from '../db/engine-namespace';
 import type { Limiter } from '../limiter/limiter.interface';
 import { createPokeTransport } from '../poke/create-poke-transport';
 import { WakeUps } from '../runtime/wake-ups';
+import { DurableEvents } from '../runtime/durable-events';
+import type { DurableEventHandler } from '../discovery/durable-event.explorer';
 import { fireAwaitDeadlines } from '../runtime/await-deadlines';
 import { OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import type { PokeTransport } from '../poke/poke-transport.interface';
@@ -75,6 +77,8 @@ export class EngineRuntime {
   readonly pokeTransport: PokeTransport | undefined;
   /** Local wake-ups of rows this node committed with a short delay (docs/design.md §27.4). */
   readonly wakeUps: WakeUps;
+  /** `@OnDurableEvent` listeners and `finished$` (docs/events.md). */
+  readonly durableEvents: DurableEvents;
   /** Local timers for the await timeouts this node parked (docs/design.md §8.5). */
   private readonly awaitDeadlines: WakeUps;
   /** `insertAsync` / group-commit inserts (docs/design.md §6.5, §26.11), when `insertBatcher` is set. */
@@ -106,6 +110,7 @@ export class EngineRuntime {
     readonly options: ResolvedOptions,
     readonly registry: FsmRegistry,
     readonly telemetry: Telemetry,
+    eventHandlers: readonly DurableEventHandler[] = [],
   ) {
     const executorOptions = {
       schema: options.schema,
@@ -127,6 +132,12 @@ export class EngineRuntime {
       transport ? (queue) => transport.publish(queue) : undefined,
     );
     this.wakeUps = new WakeUps(options.maxPollInterval * 10, (queue) => this.pokes.poke([queue]));
+    this.durableEvents = new DurableEvents(
+      eventHandlers,
+      options.announceFinished && transport
+        ? (ended) => transport.publishFinished(ended)
+        : undefined,
+    );
     // Await timeouts this node parked, fired on time by a local timer (one key: the statement
     // fires every overdue row); the reaper's sweep stays the floor (docs/design.md §8.5).
     this.awaitDeadlines = new WakeUps(options.maxPollInterval * 10, () => {
@@ -198,6 +209,7 @@ export class EngineRuntime {
     if (slots.length > 0) void this.limiter.credit(slots);
     if (effects.settledIds.length > 0) this.watcher.nudge(effects.settledIds);
     if (effects.pokeQueues.size > 0) this.pokes.poke(effects.pokeQueues);
+    this.durableEvents.committed(effects.committed, effects.cancelledIds);
     // A row made runnable later (a retry backoff, a sleep) wakes its queue when it is due.
     for (const e of effects.committed) {
       if ('delayMs' in e && OUTCOME_KINDS[e.kind].pokes === 'whenDue') {
@@ -260,6 +272,7 @@ export class EngineRuntime {
       resync: () => {
         for (const scheduler of this.schedulers.values()) scheduler.poke();
       },
+      finished: (ended) => this.durableEvents.heard(ended),
       degraded: (message) =>
         this.telemetry.emit('boot:warning', { count: 1 }, { warning: message }),
     });
@@ -284,6 +297,7 @@ export class EngineRuntime {
             .filter((d) => d.history === 'full')
             .map((d) => d.name),
         },
+        (row, message) => this.durableEvents.failed(row, message),
       );
       this.reaper.start();
     }
@@ -365,6 +379,7 @@ export class EngineRuntime {
     this.watcher.close();
     this.stall.stop();
     this.otel?.close();
+    this.durableEvents.complete();
   }
 }
 

@@ -11,6 +11,7 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import { INSERT_INSTANCE, INSERT_INSTANCES } from '../sql/insert.sql';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import type { GenDurableEvent } from '../telemetry/telemetry-events';
+import type { FinishedInstance } from '../fsm/durable-event';
 import { EngineHost } from './engine-host';
 import type { EngineRuntime } from './engine-runtime';
 import { InstanceQuery } from '../control/instance-query';
@@ -69,6 +70,16 @@ export class EngineService {
   /** Telemetry events of this engine (hot, no replay; docs/design.md §20). */
   get events$(): Observable<GenDurableEvent> {
     return this.host.telemetry.events$;
+  }
+
+  /**
+   * Instances that ended: on this node with their result or error (`origin: 'local'`), and, where
+   * other nodes set `announceFinished`, theirs (`origin: 'remote'`). Best effort: a node that
+   * was down or disconnected misses some; the row is the truth (docs/events.md). Subscribe after
+   * the module initialized.
+   */
+  get finished$(): Observable<FinishedInstance> {
+    return this.host.runtime.durableEvents.finished$;
   }
 
   /**

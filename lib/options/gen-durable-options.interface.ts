@@ -140,6 +140,12 @@ export interface GenDurableOptions {
   /** Idle-backoff ceiling of the poll, ms. Default 5 000. */
   maxPollInterval?: number;
   /**
+   * Tell the other nodes, over the cross-node poke transport, which instances ended on this
+   * node, so their `engine.finished$` sees them (`origin: 'remote'`; best effort). One
+   * announcement per flush that ended any. Default false (docs/events.md).
+   */
+  announceFinished?: boolean;
+  /**
    * How runnable work is announced: `'local'`, `'postgres'`, `{ postgres: { connectionString } }`
    * (LISTEN on a direct URL while statements use a pooled DataSource), `{ redis }` or `'none'`.
    * Default `'local'`.

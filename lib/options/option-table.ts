@@ -184,6 +184,10 @@ export const OPTION_TABLE = {
     default: { value: 'local' as const },
     parse: parsePoke,
   }),
+  announceFinished: flag({
+    doc: "tell the other nodes, over the cross-node poke (`'postgres'` or `{ redis }`), which instances ended here, for their `engine.finished$`: one announcement per flush that ended any ([events](docs/events.md))",
+    default: false,
+  }),
   redisPrefix: custom({
     doc: 'first part of every Redis key and pub/sub channel of this engine (limiter gates, buckets, seed marker, pokes); the default keeps engines on different databases, schemas or names apart on one Redis ([operations](docs/operations.md#sharing-one-redis))',
     default: computed('`gd:<database>/<schema>/<name>:`', () => undefined),

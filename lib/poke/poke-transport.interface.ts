@@ -1,3 +1,5 @@
+import type { FinishedAnnouncement } from '../fsm/durable-event';
+
 /** What a transport calls when another node announces runnable work (docs/design.md §16.4). */
 export interface PokeListener {
   /** Another node announced runnable work in `queue`: poke the local scheduler, if any. */
@@ -9,6 +11,8 @@ export interface PokeListener {
   resync(): void;
   /** The transport found it cannot deliver (e.g. LISTEN through a transaction pooler). */
   degraded(message: string): void;
+  /** Another node announced instances that ended there (`announceFinished`, docs/events.md). */
+  finished?(ended: readonly FinishedAnnouncement[]): void;
 }
 
 /**
@@ -24,6 +28,8 @@ export interface PokeTransport {
   start(listener: PokeListener): Promise<void>;
   /** Announces runnable work in `queue` to the other nodes. Fire-and-forget; never throws. */
   publish(queue: string): void;
+  /** Announces instances that ended on this node (`announceFinished`). Fire-and-forget; never throws. */
+  publishFinished(ended: readonly FinishedAnnouncement[]): void;
   /** Whether the listening leg is subscribed right now. */
   readonly listening: boolean;
   /** Stops reconnecting, waits for announcements in flight and releases the connections. */

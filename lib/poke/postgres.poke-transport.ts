@@ -6,7 +6,13 @@ import { Client, type ClientConfig, type Notification, type Pool, type QueryConf
 import type { SqlExecutor } from '../db/sql-executor';
 import { LISTEN_POKES, NOTIFY_POKE, NOTIFY_PROBE, POKE_LISTENER_PING } from '../sql/poke.sql';
 import { quoteIdent } from '../sql/statement';
-import { parsePokePayload, pokePayload } from './poke-channel';
+import type { FinishedAnnouncement } from '../fsm/durable-event';
+import {
+  finishedPayloads,
+  parseFinishedPayload,
+  parsePokePayload,
+  pokePayload,
+} from './poke-channel';
 import type { PokeListener, PokeTransport } from './poke-transport.interface';
 
 const BACKOFF_MIN_MS = 100;
@@ -121,10 +127,18 @@ export class PostgresPokeTransport implements PokeTransport {
   }
 
   publish(queue: string): void {
+    this.send(pokePayload(this.options.sender, queue));
+  }
+
+  publishFinished(ended: readonly FinishedAnnouncement[]): void {
+    for (const payload of finishedPayloads(this.options.sender, ended)) this.send(payload);
+  }
+
+  private send(payload: string): void {
     if (this.closed) return;
     const sent: Promise<void> = NOTIFY_POKE.run(this.sql, {
       channel: this.options.channel,
-      payload: pokePayload(this.options.sender, queue),
+      payload,
     }).then(
       () => {
         this.publishErrorLogged = false;
@@ -282,6 +296,11 @@ export class PostgresPokeTransport implements PokeTransport {
   }
 
   private receive(payload: string): void {
+    const finished = parseFinishedPayload(payload);
+    if (finished) {
+      if (finished.sender !== this.options.sender) this.listener?.finished?.(finished.ended);
+      return;
+    }
     const parsed = parsePokePayload(payload);
     if (parsed?.sender === PROBE_SENDER) {
       this.probes.get(parsed.queue)?.();

@@ -2,7 +2,13 @@ import { Logger } from '@nestjs/common';
 import type { Redis, RedisOptions } from 'ioredis';
 
 import type { RedisConnectionOptions } from '../options/gen-durable-options.interface';
-import { parsePokePayload, pokePayload } from './poke-channel';
+import type { FinishedAnnouncement } from '../fsm/durable-event';
+import {
+  finishedPayloads,
+  parseFinishedPayload,
+  parsePokePayload,
+  pokePayload,
+} from './poke-channel';
 import type { PokeListener, PokeTransport } from './poke-transport.interface';
 
 const BACKOFF_MIN_MS = 100;
@@ -107,14 +113,20 @@ export class RedisPokeTransport implements PokeTransport {
   }
 
   publish(queue: string): void {
+    this.send(pokePayload(this.options.sender, queue));
+  }
+
+  publishFinished(ended: readonly FinishedAnnouncement[]): void {
+    for (const payload of finishedPayloads(this.options.sender, ended)) this.send(payload);
+  }
+
+  private send(payload: string): void {
     const pub = this.pub;
     if (this.closed || !pub || pub.status !== 'ready') return;
-    const sent: Promise<void> = pub
-      .publish(this.channel, pokePayload(this.options.sender, queue))
-      .then(
-        () => undefined,
-        (err: unknown) => this.outage(err),
-      );
+    const sent: Promise<void> = pub.publish(this.channel, payload).then(
+      () => undefined,
+      (err: unknown) => this.outage(err),
+    );
     this.inFlight.add(sent);
     void sent.finally(() => this.inFlight.delete(sent));
   }
@@ -149,6 +161,11 @@ export class RedisPokeTransport implements PokeTransport {
   }
 
   private receive(payload: string): void {
+    const finished = parseFinishedPayload(payload);
+    if (finished) {
+      if (finished.sender !== this.options.sender) this.listener?.finished?.(finished.ended);
+      return;
+    }
     const parsed = parsePokePayload(payload);
     if (!parsed || parsed.sender === this.options.sender) return;
     this.listener?.poke(parsed.queue);

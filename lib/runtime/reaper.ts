@@ -36,6 +36,11 @@ export class Reaper {
       readonly off: readonly string[];
       readonly full: readonly string[];
     } = { off: [], full: [] },
+    /** Told of each row failed as a poison pill, after its commit (docs/events.md). */
+    private readonly onPoisoned: (
+      row: { id: string; fsm: string; step: string },
+      message: string,
+    ) => void = () => undefined,
   ) {
     this.periodic = new PeriodicTask(interval, () => this.sweep());
   }
@@ -122,9 +127,9 @@ export class Reaper {
       }
       if (failed.length > 0) {
         for (const r of pills) {
-          this.logger.error(
-            `poison pill: ${r.fsm}#${r.id} step ${r.step} lost its worker ${r.reaps} times, the last while it ran alone; failed`,
-          );
+          const message = `poison pill: ${r.fsm}#${r.id} step ${r.step} lost its worker ${r.reaps} times, the last while it ran alone; failed`;
+          this.logger.error(message);
+          this.onPoisoned({ id: r.id, fsm: r.fsm, step: r.step }, message);
           this.telemetry.emit(
             'reaper:poisoned',
             { count: 1 },
