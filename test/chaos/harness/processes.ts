@@ -13,6 +13,8 @@ export interface ExitRecord {
   readonly signal: NodeJS.Signals | null;
   /** The orchestrator caused it (kill, shutdown). */
   readonly expected: boolean;
+  /** The error text of the child's last `fatal` message before it exited, if it sent one. */
+  readonly fatal: string | undefined;
 }
 
 /**
@@ -29,6 +31,8 @@ export class ChaosProcess {
   starts = 0;
   onExit: ((record: ExitRecord) => void) | undefined;
   onMessage: ((message: ChildMessage) => void) | undefined;
+  /** The last `fatal` message of the running child (its uncaught error or failed boot). */
+  private lastFatal: string | undefined;
 
   constructor(
     readonly name: string,
@@ -52,6 +56,7 @@ export class ChaosProcess {
     if (this.child) throw new Error(`${this.name} is running`);
     this.starts++;
     this.expecting = false;
+    this.lastFatal = undefined;
     this.stopped = false;
     const child = fork(join(__dirname, this.main), [], {
       execArgv: ['-r', TS_REGISTER],
@@ -62,10 +67,23 @@ export class ChaosProcess {
     this.log.write(`--- start #${this.starts} pid ${child.pid} at ${new Date().toISOString()}\n`);
     child.stdout?.on('data', (chunk: Buffer) => this.log.write(chunk));
     child.stderr?.on('data', (chunk: Buffer) => this.log.write(chunk));
-    child.on('message', (m) => this.onMessage?.(m as ChildMessage));
+    child.on('message', (m) => {
+      const message = m as ChildMessage;
+      if (message.type === 'fatal') {
+        this.lastFatal = message.error;
+        this.log.write(`--- fatal: ${message.error}\n`);
+      }
+      this.onMessage?.(message);
+    });
     child.once('exit', (code, signal) => {
       if (this.child === child) this.child = undefined;
-      const record: ExitRecord = { at: Date.now(), code, signal, expected: this.expecting };
+      const record: ExitRecord = {
+        at: Date.now(),
+        code,
+        signal,
+        expected: this.expecting,
+        fatal: this.lastFatal,
+      };
       this.exits.push(record);
       this.log.write(
         `--- exit code ${String(code)} signal ${String(signal)} expected ${this.expecting}\n`,

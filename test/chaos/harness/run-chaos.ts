@@ -206,6 +206,8 @@ async function main(): Promise<void> {
     });
   }
   let crashes = 0;
+  /** Workers that died while booting (their start is retried by startWorker, not counted as crashes). */
+  let bootDeaths = 0;
   /** Worker → when its flush exit was armed (S02). */
   const flushExits = new Map<string, number>();
   const boots: number[] = [];
@@ -213,6 +215,7 @@ async function main(): Promise<void> {
 
   const supervise = (w: Worker): void => {
     w.proc.onExit = (exit) => {
+      const wasBooting = !w.ready;
       w.down = true;
       w.ready = false;
       w.paused = false;
@@ -238,6 +241,16 @@ async function main(): Promise<void> {
             });
           }
         })().catch((err: unknown) => log(`restarting ${w.name} failed: ${String(err)}`));
+        return;
+      }
+      if (wasBooting) {
+        // Died during boot (createApplicationContext threw, e.g. the database went away in
+        // the middle of it): startWorker's own retry starts it again. A boot death is not a
+        // scheduler crash; its error text says why.
+        bootDeaths++;
+        log(
+          `worker ${w.name} died while booting (code ${String(exit.code)}, signal ${String(exit.signal)}): ${exit.fatal ?? 'no fatal message'}`,
+        );
         return;
       }
       // Not ours: the poison pill (it records a 'pill' fault just before it kills), or a crash.
@@ -270,7 +283,7 @@ async function main(): Promise<void> {
         else {
           crashes++;
           log(
-            `worker ${w.name} exited unexpectedly (code ${String(exit.code)}, signal ${String(exit.signal)})`,
+            `worker ${w.name} exited unexpectedly (code ${String(exit.code)}, signal ${String(exit.signal)}): ${exit.fatal ?? 'no fatal message'}`,
           );
         }
         await sleep(500);
@@ -694,6 +707,7 @@ async function main(): Promise<void> {
   );
   const figures: Record<string, number | string | null> = {
     ...result.figures,
+    'worker deaths while booting (retried)': bootDeaths,
     'SIGKILL recoveries measured': rec.length,
     'SIGKILLs with no held rows':
       recoveries.length === 0
