@@ -7,6 +7,7 @@
  * Uses DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
  * Every analysed statement runs inside a transaction that is rolled back.
  */
+import { GC_SELECT_TERMINAL } from '../lib/sql/maintenance.sql';
 import { Client } from 'pg';
 
 import { migrateUp } from '../lib/schema/migrator';
@@ -74,6 +75,16 @@ async function main(): Promise<void> {
       `${server.replace(/:[^:@/]*@/, ':***@')} ${embedded ? '(embedded PostgreSQL)' : ''}: ${ROWS} rows, ${terminal} terminal\n`,
     );
 
+    await explain(
+      client,
+      'GC: ended rows past their retention (one FSM overriding done)',
+      GC_SELECT_TERMINAL,
+      GC_SELECT_TERMINAL.params({
+        limit: 10_000,
+        retention: { done: 60_000, failed: 604_800_000, cancelled: 86_400_000 },
+        overrides: [{ fsm: 'kept', retention: { done: 864_000_000 } }],
+      }),
+    );
     const claim = {
       queue: 'default',
       limit: BATCH,

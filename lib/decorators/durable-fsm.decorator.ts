@@ -2,6 +2,7 @@ import { Injectable, type ScopeOptions, SetMetadata } from '@nestjs/common';
 
 import { DURABLE_FSM_METADATA } from '../gen-durable.constants';
 import type { HistoryLevel } from '../instance/history-entry';
+import type { RetentionOverride } from '../fsm/retention';
 import type { StateCodec } from '../fsm/state-codec';
 
 export type { StateCodec };
@@ -44,6 +45,12 @@ export interface DurableFsmOptions {
    * outcome too) or `'full'` (with the committed state). Default `'failures'`.
    */
   history?: HistoryLevel;
+  /**
+   * How long its ended instances are kept, ms, per status (`{ done?, failed?, cancelled? }`),
+   * overriding the module's `gc.retention` / `gc.failedRetention` / `gc.cancelledRetention`
+   * for this FSM (docs/operations.md, "Garbage collection"). Default: the module's.
+   */
+  retention?: RetentionOverride;
 }
 
 /** Metadata stored on a `@DurableFsm()` class. */

@@ -1,3 +1,4 @@
+import type { RetentionOverride } from '../fsm/retention';
 import type { StateCodec } from '../fsm/state-codec';
 import type { StepContext } from '../fsm/step-context';
 import type { HistoryLevel } from '../instance/history-entry';
@@ -19,6 +20,8 @@ export interface FsmDefinition {
   readonly cancelOn: ReadonlySet<string>;
   /** What its step history records (docs/design.md §28.1). */
   readonly history: HistoryLevel;
+  /** Its own retention per status, ms, where it overrides the module's `gc` (empty = none). */
+  readonly retention: RetentionOverride;
   /** The provider class. */
   readonly metatype: abstract new (...args: never[]) => unknown;
   /** step name → bound method */

@@ -5,6 +5,7 @@ import type { DiscoveryService } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 
 import { ConfigurationError } from '../errors/configuration.error';
+import type { RetentionOverride } from '../fsm/retention';
 import type { StepContext } from '../fsm/step-context';
 import type { FsmDefinition, StepFunction } from './fsm-definition';
 import { FsmMetadataAccessor } from './fsm-metadata.accessor';
@@ -207,11 +208,13 @@ export class FsmExplorer {
         `must be one of ${HISTORY_LEVELS.map((l) => `'${l}'`).join(', ')}, got ${inspect(history)}`,
       );
     }
+    const retention = checkRetention(meta.retention, `${where}.retention`);
     return Object.freeze({
       name,
       version,
       cancelOn: new Set(cancelOn),
       history: history as HistoryLevel,
+      retention,
       queue: meta.queue ?? 'default',
       initial,
       inlineExecution: meta.inlineExecution ?? false,
@@ -285,4 +288,37 @@ function checkTimeout(value: unknown, path: string): number | undefined {
     );
   }
   return value;
+}
+
+const RETENTION_STATUSES = ['done', 'failed', 'cancelled'] as const;
+
+/** `@DurableFsm({ retention })`: an object of `done` / `failed` / `cancelled` integers ≥ 0 (ms). */
+function checkRetention(raw: unknown, path: string): RetentionOverride {
+  if (raw === undefined) return Object.freeze({});
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new ConfigurationError(path, 'must be an object { done?, failed?, cancelled? } of ms');
+  }
+  const given = raw as Record<string, unknown>;
+  const unknownKeys = Object.keys(given).filter(
+    (k) => !(RETENTION_STATUSES as readonly string[]).includes(k),
+  );
+  if (unknownKeys.length > 0) {
+    throw new ConfigurationError(
+      path,
+      `has unknown key(s) ${unknownKeys.join(', ')} (allowed: ${RETENTION_STATUSES.join(', ')})`,
+    );
+  }
+  const out: { -readonly [K in keyof RetentionOverride]: number } = {};
+  for (const status of RETENTION_STATUSES) {
+    const ms = given[status];
+    if (ms === undefined) continue;
+    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0) {
+      throw new ConfigurationError(
+        `${path}.${status}`,
+        `must be an integer ≥ 0 (ms), got ${inspect(ms)}`,
+      );
+    }
+    out[status] = ms;
+  }
+  return Object.freeze(out);
 }

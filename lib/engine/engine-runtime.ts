@@ -26,6 +26,7 @@ import { RedisNamespace } from '../db/engine-namespace';
 import type { Limiter } from '../limiter/limiter.interface';
 import { createPokeTransport } from '../poke/create-poke-transport';
 import { WakeUps } from '../runtime/wake-ups';
+import type { RetentionOverride } from '../fsm/retention';
 import { DurableEvents } from '../runtime/durable-events';
 import type { DurableEventHandler } from '../discovery/durable-event.explorer';
 import { fireAwaitDeadlines } from '../runtime/await-deadlines';
@@ -302,7 +303,13 @@ export class EngineRuntime {
       this.reaper.start();
     }
     if (this.options.gc) {
-      this.gc = new GarbageCollector(this.sql, this.options.gc, this.telemetry, this.limiter);
+      this.gc = new GarbageCollector(
+        this.sql,
+        this.options.gc,
+        this.telemetry,
+        this.limiter,
+        retentionOverrides(this.registry),
+      );
       this.gc.start();
     }
     if (this.options.stats && (this.options.reaper !== false || this.options.gc !== false)) {
@@ -393,4 +400,22 @@ function unservedQueueWarnings(
     ([queue, names]) =>
       `queue "${queue}" of ${names.map((n) => `FSM "${n}"`).join(', ')} is not run by this node (its queues: ${Object.keys(queues).join(', ')}): its rows wait until some node runs it`,
   );
+}
+
+/**
+ * The FSMs registered here whose `@DurableFsm({ retention })` overrides a status, newest version's
+ * declaration per name (the GC keys overrides by FSM name).
+ */
+function retentionOverrides(
+  registry: FsmRegistry,
+): { readonly fsm: string; readonly retention: RetentionOverride }[] {
+  const byName = new Map<string, { version: number; retention: RetentionOverride }>();
+  for (const d of registry.all()) {
+    if (Object.keys(d.retention).length === 0) continue;
+    const seen = byName.get(d.name);
+    if (!seen || seen.version < d.version) {
+      byName.set(d.name, { version: d.version, retention: d.retention });
+    }
+  }
+  return [...byName].map(([fsm, { retention }]) => ({ fsm, retention }));
 }

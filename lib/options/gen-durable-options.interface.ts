@@ -23,8 +23,12 @@ export interface ReaperOptions {
 export interface GcOptions {
   /** ms between sweeps. Default 60 000. */
   interval?: number;
-  /** ms a terminal row is kept after it ends. Default 86 400 000 (1 day). */
+  /** ms a `done` row is kept after it ends. Default 86 400 000 (1 day). */
   retention?: number;
+  /** ms a `failed` row is kept after it ends. Default 604 800 000 (7 days). */
+  failedRetention?: number;
+  /** ms a `cancelled` row is kept after it ends. Default 86 400 000 (1 day). */
+  cancelledRetention?: number;
   /** Rows deleted per sweep at most; a full batch sweeps again at once. Default 10 000. */
   batch?: number;
 }
@@ -168,7 +172,10 @@ export interface GenDurableOptions {
   await?: AwaitOptions;
   /** Reaper on this node. Default `{ interval: 30 000, maxReaps: 5 }`. */
   reaper?: ReaperOptions | false;
-  /** GC on this node. Default `{ interval: 60 000, retention: 86 400 000, batch: 10 000 }`. */
+  /**
+   * GC on this node. Default `{ interval: 60 000, retention: 86 400 000, failedRetention:
+   * 604 800 000, cancelledRetention: 86 400 000, batch: 10 000 }`.
+   */
   gc?: GcOptions | false;
   /**
    * The dashboard's once-a-minute per-queue counts (docs/dashboard-data.md), written on a node

@@ -225,12 +225,22 @@ export const OPTION_TABLE = {
     },
   }),
   gc: section({
-    doc: 'deletes terminal rows after `retention`, prunes limiter counters; `false` = none on this node',
+    doc: 'deletes ended rows after their retention (`@DurableFsm({ retention })` overrides per FSM), prunes limiter counters; `false` = none on this node ([operations](docs/operations.md#garbage-collection))',
     off: 'allowed',
     fields: {
       interval: duration({ doc: 'ms between sweeps', min: 1, default: 60_000 }),
       retention: duration({
-        doc: 'ms a terminal row is kept after it ends',
+        doc: 'ms a `done` row is kept after it ends',
+        min: 0,
+        default: 86_400_000,
+      }),
+      failedRetention: duration({
+        doc: 'ms a `failed` row is kept after it ends (longer, to be looked at and retried)',
+        min: 0,
+        default: 604_800_000,
+      }),
+      cancelledRetention: duration({
+        doc: 'ms a `cancelled` row is kept after it ends',
         min: 0,
         default: 86_400_000,
       }),

@@ -1,13 +1,16 @@
 import { Logger } from '@nestjs/common';
 
 import type { SqlExecutor } from '../db/sql-executor';
+import type { RetentionOverride } from '../fsm/retention';
 import type { Limiter } from '../limiter/limiter.interface';
 import { GC_DELETE, GC_SELECT_TERMINAL } from '../sql/maintenance.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import { PeriodicTask } from './periodic-task';
 
 /**
- * Every `gc.interval` (docs/design.md §18): deletes up to `batch` terminal rows older than `retention`,
+ * Every `gc.interval` (docs/design.md §18): deletes up to `batch` ended rows older than their
+ * retention (per status: `retention` for done, `failedRetention`, `cancelledRetention`; an FSM
+ * registered here may override any of them),
  * sparing children of live parents, a full batch sweeping again at once (§18.1); then the
  * limiter prunes idle rate buckets and reconciles gate counters from the executing rows
  * (§18.2–18.3; no-ops on Redis). `gc:swept {count, buckets, gates}` when anything changed.
@@ -22,10 +25,17 @@ export class GarbageCollector {
     private readonly config: {
       readonly interval: number;
       readonly retention: number;
+      readonly failedRetention: number;
+      readonly cancelledRetention: number;
       readonly batch: number;
     },
     private readonly telemetry: Telemetry,
     private readonly limiter?: Limiter,
+    /** The FSMs registered here that keep some status for another time than the module's. */
+    private readonly overrides: readonly {
+      readonly fsm: string;
+      readonly retention: RetentionOverride;
+    }[] = [],
   ) {
     this.periodic = new PeriodicTask(config.interval, () => this.sweep());
   }
@@ -49,8 +59,13 @@ export class GarbageCollector {
     try {
       for (;;) {
         const ids = await GC_SELECT_TERMINAL.run(this.sql, {
-          retentionMs: this.config.retention,
           limit: this.config.batch,
+          retention: {
+            done: this.config.retention,
+            failed: this.config.failedRetention,
+            cancelled: this.config.cancelledRetention,
+          },
+          overrides: this.overrides,
         });
         if (ids.length > 0) count += await GC_DELETE.run(this.sql, { ids });
         if (ids.length < this.config.batch || this.stopping) break;

@@ -451,8 +451,9 @@ describe('cancel and retry races on real connections, all permutations (docs/des
             begin('g_begin'),
             step('g_select', async ({ session, vars }) => {
               vars.selected = await GC_SELECT_TERMINAL.run(session, {
-                retentionMs: 1000,
                 limit: 10,
+                retention: { done: 1000, failed: 1000, cancelled: 1000 },
+                overrides: [],
               });
               return vars.selected;
             }),

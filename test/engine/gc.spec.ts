@@ -1,4 +1,4 @@
-import { done, DurableFsm, Step } from '../../lib';
+import { ConfigurationError, done, DurableFsm, Step } from '../../lib';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -8,6 +8,23 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 
 @DurableFsm({ name: 'collected', queue: 'gc-none' })
 class CollectedFsm {
+  @Step() start() {
+    return done({});
+  }
+}
+
+const DAY = 86_400_000;
+
+/** Keeps its done rows ten days and its cancelled ones not at all. */
+@DurableFsm({ name: 'kept-long', queue: 'gc-none', retention: { done: 10 * DAY, cancelled: 0 } })
+class KeptLongFsm {
+  @Step() start() {
+    return done({});
+  }
+}
+
+@DurableFsm({ name: 'bad-retention', queue: 'gc-none', retention: { failed: -1 } })
+class BadRetentionFsm {
   @Step() start() {
     return done({});
   }
@@ -27,13 +44,14 @@ describe('GC of terminal rows (docs/design.md §18)', () => {
     status: string,
     ageMs: number,
     parentId: string | null = null,
+    fsm = 'collected',
   ): Promise<string> {
     const { rows } = await db.pool.query<{ id: string }>(
       `INSERT INTO gen_durable (fsm, step, queue, status, parent_id, children_pending, updated_at)
-       VALUES ('collected', 'start', 'gc-none', $1::durable_status, $2, CASE WHEN $1::text = 'awaiting_children' THEN 1 ELSE 0 END,
+       VALUES ($4, 'start', 'gc-none', $1::durable_status, $2, CASE WHEN $1::text = 'awaiting_children' THEN 1 ELSE 0 END,
                now() - make_interval(secs => $3::float8 / 1000))
        RETURNING id`,
-      [status, parentId, ageMs],
+      [status, parentId, ageMs, fsm],
     );
     return rows[0]!.id;
   }
@@ -52,7 +70,13 @@ describe('GC of terminal rows (docs/design.md §18)', () => {
       h = await bootEngine(db, [CollectedFsm], {
         queues: {},
         reaper: false,
-        gc: { interval: 3_600_000, retention: 60_000, batch: 2 },
+        gc: {
+          interval: 3_600_000,
+          retention: 60_000,
+          failedRetention: 60_000,
+          cancelledRetention: 60_000,
+          batch: 2,
+        },
       });
     });
     afterAll(async () => {
@@ -114,6 +138,61 @@ describe('GC of terminal rows (docs/design.md §18)', () => {
       expect(await h.engine.runtime.gc!.sweep()).toBe(0);
       expect(h.eventsOf('gc:swept')).toEqual([]);
     });
+  });
+
+  describe('retention per status and per FSM', () => {
+    let h: Harness;
+    beforeAll(async () => {
+      await db.pool.query('DELETE FROM gen_durable');
+      // Module defaults but for done: failed rows are kept 7 days, cancelled ones 1 day.
+      h = await bootEngine(db, [CollectedFsm, KeptLongFsm], {
+        queues: {},
+        reaper: false,
+        gc: { interval: 3_600_000, retention: 60_000 },
+      });
+    });
+    afterAll(async () => {
+      await h.close();
+    });
+
+    it('keeps a failed row past the done retention, until its own (7 days by default)', async () => {
+      const HOUR = 3_600_000;
+      const doneHour = await row('done', HOUR);
+      const failedHour = await row('failed', HOUR);
+      const failedDays = await row('failed', 3 * DAY);
+      const failedWeek = await row('failed', 8 * DAY);
+      const cancelledHour = await row('cancelled', HOUR);
+      const cancelledDays = await row('cancelled', 2 * DAY);
+      expect(await h.engine.runtime.gc!.sweep()).toBe(3);
+      expect(await existing([doneHour, failedWeek, cancelledDays])).toEqual([]);
+      expect(await existing([failedHour, failedDays, cancelledHour])).toEqual([
+        failedHour,
+        failedDays,
+        cancelledHour,
+      ]);
+      await db.pool.query('DELETE FROM gen_durable');
+    });
+
+    it("uses an FSM's own retention where it declares one, the module's elsewhere", async () => {
+      const keptDone = await row('done', 2 * DAY, null, 'kept-long');
+      const keptDoneOld = await row('done', 11 * DAY, null, 'kept-long');
+      const goneCancelled = await row('cancelled', 1000, null, 'kept-long');
+      const keptFailed = await row('failed', 2 * DAY, null, 'kept-long'); // module's 7 days
+      const otherDone = await row('done', 2 * DAY);
+      expect(await h.engine.runtime.gc!.sweep()).toBe(3);
+      expect(await existing([keptDoneOld, goneCancelled, otherDone])).toEqual([]);
+      expect(await existing([keptDone, keptFailed])).toEqual([keptDone, keptFailed]);
+      await db.pool.query('DELETE FROM gen_durable');
+    });
+  });
+
+  it('refuses a bad @DurableFsm({ retention }) at boot, naming the field', async () => {
+    await expect(bootEngine(db, [BadRetentionFsm], { queues: {}, reaper: false })).rejects.toThrow(
+      ConfigurationError,
+    );
+    await expect(bootEngine(db, [BadRetentionFsm], { queues: {}, reaper: false })).rejects.toThrow(
+      /bad-retention.*retention\.failed.*integer ≥ 0/,
+    );
   });
 
   it('runs on its interval where gc is enabled, and not where it is false', async () => {

@@ -45,7 +45,13 @@ export async function startModelRig(
   );
   const gc = new GarbageCollector(
     runtime.sql,
-    { interval: 60_000, retention: 3_600_000, batch: 100 },
+    {
+      interval: 60_000,
+      retention: 3_600_000,
+      failedRetention: 3_600_000,
+      cancelledRetention: 3_600_000,
+      batch: 100,
+    },
     runtime.telemetry,
     runtime.limiter,
   );
