@@ -125,3 +125,7 @@ export type {
   TypedGenDurableEvent,
 } from './telemetry/telemetry-events';
 export * from './errors';
+export {
+  GenDurableCallbacksModule,
+  type CallbacksModuleOptions,
+} from './callbacks/callbacks.module';

@@ -13,7 +13,8 @@ import { resolveTarget, targetLabel } from './target';
  * Delivers a signal (docs/design.md §8.1): validates the name, dedup key, target and payload
  * (`InvalidInputError` naming the field, nothing stored), then one DELIVER_SIGNAL statement —
  * or, for a name in the target FSM's `cancelOn`, the cancel statement (docs/design.md §27.2).
- * `NoTargetError` when no live instance answers. `connect` gives the caller's transaction
+ * `NoTargetError` when no live instance answers. Answers whether the dedup key was already
+ * stored (`duplicate`: nothing new was delivered). `connect` gives the caller's transaction
  * client, after the arguments were checked; outside one a delivery that made its row due pokes the queue. Shared by `EngineService.signal`
  * and `GenDurableClient.signal`.
  */
@@ -26,7 +27,7 @@ export async function deliverSignal(
   connect?: () => Promise<PoolClient | undefined>,
   /** The sender's W3C trace context, stored on the signal row (docs/design.md §31). */
   traceContext: string | null = null,
-): Promise<void> {
+): Promise<{ readonly duplicate: boolean }> {
   if (typeof name !== 'string' || name.length === 0) {
     throw new InvalidInputError('signal.name', 'must be a non-empty string');
   }
@@ -64,7 +65,7 @@ export async function deliverSignal(
     );
     if (cancelled !== null) {
       if (cancelled.alreadyTerminal.length > 0) throw new NoTargetError(targetLabel(to));
-      return;
+      return { duplicate: false };
     }
   }
   const row = await DELIVER_SIGNAL.run(runtime.sql, delivery, client);
@@ -75,4 +76,5 @@ export async function deliverSignal(
   if (row.status === 'runnable' && row.due && client === undefined) {
     runtime.pokes.poke([row.queue]);
   }
+  return { duplicate: !row.inserted };
 }

@@ -1,3 +1,11 @@
+import {
+  callbackDedupKey,
+  signCallbackToken,
+  verifyCallbackToken,
+} from '../callbacks/callback-token';
+import { CallbackTokenError } from '../errors/callback-token.error';
+import { ConfigurationError } from '../errors/configuration.error';
+import { NoTargetError } from '../errors/no-target.error';
 import { Injectable, type Type } from '@nestjs/common';
 import type { PoolClient } from 'pg';
 import type { Observable } from 'rxjs';
@@ -16,7 +24,7 @@ import { EngineHost } from './engine-host';
 import type { EngineRuntime } from './engine-runtime';
 import { InstanceQuery } from '../control/instance-query';
 import { QueueControl } from '../control/queue-control';
-import { resolveTarget, type Target } from '../control/target';
+import { resolveTarget, type Target, targetLabel } from '../control/target';
 import type { InsertOptions } from '../fsm/insert-options.interface';
 import { type InsertRow, withTraceContext } from '../instance/insert-row';
 import { buildInsertRow } from '../instance/build-insert-row';
@@ -243,7 +251,17 @@ export class EngineService {
     payload: unknown = {},
     options: { dedupKey?: string; manager?: EntityManager } = {},
   ): Promise<void> {
-    const deliver = (traceContext: string | null): Promise<void> =>
+    await this.deliver(target, name, payload, options);
+  }
+
+  /** `signal`, answering whether its dedup key was already stored (nothing new delivered). */
+  private deliver(
+    target: Target,
+    name: string,
+    payload: unknown,
+    options: { dedupKey?: string; manager?: EntityManager },
+  ): Promise<{ readonly duplicate: boolean }> {
+    const deliver = (traceContext: string | null) =>
       deliverSignal(
         this.runtime,
         target,
@@ -254,9 +272,71 @@ export class EngineService {
         traceContext,
       );
     // A name that is not a string fails in deliverSignal, before any span.
-    await (typeof name === 'string' && name.length > 0
+    return typeof name === 'string' && name.length > 0
       ? this.traced('send', name, 1, deliver)
-      : deliver(null));
+      : deliver(null);
+  }
+
+  /**
+   * A signed URL that delivers a POST's JSON body as `signal` to the instance (docs/callbacks.md):
+   * `<callbacks.baseUrl>/<token>`, HMAC-signed with `callbacks.secret`, valid `ttlMs` (default
+   * `callbacks.ttl`), single-use with `once`. A key target is resolved to its instance now
+   * (`NoTargetError` when none answers). Serve it with `GenDurableCallbacksModule`.
+   */
+  async callbackUrl(
+    target: Target,
+    signal: string,
+    options: { ttlMs?: number; once?: boolean } = {},
+  ): Promise<string> {
+    const config = this.callbacksConfig();
+    if (typeof signal !== 'string' || signal.length === 0) {
+      throw new InvalidInputError('callbackUrl.signal', 'must be a non-empty string');
+    }
+    const ttlMs = options.ttlMs ?? config.ttl;
+    if (!Number.isInteger(ttlMs) || ttlMs <= 0) {
+      throw new InvalidInputError('callbackUrl.ttlMs', 'must be an integer > 0 (ms)');
+    }
+    if (options.once !== undefined && typeof options.once !== 'boolean') {
+      throw new InvalidInputError('callbackUrl.once', 'must be a boolean');
+    }
+    const to = resolveTarget(target, 'callbackUrl.target');
+    const id = 'id' in to ? to.id : (await this.get(target))?.id;
+    if (id === undefined) throw new NoTargetError(targetLabel(to), 'no callback URL was made');
+    const { token } = signCallbackToken(config.secret, {
+      id,
+      signal,
+      expiresAt: Date.now() + ttlMs,
+      once: options.once ?? false,
+    });
+    return `${config.baseUrl.replace(/\/+$/, '')}/${token}`;
+  }
+
+  /**
+   * Delivers a callback (docs/callbacks.md): verifies `token` (`CallbackTokenError` `invalid` or
+   * `expired`), then signals its instance with `payload` under the token's dedup key, so a
+   * retried POST delivers once. A single-use token delivered before is `CallbackTokenError`
+   * `used`; a reusable one answers `duplicate: true`. `NoTargetError` when the instance ended.
+   */
+  async deliverCallback(token: string, payload: unknown): Promise<{ duplicate: boolean }> {
+    const config = this.callbacksConfig();
+    if (typeof token !== 'string') throw new CallbackTokenError('invalid');
+    const claims = verifyCallbackToken(config.secret, token, Date.now());
+    const { duplicate } = await this.deliver({ id: claims.id }, claims.signal, payload, {
+      dedupKey: callbackDedupKey(claims.nonce),
+    });
+    if (duplicate && claims.once) throw new CallbackTokenError('used');
+    return { duplicate };
+  }
+
+  private callbacksConfig(): { secret: string; baseUrl: string; ttl: number } {
+    const config = this.runtime.options.callbacks;
+    if (!config) {
+      throw new ConfigurationError(
+        'callbacks',
+        'is not configured: GenDurableModule.forRoot({ callbacks: { secret, baseUrl } }) (docs/callbacks.md)',
+      );
+    }
+    return config;
   }
 
   /**

@@ -15,3 +15,4 @@ export * from './step-cancelled.error';
 export * from './step-timeout.error';
 export * from './unknown-step.error';
 export * from './schedule-not-found.error';
+export * from './callback-token.error';

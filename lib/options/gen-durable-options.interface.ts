@@ -144,6 +144,13 @@ export interface GenDurableOptions {
   /** Idle-backoff ceiling of the poll, ms. Default 5 000. */
   maxPollInterval?: number;
   /**
+   * Signed callback URLs (`engine.callbackUrl`, served by `GenDurableCallbacksModule`,
+   * docs/callbacks.md): `secret` (≥ 32 characters, the same on every node), `baseUrl` (the public
+   * URL of the mounted path), `ttl` (ms a URL stays valid unless `ttlMs` is given: 86 400 000).
+   * Default false.
+   */
+  callbacks?: { secret: string; baseUrl: string; ttl?: number } | false;
+  /**
    * Tell the other nodes, over the cross-node poke transport, which instances ended on this
    * node, so their `engine.finished$` sees them (`origin: 'remote'`; best effort). One
    * announcement per flush that ended any. Default false (docs/events.md).

@@ -188,6 +188,37 @@ export const OPTION_TABLE = {
     doc: "tell the other nodes, over the cross-node poke (`'postgres'` or `{ redis }`), which instances ended here, for their `engine.finished$`: one announcement per flush that ended any ([events](docs/events.md))",
     default: false,
   }),
+  callbacks: section({
+    doc: '`{ secret, baseUrl, ttl }` for `engine.callbackUrl` and `GenDurableCallbacksModule`: the HMAC secret (≥ 32 characters), the public URL of the mounted callbacks path, the default validity in ms ([callbacks](docs/callbacks.md)); `false` = none',
+    off: 'by-default',
+    fields: {
+      secret: custom({
+        doc: 'HMAC-SHA256 key of callback tokens; keep it secret, the same on every node',
+        default: REQUIRED,
+        parse: (raw, path): string => {
+          if (typeof raw !== 'string' || raw.length < 32) {
+            throw new ConfigurationError(path, 'must be a string of at least 32 characters');
+          }
+          return raw;
+        },
+      }),
+      baseUrl: custom({
+        doc: "the public URL the callbacks module is mounted at, e.g. `'https://api.example.com/durable/callbacks'`",
+        default: REQUIRED,
+        parse: (raw, path): string => {
+          if (typeof raw !== 'string' || !URL.canParse(raw)) {
+            throw new ConfigurationError(path, 'must be an absolute URL');
+          }
+          return raw;
+        },
+      }),
+      ttl: duration({
+        doc: 'ms a callback URL stays valid by default',
+        min: 1,
+        default: 86_400_000,
+      }),
+    },
+  }),
   redisPrefix: custom({
     doc: 'first part of every Redis key and pub/sub channel of this engine (limiter gates, buckets, seed marker, pokes); the default keeps engines on different databases, schemas or names apart on one Redis ([operations](docs/operations.md#sharing-one-redis))',
     default: computed('`gd:<database>/<schema>/<name>:`', () => undefined),

@@ -162,6 +162,7 @@ describe('option table: the resolver follows it', () => {
     expectConfigurationError(bad({ bogus: 1 }), 'options.bogus');
     const sections = TOP_LEVEL_OPTIONS.filter(([, d]) => d.fields !== undefined);
     expect(sections.map(([name]) => name)).toEqual([
+      'callbacks',
       'await',
       'reaper',
       'gc',
