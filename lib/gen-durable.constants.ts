@@ -26,7 +26,7 @@ export const LIVE_STATUSES = [
 ] as const;
 /** The statuses in which an instance has ended; it never changes again except by a manual retry (docs/design.md §3.1, §27). */
 export const TERMINAL_STATUSES = ['done', 'failed', 'cancelled'] as const;
-/** Every status of the `durable_status` enum. */
+/** Every status of the `gen_durable_status` enum. */
 export const ALL_STATUSES = [...LIVE_STATUSES, ...TERMINAL_STATUSES] as const;
 export type DurableStatus = (typeof ALL_STATUSES)[number];
 export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];

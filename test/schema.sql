@@ -1,11 +1,11 @@
-TYPE durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
+TYPE gen_durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 9
+TABLE gen_durable  -- comment: 10
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
   step text NOT NULL
-  status durable_status NOT NULL DEFAULT 'runnable'::durable_status
+  status gen_durable_status NOT NULL DEFAULT 'runnable'::gen_durable_status
   state jsonb NOT NULL DEFAULT '{}'::jsonb
   result jsonb
   last_error text
@@ -25,7 +25,7 @@ TABLE gen_durable  -- comment: 9
   parent_id bigint
   children_pending integer NOT NULL DEFAULT 0
   correlation_key text
-  correlation_scope durable_status[] NOT NULL DEFAULT '{}'::durable_status[]
+  correlation_scope gen_durable_status[] NOT NULL DEFAULT '{}'::gen_durable_status[]
   correlation_guard text GENERATED AS (
 CASE
     WHEN ((correlation_key IS NOT NULL) AND (status = ANY (correlation_scope))) THEN correlation_key
@@ -47,14 +47,14 @@ END) STORED
   CONSTRAINT gen_durable_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES gen_durable(id) ON DELETE SET NULL
   CONSTRAINT gen_durable_pkey PRIMARY KEY (id)
   CONSTRAINT gen_durable_state_is_object CHECK ((jsonb_typeof(state) = 'object'::text))
-  INDEX ON gen_durable USING btree (await_deadline) WHERE ((status = 'awaiting_signal'::durable_status) AND (await_deadline IS NOT NULL))  -- gen_durable_await_deadline
-  INDEX UNIQUE ON gen_durable USING btree (concurrency_key) WHERE ((status = 'executing'::durable_status) AND (concurrency_key IS NOT NULL) AND (concurrency_shard IS NULL))  -- gen_durable_concurrency_active
+  INDEX ON gen_durable USING btree (await_deadline) WHERE ((status = 'awaiting_signal'::gen_durable_status) AND (await_deadline IS NOT NULL))  -- gen_durable_await_deadline
+  INDEX UNIQUE ON gen_durable USING btree (concurrency_key) WHERE ((status = 'executing'::gen_durable_status) AND (concurrency_key IS NOT NULL) AND (concurrency_shard IS NULL))  -- gen_durable_concurrency_active
   INDEX UNIQUE ON gen_durable USING btree (correlation_guard) WHERE (correlation_guard IS NOT NULL)  -- gen_durable_correlation
-  INDEX ON gen_durable USING btree (id) WHERE (status = 'failed'::durable_status)  -- gen_durable_failed
-  INDEX ON gen_durable USING btree (updated_at) WHERE (status <> ALL (ARRAY['runnable'::durable_status, 'executing'::durable_status, 'awaiting_signal'::durable_status, 'awaiting_children'::durable_status]))  -- gen_durable_gc
-  INDEX ON gen_durable USING btree (lease_expires_at) WHERE (status = 'executing'::durable_status)  -- gen_durable_lease
+  INDEX ON gen_durable USING btree (id) WHERE (status = 'failed'::gen_durable_status)  -- gen_durable_failed
+  INDEX ON gen_durable USING btree (updated_at) WHERE (status <> ALL (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status]))  -- gen_durable_gc
+  INDEX ON gen_durable USING btree (lease_expires_at) WHERE (status = 'executing'::gen_durable_status)  -- gen_durable_lease
   INDEX ON gen_durable USING btree (parent_id) WHERE (parent_id IS NOT NULL)  -- gen_durable_parent
-  INDEX ON gen_durable USING btree (queue, priority, eligible_at) WHERE (status = 'runnable'::durable_status)  -- gen_durable_pick
+  INDEX ON gen_durable USING btree (queue, priority, eligible_at) WHERE (status = 'runnable'::gen_durable_status)  -- gen_durable_pick
   INDEX UNIQUE ON gen_durable USING btree (id)  -- gen_durable_pkey
 
 TABLE gen_durable_bucket_configs
@@ -128,15 +128,7 @@ TABLE gen_durable_schedules
   INDEX ON gen_durable_schedules USING btree (next_fire_at) WHERE (NOT paused)  -- gen_durable_schedules_due
   INDEX UNIQUE ON gen_durable_schedules USING btree (name)  -- gen_durable_schedules_pkey
 
-TABLE gen_durable_stats
-  at timestamp with time zone NOT NULL
-  queue text NOT NULL
-  counts jsonb NOT NULL DEFAULT '{}'::jsonb
-  oldest_runnable_at timestamp with time zone
-  CONSTRAINT gen_durable_stats_pkey PRIMARY KEY (at, queue)
-  INDEX UNIQUE ON gen_durable_stats USING btree (at, queue)  -- gen_durable_stats_pkey
-
-TABLE signals
+TABLE gen_durable_signals
   id bigint NOT NULL IDENTITY(d)
   target_id bigint NOT NULL
   name text NOT NULL
@@ -145,15 +137,23 @@ TABLE signals
   consumed_at timestamp with time zone
   inserted_at timestamp with time zone NOT NULL DEFAULT now()
   trace_context text
-  CONSTRAINT signals_pkey PRIMARY KEY (id)
-  CONSTRAINT signals_target_dedup UNIQUE (target_id, dedup_key)
-  CONSTRAINT signals_target_id_fkey FOREIGN KEY (target_id) REFERENCES gen_durable(id) ON DELETE CASCADE
-  INDEX ON signals USING btree (target_id, id) WHERE (consumed_at IS NULL)  -- signals_inbox
-  INDEX UNIQUE ON signals USING btree (id)  -- signals_pkey
-  INDEX ON signals USING btree (target_id, name)  -- signals_target
-  INDEX UNIQUE ON signals USING btree (target_id, dedup_key)  -- signals_target_dedup
+  CONSTRAINT gen_durable_signals_pkey PRIMARY KEY (id)
+  CONSTRAINT gen_durable_signals_target_dedup UNIQUE (target_id, dedup_key)
+  CONSTRAINT gen_durable_signals_target_id_fkey FOREIGN KEY (target_id) REFERENCES gen_durable(id) ON DELETE CASCADE
+  INDEX ON gen_durable_signals USING btree (target_id, id) WHERE (consumed_at IS NULL)  -- gen_durable_signals_inbox
+  INDEX UNIQUE ON gen_durable_signals USING btree (id)  -- gen_durable_signals_pkey
+  INDEX ON gen_durable_signals USING btree (target_id, name)  -- gen_durable_signals_target
+  INDEX UNIQUE ON gen_durable_signals USING btree (target_id, dedup_key)  -- gen_durable_signals_target_dedup
 
-TRIGGER gen_durable_mark_signaled AFTER INSERT ON signals FOR EACH ROW EXECUTE FUNCTION gen_durable_mark_signaled()
+TABLE gen_durable_stats
+  at timestamp with time zone NOT NULL
+  queue text NOT NULL
+  counts jsonb NOT NULL DEFAULT '{}'::jsonb
+  oldest_runnable_at timestamp with time zone
+  CONSTRAINT gen_durable_stats_pkey PRIMARY KEY (at, queue)
+  INDEX UNIQUE ON gen_durable_stats USING btree (at, queue)  -- gen_durable_stats_pkey
+
+TRIGGER gen_durable_mark_signaled AFTER INSERT ON gen_durable_signals FOR EACH ROW EXECUTE FUNCTION gen_durable_mark_signaled()
 
 FUNCTION gen_durable_mark_signaled()
  RETURNS trigger

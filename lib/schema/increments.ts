@@ -8,6 +8,7 @@ import { V006 } from './v006';
 import { V007 } from './v007';
 import { V008 } from './v008';
 import { V009 } from './v009';
+import { V010 } from './v010';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -20,6 +21,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V007,
   V008,
   V009,
+  V010,
 ];
 
 /** The schema version this build of the library needs. */

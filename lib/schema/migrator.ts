@@ -5,6 +5,7 @@ import {
 } from '../sql/schema.sql';
 import { quoteIdent, renderStatement, type StatementRunner } from '../sql/statement';
 import { CURRENT_SCHEMA_VERSION, SCHEMA_INCREMENTS } from './increments';
+import type { SchemaIncrement } from './schema-increment';
 
 /** The one thing the migrator needs from a connection: run text with parameters. */
 export interface MigrationConnection {
@@ -26,6 +27,48 @@ const DROP_SCHEMA = 'DROP SCHEMA {schema}';
 
 function render(text: string, schema: string): string {
   return text.replace(/\{schema\}/g, quoteIdent(schema));
+}
+
+/**
+ * The renaming increments (those with `renames`) a run passes over: a run that builds the
+ * schema from nothing (`fromNothing`) up to `through`, or removes it from `through` down to
+ * nothing, never holds the old names, so it skips them (docs/design.md §3.6). Any other run
+ * starts or ends on a schema that has the old names and applies them like any increment.
+ */
+function renamesPassedOver(fromNothing: boolean, through: number): readonly SchemaIncrement[] {
+  return fromNothing
+    ? SCHEMA_INCREMENTS.filter((i) => i.renames !== undefined && i.version <= through)
+    : [];
+}
+
+/** `text` with each old name of `renames` standing alone (not part of a longer name) replaced. */
+function renamed(text: string, renames: Readonly<Record<string, string>>): string {
+  let out = text;
+  for (const [from, to] of Object.entries(renames)) {
+    out = out.replace(new RegExp(`(?<![\\w$])${from}(?![\\w$])`, 'g'), to);
+  }
+  return out;
+}
+
+/**
+ * The statements of `increment`'s `up` or `down` for this run, rendered for `schema`: none for a
+ * rename the run passes over, and the texts of an increment older than such a rename with the
+ * new names already in place.
+ */
+function statementsOf(
+  increment: SchemaIncrement,
+  direction: 'up' | 'down',
+  passedOver: readonly SchemaIncrement[],
+  schema: string,
+): string[] {
+  if (passedOver.includes(increment)) return [];
+  const later = passedOver.filter((rename) => rename.version > increment.version);
+  return increment[direction].map((ddl) =>
+    render(
+      later.reduce((text, rename) => renamed(text, rename.renames ?? {}), ddl),
+      schema,
+    ),
+  );
 }
 
 /**
@@ -82,9 +125,10 @@ export async function migrateUp(
     await conn.query(render(CREATE_SCHEMA, schema));
     const installed = await readSchemaVersion(conn, schema);
     if (installed >= target) return;
+    const passedOver = renamesPassedOver(installed === 0, target);
     for (const increment of SCHEMA_INCREMENTS) {
       if (increment.version <= installed || increment.version > target) continue;
-      for (const ddl of increment.up) await conn.query(render(ddl, schema));
+      for (const ddl of statementsOf(increment, 'up', passedOver, schema)) await conn.query(ddl);
     }
     await conn.query(render(SET_VERSION, schema).replace('{version}', String(target)));
   });
@@ -106,9 +150,10 @@ export async function migrateDown(
   await inTransaction(conn, async () => {
     await LOCK_SCHEMA_MIGRATION.run(runnerOf(conn, schema), { schema });
     const installed = await readSchemaVersion(conn, schema);
+    const passedOver = renamesPassedOver(target === 0, installed);
     for (const increment of [...SCHEMA_INCREMENTS].reverse()) {
       if (increment.version > installed || increment.version <= target) continue;
-      for (const ddl of increment.down) await conn.query(render(ddl, schema));
+      for (const ddl of statementsOf(increment, 'down', passedOver, schema)) await conn.query(ddl);
     }
     if (target > 0) {
       await conn.query(render(SET_VERSION, schema).replace('{version}', String(target)));

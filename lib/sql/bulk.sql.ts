@@ -157,7 +157,7 @@ interface BulkCancelRecord {
  * - per leaf, on its locked version: ended ⇒ `terminal`, nothing written; executing without
  *   `$3` ⇒ `requested` (the first request's reason wins); anything else ⇒ `cancelled` now,
  *   await deadline, claim, lease and shard cleared, an executing row's `claim_seq` bumped.
- * - riders: the inbox of every row cancelled now is consumed (signals_inbox); each parent is
+ * - riders: the inbox of every row cancelled now is consumed (gen_durable_signals_inbox); each parent is
  *   decremented by the number of its children cancelled now and, awaiting children and at zero,
  *   becomes runnable (`woken`). A parent is never a leaf of the batch (it has children), so each
  *   row is written once, by the one UPDATE.
@@ -199,9 +199,9 @@ export const BULK_CANCEL = sql(
       GROUP BY a.parent_id
    ), changed AS (
      UPDATE {schema}.gen_durable g
-        SET status = CASE WHEN a.action = 'cancelled' THEN 'cancelled'::{schema}.durable_status
+        SET status = CASE WHEN a.action = 'cancelled' THEN 'cancelled'::{schema}.gen_durable_status
                           WHEN j.n IS NOT NULL AND g.status = 'awaiting_children' AND g.children_pending - j.n <= 0
-                            THEN 'runnable'::{schema}.durable_status
+                            THEN 'runnable'::{schema}.gen_durable_status
                           ELSE g.status END,
             cancel_requested_at = CASE WHEN a.action IN ('cancelled', 'requested')
                                        THEN COALESCE(g.cancel_requested_at, now()) ELSE g.cancel_requested_at END,
@@ -220,7 +220,7 @@ export const BULK_CANCEL = sql(
       WHERE g.id = a.id AND (a.action IN ('cancelled', 'requested') OR j.n IS NOT NULL)
      RETURNING g.id, g.queue, g.status, j.n IS NOT NULL AS joined
    ), inbox AS (
-     UPDATE {schema}.signals s
+     UPDATE {schema}.gen_durable_signals s
         SET consumed_at = now()
        FROM act a
       WHERE a.action = 'cancelled' AND a.signaled AND s.target_id = a.id AND s.consumed_at IS NULL

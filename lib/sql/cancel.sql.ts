@@ -86,7 +86,7 @@ export interface CancelledRow {
  *   await deadline, claim, lease and shard cleared, and an executing row's `claim_seq`
  *   bumped, so its late outcome is stale (§26.1). A row leaving `executing` frees its K = 1
  *   key with it (gen_durable_concurrency_active); the caller credits a fenced gate slot.
- * - riders: the inbox of every row cancelled now is marked consumed (signals_inbox); the
+ * - riders: the inbox of every row cancelled now is marked consumed (gen_durable_signals_inbox); the
  *   target's parent (outside the tree) is decremented once when the target was cancelled now
  *   and, awaiting children and at zero, becomes runnable (as JOIN_PARENTS); `detach` sets the
  *   live children's parent_id to NULL. Descendants' parents are in the tree: nothing to join.
@@ -144,7 +144,7 @@ export const CANCEL_INSTANCES = sql(
        FROM locked l, live_target lt
    ), changed AS (
      UPDATE {schema}.gen_durable g
-        SET status = CASE WHEN a.action = 'cancelled' THEN 'cancelled'::{schema}.durable_status ELSE g.status END,
+        SET status = CASE WHEN a.action = 'cancelled' THEN 'cancelled'::{schema}.gen_durable_status ELSE g.status END,
             cancel_requested_at = CASE WHEN a.role = 'tree' THEN COALESCE(g.cancel_requested_at, now())
                                        ELSE g.cancel_requested_at END,
             cancel_reason = CASE WHEN a.role = 'tree' THEN COALESCE(g.cancel_reason, $3::text) ELSE g.cancel_reason END,
@@ -159,7 +159,7 @@ export const CANCEL_INSTANCES = sql(
       WHERE g.id = a.id AND (a.action IN ('cancelled', 'requested') OR a.role = 'detach')
      RETURNING g.id
    ), inbox AS (
-     UPDATE {schema}.signals s
+     UPDATE {schema}.gen_durable_signals s
         SET consumed_at = now()
        FROM act a
       WHERE a.action = 'cancelled' AND a.signaled AND s.target_id = a.id AND s.consumed_at IS NULL
@@ -167,7 +167,7 @@ export const CANCEL_INSTANCES = sql(
      UPDATE {schema}.gen_durable p
         SET children_pending = p.children_pending - 1,
             status = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - 1 <= 0
-                          THEN 'runnable'::{schema}.durable_status ELSE p.status END,
+                          THEN 'runnable'::{schema}.gen_durable_status ELSE p.status END,
             eligible_at = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - 1 <= 0
                                THEN now() ELSE p.eligible_at END,
             updated_at = now()

@@ -153,7 +153,7 @@ interface ChildRecord {
  *   an unpaused queue's pick pays no extra statement. The probe reads the statement's
  *   snapshot: a pause that commits while a claim runs does not stop that claim.
  * - The enrichment (docs/design.md §5.4) rides in the same statement: per claimed row, its unconsumed
- *   inbox (index signals_inbox, probed only when the row was ever `signaled`) and every stored
+ *   inbox (index gen_durable_signals_inbox, probed only when the row was ever `signaled`) and every stored
  *   child (index gen_durable_parent), each as a JSON array or NULL. They read the statement's
  *   snapshot: a signal committed after it is not presented to this step, exactly as one
  *   delivered during the step; it stays unconsumed for the next step, the park recheck or the
@@ -253,12 +253,12 @@ export const LOAD_ENRICHMENT = sql(
   },
 );
 
-/** The unconsumed inbox of row alias `r`, in id order, or NULL (signals_inbox). */
+/** The unconsumed inbox of row alias `r`, in id order, or NULL (gen_durable_signals_inbox). */
 function inboxOf(r: string): string {
   return `CASE WHEN ${r}.signaled THEN (
             SELECT json_agg(json_build_object('id', s.id::text, 'name', s.name, 'payload', s.payload,
                                              'tc', s.trace_context) ORDER BY s.id)
-              FROM {schema}.signals s
+              FROM {schema}.gen_durable_signals s
              WHERE s.target_id = ${r}.id AND s.consumed_at IS NULL) END`;
 }
 

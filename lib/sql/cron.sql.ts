@@ -333,7 +333,7 @@ export const FIRE_SCHEDULE = sql(
      INSERT INTO {schema}.gen_durable
        (fsm, fsm_version, step, state, queue, priority, correlation_key, correlation_scope)
      SELECT $6, $7, $8, f.state::jsonb, $9, $10, f.ckey,
-            string_to_array($11::text, ',')::{schema}.durable_status[]
+            string_to_array($11::text, ',')::{schema}.gen_durable_status[]
        FROM adv, unnest($12::text[], $13::text[]) AS f(ckey, state)
       ORDER BY f.ckey
      ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING

@@ -140,7 +140,7 @@ function explainOf(r: RawExplain): ExplainRecord {
 /**
  * One instance (`$1` id, else the occupant of correlation key `$2`: primary key or
  * gen_durable_correlation) and what it waits on:
- * - inbox: distinct unconsumed names (signals_inbox, `target_id` equality, ≤ 100 rows);
+ * - inbox: distinct unconsumed names (gen_durable_signals_inbox, `target_id` equality, ≤ 100 rows);
  * - K = 1 holder: gen_durable_concurrency_active (unique on the executing key without shard);
  * - gate: its config (gen_durable_bucket_configs_pkey), counters (gen_durable_buckets_pkey,
  *   `(kind, key)` prefix), executing holders of the key (gen_durable_lease: executing rows
@@ -176,7 +176,7 @@ export const EXPLAIN_INSTANCE = sql(
           r.concurrency_key, r.rate_limit, r.weight, r.locked_by, r.lease_expires_at, r.last_error,
           r.cancel_requested_at, r.cancel_reason, r.updated_at,
           ARRAY(SELECT DISTINCT s.name FROM (
-                  SELECT s.name FROM {schema}.signals s
+                  SELECT s.name FROM {schema}.gen_durable_signals s
                    WHERE s.target_id = r.id AND s.consumed_at IS NULL ORDER BY s.id LIMIT 100) s
                  ORDER BY s.name) AS inbox,
           (SELECT k.id::text FROM {schema}.gen_durable k

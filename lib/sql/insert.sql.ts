@@ -73,7 +73,7 @@ export const INSERT_INSTANCE = sql(
       correlation_scope, concurrency_key, rate_limit, weight, trace_context)
    VALUES ($1, $2, $3, $4::text::jsonb, $5, $6,
            COALESCE($7::timestamptz, now() + make_interval(secs => $8::float8 / 1000)),
-           $9, string_to_array($10::text, ',')::{schema}.durable_status[], $11, $12, $13, $14)
+           $9, string_to_array($10::text, ',')::{schema}.gen_durable_status[], $11, $12, $13, $14)
    ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
    RETURNING id, queue, eligible_at <= now() AS due`,
   {
@@ -99,7 +99,7 @@ export const INSERT_INSTANCE_OR_HOLDER = sql(
         correlation_scope, concurrency_key, rate_limit, weight, trace_context)
      VALUES ($1, $2, $3, $4::text::jsonb, $5, $6,
              COALESCE($7::timestamptz, now() + make_interval(secs => $8::float8 / 1000)),
-             $9, string_to_array($10::text, ',')::{schema}.durable_status[], $11, $12, $13, $14)
+             $9, string_to_array($10::text, ',')::{schema}.gen_durable_status[], $11, $12, $13, $14)
      ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
      RETURNING id, queue, eligible_at <= now() AS due
    )
@@ -146,7 +146,7 @@ export const INSERT_INSTANCES = sql(
         correlation_scope, concurrency_key, rate_limit, weight, parent_id, trace_context)
      SELECT e.id, e.fsm, e.fsm_version, e.step, e.state::jsonb, e.queue, e.priority,
             COALESCE(e.at, now() + make_interval(secs => e.delay_ms / 1000)), e.ckey,
-            string_to_array(e.scope, ',')::{schema}.durable_status[], e.conc, e.rate, e.weight, e.parent_id,
+            string_to_array(e.scope, ',')::{schema}.gen_durable_status[], e.conc, e.rate, e.weight, e.parent_id,
             e.trace
        FROM e
       ORDER BY e.ckey, e.ord

@@ -245,7 +245,7 @@ export const REAP_EXPIRED = sql(
    ), reaped AS (
    UPDATE {schema}.gen_durable g
       SET status = (CASE WHEN g.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                         WHEN v.poisoned THEN 'failed' ELSE 'runnable' END)::{schema}.durable_status,
+                         WHEN v.poisoned THEN 'failed' ELSE 'runnable' END)::{schema}.gen_durable_status,
           attempt = CASE WHEN v.poisoned OR g.cancel_requested_at IS NOT NULL THEN g.attempt ELSE g.attempt + 1 END,
           last_error = CASE WHEN v.poisoned AND g.cancel_requested_at IS NULL
                             THEN format('poison pill: step %s lost its worker %s times, the last while it ran alone (reaper.maxReaps)', g.step, g.reaps + 1)

@@ -160,7 +160,7 @@ function transitionsUpdate(recorded: boolean): string {
   return `UPDATE {schema}.gen_durable g
       SET status = (CASE ${KIND} WHEN 'done' THEN 'done' WHEN 'stop' THEN 'failed' WHEN 'cancel' THEN 'cancelled'
                                 WHEN 'continue' THEN 'executing' WHEN 'hold' THEN 'executing'
-                                ELSE 'runnable' END)::{schema}.durable_status,
+                                ELSE 'runnable' END)::{schema}.gen_durable_status,
           step = CASE WHEN ${KIND} IN ('next', 'continue', 'sleep') THEN t.step ELSE g.step END,
           attempt = CASE ${KIND} WHEN 'next' THEN 0 WHEN 'continue' THEN 0 WHEN 'sleep' THEN 0
                                  WHEN 'retry' THEN g.attempt + 1 ELSE g.attempt END,
@@ -346,7 +346,7 @@ function decodeTransitions(rows: readonly TransitionRecord[]): TransitionRow[] {
 export const FLUSH_PARKS = sql(
   'flush_parks',
   `UPDATE {schema}.gen_durable g
-      SET status = (CASE WHEN g.cancel_requested_at IS NULL THEN 'awaiting_signal' ELSE 'cancelled' END)::{schema}.durable_status,
+      SET status = (CASE WHEN g.cancel_requested_at IS NULL THEN 'awaiting_signal' ELSE 'cancelled' END)::{schema}.gen_durable_status,
           step = CASE WHEN g.cancel_requested_at IS NULL THEN t.step ELSE g.step END,
           attempt = CASE WHEN g.cancel_requested_at IS NULL THEN 0 ELSE g.attempt END,
           state = CASE WHEN g.cancel_requested_at IS NULL THEN t.state::jsonb ELSE g.state END,
@@ -385,7 +385,7 @@ export const FLUSH_PARKS = sql(
 
 /**
  * Lost-wakeup recheck (docs/design.md §8.4) over the just-parked ids `$1`: flip to runnable a row whose
- * unconsumed inbox (signals_inbox) holds a signal named in its awaits that was not presented
+ * unconsumed inbox (gen_durable_signals_inbox) holds a signal named in its awaits that was not presented
  * to the parking step. Presented signals travel as (target, id) pairs `$2`/`$3`: per-row
  * exclusion, not a watermark, because signal ids commit out of order.
  */
@@ -395,7 +395,7 @@ export const RECHECK_PARKS = sql(
       SET status = 'runnable', eligible_at = now(), await_deadline = NULL, updated_at = now()
     WHERE g.id = ANY ($1::bigint[]) AND g.status = 'awaiting_signal'
       AND EXISTS (
-        SELECT 1 FROM {schema}.signals s
+        SELECT 1 FROM {schema}.gen_durable_signals s
          WHERE s.target_id = g.id AND s.consumed_at IS NULL AND s.name = ANY (g.awaits)
            AND NOT EXISTS (SELECT 1 FROM unnest($2::bigint[], $3::bigint[]) AS p(target_id, signal_id)
                             WHERE p.target_id = s.target_id AND p.signal_id = s.id))
@@ -420,7 +420,7 @@ export const RECHECK_PARKS = sql(
 /** Consumes exactly the presented (target, signal) pairs of committed progressing entries (§8.3). */
 export const CONSUME_SIGNALS = sql(
   'consume_signals',
-  `UPDATE {schema}.signals s
+  `UPDATE {schema}.gen_durable_signals s
       SET consumed_at = now()
      FROM unnest($1::bigint[], $2::bigint[]) AS p(target_id, signal_id)
     WHERE s.id = p.signal_id AND s.target_id = p.target_id AND s.consumed_at IS NULL`,
@@ -438,10 +438,10 @@ export const CONSUME_SIGNALS = sql(
   },
 );
 
-/** Consumes the whole inbox of committed terminal entries that were ever signaled (§8.3). Index signals_inbox. */
+/** Consumes the whole inbox of committed terminal entries that were ever signaled (§8.3). Index gen_durable_signals_inbox. */
 export const CONSUME_INBOXES = sql(
   'consume_inboxes',
-  `UPDATE {schema}.signals
+  `UPDATE {schema}.gen_durable_signals
       SET consumed_at = now()
     WHERE target_id = ANY ($1::bigint[]) AND consumed_at IS NULL`,
   { params: (i: { readonly ids: readonly string[] }) => [i.ids], decode: noRows },
@@ -462,7 +462,7 @@ export const JOIN_PARENTS = sql(
    UPDATE {schema}.gen_durable p
       SET children_pending = p.children_pending - d.n,
           status = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - d.n <= 0
-                        THEN 'runnable'::{schema}.durable_status ELSE p.status END,
+                        THEN 'runnable'::{schema}.gen_durable_status ELSE p.status END,
           eligible_at = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - d.n <= 0
                              THEN now() ELSE p.eligible_at END,
           updated_at = now()
@@ -521,7 +521,7 @@ export const FANOUT_PARK_PARENTS = sql(
   'fanout_park_parents',
   `UPDATE {schema}.gen_durable g
       SET status = (CASE WHEN g.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                         WHEN t.landed > 0 THEN 'awaiting_children' ELSE 'runnable' END)::{schema}.durable_status,
+                         WHEN t.landed > 0 THEN 'awaiting_children' ELSE 'runnable' END)::{schema}.gen_durable_status,
           step = CASE WHEN g.cancel_requested_at IS NULL THEN t.step ELSE g.step END,
           attempt = CASE WHEN g.cancel_requested_at IS NULL THEN 0 ELSE g.attempt END,
           state = CASE WHEN g.cancel_requested_at IS NULL THEN t.state::jsonb ELSE g.state END,

@@ -45,7 +45,7 @@ export function filterParams(f: ResolvedFilter): unknown[] {
 export function filterMatch(g: string, first: number): string {
   const p = (k: number): string => `$${first + k}`;
   return `((${p(0)}::text[] IS NULL OR ${g}.fsm = ANY (${p(0)}::text[]))
-      AND (${p(1)}::{schema}.durable_status[] IS NULL OR ${g}.status = ANY (${p(1)}::{schema}.durable_status[]))
+      AND (${p(1)}::{schema}.gen_durable_status[] IS NULL OR ${g}.status = ANY (${p(1)}::{schema}.gen_durable_status[]))
       AND (${p(2)}::text IS NULL OR ${g}.queue = ${p(2)}::text)
       AND (${p(3)}::text IS NULL OR ${g}.step = ${p(3)}::text)
       AND (${p(4)}::text IS NULL OR ${g}.correlation_key = ${p(4)}::text)

@@ -57,7 +57,7 @@ export type DeliveredSignal =
  * an ambiguous answer"). By correlation key, a finished instance no longer holds the key, so
  * such a retry still finds no target.
  * Indexes: the target by the PK or gen_durable_correlation (guard = key); the dedup probe and
- * the conflict by signals_target_dedup (target_id, dedup_key).
+ * the conflict by gen_durable_signals_target_dedup (target_id, dedup_key).
  * NOTE: the dedup probe reads the statement's snapshot, taken before the row lock. Two
  * concurrent deliveries of one dedup key both see "new"; the second waits on the row lock,
  * finds the row no longer parked (the first flipped it) and its insert conflicts, so it wakes
@@ -71,12 +71,12 @@ export const DELIVER_SIGNAL = sql(
      SELECT id FROM {schema}.gen_durable WHERE $1::bigint IS NULL AND correlation_guard = $2::text
      LIMIT 1
    ), dup AS (
-     SELECT EXISTS (SELECT 1 FROM {schema}.signals s, resolved r
+     SELECT EXISTS (SELECT 1 FROM {schema}.gen_durable_signals s, resolved r
                      WHERE $5::text IS NOT NULL AND s.target_id = r.id AND s.dedup_key = $5::text) AS seen
    ), target AS (
      UPDATE {schema}.gen_durable g
         SET status = CASE WHEN g.status = 'awaiting_signal' AND $3::text = ANY (g.awaits) AND NOT dup.seen
-                          THEN 'runnable'::{schema}.durable_status ELSE g.status END,
+                          THEN 'runnable'::{schema}.gen_durable_status ELSE g.status END,
             eligible_at = CASE WHEN g.status = 'awaiting_signal' AND $3::text = ANY (g.awaits) AND NOT dup.seen
                                THEN now() ELSE g.eligible_at END,
             await_deadline = CASE WHEN g.status = 'awaiting_signal' AND $3::text = ANY (g.awaits) AND NOT dup.seen
@@ -87,7 +87,7 @@ export const DELIVER_SIGNAL = sql(
         AND g.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
       RETURNING g.id, g.queue, g.status, g.eligible_at <= now() AS due
    ), ins AS (
-     INSERT INTO {schema}.signals (target_id, name, payload, dedup_key, trace_context)
+     INSERT INTO {schema}.gen_durable_signals (target_id, name, payload, dedup_key, trace_context)
      SELECT target.id, $3::text, $4::text::jsonb, $5::text, $6::text FROM target
      ON CONFLICT (target_id, dedup_key) DO NOTHING
      RETURNING id
@@ -95,7 +95,7 @@ export const DELIVER_SIGNAL = sql(
    SELECT target.id, target.queue, target.status, target.due, (SELECT count(*) FROM ins) > 0 AS inserted
      FROM target
    UNION ALL
-   SELECT r.id, NULL::text, NULL::{schema}.durable_status, false, false
+   SELECT r.id, NULL::text, NULL::{schema}.gen_durable_status, false, false
      FROM resolved r, dup
     WHERE dup.seen AND NOT EXISTS (SELECT 1 FROM target)`,
   {

@@ -58,6 +58,6 @@ export const TESTING_LATEST_BY_KEY = sql(
 /** Empties instances, inboxes and limiter counters (limit configs are kept: they are seeded at boot). */
 export const TESTING_RESET = sql(
   'testing_reset',
-  `TRUNCATE {schema}.signals, {schema}.gen_durable, {schema}.gen_durable_buckets RESTART IDENTITY CASCADE`,
+  `TRUNCATE {schema}.gen_durable_signals, {schema}.gen_durable, {schema}.gen_durable_buckets RESTART IDENTITY CASCADE`,
   { params: noParams, decode: noRows },
 );

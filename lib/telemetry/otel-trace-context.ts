@@ -1,7 +1,8 @@
 /**
  * The text form of a W3C trace context as `gen_durable.trace_context` and
- * `signals.trace_context` store it (docs/design.md §31): the `traceparent` header value, then a
- * space and the `tracestate` header value when there is one. Pure: no OpenTelemetry import.
+ * `gen_durable_signals.trace_context` store it (docs/design.md §31): the `traceparent` header
+ * value, then a space and the `tracestate` header value when there is one. Pure: no
+ * OpenTelemetry import.
  */
 
 /** What a stored trace context holds (the fields of an OpenTelemetry SpanContext). */

@@ -105,7 +105,7 @@ describe('signed callback URLs', () => {
       result: { decision: [{ n: 1 }] },
     });
     const { rows } = await db.pool.query(
-      `SELECT count(*)::int AS n FROM signals WHERE target_id = $1`,
+      `SELECT count(*)::int AS n FROM gen_durable_signals WHERE target_id = $1`,
       [id],
     );
     expect(rows[0].n).toBe(1);

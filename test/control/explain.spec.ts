@@ -78,7 +78,7 @@ describe('engine.explain (docs/design.md §30)', () => {
   it('awaiting a signal: awaited names vs the unconsumed inbox', async () => {
     const id = await row(`status = 'awaiting_signal', awaits = '{go}'`);
     await db.pool.query(
-      `INSERT INTO signals (target_id, name) VALUES ($1, 'stop'), ($1, 'other')`,
+      `INSERT INTO gen_durable_signals (target_id, name) VALUES ($1, 'stop'), ($1, 'other')`,
       [id],
     );
     const e = await h.engine.explain({ id });

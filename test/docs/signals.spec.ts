@@ -27,7 +27,7 @@ describe('docs/signals.md example', () => {
     expect(result).toEqual({ kind: 'done', result: { amount: 120, approvedBy: 'dana' } });
     expect(source).toContain(`// → { kind: 'done', result: { amount: 120, approvedBy: 'dana' } }`);
     const { rows } = await db.pool.query<{ dedup_key: string; consumed: boolean }>(
-      `SELECT dedup_key, consumed_at IS NOT NULL AS consumed FROM signals`,
+      `SELECT dedup_key, consumed_at IS NOT NULL AS consumed FROM gen_durable_signals`,
     );
     expect(rows).toEqual([{ dedup_key: 'evt_81', consumed: true }]);
   });

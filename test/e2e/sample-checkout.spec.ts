@@ -105,7 +105,7 @@ describe('sample checkout over HTTP', () => {
       ],
     });
     const { rows: signals } = await db.pool.query(
-      `SELECT name, dedup_key FROM signals WHERE target_id = $1`,
+      `SELECT name, dedup_key FROM gen_durable_signals WHERE target_id = $1`,
       [instanceId],
     );
     expect(signals).toEqual([{ name: 'payment_confirmed', dedup_key: 'psp_77' }]);

@@ -59,7 +59,7 @@ describe('retries after an ambiguous answer', () => {
       h.engine.signal({ id }, 'paid', { amount: 5 }, { dedupKey: 'evt-1' }),
     ).resolves.toBeUndefined();
     const { rows } = await db.pool.query(
-      `SELECT count(*)::int AS n FROM signals WHERE target_id = $1`,
+      `SELECT count(*)::int AS n FROM gen_durable_signals WHERE target_id = $1`,
       [id],
     );
     expect(rows[0]).toEqual({ n: 1 });

@@ -172,7 +172,7 @@ describe('cancel of executing rows (docs/design.md §27.2)', () => {
     expect((await rowOf(db, id))['status']).toBe('cancelled');
     expect(await rowOf(db, parent)).toMatchObject({ status: 'runnable', children_pending: 0 });
     const { rows } = await db.pool.query(
-      `SELECT count(*)::int AS n FROM signals WHERE target_id = $1 AND consumed_at IS NULL`,
+      `SELECT count(*)::int AS n FROM gen_durable_signals WHERE target_id = $1 AND consumed_at IS NULL`,
       [id],
     );
     expect(rows[0].n).toBe(0);

@@ -115,7 +115,7 @@ describe('cancel of rows that are not executing (docs/design.md §27.2)', () => 
     expect((await h.engine.cancel(later)).cancelled).toEqual([later]);
     expect((await h.engine.cancel(parked)).cancelled).toEqual([parked]);
     const { rows } = await db.pool.query(
-      `SELECT count(*)::int AS n FROM signals WHERE target_id = $1 AND consumed_at IS NULL`,
+      `SELECT count(*)::int AS n FROM gen_durable_signals WHERE target_id = $1 AND consumed_at IS NULL`,
       [parked],
     );
     expect(rows[0].n).toBe(0);
@@ -233,16 +233,20 @@ describe('cancel of rows that are not executing (docs/design.md §27.2)', () => 
     await h.engine.signal({ correlationKey: 'abortable:1' }, 'abort', { why: 'fraud' });
     expect(h.statements).toEqual(['cancel_instances']);
     await gd.assertCancelled(id, 'signal abort');
-    const { rows } = await db.pool.query(`SELECT id FROM signals WHERE target_id = $1`, [id]);
+    const { rows } = await db.pool.query(
+      `SELECT id FROM gen_durable_signals WHERE target_id = $1`,
+      [id],
+    );
     expect(rows).toEqual([]);
     // Ended: a second one finds no live target, as any signal to an ended instance.
     await expect(h.engine.signal(id, 'abort')).rejects.toThrow(NoTargetError);
     // Another FSM gets `abort` as an ordinary signal.
     const other = await h.engine.insert(WaiterFsm, {});
     await h.engine.signal(other, 'abort');
-    const { rows: stored } = await db.pool.query(`SELECT name FROM signals WHERE target_id = $1`, [
-      other,
-    ]);
+    const { rows: stored } = await db.pool.query(
+      `SELECT name FROM gen_durable_signals WHERE target_id = $1`,
+      [other],
+    );
     expect(stored).toEqual([{ name: 'abort' }]);
     expect((await rowOf(db, other))['status']).toBe('runnable');
   });

@@ -48,7 +48,7 @@ describe('GC of terminal rows (docs/design.md §18)', () => {
   ): Promise<string> {
     const { rows } = await db.pool.query<{ id: string }>(
       `INSERT INTO gen_durable (fsm, step, queue, status, parent_id, children_pending, updated_at)
-       VALUES ($4, 'start', 'gc-none', $1::durable_status, $2, CASE WHEN $1::text = 'awaiting_children' THEN 1 ELSE 0 END,
+       VALUES ($4, 'start', 'gc-none', $1::gen_durable_status, $2, CASE WHEN $1::text = 'awaiting_children' THEN 1 ELSE 0 END,
                now() - make_interval(secs => $3::float8 / 1000))
        RETURNING id`,
       [status, parentId, ageMs, fsm],
@@ -102,7 +102,7 @@ describe('GC of terminal rows (docs/design.md §18)', () => {
       // An old terminal row with an inbox: the signals go with it.
       const withInbox = await row('done', HOUR);
       await db.pool.query(
-        `INSERT INTO signals (target_id, name, consumed_at) VALUES ($1, 'a', now()), ($1, 'b', NULL)`,
+        `INSERT INTO gen_durable_signals (target_id, name, consumed_at) VALUES ($1, 'a', now()), ($1, 'b', NULL)`,
         [withInbox],
       );
       const deleted = [...oldDone, deadParent, orphanedChild, withInbox];
@@ -119,7 +119,7 @@ describe('GC of terminal rows (docs/design.md §18)', () => {
         expect.objectContaining({ measurements: { count: 7, buckets: 0, gates: 0 } }),
       ]);
       const { rows: signals } = await db.pool.query(
-        `SELECT count(*)::int AS n FROM signals WHERE target_id = $1`,
+        `SELECT count(*)::int AS n FROM gen_durable_signals WHERE target_id = $1`,
         [withInbox],
       );
       expect(signals[0].n).toBe(0);

@@ -129,7 +129,7 @@ describe('identity: correlation keys (docs/design.md §11)', () => {
       // get by key answers the current occupant: the finished holder, until GC frees the key.
       expect(await t.engine.get({ correlationKey: key })).toMatchObject({ id, status: held });
       const { rows } = await db.pool.query(
-        `SELECT 1 FROM signals WHERE target_id = $1 AND consumed_at IS NULL`,
+        `SELECT 1 FROM gen_durable_signals WHERE target_id = $1 AND consumed_at IS NULL`,
         [id],
       );
       expect(rows).toHaveLength(0);

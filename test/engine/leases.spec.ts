@@ -180,7 +180,7 @@ describe('leases (docs/design.md §17, §25.7)', () => {
         last_error: POISONED,
       });
       const { rows: inbox } = await db.pool.query(
-        `SELECT consumed_at FROM signals WHERE target_id = $1`,
+        `SELECT consumed_at FROM gen_durable_signals WHERE target_id = $1`,
         [childId],
       );
       expect(inbox[0].consumed_at).not.toBeNull();

@@ -125,9 +125,9 @@ describe('manager joins the caller transaction (docs/design.md §2.5)', () => {
         throw new Rollback();
       }),
     ).rejects.toBeInstanceOf(Rollback);
-    expect(await count(`SELECT count(*)::int AS n FROM signals WHERE target_id = $1`, [id])).toBe(
-      0,
-    );
+    expect(
+      await count(`SELECT count(*)::int AS n FROM gen_durable_signals WHERE target_id = $1`, [id]),
+    ).toBe(0);
     expect(await rowOf(db, id)).toMatchObject({ status: 'awaiting_signal' });
 
     await ds.transaction((manager) => h.engine.signal({ id }, 'paid', { amount: 2 }, { manager }));

@@ -92,7 +92,7 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
   const inbox = async (id: string) =>
     (
       await db.pool.query<{ name: string; consumed: boolean }>(
-        `SELECT name, consumed_at IS NOT NULL AS consumed FROM signals WHERE target_id = $1 ORDER BY id`,
+        `SELECT name, consumed_at IS NOT NULL AS consumed FROM gen_durable_signals WHERE target_id = $1 ORDER BY id`,
         [id],
       )
     ).rows;

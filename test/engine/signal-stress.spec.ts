@@ -111,7 +111,7 @@ describe('signal stress (docs/design.md §8.4)', () => {
       consumed: boolean;
       payload: { to: string };
     }>(
-      `SELECT id, target_id, name, consumed_at IS NOT NULL AS consumed, payload FROM signals ORDER BY id`,
+      `SELECT id, target_id, name, consumed_at IS NOT NULL AS consumed, payload FROM gen_durable_signals ORDER BY id`,
     );
     expect(signals).toHaveLength(2 * INSTANCES);
     expect(signals.filter((s) => !s.consumed)).toEqual([]);

@@ -39,9 +39,10 @@ describe('signals: delivery and parking', () => {
       kind: 'done',
       result: { paid: [{ amount: 100 }] },
     });
-    const { rows } = await db.pool.query(`SELECT consumed_at FROM signals WHERE target_id = $1`, [
-      id,
-    ]);
+    const { rows } = await db.pool.query(
+      `SELECT consumed_at FROM gen_durable_signals WHERE target_id = $1`,
+      [id],
+    );
     expect(rows).toHaveLength(1);
     expect(rows[0].consumed_at).not.toBeNull();
   });

@@ -183,7 +183,7 @@ describe('signals and await-parking (docs/design.md §8, §25.3)', () => {
         consumed: boolean;
         dedup_key: string | null;
       }>(
-        `SELECT id, name, consumed_at IS NOT NULL AS consumed, dedup_key FROM signals WHERE target_id = $1 ORDER BY id`,
+        `SELECT id, name, consumed_at IS NOT NULL AS consumed, dedup_key FROM gen_durable_signals WHERE target_id = $1 ORDER BY id`,
         [id],
       )
     ).rows;
@@ -360,7 +360,7 @@ describe('signals and await-parking (docs/design.md §8, §25.3)', () => {
     );
     expect(await inbox(id)).toHaveLength(before);
     const { rows } = await db.pool.query<{ n: string }>(
-      `SELECT count(*) AS n FROM signals WHERE target_id = 987654321`,
+      `SELECT count(*) AS n FROM gen_durable_signals WHERE target_id = 987654321`,
     );
     expect(rows[0]!.n).toBe('0');
   });

@@ -239,7 +239,7 @@ describe('durable sleep (docs/design.md §27.4)', () => {
       expect(after).toMatchObject({ status: 'runnable', step: 'listen', due: false });
       expect(after.eligible_at).toEqual(before.eligible_at);
       const { rows: inbox } = await db.pool.query(
-        `SELECT name, consumed_at FROM signals WHERE target_id = $1`,
+        `SELECT name, consumed_at FROM gen_durable_signals WHERE target_id = $1`,
         [id],
       );
       expect(inbox).toEqual([{ name: 'ping', consumed_at: null }]);

@@ -108,9 +108,10 @@ describe('stale outcomes (docs/design.md §25.2, §26.1)', () => {
     const q = async (text: string, params: unknown[]) => (await db.pool.query(text, params)).rows;
     return {
       row: await q(`SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`, [id]),
-      inbox: await q(`SELECT to_jsonb(s) AS s FROM signals s WHERE target_id = $1 ORDER BY id`, [
-        id,
-      ]),
+      inbox: await q(
+        `SELECT to_jsonb(s) AS s FROM gen_durable_signals s WHERE target_id = $1 ORDER BY id`,
+        [id],
+      ),
       parent: await q(`SELECT to_jsonb(g) AS r FROM gen_durable g WHERE id = $1`, [parentId]),
       children: await q(`SELECT count(*)::int AS n FROM gen_durable WHERE parent_id = $1`, [id]),
     };
@@ -205,7 +206,7 @@ describe('stale outcomes (docs/design.md §25.2, §26.1)', () => {
     expect(await running).toBe('stale');
     const { rows: mid } = await db.pool.query(
       `SELECT (SELECT children_pending FROM gen_durable WHERE id = $2) AS pending,
-              (SELECT count(*)::int FROM signals WHERE target_id = $1 AND consumed_at IS NULL) AS unconsumed`,
+              (SELECT count(*)::int FROM gen_durable_signals WHERE target_id = $1 AND consumed_at IS NULL) AS unconsumed`,
       [id, parentId],
     );
     expect(mid[0]).toEqual({ pending: 1, unconsumed: 1 });
@@ -214,7 +215,7 @@ describe('stale outcomes (docs/design.md §25.2, §26.1)', () => {
     const { rows: end } = await db.pool.query(
       `SELECT (SELECT children_pending FROM gen_durable WHERE id = $2) AS pending,
               (SELECT status FROM gen_durable WHERE id = $2) AS parent_status,
-              (SELECT count(*)::int FROM signals WHERE target_id = $1 AND consumed_at IS NULL) AS unconsumed,
+              (SELECT count(*)::int FROM gen_durable_signals WHERE target_id = $1 AND consumed_at IS NULL) AS unconsumed,
               (SELECT result FROM gen_durable WHERE id = $1) AS result`,
       [id, parentId],
     );

@@ -176,7 +176,7 @@ describe('statement counts (docs/design.md §25.1)', () => {
       ]);
       const { rows } = await db.pool.query(
         `SELECT g.status, count(s.id) FILTER (WHERE s.consumed_at IS NULL)::int AS unconsumed
-           FROM gen_durable g LEFT JOIN signals s ON s.target_id = g.id
+           FROM gen_durable g LEFT JOIN gen_durable_signals s ON s.target_id = g.id
           WHERE g.id = ANY($1::bigint[]) GROUP BY g.id, g.status ORDER BY g.id`,
         [second.map((r) => r.id)],
       );
@@ -225,7 +225,7 @@ describe('statement counts (docs/design.md §25.1)', () => {
       await h.engine.signal({ id }, 'hello', { x: 1 });
       expect(h.statements).toEqual(['deliver_signal']);
       const { rows } = await db.pool.query(
-        `SELECT name, payload FROM signals WHERE target_id = $1`,
+        `SELECT name, payload FROM gen_durable_signals WHERE target_id = $1`,
         [id],
       );
       expect(rows).toEqual([{ name: 'hello', payload: { x: 1 } }]);
@@ -243,7 +243,7 @@ describe('statement counts (docs/design.md §25.1)', () => {
       expect(h.statements).toEqual(['cancel_instances']);
       const { rows } = await db.pool.query(
         `SELECT g.status::text, count(s.id) FILTER (WHERE s.consumed_at IS NULL)::int AS unconsumed
-           FROM gen_durable g LEFT JOIN signals s ON s.target_id = g.id WHERE g.id = $1 GROUP BY g.id`,
+           FROM gen_durable g LEFT JOIN gen_durable_signals s ON s.target_id = g.id WHERE g.id = $1 GROUP BY g.id`,
         [id],
       );
       expect(rows).toEqual([{ status: 'cancelled', unconsumed: 0 }]);

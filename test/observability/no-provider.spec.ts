@@ -31,7 +31,7 @@ async function contexts(db: TestDatabase, id: string): Promise<(string | null)[]
     [id],
   );
   const signals = await db.pool.query<{ trace_context: string | null }>(
-    `SELECT trace_context FROM signals WHERE target_id = $1 ORDER BY id`,
+    `SELECT trace_context FROM gen_durable_signals WHERE target_id = $1 ORDER BY id`,
     [id],
   );
   return [...row.rows, ...signals.rows].map((r) => r.trace_context);

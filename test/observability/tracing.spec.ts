@@ -223,7 +223,7 @@ describe('OpenTelemetry spans (docs/design.md §31)', () => {
       'gen_durable.signal': 'paid',
     });
     const stored = await db.pool.query<{ trace_context: string | null }>(
-      `SELECT trace_context FROM signals WHERE target_id = $1`,
+      `SELECT trace_context FROM gen_durable_signals WHERE target_id = $1`,
       [id],
     );
     expect(stored.rows[0]?.trace_context).toBe(

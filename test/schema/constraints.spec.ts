@@ -11,7 +11,7 @@ describe('schema constraints refuse bad writes', () => {
   });
   beforeEach(async () => {
     await db.pool.query(
-      'TRUNCATE gen_durable, signals, gen_durable_buckets, gen_durable_bucket_configs, gen_durable_schedules RESTART IDENTITY CASCADE',
+      'TRUNCATE gen_durable, gen_durable_signals, gen_durable_buckets, gen_durable_bucket_configs, gen_durable_schedules RESTART IDENTITY CASCADE',
     );
   });
 
@@ -87,19 +87,24 @@ describe('schema constraints refuse bad writes', () => {
     const { rows } = await insert('', '');
     const id = rows[0].id as string;
     await db.pool.query(
-      `INSERT INTO signals (target_id, name, dedup_key) VALUES ($1, 'paid', 'k')`,
+      `INSERT INTO gen_durable_signals (target_id, name, dedup_key) VALUES ($1, 'paid', 'k')`,
       [id],
     );
     await expect(
-      db.pool.query(`INSERT INTO signals (target_id, name, dedup_key) VALUES ($1, 'paid', 'k')`, [
-        id,
-      ]),
-    ).rejects.toMatchObject({ code: '23505', constraint: 'signals_target_dedup' });
+      db.pool.query(
+        `INSERT INTO gen_durable_signals (target_id, name, dedup_key) VALUES ($1, 'paid', 'k')`,
+        [id],
+      ),
+    ).rejects.toMatchObject({ code: '23505', constraint: 'gen_durable_signals_target_dedup' });
     // NULL dedup keys never conflict
-    await db.pool.query(`INSERT INTO signals (target_id, name) VALUES ($1, 'paid')`, [id]);
-    await db.pool.query(`INSERT INTO signals (target_id, name) VALUES ($1, 'paid')`, [id]);
+    await db.pool.query(`INSERT INTO gen_durable_signals (target_id, name) VALUES ($1, 'paid')`, [
+      id,
+    ]);
+    await db.pool.query(`INSERT INTO gen_durable_signals (target_id, name) VALUES ($1, 'paid')`, [
+      id,
+    ]);
     await expect(
-      db.pool.query(`INSERT INTO signals (target_id, name) VALUES (999999, 'paid')`),
+      db.pool.query(`INSERT INTO gen_durable_signals (target_id, name) VALUES (999999, 'paid')`),
     ).rejects.toMatchObject({
       code: '23503',
     });
@@ -112,9 +117,13 @@ describe('schema constraints refuse bad writes', () => {
   it('deleting an instance cascades its inbox and nulls its children parent_id', async () => {
     const parent = (await insert('', '')).rows[0].id as string;
     const child = (await insert('parent_id', parent)).rows[0].id as string;
-    await db.pool.query(`INSERT INTO signals (target_id, name) VALUES ($1, 'x')`, [parent]);
+    await db.pool.query(`INSERT INTO gen_durable_signals (target_id, name) VALUES ($1, 'x')`, [
+      parent,
+    ]);
     await db.pool.query(`DELETE FROM gen_durable WHERE id = $1`, [parent]);
-    expect((await db.pool.query(`SELECT count(*)::int AS n FROM signals`)).rows[0].n).toBe(0);
+    expect(
+      (await db.pool.query(`SELECT count(*)::int AS n FROM gen_durable_signals`)).rows[0].n,
+    ).toBe(0);
     expect(
       (await db.pool.query(`SELECT parent_id FROM gen_durable WHERE id = $1`, [child])).rows[0]
         .parent_id,

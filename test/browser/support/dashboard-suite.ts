@@ -186,7 +186,7 @@ export function describeDashboard(adapter: 'express' | 'fastify'): void {
       await page.click('button:has-text("Send signal")');
       await page.waitForSelector(`.flash:has-text("signal note delivered to #${seeded.tree}")`);
       const inbox = await db.pool.query<{ payload: unknown }>(
-        "SELECT payload FROM signals WHERE target_id = $1 AND name = 'note'",
+        "SELECT payload FROM gen_durable_signals WHERE target_id = $1 AND name = 'note'",
         [seeded.tree],
       );
       expect(inbox.rows.map((r) => r.payload)).toEqual([{ by: 'browser' }]);

@@ -212,15 +212,15 @@ export async function audit(
     `WITH ${COMMITTED}
      SELECT (SELECT count(*) FROM (SELECT o.instance_id, o.dedup_key FROM chaos.observed o JOIN committed c ON c.exec = o.exec_id::text
                                     GROUP BY 1, 2 HAVING count(*) > 1) d)
-          + (SELECT count(*) FROM (SELECT target_id, dedup_key FROM signals WHERE dedup_key IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1) s) AS n`,
+          + (SELECT count(*) FROM (SELECT target_id, dedup_key FROM gen_durable_signals WHERE dedup_key IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1) s) AS n`,
     `WITH ${COMMITTED}
      SELECT o.instance_id, o.dedup_key, count(*) FROM chaos.observed o JOIN committed c ON c.exec = o.exec_id::text GROUP BY 1, 2 HAVING count(*) > 1`,
   );
   // S25: no unconsumed ("delivered") signal on a terminal row.
   await check(
     'I-ORPHAN-SIGNAL',
-    `SELECT count(*) AS n FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ${TERMINAL} AND s.consumed_at IS NULL`,
-    `SELECT s.id, s.target_id, s.name FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ${TERMINAL} AND s.consumed_at IS NULL`,
+    `SELECT count(*) AS n FROM gen_durable_signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ${TERMINAL} AND s.consumed_at IS NULL`,
+    `SELECT s.id, s.target_id, s.name FROM gen_durable_signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ${TERMINAL} AND s.consumed_at IS NULL`,
   );
   // I-K1-PHYS: two committed executions of one key overlapping in time (an execution killed
   // mid-step has no end: it counts as the instant it started).

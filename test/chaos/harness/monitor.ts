@@ -115,7 +115,7 @@ export class Monitor {
          UNION ALL
          SELECT 'I-STALL', g.id::text FROM gen_durable g
           WHERE g.status = 'awaiting_signal' AND g.updated_at < now() - interval '1350 milliseconds'
-            AND EXISTS (SELECT 1 FROM signals s WHERE s.target_id = g.id AND s.consumed_at IS NULL
+            AND EXISTS (SELECT 1 FROM gen_durable_signals s WHERE s.target_id = g.id AND s.consumed_at IS NULL
                           AND s.name = ANY (g.awaits) AND s.inserted_at < now() - interval '1350 milliseconds')`,
       );
       this.samples++;

@@ -378,7 +378,7 @@ export class DeliverCmd implements Cmd {
     expect(expected).not.toBe('no_target');
     if (expected === 'stored') {
       const { rows } = await real.db.pool.query<{ id: string }>(
-        'SELECT max(id) AS id FROM signals WHERE target_id = $1',
+        'SELECT max(id) AS id FROM gen_durable_signals WHERE target_id = $1',
         [target],
       );
       model.addSignal(target!, {
@@ -658,7 +658,7 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
     dedup_key: string | null;
     consumed: boolean;
   }>(
-    'SELECT id, target_id, name, dedup_key, consumed_at IS NOT NULL AS consumed FROM signals ORDER BY id',
+    'SELECT id, target_id, name, dedup_key, consumed_at IS NOT NULL AS consumed FROM gen_durable_signals ORDER BY id',
   );
   const modelSignals = expected
     .flatMap((r) =>
@@ -686,7 +686,7 @@ export async function checkInvariants(model: ReferenceModel, real: Real): Promis
   );
   expect(join.rows).toEqual([]);
   const terminalInbox = await pool.query(
-    `SELECT s.id FROM signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ('done', 'failed', 'cancelled') AND s.consumed_at IS NULL`,
+    `SELECT s.id FROM gen_durable_signals s JOIN gen_durable g ON g.id = s.target_id WHERE g.status IN ('done', 'failed', 'cancelled') AND s.consumed_at IS NULL`,
   );
   expect(terminalInbox.rows).toEqual([]);
   const occupants = await pool.query(

@@ -56,7 +56,7 @@ export async function startModelRig(
     runtime.limiter,
   );
   const fresh = async (): Promise<Real> => {
-    await db.pool.query('TRUNCATE gen_durable, signals CASCADE');
+    await db.pool.query('TRUNCATE gen_durable, gen_durable_signals CASCADE');
     return {
       db,
       engine: app.engine,

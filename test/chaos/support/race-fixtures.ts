@@ -86,7 +86,7 @@ export async function inboxOf(
   id: string,
 ): Promise<{ id: string; name: string; consumed: boolean }[]> {
   const { rows } = await pool.query<{ id: string; name: string; consumed: boolean }>(
-    `SELECT id, name, consumed_at IS NOT NULL AS consumed FROM signals WHERE target_id = $1 ORDER BY id`,
+    `SELECT id, name, consumed_at IS NOT NULL AS consumed FROM gen_durable_signals WHERE target_id = $1 ORDER BY id`,
     [id],
   );
   return rows;
