@@ -6,6 +6,7 @@ import { Client, type ClientConfig, type Notification, type Pool, type QueryConf
 import type { SqlExecutor } from '../db/sql-executor';
 import { LISTEN_POKES, NOTIFY_POKE, NOTIFY_PROBE, POKE_LISTENER_PING } from '../sql/poke.sql';
 import { quoteIdent } from '../sql/statement';
+import { settleWithin } from '../util/settle-within';
 import { parsePokePayload, pokePayload } from './poke-channel';
 import type { PokeListener, PokeTransport } from './poke-transport.interface';
 
@@ -168,23 +169,16 @@ export class PostgresPokeTransport implements PokeTransport {
         this.receive(message.payload);
       }
     });
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
+      await settleWithin(
         client.connect().then(() => client.query(this.listenText)),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new Error(`poke listener: no connection within ${CONNECT_TIMEOUT_MS} ms`)),
-            CONNECT_TIMEOUT_MS,
-          );
-        }),
-      ]);
+        CONNECT_TIMEOUT_MS,
+        () => new Error(`poke listener: no connection within ${CONNECT_TIMEOUT_MS} ms`),
+      );
     } catch (err) {
-      clearTimeout(timer);
       this.lose(client, err);
       return;
     }
-    clearTimeout(timer);
     if (this.lost.has(client)) return;
     if (this.closed) {
       this.lost.add(client);
