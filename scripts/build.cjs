@@ -11,12 +11,16 @@
 // (`./x` → `./x.js`, `./dir` → `./dir/index.js`), and gives the one module that resolves an
 // optional peer synchronously (`require.resolve`) a `require` from `createRequire`. A specifier
 // that names no emitted file fails the build. Each folder gets a package.json with its `type`.
+// lib/'s `.css` files, which tsc does not emit (the dashboard's stylesheet,
+// lib/dashboard/assets/dashboard.css), are copied into both builds at the same relative path,
+// where the module serving them reads them at run time (`require.resolve` beside itself).
 // No source maps are emitted (nothing would point at shipped sources).
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const ROOT = path.resolve(__dirname, '..');
+const LIB = path.join(ROOT, 'lib');
 const DIST = path.join(ROOT, 'dist');
 const BUILDS = [
   { dir: 'cjs', tsconfig: 'tsconfig.build.json', type: 'commonjs' },
@@ -48,6 +52,16 @@ function* walk(dir) {
   }
 }
 
+/** Copies lib/'s non-TypeScript assets (`.css`) into `outDir` at the same relative path. */
+function copyAssets(outDir) {
+  for (const file of walk(LIB)) {
+    if (!file.endsWith('.css')) continue;
+    const target = path.join(outDir, path.relative(LIB, file));
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    fs.copyFileSync(file, target);
+  }
+}
+
 /** The full specifier of `spec` as seen from `file`, or an error naming both. */
 function fullSpecifier(file, spec) {
   if (/\.(?:c|m)?js$|\.json$/.test(spec)) return spec;
@@ -72,6 +86,7 @@ function main() {
   for (const build of BUILDS) {
     tsc(build.tsconfig);
     const outDir = path.join(DIST, build.dir);
+    copyAssets(outDir);
     if (build.type === 'module') {
       for (const file of walk(outDir)) {
         if (file.endsWith('.js') || file.endsWith('.d.ts')) fixEsmFile(file);

@@ -1,9 +1,16 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 import { ForbiddenException } from '@nestjs/common';
+import { stringifySetCookie } from 'cookie';
 
 import type { DashboardRequest } from './dashboard-options';
-import { bodyOf, cookiesOf, type DashboardResponse, headerOf } from './http-exchange';
+import {
+  appendSetCookie,
+  bodyOf,
+  cookiesOf,
+  type DashboardResponse,
+  headerOf,
+} from './http-exchange';
 
 /** The cookie holding a browser's CSRF token. */
 export const CSRF_COOKIE = 'gd_dashboard_csrf';
@@ -23,15 +30,23 @@ const TOKEN = /^[A-Za-z0-9_-]{43}$/;
  * random per browser, so it is valid on every process behind a load balancer.
  */
 export class CsrfProtection {
-  /** The browser's token, issuing one (cookie set on `res`) when it has none. */
+  /**
+   * The browser's token, issuing one when it has none: its cookie is added to `res` beside any
+   * the host's guards or middleware set in the same request (a guard that sets its session
+   * cookie on the first visit keeps it).
+   */
   tokenFor(req: DashboardRequest, res: DashboardResponse, basePath: string): string {
     const current = cookiesOf(req).get(CSRF_COOKIE);
     if (current !== undefined && TOKEN.test(current)) return current;
     const token = randomBytes(32).toString('base64url');
-    const secure = headerOf(req, 'x-forwarded-proto') === 'https' ? '; Secure' : '';
-    res.header(
-      'Set-Cookie',
-      `${CSRF_COOKIE}=${token}; Path=${basePath === '' ? '/' : basePath}; HttpOnly; SameSite=Strict${secure}`,
+    appendSetCookie(
+      res,
+      stringifySetCookie(CSRF_COOKIE, token, {
+        path: basePath === '' ? '/' : basePath,
+        httpOnly: true,
+        sameSite: 'strict',
+        secure: headerOf(req, 'x-forwarded-proto') === 'https',
+      }),
     );
     return token;
   }

@@ -1,3 +1,5 @@
+import { parseCookie } from 'cookie';
+
 import type { DashboardRequest } from './dashboard-options';
 
 /**
@@ -5,9 +7,13 @@ import type { DashboardRequest } from './dashboard-options';
  * (docs/design.md §30): no adapter-specific API, only fields and methods both have.
  */
 
-/** The reply methods both adapters have (`res.header(name, value)` on Express and Fastify). */
+/**
+ * The reply methods the dashboard uses: `header(name, value)`, which both adapters have, and
+ * Express's `append(name, value)`, which Fastify's reply lacks (see {@link appendSetCookie}).
+ */
 export interface DashboardResponse {
   header(name: string, value: string): unknown;
+  append?(name: string, value: string): unknown;
 }
 
 /** The strict policy of every dashboard answer: nothing inline, nothing from another origin. */
@@ -21,21 +27,24 @@ export function headerOf(req: DashboardRequest, name: string): string | undefine
   return Array.isArray(value) ? value[0] : value;
 }
 
-/** The request's cookies by name (first occurrence wins). */
+/** The request's cookies by name, parsed by the `cookie` package (first occurrence wins). */
 export function cookiesOf(req: DashboardRequest): Map<string, string> {
   const cookies = new Map<string, string>();
-  for (const part of (headerOf(req, 'cookie') ?? '').split(';')) {
-    const eq = part.indexOf('=');
-    if (eq <= 0) continue;
-    const name = part.slice(0, eq).trim();
-    if (cookies.has(name)) continue;
-    try {
-      cookies.set(name, decodeURIComponent(part.slice(eq + 1).trim()));
-    } catch {
-      // a malformed value is no cookie
-    }
+  for (const [name, value] of Object.entries(parseCookie(headerOf(req, 'cookie') ?? ''))) {
+    if (value !== undefined) cookies.set(name, value);
   }
   return cookies;
+}
+
+/**
+ * Adds a `Set-Cookie` header to the reply, keeping every cookie the host's guards, interceptors
+ * or middleware set earlier in the request. On Express `res.header` (`res.set`) replaces the
+ * header, so this appends with `res.append`; Fastify's `reply.header` already adds each
+ * `set-cookie` value to those set before (and its reply has no `append`).
+ */
+export function appendSetCookie(res: DashboardResponse, cookie: string): void {
+  if (typeof res.append === 'function') res.append('Set-Cookie', cookie);
+  else res.header('Set-Cookie', cookie);
 }
 
 /** The parsed query (both adapters give an object; a repeated key is an array). */

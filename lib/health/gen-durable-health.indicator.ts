@@ -4,6 +4,7 @@ import { type HealthIndicatorResult, HealthIndicatorService } from '@nestjs/term
 import type { EngineService } from '../engine/engine.service';
 import { SCHEDULE_LAG } from '../sql/cron.sql';
 import { HEALTH_LEASE_BACKLOG, HEALTH_RUNNABLE_BACKLOG } from '../sql/health.sql';
+import { settleWithin } from '../util/settle-within';
 
 export const GEN_DURABLE_HEALTH_ENGINE = 'gen-durable:health-engine';
 
@@ -45,12 +46,9 @@ export interface SchedulerLivenessOptions {
   maxStallMs?: number;
 }
 
+/** A check's query, or the timeout's error (the check answers down with it). */
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`health check timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+  return settleWithin(work, ms, () => new Error(`health check timed out after ${ms} ms`));
 }
 
 /**

@@ -13,6 +13,7 @@ import {
   parsePokePayload,
   pokePayload,
 } from './poke-channel';
+import { settleWithin } from '../util/settle-within';
 import type { PokeListener, PokeTransport } from './poke-transport.interface';
 
 const BACKOFF_MIN_MS = 100;
@@ -182,23 +183,16 @@ export class PostgresPokeTransport implements PokeTransport {
         this.receive(message.payload);
       }
     });
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
+      await settleWithin(
         client.connect().then(() => client.query(this.listenText)),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new Error(`poke listener: no connection within ${CONNECT_TIMEOUT_MS} ms`)),
-            CONNECT_TIMEOUT_MS,
-          );
-        }),
-      ]);
+        CONNECT_TIMEOUT_MS,
+        () => new Error(`poke listener: no connection within ${CONNECT_TIMEOUT_MS} ms`),
+      );
     } catch (err) {
-      clearTimeout(timer);
       this.lose(client, err);
       return;
     }
-    clearTimeout(timer);
     if (this.lost.has(client)) return;
     if (this.closed) {
       this.lost.add(client);

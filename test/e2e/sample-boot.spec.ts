@@ -6,6 +6,7 @@ import { CURRENT_SCHEMA_VERSION } from '../../lib/schema/increments';
 import { EngineService } from '../../lib';
 import { GenDurableTesting } from '../../lib/testing';
 import { AppModule } from '../../sample/app.module';
+import { DEMO_DASHBOARD_TOKEN } from '../../sample/dashboard/demo-dashboard.guard';
 import { eventually } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -52,6 +53,21 @@ describe('sample app', () => {
     expect(live.body.info.schedulers).toMatchObject({ status: 'up', schedulers: 3 });
     const ready = await request(app!.getHttpServer()).get('/health/ready').expect(200);
     expect(ready.body.info).toMatchObject({ leases: { status: 'up' }, queues: { status: 'up' } });
+  });
+
+  it('opens the printed dashboard URL on a first visit: the token cookie and the CSRF cookie both set, the assets served with that cookie', async () => {
+    const server = app!.getHttpServer();
+    const first = await request(server).get(`/durable?token=${DEMO_DASHBOARD_TOKEN}`).expect(200);
+    const raw = first.headers['set-cookie'] as unknown;
+    const cookies = (Array.isArray(raw) ? raw : [raw]).map(String);
+    const token = `sample_dashboard_token=${DEMO_DASHBOARD_TOKEN}`;
+    expect(cookies.some((c) => c.startsWith(`${token};`))).toBe(true);
+    expect(cookies.some((c) => c.startsWith('gd_dashboard_csrf='))).toBe(true);
+    for (const asset of ['/durable/assets/dashboard.css', '/durable/assets/htmx.min.js']) {
+      await request(server).get(asset).set('cookie', token).expect(200);
+    }
+    await request(server).get('/durable/queues').set('cookie', token).expect(200);
+    await request(server).get('/durable/assets/dashboard.css').expect(403);
   });
 
   it('declares the nightly report (03:00 Berlin) and runs it when its time comes', async () => {

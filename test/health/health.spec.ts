@@ -133,6 +133,37 @@ describe('health (Terminus)', () => {
     await db.pool.query(`DELETE FROM gen_durable WHERE queue = 'orphan'`);
   });
 
+  it('a check whose query outlasts timeoutMs answers down with the timeout error, without waiting for the query', async () => {
+    // An ACCESS EXCLUSIVE lock held by another session blocks every read of gen_durable.
+    const locker = await db.pool.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE gen_durable IN ACCESS EXCLUSIVE MODE');
+      const started = Date.now();
+      const [leases, queues] = await Promise.all([
+        indicator.leaseBacklog('leases', { graceMs: 0, timeoutMs: 300 }),
+        indicator.runnableBacklog('queues', { queues: ['default'], timeoutMs: 300 }),
+      ]);
+      const elapsed = Date.now() - started;
+      expect(leases['leases']).toEqual({
+        status: 'down',
+        error: 'health check timed out after 300 ms',
+      });
+      expect(queues['queues']).toEqual({
+        status: 'down',
+        error: 'health check timed out after 300 ms',
+      });
+      expect(elapsed).toBeGreaterThanOrEqual(290);
+      expect(elapsed).toBeLessThan(5_000); // the lock is still held: nothing waited for it
+    } finally {
+      await locker.query('ROLLBACK');
+      locker.release();
+    }
+    expect((await indicator.leaseBacklog('leases', { graceMs: 0 }))['leases']).toMatchObject({
+      status: 'up',
+    });
+  });
+
   it('schedulerLiveness goes down during and right after an event-loop stall', async () => {
     const id = await engine.insert(SpinFsm, { state: { blockMs: 900 } });
     await eventually(async () => (await engine.get({ id }))?.state['blockMs'] === 0);

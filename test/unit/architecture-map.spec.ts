@@ -3,13 +3,16 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 
 // ARCHITECTURE.md's module table has one line per lib/ file, updated in the same
-// commit as any file added, renamed or removed. This file fails when a lib/**/*.ts file (on disk
-// or tracked by git) is missing from the table, when the table names a file that exists neither
+// commit as any file added, renamed or removed. This file fails when a lib/**/*.ts file or a
+// lib/**/*.css asset (which the build copies beside the modules), on disk or tracked by git,
+// is missing from the table, when the table names a file that exists neither
 // on disk nor in git, or when a file is listed twice or without a responsibility.
 
 const ROOT = join(__dirname, '..', '..');
 const LIB = join(ROOT, 'lib');
 const MAP = join(ROOT, 'ARCHITECTURE.md');
+/** The lib/ files the table lists: the modules and the assets the build copies (`.css`). */
+const MAPPED = /\.(?:ts|css)$/;
 
 /** A row of the module table: the file path (first cell, in backticks) and its responsibility. */
 interface ModuleRow {
@@ -50,14 +53,17 @@ function filesOnDisk(dir: string): string[] {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) out.push(...filesOnDisk(path));
-    else if (entry.isFile() && entry.name.endsWith('.ts')) {
+    else if (entry.isFile() && MAPPED.test(entry.name)) {
       out.push(relative(ROOT, path).split(sep).join('/'));
     }
   }
   return out;
 }
 
-/** lib/**\/*.ts in git's index (tracked, including ones deleted on disk but not yet `git rm`ed). */
+/**
+ * lib/**\/*.ts and *.css in git's index (tracked, including ones deleted on disk but not yet
+ * `git rm`ed).
+ */
 function filesInGit(): string[] {
   try {
     const out = execFileSync('git', ['ls-files', '-z', '--', 'lib'], {
@@ -65,7 +71,7 @@ function filesInGit(): string[] {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'ignore'],
     });
-    return out.split('\0').filter((p) => p.endsWith('.ts'));
+    return out.split('\0').filter((p) => MAPPED.test(p));
   } catch {
     // Not a git checkout (a packed source tree): the disk is the whole truth.
     return [];
@@ -110,7 +116,7 @@ describe('ARCHITECTURE.md module table', () => {
     expect(present.size).toBeGreaterThan(0);
   });
 
-  it('lists every lib/**/*.ts file (on disk or tracked)', () => {
+  it('lists every lib/**/*.ts and *.css file (on disk or tracked)', () => {
     const missing = [...present].filter((p) => !listed.has(p)).sort();
     // Add one row per file to ARCHITECTURE.md §1, stating its one responsibility.
     expect(missing).toEqual([]);
