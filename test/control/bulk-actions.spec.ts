@@ -154,7 +154,7 @@ describe('cancelAll / retryAll (docs/design.md §27.7)', () => {
     );
     expect(retryHistory.rows[0]!.n).toBe(N);
     expect(h.statements.filter((s) => s === 'bulk_batch').length).toBe(N / 1000 + 1);
-    expect(h.statements.filter((s) => s === 'bulk_retry')).toHaveLength(N / 1000);
+    expect(h.statements.filter((s) => s === 'retry_instances')).toHaveLength(N / 1000);
     expect(await statusCounts(db, 'bulk-alpha')).toEqual({ runnable: N });
     const steps = await db.pool.query<{ step: string; n: number }>(
       `SELECT step, count(*)::int AS n FROM gen_durable WHERE fsm = 'bulk-alpha' GROUP BY 1`,
