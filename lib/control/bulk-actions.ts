@@ -3,7 +3,8 @@ import { UnknownStepError } from '../errors/unknown-step.error';
 import { isEmptyFilter, resolveInstanceFilter } from './instance-filter';
 import type { ResolvedFilter } from './instance-filter';
 import type { BulkResult } from './bulk-options';
-import { BULK_BATCH, BULK_CANCEL, type BulkRow } from '../sql/bulk.sql';
+import { BULK_BATCH, type BulkRow } from '../sql/bulk.sql';
+import { CANCEL_BATCH } from '../sql/cancel.sql';
 import { listDriver } from '../sql/query.sql';
 import { afterCancel, cancelInput, historyLevels, runCancel } from './cancel-instance';
 import type { ControlRuntime } from './control-runtime';
@@ -24,8 +25,8 @@ const RETRY_KEYS = ['step', 'at', 'detach', 'actor', 'dryRun', 'all'];
 /**
  * `cancelAll` / `retryAll` (docs/design.md §27.7): the filter's rows in batches of at most
  * {@link BULK_BATCH_SIZE}, newest first, each batch read by one keyset statement (BULK_BATCH,
- * the walk and the indexes of `list`) and acted on by one statement (BULK_CANCEL, RETRY_INSTANCES:
- * the single-row statements' effects on many rows). A row the batch statement will not judge
+ * the walk and the indexes of `list`) and acted on by one statement: CANCEL_BATCH (CANCEL_INSTANCES'
+ * writes on many leaf rows) or RETRY_INSTANCES (the statement of `retry` itself). A row the batch statement will not judge
  * alone — a cancel target with children, or one that changed under the statement — goes
  * through the single action (CANCEL_INSTANCES with its tree, rounds and riders), so a bulk
  * action does on each row what the single action does. Resumable: nothing is remembered
@@ -63,7 +64,7 @@ export class BulkActions {
         else ids.push(row.id);
       }
       if (ids.length === 0) return changed;
-      const answer = await BULK_CANCEL.run(this.runtime.sql, {
+      const answer = await CANCEL_BATCH.run(this.runtime.sql, {
         ids,
         reason: cancel.reason,
         fence,

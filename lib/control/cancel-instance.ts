@@ -195,7 +195,7 @@ export function historyLevels(runtime: ControlRuntime): {
   return { historyOff, historyFull };
 }
 
-/** One row a cancel statement (CANCEL_INSTANCES, BULK_CANCEL) answered, as its effects need it. */
+/** One row a cancel statement (CANCEL_INSTANCES, CANCEL_BATCH) answered, as its effects need it. */
 export type CancelEffect = Pick<
   CancelledRow,
   'id' | 'queue' | 'prior' | 'concurrencyKey' | 'concurrencyShard'
