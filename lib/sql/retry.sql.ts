@@ -56,17 +56,18 @@ interface RetryRecord {
  * step `$4` (NULL: its own) with state `$5` (NULL: its own), due at `$6` (NULL: now), `attempt`
  * and `reaps` reset, the cancel request and the claim cleared; `last_error` and progress are
  * kept; a row changed since it was read is answered `status`, untouched. The rows and their
- * parents are locked in id order (PK lookups). A parent still awaiting children has its barrier
- * re-incremented by the number of its children retried, in the same statement; a row whose
- * parent moved on is refused (`parent`) unless `$7` (detach), which sets parent_id NULL. A
- * retried row is never a parent being re-incremented (a parent awaiting children is not failed
- * or cancelled), so each row is written once. A re-occupied correlation key raises the unique
- * violation of gen_durable_correlation for the whole statement (nothing written): the caller
- * retries a batch row by row and answers that row as a duplicate. A retry racing GC's delete
- * either runs first (GC_DELETE re-checks terminality and skips the row) or finds no row (no
- * answer for it). Each retried row writes its history row (kind `manual.retry`, actor `$8`;
- * with the state when its record is 2) in the same statement, unless its record is 0 (level
- * `'off'`).
+ * parents are locked in id order by primary key (`= ANY (ARRAY(…))` keeps a batch of 1 000 on
+ * gen_durable_pkey, where `IN (… UNION …)` let the planner hash-join a scan of the table). A
+ * parent still awaiting children has its barrier re-incremented by the number of its children
+ * retried, in the same statement; a row whose parent moved on is refused (`parent`) unless `$7`
+ * (detach), which sets parent_id NULL. A retried row is never a parent being re-incremented (a
+ * parent awaiting children is not failed or cancelled), so each row is written once. A
+ * re-occupied correlation key raises the unique violation of gen_durable_correlation for the
+ * whole statement (nothing written): the caller retries a batch row by row and answers that row
+ * as a duplicate. A retry racing GC's delete either runs first (GC_DELETE re-checks terminality
+ * and skips the row) or finds no row (no answer for it). Each retried row writes its history
+ * row (kind `manual.retry`, actor `$8`; with the state when its record is 2) in the same
+ * statement, unless its record is 0 (level `'off'`).
  */
 export const RETRY_INSTANCES = sql(
   'retry_instances',
@@ -77,7 +78,7 @@ export const RETRY_INSTANCES = sql(
    ), locked AS (
      SELECT g.id, g.status, g.claim_seq, g.parent_id, g.step, g.attempt
        FROM {schema}.gen_durable g
-      WHERE g.id IN (SELECT id FROM target UNION SELECT parent_id FROM target WHERE parent_id IS NOT NULL)
+      WHERE g.id = ANY (ARRAY(SELECT id FROM target UNION SELECT parent_id FROM target WHERE parent_id IS NOT NULL))
       ORDER BY g.id
         FOR NO KEY UPDATE OF g
    ), verdict AS (
