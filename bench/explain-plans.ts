@@ -2,7 +2,8 @@
  * `npm run explain`: EXPLAIN (ANALYZE, BUFFERS) of the production claim, enrichment and flush
  * statements on a table with ROWS terminal + runnable rows (default 200 000), then of the
  * default dashboard views of `list`, `count` and `queueStatus` (docs/design.md §27.6–27.7)
- * once 1 % failed rows and a parent with 100 children are added (as generic plans), printed
+ * once 1 % failed rows and a parent with 100 children are added (as generic plans), then the
+ * control writes (a retryAll and a cancelAll batch, a cascading cancel), printed
  * as text.
  * Uses DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
  * Every analysed statement runs inside a transaction that is rolled back.
@@ -20,6 +21,8 @@ import { renderStatement, type Statement, type StatementRunner } from '../lib/sq
 import { LATEST_STATS, STATS_SERIES, WRITE_STATS_SNAPSHOT } from '../lib/sql/stats.sql';
 import { EXPLAIN_INSTANCE } from '../lib/sql/explain.sql';
 import { LIMIT_CONFIGS, LIMIT_COUNTERS } from '../lib/sql/limiter-status.sql';
+import { CANCEL_BATCH, CANCEL_INSTANCES } from '../lib/sql/cancel.sql';
+import { RETRY_INSTANCES } from '../lib/sql/retry.sql';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
@@ -197,6 +200,7 @@ async function main(): Promise<void> {
       QUEUE_STATUS.params({ queues: ['default'], cap: 10_000, only: null }),
     );
     await client.query('SET jit = on');
+    await explainControlWrites(client, parentId);
     await explainDashboardData(client);
   } finally {
     await client.end();
@@ -204,6 +208,75 @@ async function main(): Promise<void> {
     await admin.end();
     await embedded?.stop();
   }
+}
+
+/**
+ * The control actions' writes (docs/design.md §27.2, §27.3, §27.7), each rolled back: a
+ * `retryAll` batch of 1 000 failed rows and a `retry` of one (RETRY_INSTANCES, by primary
+ * key), a `cancelAll` batch of 1 000 runnable leaf rows (CANCEL_BATCH: primary key,
+ * gen_durable_parent for the children probe), and the cascading cancel of the parent with 100
+ * children (CANCEL_INSTANCES: primary key, then gen_durable_parent down the tree).
+ */
+async function explainControlWrites(client: Client, parentId: string): Promise<void> {
+  const history = { historyOff: [], historyFull: [], actor: null };
+  const { rows: failed } = await client.query<{ id: string; seq: string }>(
+    `SELECT id::text, claim_seq::text AS seq FROM gen_durable WHERE status = 'failed'
+      ORDER BY id DESC LIMIT 1000`,
+  );
+  await explain(
+    client,
+    `retryAll: one batch of ${failed.length} failed rows`,
+    RETRY_INSTANCES,
+    RETRY_INSTANCES.params({
+      rows: failed.map((r) => ({ id: r.id, claimSeq: r.seq, record: 1 as const })),
+      step: null,
+      stateText: null,
+      at: null,
+      detach: false,
+      actor: null,
+    }),
+  );
+  const [newest] = failed;
+  if (newest) {
+    await explain(
+      client,
+      'retry: one failed row (the same statement, an array of one)',
+      RETRY_INSTANCES,
+      RETRY_INSTANCES.params({
+        rows: [{ id: newest.id, claimSeq: newest.seq, record: 1 }],
+        step: null,
+        stateText: null,
+        at: null,
+        detach: false,
+        actor: null,
+      }),
+    );
+  }
+  const { rows: runnable } = await client.query<{ id: string }>(
+    `SELECT id::text FROM gen_durable WHERE status = 'runnable' AND parent_id IS NULL
+      ORDER BY id DESC LIMIT 1000`,
+  );
+  await explain(
+    client,
+    `cancelAll: one batch of ${runnable.length} runnable leaf rows`,
+    CANCEL_BATCH,
+    CANCEL_BATCH.params({ ids: runnable.map((r) => r.id), reason: null, fence: false, ...history }),
+  );
+  await explain(
+    client,
+    'cancel: a parent and its 100 children (cascade)',
+    CANCEL_INSTANCES,
+    CANCEL_INSTANCES.params({
+      targetId: parentId,
+      correlationKey: null,
+      reason: null,
+      children: 'cascade',
+      fence: false,
+      descendantsOnly: false,
+      onlyFsms: null,
+      ...history,
+    }),
+  );
 }
 
 /**

@@ -1,15 +1,16 @@
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
-import { MAX_UNTIL_MS, MIN_UNTIL_MS } from '../fsm/outcome';
 import { isEmptyFilter, resolveInstanceFilter } from './instance-filter';
 import type { ResolvedFilter } from './instance-filter';
 import type { BulkResult } from './bulk-options';
-import type { LimiterSlot } from '../limiter/limiter.interface';
-import { BULK_BATCH, BULK_CANCEL, BULK_RETRY, type BulkRow } from '../sql/bulk.sql';
+import { BULK_BATCH, type BulkRow } from '../sql/bulk.sql';
+import { CANCEL_BATCH } from '../sql/cancel.sql';
 import { listDriver } from '../sql/query.sql';
-import { cancelInput, gateSlot, runCancel } from './cancel-instance';
+import { afterCancel, cancelInput, historyLevels, runCancel } from './cancel-instance';
 import type { ControlRuntime } from './control-runtime';
+import { dueDate, flag, nonEmptyText, optionsObject } from './input-checks';
 import { actorOf } from './instance-history';
+import { runRetry } from './retry-instance';
 
 export type { BulkResult } from './bulk-options';
 
@@ -18,14 +19,14 @@ export const BULK_BATCH_SIZE = 1000;
 /** Rows a batch statement examines at most (the list's default scan bound). */
 const BULK_SCAN = 10_000;
 
-const CANCEL_KEYS = new Set(['reason', 'children', 'mode', 'actor', 'dryRun', 'all']);
-const RETRY_KEYS = new Set(['step', 'at', 'detach', 'actor', 'dryRun', 'all']);
+const CANCEL_KEYS = ['reason', 'children', 'mode', 'actor', 'dryRun', 'all'];
+const RETRY_KEYS = ['step', 'at', 'detach', 'actor', 'dryRun', 'all'];
 
 /**
  * `cancelAll` / `retryAll` (docs/design.md §27.7): the filter's rows in batches of at most
  * {@link BULK_BATCH_SIZE}, newest first, each batch read by one keyset statement (BULK_BATCH,
- * the walk and the indexes of `list`) and acted on by one statement (BULK_CANCEL, BULK_RETRY:
- * the single-row statements' effects on many rows). A row the batch statement will not judge
+ * the walk and the indexes of `list`) and acted on by one statement: CANCEL_BATCH (CANCEL_INSTANCES'
+ * writes on many leaf rows) or RETRY_INSTANCES (the statement of `retry` itself). A row the batch statement will not judge
  * alone — a cancel target with children, or one that changed under the statement — goes
  * through the single action (CANCEL_INSTANCES with its tree, rounds and riders), so a bulk
  * action does on each row what the single action does. Resumable: nothing is remembered
@@ -63,32 +64,21 @@ export class BulkActions {
         else ids.push(row.id);
       }
       if (ids.length === 0) return changed;
-      const answer = await BULK_CANCEL.run(this.runtime.sql, {
+      const answer = await CANCEL_BATCH.run(this.runtime.sql, {
         ids,
         reason: cancel.reason,
         fence,
         ...history,
         actor: cancel.actor,
       });
-      const slots: LimiterSlot[] = [];
-      const cancelledNow: string[] = [];
-      const pokeQueues = new Set<string>();
       const single: string[] = [];
       const deferred: string[] = [];
       for (const row of answer) {
         switch (row.action) {
           case 'cancelled':
-            cancelledNow.push(row.id);
-            if (row.prior === 'executing') {
-              const slot = gateSlot(this.runtime, row);
-              if (slot) slots.push(slot);
-            }
-            break;
           case 'requested':
             break;
           case 'woken':
-            pokeQueues.add(row.queue);
-            continue;
           case 'terminal':
             continue;
           case 'single':
@@ -110,9 +100,7 @@ export class BulkActions {
           { id: row.id, mode: cancel.mode, children: cancel.children },
         );
       }
-      if (slots.length > 0) void this.runtime.limiter.credit(slots);
-      if (cancelledNow.length > 0) this.runtime.watcher.nudge(cancelledNow);
-      if (pokeQueues.size > 0) this.runtime.pokes.poke(pokeQueues);
+      afterCancel(this.runtime, answer);
       // Families from the top: rows with children oldest first, then the rows left aside.
       single.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
       for (const id of [...single, ...deferred]) {
@@ -150,29 +138,16 @@ export class BulkActions {
     const o = optionsOf(options, 'retryAll', RETRY_KEYS);
     const f = filterOf(filter, 'retryAll', o['all']);
     const { dryRun } = flags(o, 'retryAll');
-    const stepOption = o['step'];
-    if (stepOption !== undefined && (typeof stepOption !== 'string' || stepOption.length === 0)) {
-      throw new InvalidInputError('retryAll.step', 'must be a non-empty string');
-    }
-    const step = stepOption;
+    const step = nonEmptyText(o['step'], 'retryAll.step');
     if (step !== undefined && f.fsms === null) {
       throw new InvalidInputError(
         'retryAll.step',
         'needs filter.fsm: a step is checked against the FSMs it names',
       );
     }
-    const atOption = o['at'];
-    const atMs = atOption instanceof Date ? atOption.getTime() : NaN;
-    if (atOption !== undefined && !(atMs >= MIN_UNTIL_MS && atMs <= MAX_UNTIL_MS)) {
-      throw new InvalidInputError('retryAll.at', 'must be a valid Date in years 1 … 9999');
-    }
-    const at = atOption as Date | undefined;
-    const detach = o['detach'] ?? false;
-    if (typeof detach !== 'boolean') {
-      throw new InvalidInputError('retryAll.detach', 'must be a boolean');
-    }
+    const at = dueDate(o['at'], 'retryAll.at');
+    const detach = flag(o['detach'], 'retryAll.detach');
     const actor = actorOf(o['actor'], 'retryAll.actor') ?? null;
-    const history = historyLevels(this.runtime);
     return this.walk(f, dryRun, async (rows) => {
       const retryable = rows.filter((r) => r.status === 'failed' || r.status === 'cancelled');
       if (retryable.length === 0) return 0;
@@ -188,46 +163,15 @@ export class BulkActions {
           if (!definition.steps.has(step)) throw new UnknownStepError(row.fsm, step);
         }
       }
-      const request = (batch: readonly BulkRow[]) => ({
-        ids: batch.map((r) => r.id),
-        claimSeqs: batch.map((r) => r.claimSeq),
+      const outcomes = await runRetry(this.runtime, retryable, {
         step: step ?? null,
+        stateText: null,
         at: at ?? null,
         detach,
-        ...history,
         actor,
       });
-      let answer;
-      try {
-        answer = await BULK_RETRY.run(this.runtime.sql, request(retryable));
-      } catch (err) {
-        if (!isCorrelationConflict(err)) throw err;
-        // A key occupied again fails the whole batch: retry it row by row, skipping those rows.
-        answer = [];
-        for (const row of retryable) {
-          try {
-            answer.push(...(await BULK_RETRY.run(this.runtime.sql, request([row]))));
-          } catch (rowErr) {
-            if (!isCorrelationConflict(rowErr)) throw rowErr;
-          }
-        }
-      }
-      const byId = new Map(retryable.map((r) => [r.id, r]));
-      const pokeQueues = new Set<string>();
       let changed = 0;
-      for (const r of answer) {
-        if (r.verdict !== 'retried' || r.queue === null) continue;
-        changed++;
-        const row = byId.get(r.id);
-        this.runtime.telemetry.emit(
-          'instance:retried',
-          { count: 1 },
-          { id: r.id, fsm: row?.fsm ?? '', step: step ?? row?.step ?? '' },
-        );
-        if (r.due) pokeQueues.add(r.queue);
-        else if (at) this.runtime.wakeUps.arm(r.queue, atMs - Date.now());
-      }
-      if (pokeQueues.size > 0) this.runtime.pokes.poke(pokeQueues);
+      for (const outcome of outcomes.values()) if (outcome.verdict === 'retried') changed++;
       return changed;
     });
   }
@@ -263,50 +207,18 @@ export class BulkActions {
   }
 }
 
-/** The FSMs whose history level is `'off'` and `'full'` (docs/design.md §28.1), as `cancel` reads them. */
-function historyLevels(runtime: ControlRuntime): {
-  historyOff: string[];
-  historyFull: string[];
-} {
-  const historyOff: string[] = [];
-  const historyFull: string[] = [];
-  for (const d of runtime.registry.all()) {
-    if (d.name === undefined) continue;
-    if (d.history === 'off') historyOff.push(d.name);
-    else if (d.history === 'full') historyFull.push(d.name);
-  }
-  return { historyOff, historyFull };
-}
-
-/** A unique violation of the correlation index: a key is occupied by another instance. */
-function isCorrelationConflict(err: unknown): boolean {
-  const e = err as { code?: unknown; constraint?: unknown } | null;
-  return e?.code === '23505' && e.constraint === 'gen_durable_correlation';
-}
-
-function optionsOf(options: unknown, path: string, keys: Set<string>): Record<string, unknown> {
-  if (options === undefined) return {};
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new InvalidInputError(`${path}.options`, 'must be an object');
-  }
-  const o = options as Record<string, unknown>;
-  for (const key of Object.keys(o)) {
-    if (!keys.has(key)) {
-      throw new InvalidInputError(
-        `${path}.options.${key}`,
-        `is not an option (${[...keys].join(', ')})`,
-      );
-    }
-  }
-  return o;
+function optionsOf(
+  options: unknown,
+  path: string,
+  keys: readonly string[],
+): Record<string, unknown> {
+  return optionsObject(options, keys, `${path}.options`) ?? {};
 }
 
 function filterOf(filter: unknown, path: string, all: unknown): ResolvedFilter {
   const f = resolveInstanceFilter(filter, `${path}.filter`);
-  if (all !== undefined && typeof all !== 'boolean') {
-    throw new InvalidInputError(`${path}.all`, 'must be a boolean');
-  }
-  if (isEmptyFilter(f) && all !== true) {
+  const everything = flag(all, `${path}.all`);
+  if (isEmptyFilter(f) && !everything) {
     throw new InvalidInputError(
       `${path}.filter`,
       'has no criteria: it would address every instance; pass { all: true } in the options to mean that',
@@ -316,9 +228,5 @@ function filterOf(filter: unknown, path: string, all: unknown): ResolvedFilter {
 }
 
 function flags(o: Record<string, unknown>, path: string): { dryRun: boolean } {
-  const dryRun = o['dryRun'] ?? false;
-  if (typeof dryRun !== 'boolean') {
-    throw new InvalidInputError(`${path}.dryRun`, 'must be a boolean');
-  }
-  return { dryRun };
+  return { dryRun: flag(o['dryRun'], `${path}.dryRun`) };
 }

@@ -16,6 +16,7 @@ import {
 import { CONSUME_INBOXES } from '../sql/outcome.sql';
 import type { ControlRuntime } from './control-runtime';
 import type { CancelMode, CancelOptions, CancelResult } from './cancel-options';
+import { oneOf, optionsObject } from './input-checks';
 import { type ResolvedTarget, targetLabel } from './target';
 
 export type { CancelMode, CancelOptions, CancelResult } from './cancel-options';
@@ -36,18 +37,7 @@ export function cancelInput(options: unknown): Required<Omit<CancelOptions, 'rea
   if (options === undefined) {
     return { reason: null, children: 'cascade', mode: 'cooperative', actor: null };
   }
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new InvalidInputError('cancel.options', 'must be an object');
-  }
-  const o = options as Record<string, unknown>;
-  for (const key of Object.keys(o)) {
-    if (key !== 'reason' && key !== 'children' && key !== 'mode' && key !== 'actor') {
-      throw new InvalidInputError(
-        `cancel.options.${key}`,
-        'is not an option (reason, children, mode, actor)',
-      );
-    }
-  }
+  const o = optionsObject(options, ['reason', 'children', 'mode', 'actor'], 'cancel.options') ?? {};
   const reason = o['reason'];
   if (reason !== undefined && typeof reason !== 'string') {
     throw new InvalidInputError('cancel.reason', 'must be a string');
@@ -55,24 +45,12 @@ export function cancelInput(options: unknown): Required<Omit<CancelOptions, 'rea
   if (reason !== undefined && Buffer.byteLength(reason) > MAX_REASON_BYTES) {
     throw new InvalidInputError('cancel.reason', `must be at most ${MAX_REASON_BYTES} bytes`);
   }
-  const children = o['children'] ?? 'cascade';
-  if (!(CHILDREN_MODES as readonly unknown[]).includes(children)) {
-    throw new InvalidInputError(
-      'cancel.children',
-      `must be one of ${CHILDREN_MODES.join(', ')}, got ${JSON.stringify(children)}`,
-    );
-  }
-  const mode = o['mode'] ?? 'cooperative';
-  if (!(MODES as readonly unknown[]).includes(mode)) {
-    throw new InvalidInputError(
-      'cancel.mode',
-      `must be one of ${MODES.join(', ')}, got ${JSON.stringify(mode)}`,
-    );
-  }
+  const children = oneOf(o['children'] ?? 'cascade', CHILDREN_MODES, 'cancel.children');
+  const mode = oneOf(o['mode'] ?? 'cooperative', MODES, 'cancel.mode');
   return {
     reason: reason ?? null,
-    children: children as CancelChildren,
-    mode: mode as CancelMode,
+    children,
+    mode,
     actor: actorOf(o['actor'], 'cancel.actor') ?? null,
   };
 }
@@ -158,20 +136,7 @@ export async function runCancel(
   );
   if (!root) return null;
   const result = summarize(rows);
-  if (client === undefined) {
-    const slots: LimiterSlot[] = [];
-    const pokeQueues = new Set<string>();
-    for (const row of rows) {
-      if (row.action === 'cancelled' && row.prior === 'executing') {
-        const slot = gateSlot(runtime, row);
-        if (slot) slots.push(slot);
-      }
-      if (row.action === 'woken') pokeQueues.add(row.queue);
-    }
-    if (slots.length > 0) void runtime.limiter.credit(slots);
-    if (result.cancelled.length > 0) runtime.watcher.nudge(result.cancelled);
-    if (pokeQueues.size > 0) runtime.pokes.poke(pokeQueues);
-  }
+  if (client === undefined) afterCancel(runtime, rows);
   runtime.telemetry.emit(
     'instance:cancelled',
     {
@@ -211,8 +176,15 @@ export function summarize(rows: readonly CancelledRow[]): CancelResult {
   return { cancelled: [...cancelled], requested: [...requested], alreadyTerminal };
 }
 
-/** The request with the FSMs whose history level is not the default (docs/design.md §28.1). */
-function withHistory(runtime: ControlRuntime, request: CancelRequest): CancelRequest {
+/**
+ * The FSMs whose history level is `'off'` (no `manual.cancel` row) and `'full'` (a row with the
+ * state), as the cancel statements take them (docs/design.md §28.1). An FSM this node does not
+ * know records at the default level.
+ */
+export function historyLevels(runtime: ControlRuntime): {
+  historyOff: string[];
+  historyFull: string[];
+} {
   const historyOff: string[] = [];
   const historyFull: string[] = [];
   for (const d of runtime.registry.all()) {
@@ -220,7 +192,38 @@ function withHistory(runtime: ControlRuntime, request: CancelRequest): CancelReq
     if (d.history === 'off') historyOff.push(d.name);
     else if (d.history === 'full') historyFull.push(d.name);
   }
-  return { ...request, historyOff, historyFull };
+  return { historyOff, historyFull };
+}
+
+/** One row a cancel statement (CANCEL_INSTANCES, CANCEL_BATCH) answered, as its effects need it. */
+export type CancelEffect = Pick<
+  CancelledRow,
+  'id' | 'queue' | 'prior' | 'concurrencyKey' | 'concurrencyShard'
+> & { readonly action: string };
+
+/**
+ * The after-commit effects of the rows one or more cancel statements answered (single cancel
+ * and `cancelAll` alike): the gate slots of executing rows cancelled now under `fence`
+ * credited, the waiters of the rows cancelled now nudged, the queues of the parents the cancels
+ * woke poked.
+ */
+export function afterCancel(runtime: ControlRuntime, rows: readonly CancelEffect[]): void {
+  const slots: LimiterSlot[] = [];
+  const cancelled = new Set<string>();
+  const pokeQueues = new Set<string>();
+  for (const row of rows) {
+    if (row.action === 'cancelled') {
+      cancelled.add(row.id);
+      if (row.prior === 'executing') {
+        const slot = gateSlot(runtime, row);
+        if (slot) slots.push(slot);
+      }
+    }
+    if (row.action === 'woken') pokeQueues.add(row.queue);
+  }
+  if (slots.length > 0) void runtime.limiter.credit(slots);
+  if (cancelled.size > 0) runtime.watcher.nudge([...cancelled]);
+  if (pokeQueues.size > 0) runtime.pokes.poke(pokeQueues);
 }
 
 /**
@@ -234,7 +237,11 @@ async function runRound(
 ): Promise<CancelledRow[]> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await CANCEL_INSTANCES.run(runtime.sql, withHistory(runtime, request), client);
+      return await CANCEL_INSTANCES.run(
+        runtime.sql,
+        { ...request, ...historyLevels(runtime) },
+        client,
+      );
     } catch (err) {
       if (client !== undefined || !isTransient(err) || attempt >= ROUND_ATTEMPTS) throw err;
       await new Promise((resolve) => setTimeout(resolve, 20 * attempt * Math.random()));

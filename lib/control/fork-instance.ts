@@ -9,12 +9,14 @@ import { INSERT_HISTORY } from '../sql/history.sql';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import type { ControlRuntime } from './control-runtime';
 import { insertInstance } from './insert-instance';
+import { nonEmptyText, oneOf, optionsObject } from './input-checks';
+import { actorOf } from './instance-history';
 import { type ResolvedTarget, targetLabel } from './target';
 
 export type { ForkOptions } from './fork-options';
 
-const KEYS = new Set(['step', 'state', 'fromHistory', 'version', 'actor']);
-const MAX_ACTOR = 200;
+const KEYS = ['step', 'state', 'fromHistory', 'version', 'actor'];
+const VERSIONS = ['latest', 'same'] as const;
 
 /** What a fork inserted: the new id, and its queue and dueness for the caller's poke. */
 export interface ForkAnswer {
@@ -148,31 +150,8 @@ function forkInput(options: unknown): {
   sameVersion: boolean;
   actor: string | undefined;
 } {
-  if (options === undefined) {
-    return {
-      step: undefined,
-      state: undefined,
-      fromHistory: undefined,
-      sameVersion: false,
-      actor: undefined,
-    };
-  }
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new InvalidInputError('fork.options', 'must be an object');
-  }
-  const o = options as Record<string, unknown>;
-  for (const key of Object.keys(o)) {
-    if (!KEYS.has(key)) {
-      throw new InvalidInputError(
-        `fork.options.${key}`,
-        'is not an option (step, state, fromHistory, version, actor)',
-      );
-    }
-  }
-  const step = o['step'];
-  if (step !== undefined && (typeof step !== 'string' || step.length === 0)) {
-    throw new InvalidInputError('fork.step', 'must be a non-empty string');
-  }
+  const o = optionsObject(options, KEYS, 'fork.options') ?? {};
+  const step = nonEmptyText(o['step'], 'fork.step');
   const raw = o['fromHistory'];
   const fromHistory = typeof raw === 'bigint' ? raw.toString() : raw;
   if (
@@ -184,17 +163,8 @@ function forkInput(options: unknown): {
   if (fromHistory !== undefined && o['state'] !== undefined) {
     throw new InvalidInputError('fork.state', 'give state or fromHistory, not both');
   }
-  const version = o['version'] ?? 'latest';
-  if (version !== 'latest' && version !== 'same') {
-    throw new InvalidInputError('fork.version', "must be 'latest' or 'same'");
-  }
-  const actor = o['actor'];
-  if (
-    actor !== undefined &&
-    (typeof actor !== 'string' || actor.length === 0 || actor.length > MAX_ACTOR)
-  ) {
-    throw new InvalidInputError('fork.actor', `must be a string of 1 … ${MAX_ACTOR} characters`);
-  }
+  const version = oneOf(o['version'] ?? 'latest', VERSIONS, 'fork.version');
+  const actor = actorOf(o['actor'], 'fork.actor');
   return {
     actor: actor,
     step: step,

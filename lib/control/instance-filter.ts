@@ -1,6 +1,7 @@
 import { ALL_STATUSES, type DurableStatus } from '../gen-durable.constants';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { isArray } from '../util/is-array';
+import { knownKeys, oneOf } from './input-checks';
 import type { InstanceView } from '../instance/instance-view';
 import type { ResolvedFilter } from '../sql/resolved-filter';
 
@@ -57,7 +58,7 @@ export interface ListResult {
   readonly next?: string;
 }
 
-const FILTER_KEYS = new Set([
+const FILTER_KEYS = [
   'fsm',
   'status',
   'queue',
@@ -70,7 +71,7 @@ const FILTER_KEYS = new Set([
   'updatedAfter',
   'updatedBefore',
   'errorContains',
-]);
+];
 
 /**
  * Validates a caller's filter into a {@link ResolvedFilter}; anything malformed (an unknown
@@ -85,14 +86,8 @@ export function resolveInstanceFilter(filter: unknown, path: string): ResolvedFi
       'must be an object (an InstanceFilter; {} matches every instance)',
     );
   }
+  knownKeys(filter, FILTER_KEYS, path);
   const f = filter as Record<string, unknown>;
-  const unknownKeys = Object.keys(f).filter((k) => !FILTER_KEYS.has(k));
-  if (unknownKeys.length > 0) {
-    throw new InvalidInputError(
-      path,
-      `unknown key(s) ${unknownKeys.join(', ')}; known: ${[...FILTER_KEYS].join(', ')}`,
-    );
-  }
   return {
     fsms: textList(f['fsm'], `${path}.fsm`),
     statuses: statusList(f['status'], `${path}.status`),
@@ -132,14 +127,7 @@ function textList(value: unknown, path: string): string[] | null {
 function statusList(value: unknown, path: string): DurableStatus[] | null {
   const list = textList(value, path);
   if (list === null) return null;
-  for (const s of list) {
-    if (!(ALL_STATUSES as readonly string[]).includes(s)) {
-      throw new InvalidInputError(
-        path,
-        `unknown status ${JSON.stringify(s)}; statuses: ${ALL_STATUSES.join(', ')}`,
-      );
-    }
-  }
+  for (const s of list) oneOf(s, ALL_STATUSES, path);
   return [...new Set(list)] as DurableStatus[];
 }
 

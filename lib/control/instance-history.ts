@@ -3,6 +3,7 @@ import { NoTargetError } from '../errors/no-target.error';
 import type { HistoryEntry, HistoryLevel } from '../instance/history-entry';
 import { READ_HISTORY, READ_HISTORY_BY_KEY } from '../sql/history.sql';
 import type { StatementRunner } from '../sql/statement';
+import { integerIn, optionsObject } from './input-checks';
 import { idText, type ResolvedTarget, targetLabel } from './target';
 
 /** Rows per page when `limit` is not given. */
@@ -24,28 +25,18 @@ export function resolveHistoryPage(
   options: unknown,
   path = 'history.options',
 ): ResolvedHistoryPage {
-  if (options === undefined) return { limit: DEFAULT_HISTORY_LIMIT, before: null };
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new InvalidInputError(path, 'must be an object { limit?, before? }');
-  }
-  const o = options as Record<string, unknown>;
-  const unknownKeys = Object.keys(o).filter((k) => k !== 'limit' && k !== 'before');
-  if (unknownKeys.length > 0) {
-    throw new InvalidInputError(
-      path,
-      `unknown key(s) ${unknownKeys.join(', ')}; known: limit, before`,
-    );
-  }
-  const limit = o['limit'] ?? DEFAULT_HISTORY_LIMIT;
-  if (
-    typeof limit !== 'number' ||
-    !Number.isInteger(limit) ||
-    limit < 1 ||
-    limit > MAX_HISTORY_LIMIT
-  ) {
-    throw new InvalidInputError(`${path}.limit`, `must be an integer 1 … ${MAX_HISTORY_LIMIT}`);
-  }
-  const before = o['before'] === undefined ? null : idText(o['before'], `${path}.before`);
+  const o = optionsObject(options, ['limit', 'before'], path, {
+    nameKey: false,
+    shape: '{ limit?, before? }',
+  });
+  const limit = integerIn(
+    o?.['limit'],
+    `${path}.limit`,
+    DEFAULT_HISTORY_LIMIT,
+    1,
+    MAX_HISTORY_LIMIT,
+  );
+  const before = o?.['before'] === undefined ? null : idText(o['before'], `${path}.before`);
   return { limit, before };
 }
 

@@ -4,6 +4,7 @@ import { InvalidInputError } from '../errors/invalid-input.error';
 import { type ListResult, resolveInstanceFilter, type ResolvedFilter } from './instance-filter';
 import type { CappedCount } from '../instance/queue-status';
 import type { StatementRunner } from '../sql/statement';
+import { integerIn, optionsObject } from './input-checks';
 import { COUNT_INSTANCES, countDriver, LIST_INSTANCES, listDriver } from '../sql/query.sql';
 
 const DEFAULT_LIMIT = 50;
@@ -57,50 +58,22 @@ function pageOf(
   page: unknown,
   f: ResolvedFilter,
 ): { limit: number; after: string | null; scan: number } {
-  if (page === undefined) return { limit: DEFAULT_LIMIT, after: null, scan: DEFAULT_SCAN };
-  if (typeof page !== 'object' || page === null || Array.isArray(page)) {
-    throw new InvalidInputError('list.page', 'must be an object { limit?, after?, scanLimit? }');
-  }
-  const p = page as Record<string, unknown>;
-  const unknownKeys = Object.keys(p).filter(
-    (k) => k !== 'limit' && k !== 'after' && k !== 'scanLimit',
-  );
-  if (unknownKeys.length > 0) {
-    throw new InvalidInputError(
-      'list.page',
-      `unknown key(s) ${unknownKeys.join(', ')}; known: limit, after, scanLimit`,
-    );
-  }
-  const limit = integer(p['limit'], 'list.page.limit', DEFAULT_LIMIT, 1, MAX_LIMIT);
-  const scan = integer(p['scanLimit'], 'list.page.scanLimit', DEFAULT_SCAN, limit, MAX_SCAN);
-  const after = p['after'] === undefined ? null : decodeCursor(p['after'], f);
+  const p = optionsObject(page, ['limit', 'after', 'scanLimit'], 'list.page', {
+    nameKey: false,
+    shape: '{ limit?, after?, scanLimit? }',
+  });
+  const limit = integerIn(p?.['limit'], 'list.page.limit', DEFAULT_LIMIT, 1, MAX_LIMIT);
+  const scan = integerIn(p?.['scanLimit'], 'list.page.scanLimit', DEFAULT_SCAN, limit, MAX_SCAN);
+  const after = p?.['after'] === undefined ? null : decodeCursor(p['after'], f);
   return { limit, after, scan };
 }
 
 function capOf(options: unknown): number {
-  if (options === undefined) return DEFAULT_CAP;
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new InvalidInputError('count.options', 'must be an object { cap? }');
-  }
-  const unknownKeys = Object.keys(options).filter((k) => k !== 'cap');
-  if (unknownKeys.length > 0) {
-    throw new InvalidInputError(
-      'count.options',
-      `unknown key(s) ${unknownKeys.join(', ')}; the only option is cap`,
-    );
-  }
-  return integer((options as { cap?: unknown }).cap, 'count.options.cap', DEFAULT_CAP, 1, MAX_CAP);
-}
-
-function integer(value: unknown, path: string, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new InvalidInputError(
-      path,
-      `must be an integer in ${min}…${max}, got ${JSON.stringify(value) ?? typeof value}`,
-    );
-  }
-  return value;
+  const o = optionsObject(options, ['cap'], 'count.options', {
+    nameKey: false,
+    shape: '{ cap? }',
+  });
+  return integerIn(o?.['cap'], 'count.options.cap', DEFAULT_CAP, 1, MAX_CAP);
 }
 
 /** A short, stable fingerprint of a resolved filter (a cursor is refused with another one). */

@@ -2,6 +2,7 @@ import { InvalidInputError } from '../errors/invalid-input.error';
 import type { PauseQueueResult, QueueStatus, ResumeQueueResult } from '../instance/queue-status';
 import { PAUSE_QUEUE, QUEUE_STATUS, RESUME_QUEUE, SET_LOCAL_NO_JIT } from '../sql/queue.sql';
 import type { ControlRuntime } from './control-runtime';
+import { integerIn, optionsObject } from './input-checks';
 
 /** Longest pause reason stored, in characters. */
 const MAX_REASON_LENGTH = 1000;
@@ -101,18 +102,11 @@ function queueName(queue: unknown, path: string): string {
 }
 
 function reasonOf(options: unknown): string | null {
-  if (options === undefined) return null;
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new InvalidInputError('pauseQueue.options', 'must be an object { reason? }');
-  }
-  const unknownKeys = Object.keys(options).filter((k) => k !== 'reason');
-  if (unknownKeys.length > 0) {
-    throw new InvalidInputError(
-      'pauseQueue.options',
-      `unknown key(s) ${unknownKeys.join(', ')}; the only option is reason`,
-    );
-  }
-  const reason = (options as { reason?: unknown }).reason;
+  const o = optionsObject(options, ['reason'], 'pauseQueue.options', {
+    nameKey: false,
+    shape: '{ reason? }',
+  });
+  const reason = o?.['reason'];
   if (reason === undefined) return null;
   if (typeof reason !== 'string' || reason.length === 0 || reason.length > MAX_REASON_LENGTH) {
     throw new InvalidInputError(
@@ -124,14 +118,9 @@ function reasonOf(options: unknown): string | null {
 }
 
 function statusCap(options: unknown): number {
-  if (options === undefined) return DEFAULT_STATUS_CAP;
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new InvalidInputError('queueStatus.options', 'must be an object { cap? }');
-  }
-  const cap = (options as { cap?: unknown }).cap;
-  if (cap === undefined) return DEFAULT_STATUS_CAP;
-  if (typeof cap !== 'number' || !Number.isInteger(cap) || cap <= 0 || cap > 1_000_000) {
-    throw new InvalidInputError('queueStatus.options.cap', 'must be an integer in 1..1000000');
-  }
-  return cap;
+  const o = optionsObject(options, ['cap'], 'queueStatus.options', {
+    nameKey: false,
+    shape: '{ cap? }',
+  });
+  return integerIn(o?.['cap'], 'queueStatus.options.cap', DEFAULT_STATUS_CAP, 1, 1_000_000);
 }

@@ -2,25 +2,25 @@ import { DuplicateError } from '../errors/duplicate.error';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { NoTargetError } from '../errors/no-target.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
-import { MAX_UNTIL_MS, MIN_UNTIL_MS } from '../fsm/outcome';
 import { toJsonObjectText } from '../serialization/json-value';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
-import { RETRY_INSTANCE } from '../sql/retry.sql';
+import { RETRY_INSTANCES, type RetriedRow, type RetryVerdict } from '../sql/retry.sql';
 import { actorOf, manualRecord } from './instance-history';
 import type { ControlRuntime } from './control-runtime';
+import { dueDate, flag, nonEmptyText, optionsObject } from './input-checks';
 import { type ResolvedTarget, targetLabel } from './target';
 
 export type { RetryOptions } from './retry-options';
 
-const KEYS = new Set(['step', 'state', 'at', 'detach', 'actor']);
+const KEYS = ['step', 'state', 'at', 'detach', 'actor'];
 
 /**
  * Makes a `failed` or `cancelled` row runnable again (docs/design.md §27.3): one read (the
  * row, to check the step against its FSM and to hand its state to a `state` function), then
- * RETRY_INSTANCE, guarded by the claim read, with its parent's barrier. Typed errors, nothing
- * changed: `NoTargetError` (no row), `InvalidInputError` (bad options, a live or done row, a
- * parent that moved on, a throwing `state` function), `UnknownStepError`, `DuplicateError`
- * (its correlation key is occupied again).
+ * {@link runRetry} (RETRY_INSTANCES over that one row), guarded by the claim read, with its
+ * parent's barrier. Typed errors, nothing changed: `NoTargetError` (no row), `InvalidInputError`
+ * (bad options, a live or done row, a parent that moved on, a throwing `state` function),
+ * `UnknownStepError`, `DuplicateError` (its correlation key is occupied again).
  */
 export async function retryInstance(
   runtime: ControlRuntime,
@@ -66,34 +66,21 @@ export async function retryInstance(
     const dumped = definition?.codec ? definition.codec.dump(state) : state;
     stateText = toJsonObjectText(dumped, 'retry.state', runtime.options.maxStateBytes);
   }
-  let verdict;
-  try {
-    verdict = await RETRY_INSTANCE.run(runtime.sql, {
-      id: row.id,
-      claimSeq: row.claimSeq,
-      step: o.step ?? null,
-      stateText,
-      at: o.at ?? null,
-      detach: o.detach,
-      record: manualRecord(definition?.history ?? 'failures'),
-      actor: o.actor ?? null,
-    });
-  } catch (err) {
-    if (isCorrelationConflict(err)) throw new DuplicateError(row.correlationKey ?? '');
-    throw err;
-  }
+  const verdicts = await runRetry(runtime, [row], {
+    step: o.step ?? null,
+    stateText,
+    at: o.at ?? null,
+    detach: o.detach,
+    actor: o.actor ?? null,
+  });
+  const verdict = verdicts.get(row.id) ?? { verdict: 'gone' };
   switch (verdict.verdict) {
     case 'retried':
-      runtime.telemetry.emit(
-        'instance:retried',
-        { count: 1 },
-        { id: row.id, fsm: row.fsm, step: o.step ?? row.step },
-      );
-      if (verdict.due) runtime.pokes.poke([verdict.queue]);
-      else if (o.at) runtime.wakeUps.arm(verdict.queue, o.at.getTime() - Date.now());
       return;
     case 'gone':
       throw new NoTargetError(targetLabel(target), 'nothing was retried');
+    case 'duplicate':
+      throw new DuplicateError(row.correlationKey ?? '');
     case 'status':
       throw new InvalidInputError(
         'retry.target',
@@ -107,6 +94,91 @@ export async function retryInstance(
   }
 }
 
+/** A row to retry, as it was read: its claim token, and what its history and telemetry name. */
+export interface RetryCandidate {
+  readonly id: string;
+  readonly fsm: string;
+  readonly fsmVersion: number;
+  readonly step: string;
+  readonly claimSeq: string;
+}
+
+/** What every row of one {@link runRetry} is retried with. */
+export interface RetryChange {
+  readonly step: string | null;
+  readonly stateText: string | null;
+  readonly at: Date | null;
+  readonly detach: boolean;
+  readonly actor: string | null;
+}
+
+/**
+ * What became of one row: RETRY_INSTANCES' verdict, `gone` (no such row: collected by GC
+ * meanwhile), or `duplicate` (its correlation key is occupied again; nothing written).
+ */
+export type RetryOutcome =
+  RetryVerdict | { readonly verdict: 'gone' } | { readonly verdict: 'duplicate' };
+
+/**
+ * Retries `rows` — one for `retry`, a batch of at most 1 000 for `retryAll` — by one
+ * RETRY_INSTANCES statement, and interprets its answer: each retried row's `instance:retried`,
+ * the queues of the rows due now poked, a later `at` armed as a wake-up. A re-occupied
+ * correlation key fails the whole statement (nothing written): a batch is then retried row by
+ * row, and the row whose key is taken answers `duplicate`. Each row's history record follows
+ * its FSM version's level (docs/design.md §28.1; an FSM version this node does not know records
+ * at the default level). Answers every row's outcome by id.
+ */
+export async function runRetry(
+  runtime: ControlRuntime,
+  rows: readonly RetryCandidate[],
+  change: RetryChange,
+): Promise<Map<string, RetryOutcome>> {
+  const outcomes = new Map<string, RetryOutcome>();
+  for (const row of rows) outcomes.set(row.id, { verdict: 'gone' });
+  for (const answered of await retryRows(runtime, rows, change)) {
+    outcomes.set(answered.id, answered);
+  }
+  const pokeQueues = new Set<string>();
+  for (const row of rows) {
+    const outcome = outcomes.get(row.id);
+    if (outcome?.verdict !== 'retried') continue;
+    runtime.telemetry.emit(
+      'instance:retried',
+      { count: 1 },
+      { id: row.id, fsm: row.fsm, step: change.step ?? row.step },
+    );
+    if (outcome.due) pokeQueues.add(outcome.queue);
+    else if (change.at) runtime.wakeUps.arm(outcome.queue, change.at.getTime() - Date.now());
+  }
+  if (pokeQueues.size > 0) runtime.pokes.poke(pokeQueues);
+  return outcomes;
+}
+
+/** One RETRY_INSTANCES over `rows`; on a key conflict, row by row (a conflicting row: `duplicate`). */
+async function retryRows(
+  runtime: ControlRuntime,
+  rows: readonly RetryCandidate[],
+  change: RetryChange,
+): Promise<(RetriedRow | { readonly id: string; readonly verdict: 'duplicate' })[]> {
+  try {
+    return await RETRY_INSTANCES.run(runtime.sql, {
+      rows: rows.map((r) => ({
+        id: r.id,
+        claimSeq: r.claimSeq,
+        record: manualRecord(runtime.registry.find(r.fsm, r.fsmVersion)?.history ?? 'failures'),
+      })),
+      ...change,
+    });
+  } catch (err) {
+    if (!isCorrelationConflict(err)) throw err;
+    const [only] = rows;
+    if (rows.length === 1 && only) return [{ id: only.id, verdict: 'duplicate' }];
+    const answers = [];
+    for (const row of rows) answers.push(...(await retryRows(runtime, [row], change)));
+    return answers;
+  }
+}
+
 function retryInput(options: unknown): {
   step: string | undefined;
   state: unknown;
@@ -114,37 +186,12 @@ function retryInput(options: unknown): {
   detach: boolean;
   actor: string | undefined;
 } {
-  if (options === undefined) {
-    return { step: undefined, state: undefined, at: undefined, detach: false, actor: undefined };
-  }
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new InvalidInputError('retry.options', 'must be an object');
-  }
-  const o = options as Record<string, unknown>;
-  for (const key of Object.keys(o)) {
-    if (!KEYS.has(key)) {
-      throw new InvalidInputError(
-        `retry.options.${key}`,
-        'is not an option (step, state, at, detach, actor)',
-      );
-    }
-  }
-  const step = o['step'];
-  if (step !== undefined && (typeof step !== 'string' || step.length === 0)) {
-    throw new InvalidInputError('retry.step', 'must be a non-empty string');
-  }
-  const at = o['at'];
-  const atMs = at instanceof Date ? at.getTime() : NaN;
-  if (at !== undefined && !(atMs >= MIN_UNTIL_MS && atMs <= MAX_UNTIL_MS)) {
-    throw new InvalidInputError('retry.at', 'must be a valid Date in years 1 … 9999');
-  }
-  const detach = o['detach'] ?? false;
-  if (typeof detach !== 'boolean') throw new InvalidInputError('retry.detach', 'must be a boolean');
+  const o = optionsObject(options, KEYS, 'retry.options') ?? {};
   return {
-    step: step,
+    step: nonEmptyText(o['step'], 'retry.step'),
     state: o['state'],
-    at: at === undefined ? undefined : new Date(atMs),
-    detach,
+    at: dueDate(o['at'], 'retry.at'),
+    detach: flag(o['detach'], 'retry.detach'),
     actor: actorOf(o['actor'], 'retry.actor'),
   };
 }

@@ -35,16 +35,11 @@ export interface CancelRequest {
  */
 export type CancelAction = 'cancelled' | 'requested' | 'terminal' | 'none' | 'woken';
 
-interface CancelRecord {
-  id: string;
+interface CancelRecord extends CancelAnswerRecord {
   action: CancelAction;
   is_target: boolean;
-  queue: string;
-  prior: DurableStatus;
   moved: boolean;
   signaled: boolean;
-  concurrency_key: string | null;
-  concurrency_shard: number | null;
 }
 
 /** One row CANCEL_INSTANCES looked at. */
@@ -68,6 +63,101 @@ export interface CancelledRow {
   readonly concurrencyShard: number | null;
 }
 
+/** Where a cancel statement's parameters are: the reason, and the history levels and actor. */
+interface CancelParams {
+  readonly reason: string;
+  readonly historyOff: string;
+  readonly historyFull: string;
+  readonly actor: string;
+}
+
+/**
+ * The writes shared by the cancel statements (CANCEL_INSTANCES, CANCEL_BATCH), as CTEs over
+ * their `act` rows (`id`, `action`, `role`, `signaled`, `fsm`, `step`, `attempt`), each row
+ * written once:
+ * - `changed`: a row `cancelled` now becomes cancelled, await deadline, claim, lease and shard
+ *   cleared, an executing row's `claim_seq` bumped (its late outcome is stale, §26.1); a row
+ *   `cancelled` or `requested` stores the request (`cancel_requested_at`, reason; the first
+ *   request's reason wins); a `detach` row's parent_id is set NULL.
+ * - `inbox`: the inbox of every row cancelled now is marked consumed (gen_durable_signals_inbox).
+ * - `joined`: each parent in `joins` (`id`, `n`: its children cancelled now; never a row of
+ *   `changed`) is decremented by `n` and, awaiting children and at zero, becomes runnable (as
+ *   JOIN_PARENTS), by primary key.
+ * - `recorded` (docs/design.md §28.1): every row cancelled or requested now gets a
+ *   `manual.cancel` history row (outcome `cancelled` or `requested`, the actor) unless its FSM
+ *   is in the `'off'` list; with its state when in the `'full'` list. An FSM this node does
+ *   not know records at the default level.
+ */
+function cancelWrites(p: CancelParams, joins: string): string {
+  return `changed AS (
+     UPDATE {schema}.gen_durable g
+        SET status = CASE WHEN a.action = 'cancelled' THEN 'cancelled'::{schema}.gen_durable_status ELSE g.status END,
+            cancel_requested_at = CASE WHEN a.action IN ('cancelled', 'requested')
+                                       THEN COALESCE(g.cancel_requested_at, now()) ELSE g.cancel_requested_at END,
+            cancel_reason = CASE WHEN a.action IN ('cancelled', 'requested')
+                                 THEN COALESCE(g.cancel_reason, ${p.reason}::text) ELSE g.cancel_reason END,
+            claim_seq = CASE WHEN a.action = 'cancelled' AND g.status = 'executing' THEN g.claim_seq + 1 ELSE g.claim_seq END,
+            locked_by = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.locked_by END,
+            lease_expires_at = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.lease_expires_at END,
+            concurrency_shard = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.concurrency_shard END,
+            await_deadline = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.await_deadline END,
+            parent_id = CASE WHEN a.role = 'detach' THEN NULL ELSE g.parent_id END,
+            updated_at = now()
+       FROM act a
+      WHERE g.id = a.id AND (a.action IN ('cancelled', 'requested') OR a.role = 'detach')
+     RETURNING g.id
+   ), inbox AS (
+     UPDATE {schema}.gen_durable_signals s
+        SET consumed_at = now()
+       FROM act a
+      WHERE a.action = 'cancelled' AND a.signaled AND s.target_id = a.id AND s.consumed_at IS NULL
+   ), joined AS (
+     UPDATE {schema}.gen_durable p
+        SET children_pending = p.children_pending - j.n,
+            status = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - j.n <= 0
+                          THEN 'runnable'::{schema}.gen_durable_status ELSE p.status END,
+            eligible_at = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - j.n <= 0
+                               THEN now() ELSE p.eligible_at END,
+            updated_at = now()
+       FROM (${joins}) j
+      WHERE p.id = j.id
+     RETURNING p.id, p.queue, p.status
+   ), recorded AS (
+     INSERT INTO {schema}.gen_durable_history (instance_id, kind, step, attempt, outcome, state, actor)
+     SELECT a.id, 'manual.cancel', a.step, a.attempt, a.action,
+            CASE WHEN a.fsm = ANY (${p.historyFull}::text[])
+                 THEN (SELECT g.state FROM {schema}.gen_durable g WHERE g.id = a.id) END,
+            ${p.actor}::text
+       FROM act a
+      WHERE a.action IN ('cancelled', 'requested') AND NOT (a.fsm = ANY (${p.historyOff}::text[]))
+   )`;
+}
+
+/** One row a cancel statement answered, as both decode it. */
+interface CancelAnswerRecord {
+  id: string;
+  queue: string;
+  prior: DurableStatus;
+  concurrency_key: string | null;
+  concurrency_shard: number | null;
+}
+
+function cancelAnswer(r: CancelAnswerRecord): {
+  id: string;
+  queue: string;
+  prior: DurableStatus;
+  concurrencyKey: string | null;
+  concurrencyShard: number | null;
+} {
+  return {
+    id: r.id,
+    queue: r.queue,
+    prior: r.prior,
+    concurrencyKey: r.concurrency_key,
+    concurrencyShard: r.concurrency_shard,
+  };
+}
+
 /**
  * Cancel, one statement with its riders (docs/design.md §27.2). `$1` target id or NULL, `$2`
  * correlation key or NULL (the key's occupant, index gen_durable_correlation), `$3` reason,
@@ -81,24 +171,18 @@ export interface CancelledRow {
  *   locked version with the snapshot's: a spawn that committed in between inserted children
  *   this statement cannot see, so the caller runs another round (`$6`) until nothing moved.
  * - per tree row, on its locked version: ended ⇒ nothing (the target reports `terminal`);
- *   executing without `fence` ⇒ the request is stored (`cancel_requested_at`, reason; the
- *   first request's reason wins) and the owner ends it; anything else ⇒ `cancelled` now,
- *   await deadline, claim, lease and shard cleared, and an executing row's `claim_seq`
- *   bumped, so its late outcome is stale (§26.1). A row leaving `executing` frees its K = 1
- *   key with it (gen_durable_concurrency_active); the caller credits a fenced gate slot.
- * - riders: the inbox of every row cancelled now is marked consumed (gen_durable_signals_inbox); the
- *   target's parent (outside the tree) is decremented once when the target was cancelled now
- *   and, awaiting children and at zero, becomes runnable (as JOIN_PARENTS); `detach` sets the
- *   live children's parent_id to NULL. Descendants' parents are in the tree: nothing to join.
+ *   executing without `fence` ⇒ `requested` (the owner ends it); anything else ⇒ `cancelled`
+ *   now. A row leaving `executing` frees its K = 1 key with it (gen_durable_concurrency_active);
+ *   the caller credits a fenced gate slot.
+ * - the writes and riders of {@link cancelWrites} (the row flips, inbox, history, `detach`
+ *   unlinking the live children); `joins`: the target's parent (outside the tree), decremented
+ *   once when the target was cancelled now. Descendants' parents are in the tree: nothing to join.
  * NOTE: the inbox sweep reads the statement's snapshot. A delivery that committed while this
  * statement waited for the row's lock stored a signal the sweep cannot see; such a row is
  * `moved` and `signaled`, and the caller sweeps its inbox again in a new statement
  * (CONSUME_INBOXES). A delivery after the lock finds the row ended and stores nothing.
- * A target that is not found returns no row. Nothing is written for an ended target.
- * - history (docs/design.md §28.1): every tree row cancelled or requested now gets a
- *   `manual.cancel` row (outcome `cancelled` or `requested`, actor `$10`) unless its FSM is in
- *   `$8` (level `'off'`); with its state when in `$9` (`'full'`). An FSM this node does not
- *   know records at the default level.
+ * A target that is not found returns no row. Nothing is written for an ended target. History:
+ * `$8` the FSMs at level `'off'`, `$9` at `'full'`, `$10` the actor.
  */
 export const CANCEL_INSTANCES = sql(
   'cancel_instances',
@@ -142,47 +226,11 @@ export const CANCEL_INSTANCES = sql(
                  WHEN l.status = 'executing' AND NOT $5::boolean THEN 'requested'
                  ELSE 'cancelled' END AS action
        FROM locked l, live_target lt
-   ), changed AS (
-     UPDATE {schema}.gen_durable g
-        SET status = CASE WHEN a.action = 'cancelled' THEN 'cancelled'::{schema}.gen_durable_status ELSE g.status END,
-            cancel_requested_at = CASE WHEN a.role = 'tree' THEN COALESCE(g.cancel_requested_at, now())
-                                       ELSE g.cancel_requested_at END,
-            cancel_reason = CASE WHEN a.role = 'tree' THEN COALESCE(g.cancel_reason, $3::text) ELSE g.cancel_reason END,
-            claim_seq = CASE WHEN a.action = 'cancelled' AND g.status = 'executing' THEN g.claim_seq + 1 ELSE g.claim_seq END,
-            locked_by = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.locked_by END,
-            lease_expires_at = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.lease_expires_at END,
-            concurrency_shard = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.concurrency_shard END,
-            await_deadline = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.await_deadline END,
-            parent_id = CASE WHEN a.role = 'detach' THEN NULL ELSE g.parent_id END,
-            updated_at = now()
-       FROM act a
-      WHERE g.id = a.id AND (a.action IN ('cancelled', 'requested') OR a.role = 'detach')
-     RETURNING g.id
-   ), inbox AS (
-     UPDATE {schema}.gen_durable_signals s
-        SET consumed_at = now()
-       FROM act a
-      WHERE a.action = 'cancelled' AND a.signaled AND s.target_id = a.id AND s.consumed_at IS NULL
-   ), joined AS (
-     UPDATE {schema}.gen_durable p
-        SET children_pending = p.children_pending - 1,
-            status = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - 1 <= 0
-                          THEN 'runnable'::{schema}.gen_durable_status ELSE p.status END,
-            eligible_at = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - 1 <= 0
-                               THEN now() ELSE p.eligible_at END,
-            updated_at = now()
-       FROM act a
-      WHERE p.id = a.id AND a.role = 'parent'
-        AND EXISTS (SELECT 1 FROM act t WHERE t.is_target AND t.action = 'cancelled')
-     RETURNING p.id, p.queue, p.status
-   ), recorded AS (
-     INSERT INTO {schema}.gen_durable_history (instance_id, kind, step, attempt, outcome, state, actor)
-     SELECT a.id, 'manual.cancel', a.step, a.attempt, a.action,
-            CASE WHEN a.fsm = ANY ($9::text[]) THEN (SELECT g.state FROM {schema}.gen_durable g WHERE g.id = a.id) END,
-            $10::text
-       FROM act a
-      WHERE a.role = 'tree' AND a.action IN ('cancelled', 'requested') AND NOT (a.fsm = ANY ($8::text[]))
-   )
+   ), ${cancelWrites(
+     { reason: '$3', historyOff: '$8', historyFull: '$9', actor: '$10' },
+     `SELECT a.id, 1 AS n FROM act a
+       WHERE a.role = 'parent' AND EXISTS (SELECT 1 FROM act t WHERE t.is_target AND t.action = 'cancelled')`,
+   )}
    SELECT a.id, a.action, a.is_target, a.queue, a.status AS prior, a.moved, a.signaled,
           a.concurrency_key, a.concurrency_shard
      FROM act a WHERE a.role = 'tree'
@@ -202,22 +250,134 @@ export const CANCEL_INSTANCES = sql(
       i.historyFull ?? [],
       i.actor ?? null,
     ],
-    decode: (rows: readonly CancelRecord[]): CancelledRow[] => {
-      const out: CancelledRow[] = [];
-      for (const r of rows) {
-        out.push({
-          id: r.id,
-          action: r.action,
-          isTarget: r.is_target,
-          queue: r.queue,
-          prior: r.prior,
-          moved: r.moved,
-          signaled: r.signaled,
-          concurrencyKey: r.concurrency_key,
-          concurrencyShard: r.concurrency_shard,
-        });
-      }
-      return out;
-    },
+    decode: (rows: readonly CancelRecord[]): CancelledRow[] =>
+      rows.map((r) => ({
+        ...cancelAnswer(r),
+        action: r.action,
+        isTarget: r.is_target,
+        moved: r.moved,
+        signaled: r.signaled,
+      })),
+  },
+);
+
+/** What a batch cancel did to one matched row (CANCEL_BATCH). */
+export type CancelBatchAction =
+  /** Cancelled now. */
+  | 'cancelled'
+  /** Executing: its owner (or the reaper) ends it. */
+  | 'requested'
+  /** Already ended: nothing changed. */
+  | 'terminal'
+  /** Has children: the caller cancels it alone (CANCEL_INSTANCES: its tree, cascade, rounds). */
+  | 'single'
+  /**
+   * Changed under the statement, or a child of a `single` row of the batch: the caller cancels
+   * it alone after the `single` rows (a cascade may have ended it by then).
+   */
+  | 'deferred';
+
+/** One row CANCEL_BATCH answered for. */
+export interface CancelBatchRow {
+  readonly id: string;
+  /** `woken`: a parent the batch's cancels completed the join of (runnable now), not a matched row. */
+  readonly action: CancelBatchAction | 'woken';
+  readonly queue: string;
+  /** The status under the statement's lock, before it changed. */
+  readonly prior: DurableStatus;
+  readonly concurrencyKey: string | null;
+  readonly concurrencyShard: number | null;
+}
+
+/** CANCEL_BATCH input: the matched ids of one batch (≤ 1 000) and the cancel options. */
+export interface CancelBatchInput {
+  readonly ids: readonly string[];
+  readonly reason: string | null;
+  readonly fence: boolean;
+  /** FSMs whose history level is `'off'` (no `manual.cancel` row) and `'full'` (with state). */
+  readonly historyOff: readonly string[];
+  readonly historyFull: readonly string[];
+  /** Who asked: the history rows' `actor`, or null. */
+  readonly actor: string | null;
+}
+
+interface CancelBatchRecord extends CancelAnswerRecord {
+  action: CancelBatchAction | 'woken';
+}
+
+/**
+ * One batch of `cancelAll` (docs/design.md §27.7): CANCEL_INSTANCES' effects on many leaf
+ * rows at once. `$1` the batch's ids (PK), `$2` reason, `$3` fence.
+ * - `batch`: the rows in the statement's snapshot, with their version (`xmin`) and whether any
+ *   row names them as parent (index gen_durable_parent). A row with children is answered
+ *   `single`: its tree, cascade, detach and rounds are CANCEL_INSTANCES', which the caller runs
+ *   for it alone.
+ * - `locked`: the leaf rows and their parents, locked in id order, waiting (no SKIP LOCKED), as
+ *   CANCEL_INSTANCES. A leaf whose locked version is not the snapshot's (a flush, a spawn, a
+ *   delivery committed in between) is answered `deferred`, so nothing here acts on a row it
+ *   did not see whole; so is a leaf whose parent is a `single` row of the batch, so a family
+ *   matched together is cancelled from the top, as `cancel` of its root would (a cascade reaches
+ *   the children; the parent is never woken by its children's cancels first).
+ * - per leaf, on its locked version: ended ⇒ `terminal`, nothing written; executing without
+ *   `$3` ⇒ `requested`; anything else ⇒ `cancelled` now.
+ * - the writes and riders of {@link cancelWrites}, as CANCEL_INSTANCES writes them (history:
+ *   `$4` the FSMs at level `'off'`, `$5` at `'full'`, `$6` the actor); `joins`: each parent
+ *   decremented by the number of its children cancelled now (`woken` when that completed its
+ *   join). A parent is never a leaf of the batch (it has children) nor cancelled by it, so each
+ *   row is written once.
+ * A matched id no longer in the table answers nothing.
+ */
+export const CANCEL_BATCH = sql(
+  'cancel_batch',
+  `WITH batch AS (
+     SELECT g.id, g.parent_id, g.xmin::text AS seen,
+            EXISTS (SELECT 1 FROM {schema}.gen_durable c WHERE c.parent_id = g.id) AS has_children
+       FROM {schema}.gen_durable g WHERE g.id = ANY ($1::bigint[])
+   ), want AS (
+     SELECT id FROM batch WHERE NOT has_children
+     UNION
+     SELECT parent_id FROM batch WHERE NOT has_children AND parent_id IS NOT NULL
+   ), locked AS (
+     SELECT g.id, g.status, g.queue, g.parent_id, g.signaled, g.concurrency_key,
+            g.concurrency_shard, g.xmin::text AS locked_seen, g.fsm, g.step, g.attempt
+       FROM {schema}.gen_durable g WHERE g.id IN (SELECT id FROM want)
+      ORDER BY g.id
+        FOR NO KEY UPDATE OF g
+   ), act AS (
+     SELECT l.*, CASE WHEN b.id IS NULL THEN 'parent' ELSE 'tree' END AS role,
+            CASE WHEN b.id IS NULL THEN 'none'
+                 WHEN b.has_children THEN 'single'
+                 WHEN b.seen <> l.locked_seen
+                   OR EXISTS (SELECT 1 FROM batch p WHERE p.id = l.parent_id AND p.has_children) THEN 'deferred'
+                 WHEN l.status NOT IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
+                   THEN 'terminal'
+                 WHEN l.status = 'executing' AND NOT $3::boolean THEN 'requested'
+                 ELSE 'cancelled' END AS action
+       FROM locked l LEFT JOIN batch b ON b.id = l.id
+   ), ${cancelWrites(
+     { reason: '$2', historyOff: '$4', historyFull: '$5', actor: '$6' },
+     `SELECT a.parent_id AS id, count(*)::int AS n FROM act a
+       WHERE a.action = 'cancelled' AND a.parent_id IS NOT NULL
+       GROUP BY a.parent_id`,
+   )}
+   SELECT a.id, a.action, a.queue, a.status AS prior, a.concurrency_key, a.concurrency_shard
+     FROM act a WHERE a.role = 'tree'
+   UNION ALL
+   SELECT b.id, 'single', '', 'runnable', NULL, NULL
+     FROM batch b WHERE b.has_children AND NOT EXISTS (SELECT 1 FROM act a WHERE a.id = b.id)
+   UNION ALL
+   SELECT j.id, 'woken', j.queue, 'awaiting_children', NULL, NULL
+     FROM joined j WHERE j.status = 'runnable'`,
+  {
+    params: (i: CancelBatchInput) => [
+      i.ids,
+      i.reason,
+      i.fence,
+      i.historyOff,
+      i.historyFull,
+      i.actor,
+    ],
+    decode: (rows: readonly CancelBatchRecord[]): CancelBatchRow[] =>
+      rows.map((r) => ({ ...cancelAnswer(r), action: r.action })),
   },
 );

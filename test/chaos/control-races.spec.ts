@@ -13,7 +13,7 @@ import {
   type TransitionWrite,
 } from '../../lib/sql/outcome.sql';
 import { GC_DELETE, GC_SELECT_TERMINAL } from '../../lib/sql/maintenance.sql';
-import { RETRY_INSTANCE, type RetryVerdict } from '../../lib/sql/retry.sql';
+import { RETRY_INSTANCES, type RetriedRow } from '../../lib/sql/retry.sql';
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
 import type { RawSession } from '../support/raw-session';
 import { claimOn } from '../support/raw-session';
@@ -466,13 +466,13 @@ describe('cancel and retry races on real connections, all permutations (docs/des
           ],
           retry: [
             step('r_retry', ({ session, vars }) =>
-              RETRY_INSTANCE.run(session, {
-                id: vars.id,
-                claimSeq: vars.seq,
+              RETRY_INSTANCES.run(session, {
+                rows: [{ id: vars.id, claimSeq: vars.seq, record: 1 }],
                 step: null,
                 stateText: null,
                 at: null,
                 detach: false,
+                actor: null,
               }),
             ),
           ],
@@ -488,15 +488,19 @@ describe('cancel and retry races on real connections, all permutations (docs/des
         },
         async check({ vars, steps }, pool) {
           for (const o of steps.values()) expect(o.error).toBeUndefined();
-          const verdict = steps.get('r_retry')!.value as RetryVerdict;
+          const answer = steps.get('r_retry')!.value as RetriedRow[];
           const { rows } = await pool.query<{ status: string }>(
             `SELECT status FROM gen_durable WHERE id = $1`,
             [vars.id],
           );
-          if (verdict.verdict === 'retried') {
+          if (answer.length > 0) {
+            // Retried and kept: GC_DELETE re-checked terminality and skipped the row.
+            expect(answer).toEqual([
+              { id: vars.id, verdict: 'retried', queue: expect.any(String), due: true },
+            ]);
             expect(rows).toEqual([{ status: 'runnable' }]);
           } else {
-            expect(verdict).toEqual({ verdict: 'gone' });
+            // Gone first: the retry found no row and answers nothing for it.
             expect(rows).toEqual([]);
           }
         },

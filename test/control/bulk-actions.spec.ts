@@ -119,7 +119,7 @@ describe('cancelAll / retryAll (docs/design.md §27.7)', () => {
     const batches = h.statements.filter((s) => s === 'bulk_batch').length;
     // Ten full batches, and one that finds the end; one cancel statement per batch.
     expect(batches).toBe(N / 1000 + 1);
-    expect(h.statements.filter((s) => s === 'bulk_cancel')).toHaveLength(N / 1000);
+    expect(h.statements.filter((s) => s === 'cancel_batch')).toHaveLength(N / 1000);
     expect(h.statements).not.toContain('cancel_instances');
     expect(await statusCounts(db, 'bulk-alpha')).toEqual({ cancelled: N });
     const { rows } = await db.pool.query<{ n: number }>(
@@ -154,7 +154,7 @@ describe('cancelAll / retryAll (docs/design.md §27.7)', () => {
     );
     expect(retryHistory.rows[0]!.n).toBe(N);
     expect(h.statements.filter((s) => s === 'bulk_batch').length).toBe(N / 1000 + 1);
-    expect(h.statements.filter((s) => s === 'bulk_retry')).toHaveLength(N / 1000);
+    expect(h.statements.filter((s) => s === 'retry_instances')).toHaveLength(N / 1000);
     expect(await statusCounts(db, 'bulk-alpha')).toEqual({ runnable: N });
     const steps = await db.pool.query<{ step: string; n: number }>(
       `SELECT step, count(*)::int AS n FROM gen_durable WHERE fsm = 'bulk-alpha' GROUP BY 1`,
@@ -235,7 +235,7 @@ describe('cancelAll / retryAll (docs/design.md §27.7)', () => {
       matched: 3,
       changed: 3,
     });
-    expect(h.statements.filter((s) => s !== 'bulk_batch')).toEqual(['bulk_cancel']);
+    expect(h.statements.filter((s) => s !== 'bulk_batch')).toEqual(['cancel_batch']);
     const after = await db.pool.query<{ id: string; status: string; cancel_reason: string | null }>(
       `SELECT id::text, status::text, cancel_reason FROM gen_durable WHERE id = ANY ($1::bigint[]) ORDER BY id`,
       [kids],

@@ -267,7 +267,7 @@ describe('GC collects cancelled rows (docs/design.md §18.1, §27.1)', () => {
     h = await bootEngine(db, [WaiterFsm], {
       queues: {},
       reaper: false,
-      gc: { interval: 3_600_000, retention: 1 },
+      gc: { interval: 3_600_000, retention: 1, cancelledRetention: 1 },
       poke: 'none',
     });
   });

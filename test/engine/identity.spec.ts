@@ -37,7 +37,13 @@ describe('identity: correlation keys (docs/design.md §11)', () => {
     db = await createTestDatabase();
     // GC runs only when a test calls sweep(); retention 1 ms makes every terminal row eligible.
     t = await bootEngine(db, [SessionFsm], {
-      gc: { interval: 3_600_000, retention: 1, batch: 1000 },
+      gc: {
+        interval: 3_600_000,
+        retention: 1,
+        failedRetention: 1,
+        cancelledRetention: 1,
+        batch: 1000,
+      },
     });
   });
   afterAll(async () => {

@@ -23,7 +23,7 @@ describe('instance filter (no database)', () => {
   });
 
   it.each([
-    [{ status: 'finished' }, 'f.status', 'unknown status "finished"'],
+    [{ status: 'finished' }, 'f.status', 'got "finished"'],
     [{ status: [] }, 'f.status', 'empty array'],
     [{ fsm: ['a', ''] }, 'f.fsm[1]', 'non-empty string'],
     [{ queue: 3 }, 'f.queue', 'non-empty string'],

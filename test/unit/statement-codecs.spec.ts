@@ -11,6 +11,8 @@ import { HEARTBEAT } from '../../lib/sql/lease.sql';
 import { GC_DELETE } from '../../lib/sql/maintenance.sql';
 import { FLUSH_TRANSITIONS, RECHECK_PARKS, type TransitionWrite } from '../../lib/sql/outcome.sql';
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
+import { CANCEL_BATCH, CANCEL_INSTANCES } from '../../lib/sql/cancel.sql';
+import { RETRY_INSTANCES } from '../../lib/sql/retry.sql';
 import type {
   Statement,
   StatementResult,
@@ -380,6 +382,70 @@ describe('statement parameter builders and decoders (no database)', () => {
       null,
     ]);
     expect(DELIVER_SIGNAL.decode([], input)).toBeNull();
+  });
+
+  it('RETRY_INSTANCES: one array statement for one row or a batch; each answered row decodes to its verdict', () => {
+    const at = new Date('2030-01-01T00:00:00Z');
+    const input = {
+      rows: [
+        { id: '4', claimSeq: '7', record: 2 as const },
+        { id: '5', claimSeq: '1', record: 0 as const },
+      ],
+      step: 'again',
+      stateText: '{"n":1}',
+      at,
+      detach: true,
+      actor: 'ops',
+    };
+    expect(expectArity(RETRY_INSTANCES, input)).toEqual([
+      ['4', '5'],
+      ['7', '1'],
+      [2, 0],
+      'again',
+      '{"n":1}',
+      at,
+      true,
+      'ops',
+    ]);
+    const row = { status: 'failed' as const, parent_status: null, queue: null, due: null };
+    expect(
+      RETRY_INSTANCES.decode(
+        [
+          { ...row, id: '4', verdict: 'retried', queue: 'q', due: true },
+          { ...row, id: '5', verdict: 'status', status: 'runnable' },
+          { ...row, id: '6', verdict: 'parent', parent_status: 'done' },
+        ],
+        input,
+      ),
+    ).toEqual([
+      { id: '4', verdict: 'retried', queue: 'q', due: true },
+      { id: '5', verdict: 'status', status: 'runnable' },
+      { id: '6', verdict: 'parent', parentStatus: 'done' },
+    ]);
+  });
+
+  it('the cancel family: CANCEL_INSTANCES and CANCEL_BATCH number their shared writes by their own parameters', () => {
+    const history = { historyOff: ['quiet'], historyFull: ['loud'], actor: 'ops' };
+    expect(
+      expectArity(CANCEL_INSTANCES, {
+        targetId: '9',
+        correlationKey: null,
+        reason: 'r',
+        children: 'cascade',
+        fence: false,
+        descendantsOnly: false,
+        onlyFsms: null,
+        ...history,
+      }),
+    ).toEqual(['9', null, 'r', 'cascade', false, false, null, ['quiet'], ['loud'], 'ops']);
+    expect(
+      expectArity(CANCEL_BATCH, { ids: ['1', '2'], reason: null, fence: true, ...history }),
+    ).toEqual([['1', '2'], null, true, ['quiet'], ['loud'], 'ops']);
+    // The shared writes name the reason and the history parameters of each statement.
+    expect(CANCEL_INSTANCES.text).toContain('COALESCE(g.cancel_reason, $3::text)');
+    expect(CANCEL_INSTANCES.text).toContain('$10::text');
+    expect(CANCEL_BATCH.text).toContain('COALESCE(g.cancel_reason, $2::text)');
+    expect(CANCEL_BATCH.text).toContain('$6::text');
   });
 
   it('run() sends the built parameters through the runner and decodes its result (GC_DELETE: the affected-row count)', async () => {

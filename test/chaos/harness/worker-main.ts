@@ -123,7 +123,15 @@ async function main(): Promise<void> {
         statementTimeout: cfg.statementTimeoutMs,
         flushers: [{ queues: 'all', maxBatch: 50, maxDelayMs: 10 }],
         reaper: cfg.reaper ? { interval: 250 } : false,
-        gc: cfg.gc ? { interval: 2_000, retention: cfg.gcRetentionMs, batch: 500 } : false,
+        gc: cfg.gc
+          ? {
+              interval: 2_000,
+              retention: cfg.gcRetentionMs,
+              failedRetention: cfg.gcRetentionMs,
+              cancelledRetention: cfg.gcRetentionMs,
+              batch: 500,
+            }
+          : false,
       }),
     ],
     providers: [{ provide: LEDGER, useValue: ledger }, ...CHAOS_FSMS, EventRecorder],
