@@ -132,7 +132,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * The instance row, or null. `target`: an id, `{ id }` or `{ correlationKey }` (by key: only
    * the current occupant, docs/design.md §11). One statement.
    */
-  get(target: Target): Promise<InstanceView | null> {
+  async get(target: Target): Promise<InstanceView | null> {
     return readTarget(this.controlRuntime().sql, target, 'get.target');
   }
 
@@ -142,7 +142,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * per page at any depth; each call examines at most `page.scanLimit` rows (default 10 000)
    * through the index its filter allows, so a page may come back short with a `next`.
    */
-  list(filter: InstanceFilter = {}, page?: ListPage): Promise<ListResult> {
+  async list(filter: InstanceFilter = {}, page?: ListPage): Promise<ListResult> {
     return this.parts.query.list(filter, page);
   }
 
@@ -150,7 +150,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * How many instances match `filter`, examining at most `cap` rows (default 10 000) through
    * the index its filter allows; `capped: true` means there are at least `count`. One statement.
    */
-  count(filter: InstanceFilter = {}, options?: { cap?: number }): Promise<CappedCount> {
+  async count(filter: InstanceFilter = {}, options?: { cap?: number }): Promise<CappedCount> {
     return this.parts.query.count(filter, options);
   }
 
@@ -162,7 +162,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * has one (`readDataSource`; it may lag). `NoTargetError` when no instance answers the target
    * (there); `InvalidInputError` for bad options.
    */
-  history(target: Target, options?: HistoryPage): Promise<HistoryEntry[]> {
+  async history(target: Target, options?: HistoryPage): Promise<HistoryEntry[]> {
     const to = resolveTarget(target, 'history.target');
     const runtime = this.controlRuntime();
     return readInstanceHistory(
@@ -339,7 +339,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * `queue` (`served` is false on a face that runs no scheduler). One statement (with JIT off,
    * in one transaction), index-served.
    */
-  queueStatus(queue?: string, options?: { cap?: number }): Promise<QueueStatus[]> {
+  async queueStatus(queue?: string, options?: { cap?: number }): Promise<QueueStatus[]> {
     return this.parts.queues.status(queue, options);
   }
 
@@ -349,7 +349,10 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * paused — the health check's backlog read (docs/design.md §21). One statement, index-served
    * (gen_durable_pick per queue).
    */
-  queueBacklog(queues: readonly string[], options: { cap?: number } = {}): Promise<QueueBacklog[]> {
+  async queueBacklog(
+    queues: readonly string[],
+    options: { cap?: number } = {},
+  ): Promise<QueueBacklog[]> {
     if (!Array.isArray(queues) || !queues.every((q) => typeof q === 'string')) {
       throw new InvalidInputError('queueBacklog.queues', 'must be an array of queue names');
     }
@@ -365,7 +368,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * The FSM versions live instances run on, with how many do (the CLI's `verify`, docs/cli.md):
    * one sequential scan of gen_durable — a deploy-time read, not for a hot path.
    */
-  liveFsmVersions(): Promise<LiveFsmVersion[]> {
+  async liveFsmVersions(): Promise<LiveFsmVersion[]> {
     return LIVE_FSM_VERSIONS.run(this.controlRuntime().sql);
   }
 
@@ -378,7 +381,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * (an engine only), an ended row (with its error or cancel reason), or running now (owner,
    * lease). One statement. `NoTargetError` when no instance answers `target`.
    */
-  explain(target: Target): Promise<Explanation> {
+  async explain(target: Target): Promise<Explanation> {
     const to = resolveTarget(target, 'explain.target');
     const runtime = this.controlRuntime();
     return explainInstance(runtime.sql, to, runtime.node.explainContext);
@@ -393,7 +396,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * `unreadable` when Redis cannot be read). Two statements. `NotAvailableError` on a face that
    * does not know the engines' limiter (the client).
    */
-  limiterStatus(options?: { cap?: number }): Promise<LimiterStatus> {
+  async limiterStatus(options?: { cap?: number }): Promise<LimiterStatus> {
     const runtime = this.controlRuntime();
     const limiter = runtime.node.limiter('limiterStatus');
     return readLimiterStatus(runtime.sql, limiter.backend, options, limiter.redis);
@@ -406,7 +409,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * snapshot stored yet (`source: 'live'`), live capped counts of runnable, scheduled and
    * executing rows. Index-served reads of gen_durable_stats, whatever the table size.
    */
-  stats(options?: StatsOverviewOptions): Promise<StatsOverview> {
+  async stats(options?: StatsOverviewOptions): Promise<StatsOverview> {
     const runtime = this.controlRuntime();
     const queues = new Set([
       ...Object.keys(runtime.options.queues),
@@ -438,7 +441,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * (default cap 10 000; `capped: true` = at least that many). `FsmNotRegisteredError` for an
    * FSM this node does not register; `NotAvailableError` on a face without the FSM classes.
    */
-  stepCounts(fsm: FsmRef, options?: { cap?: number }): Promise<Record<string, CappedCount>> {
+  async stepCounts(fsm: FsmRef, options?: { cap?: number }): Promise<Record<string, CappedCount>> {
     const graph = this.graph(fsm);
     const runtime = this.controlRuntime();
     return readStepCounts(
