@@ -30,7 +30,11 @@ export class GenDurableClient extends InstanceControl {
   private readonly runtime: ClientRuntime;
   private readonly pool: Pool;
   private readonly ownsPool: boolean;
-  private readonly scheduleOps: Schedules;
+  /**
+   * Stored schedules: `list`, `get`, `pause`, `resume`, `remove`, and `trigger` (which inserts an
+   * instance: its FSM must be described in `fsms`, else `FsmNotRegisteredError`).
+   */
+  readonly schedules: ClientSchedules;
   private closed: Promise<void> | undefined;
 
   /**
@@ -54,12 +58,15 @@ export class GenDurableClient extends InstanceControl {
       );
     }
     this.runtime = new ClientRuntime(this.pool, options);
-    this.scheduleOps = new Schedules(
-      this.runtime.sql,
-      this.runtime.registry,
-      this.runtime.options.maxStateBytes,
-      () => undefined,
-      (queues) => this.runtime.pokes.poke(queues),
+    this.schedules = settledSchedules(
+      new Schedules(
+        this.runtime.sql,
+        this.runtime.registry,
+        this.runtime.options.maxStateBytes,
+        () => undefined,
+        (queues) => this.runtime.pokes.poke(queues),
+      ),
+      () => this.runtime.settle(),
     );
   }
 
@@ -101,25 +108,6 @@ export class GenDurableClient extends InstanceControl {
     return answer.id;
   }
 
-  /**
-   * Stored schedules: `list`, `get`, `pause`, `resume`, `remove`, and `trigger` (which inserts an
-   * instance: its FSM must be described in `fsms`, else `FsmNotRegisteredError`).
-   */
-  get schedules(): ClientSchedules {
-    return {
-      list: () => this.scheduleOps.list(),
-      get: (name) => this.scheduleOps.get(name),
-      pause: (name) => this.scheduleOps.pause(name),
-      resume: (name) => this.scheduleOps.resume(name),
-      remove: (name) => this.scheduleOps.remove(name),
-      trigger: async (name) => {
-        const id = await this.scheduleOps.trigger(name);
-        await this.runtime.settle();
-        return id;
-      },
-    };
-  }
-
   /** Waits for pending pokes and ends the pool the client created (a given pool stays open). Idempotent. */
   close(): Promise<void> {
     this.closed ??= (async () => {
@@ -128,6 +116,25 @@ export class GenDurableClient extends InstanceControl {
     })();
     return this.closed;
   }
+}
+
+/**
+ * The schedule operations over `ops`, with `trigger` resolving only once its poke's NOTIFY left
+ * (a short-lived script ends after it); the others are `ops`' own, bound.
+ */
+function settledSchedules(ops: Schedules, settle: () => Promise<void>): ClientSchedules {
+  return {
+    list: ops.list.bind(ops),
+    get: ops.get.bind(ops),
+    pause: ops.pause.bind(ops),
+    resume: ops.resume.bind(ops),
+    remove: ops.remove.bind(ops),
+    trigger: async (name) => {
+      const id = await ops.trigger(name);
+      await settle();
+      return id;
+    },
+  };
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -9,12 +9,15 @@ import type { InstanceView } from '../instance/instance-view';
 import type {
   CappedCount,
   PauseQueueResult,
+  QueueBacklog,
   QueueStatus,
   ResumeQueueResult,
 } from '../instance/queue-status';
-import { READ_INBOX, type InboxSignal } from '../sql/dashboard.sql';
-import { HEALTH_RUNNABLE_BACKLOG, type QueueBacklog } from '../sql/health.sql';
-import { LIVE_FSM_VERSIONS, type LiveFsmVersion } from '../sql/verify.sql';
+import type { InboxSignal } from '../instance/inbox-signal';
+import type { LiveFsmVersion } from '../instance/live-fsm-version';
+import { READ_INBOX } from '../sql/dashboard.sql';
+import { HEALTH_RUNNABLE_BACKLOG } from '../sql/health.sql';
+import { LIVE_FSM_VERSIONS } from '../sql/verify.sql';
 import { BulkActions } from './bulk-actions';
 import type { BulkResult, CancelAllOptions, RetryAllOptions } from './bulk-options';
 import { cancelInstance } from './cancel-instance';
@@ -86,7 +89,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
   ): Promise<PoolClient | undefined>;
 
   /** Stored schedules: `list`, `get`, `pause`, `resume`, `remove`, `trigger`. */
-  abstract get schedules(): ControlSchedules;
+  abstract readonly schedules: ControlSchedules;
 
   private memo:
     | { runtime: ControlRuntime; query: InstanceQuery; queues: QueueControl; bulk: BulkActions }
