@@ -54,6 +54,13 @@ export type {
 export type { Schedules } from './cron/schedules';
 export { InjectEngine } from './decorators/inject-engine.decorator';
 export { EngineService } from './engine/engine.service';
+export type {
+  InstanceControl,
+  InboxSignal,
+  LiveFsmVersion,
+  QueueBacklog,
+  RegisteredFsm,
+} from './control/instance-control';
 export type { Target } from './control/target';
 export type {
   CancelChildren,

@@ -6,9 +6,6 @@ import type { InstanceView } from '../instance/instance-view';
 import type { RetryOptions } from '../control/retry-options';
 import { type MigrationConnection, migrateUp, readSchemaVersion } from '../schema/migrator';
 import { CURRENT_SCHEMA_VERSION } from '../schema/increments';
-import { READ_INBOX } from '../sql/dashboard.sql';
-import { HEALTH_RUNNABLE_BACKLOG } from '../sql/health.sql';
-import { LIVE_FSM_VERSIONS } from '../sql/verify.sql';
 import type { Target } from '../control/target';
 import type { CliContext } from './cli-context';
 import { ProblemError, UsageError } from './exit-codes';
@@ -86,10 +83,10 @@ export async function status(
     undefined,
     options.cap ? { cap: options.cap } : undefined,
   );
-  const heads = await HEALTH_RUNNABLE_BACKLOG.run(ctx.client.sql, {
-    queues: queues.map((q) => q.queue),
-    depthCap: 1,
-  });
+  const heads = await ctx.client.queueBacklog(
+    queues.map((q) => q.queue),
+    { cap: 1 },
+  );
   const wait = new Map(heads.map((h) => [h.queue, h.headAgeMs]));
   const rows = queues.map((q) => ({
     queue: q.queue,
@@ -155,7 +152,7 @@ export async function show(ctx: CliContext, out: Output, target: Target): Promis
     );
   }
   const [inbox, children, history] = await Promise.all([
-    READ_INBOX.run(ctx.client.sql, { id: instance.id, limit: SHOW_LIMIT }),
+    ctx.client.inbox(instance.id, { limit: SHOW_LIMIT }),
     ctx.client.list({ parentId: instance.id }, { limit: SHOW_LIMIT }),
     ctx.client.history(instance.id, { limit: SHOW_LIMIT }),
   ]);
@@ -376,7 +373,7 @@ export async function verify(
           : `schema ${schema} is at version ${installed}, newer than this build's ${CURRENT_SCHEMA_VERSION}: deploy a newer gen-durable`,
     });
   }
-  const live = installed === 0 ? [] : await LIVE_FSM_VERSIONS.run(ctx.client.sql);
+  const live = installed === 0 ? [] : await ctx.client.liveFsmVersions();
   if (moduleFsms !== undefined) {
     const registered = new Set(moduleFsms.map((f) => `${f.name}@${f.version}`));
     for (const v of live) {

@@ -1,7 +1,6 @@
 import { resolve } from 'node:path';
 
 import type { ClientFsm } from '../client/client-options';
-import { FsmMetadataAccessor } from '../discovery/fsm-metadata.accessor';
 import { UsageError } from './exit-codes';
 
 /** One `@DurableFsm` version found in a module, as `verify` and the client need it. */
@@ -14,26 +13,19 @@ export interface ModuleFsm extends ClientFsm {
   readonly className: string;
 }
 
-/** Nest's module metadata keys (`MODULE_METADATA` of @nestjs/common: plain strings). */
-const IMPORTS = 'imports';
-const PROVIDERS = 'providers';
-
-type Ctor = abstract new (...args: never[]) => unknown;
-
 /**
- * The `@DurableFsm` classes a compiled Nest module declares, read WITHOUT starting anything
+ * The `@DurableFsm` classes a compiled Nest module registers, read WITHOUT starting anything
  * (docs/cli.md "verify"): `file` is loaded with `require` (CommonJS; `file#Export` picks an
- * export, else `AppModule`, else the only export carrying module metadata). From that class on,
- * the walk reads Reflect metadata `imports` and `providers` of each module class; a provider is
- * a class or `{ provide, useClass }`; an import is a module class, a dynamic module
- * (`{ module, imports, providers }`) or a `forwardRef`. Each provider class with `@DurableFsm`
- * metadata is described through `FsmMetadataAccessor` with the defaults the engine's discovery
- * applies: name = `name` or the class name, version 1, queue `default`, a class with a
- * `perform()` method is a job (step `perform`), else its `@Step` names; initial `start`
- * (`perform` for a job). Factories (`useFactory`, `useValue`) are not run, so an FSM provided
- * only through one is not seen.
+ * export, else `AppModule`, else the only export carrying module metadata). That module is
+ * opened as a Nest application context in preview mode — Nest scans the module graph (imports,
+ * dynamic modules, `forwardRef`s, class and `useClass` providers) and instantiates nothing: no
+ * constructor, factory or lifecycle hook runs, no connection opens. The engine's own discovery
+ * (`FsmExplorer`, with its defaults and its checks) then reads the providers, so `verify` sees
+ * exactly what the engine would register; a definition the engine would refuse is the engine's
+ * `ConfigurationError`. Providers made by `useFactory` or `useValue` are not run, so an FSM
+ * provided only through one is not seen.
  */
-export function readModuleFsms(file: string): ModuleFsm[] {
+export async function readModuleFsms(file: string): Promise<ModuleFsm[]> {
   const [path, exportName] = splitExport(file);
   // Decorator metadata lives on the global Reflect; the module's own imports load the polyfill,
   // loading it here too makes a module compiled without it readable.
@@ -53,24 +45,42 @@ export function readModuleFsms(file: string): ModuleFsm[] {
     );
   }
   const root = pickModule(exported, path, exportName);
-  const found = new Map<string, ModuleFsm>();
-  const seen = new Set<unknown>();
-  const walk = (entry: unknown): void => {
-    const module = moduleOf(entry);
-    if (module === undefined || seen.has(module.key)) return;
-    seen.add(module.key);
-    for (const provider of module.providers) {
-      const cls = providerClass(provider);
-      if (cls === undefined) continue;
-      const fsm = describe(cls);
-      if (fsm) found.set(`${fsm.name}@${fsm.version}`, fsm);
-    }
-    for (const imported of module.imports) walk(imported);
-  };
-  walk(root);
-  return [...found.values()].sort((a, b) =>
-    a.name === b.name ? a.version - b.version : a.name < b.name ? -1 : 1,
-  );
+  // Loaded here, not at the top: the other commands need no Nest.
+  const [{ DiscoveryService, ModulesContainer, NestFactory }, { FsmExplorer }] = await Promise.all([
+    import('@nestjs/core'),
+    import('../discovery/fsm.explorer'),
+  ]);
+  let context: Awaited<ReturnType<typeof NestFactory.createApplicationContext>>;
+  try {
+    context = await NestFactory.createApplicationContext(root, {
+      preview: true,
+      abortOnError: false,
+      logger: false,
+    });
+  } catch (err) {
+    throw new UsageError(
+      `--module ${path}: Nest cannot scan it (${err instanceof Error ? err.message.split('\n')[0] : String(err)})`,
+    );
+  }
+  try {
+    const discovery = new DiscoveryService(context.get(ModulesContainer));
+    const registry = new FsmExplorer(discovery).explore(undefined);
+    return registry
+      .all()
+      .map((d): ModuleFsm => ({
+        name: d.name,
+        version: d.version,
+        queue: d.queue,
+        initial: d.initial,
+        steps: [...d.steps.keys()],
+        cancelOn: [...d.cancelOn],
+        className: d.metatype.name,
+        ...(d.codec ? { stateCodec: d.codec } : {}),
+      }))
+      .sort((a, b) => (a.name === b.name ? a.version - b.version : a.name < b.name ? -1 : 1));
+  } finally {
+    await context.close();
+  }
 }
 
 /** The newest version of each FSM, as the client's `fsms` option (the newest answers inserts). */
@@ -88,7 +98,13 @@ function splitExport(file: string): [string, string | undefined] {
   return hash > 0 ? [file.slice(0, hash), file.slice(hash + 1)] : [file, undefined];
 }
 
-function isModuleClass(value: unknown): boolean {
+/** Nest's module metadata keys (`MODULE_METADATA` of @nestjs/common: plain strings). */
+const IMPORTS = 'imports';
+const PROVIDERS = 'providers';
+
+type ModuleClass = new (...args: never[]) => unknown;
+
+function isModuleClass(value: unknown): value is ModuleClass {
   return (
     typeof value === 'function' &&
     (Reflect.getMetadata(IMPORTS, value) !== undefined ||
@@ -96,77 +112,24 @@ function isModuleClass(value: unknown): boolean {
   );
 }
 
-function pickModule(exported: Record<string, unknown>, path: string, name?: string): unknown {
+function pickModule(exported: Record<string, unknown>, path: string, name?: string): ModuleClass {
   if (name !== undefined) {
-    if (!isModuleClass(exported[name])) {
+    const named = exported[name];
+    if (!isModuleClass(named)) {
       throw new UsageError(`--module ${path}: export "${name}" is not a Nest module class`);
     }
-    return exported[name];
+    return named;
   }
-  if (isModuleClass(exported['AppModule'])) return exported['AppModule'];
-  const modules = Object.entries(exported).filter(([, v]) => isModuleClass(v));
-  if (modules.length === 1) return modules[0]?.[1];
+  const app = exported['AppModule'];
+  if (isModuleClass(app)) return app;
+  const modules = Object.entries(exported).filter((e): e is [string, ModuleClass] =>
+    isModuleClass(e[1]),
+  );
+  const [only] = modules;
+  if (modules.length === 1 && only) return only[1];
   throw new UsageError(
     modules.length === 0
       ? `--module ${path}: exports no Nest module class (a class with @Module metadata)`
       : `--module ${path}: exports several modules (${modules.map(([k]) => k).join(', ')}): name one as ${path}#<export>`,
   );
-}
-
-/** A module class, a dynamic module or a forwardRef → its identity, providers and imports. */
-function moduleOf(
-  entry: unknown,
-): { key: unknown; providers: readonly unknown[]; imports: readonly unknown[] } | undefined {
-  if (entry === null || entry === undefined) return undefined;
-  if (
-    typeof entry === 'object' &&
-    typeof (entry as { forwardRef?: unknown }).forwardRef === 'function'
-  ) {
-    return moduleOf((entry as { forwardRef: () => unknown }).forwardRef());
-  }
-  if (typeof entry === 'function') {
-    return {
-      key: entry,
-      providers: listOf(Reflect.getMetadata(PROVIDERS, entry)),
-      imports: listOf(Reflect.getMetadata(IMPORTS, entry)),
-    };
-  }
-  if (typeof entry === 'object' && typeof (entry as { module?: unknown }).module === 'function') {
-    const dynamic = entry as { module: unknown; providers?: unknown; imports?: unknown };
-    const base = moduleOf(dynamic.module);
-    return {
-      key: entry,
-      providers: [...(base?.providers ?? []), ...listOf(dynamic.providers)],
-      imports: [...(base?.imports ?? []), ...listOf(dynamic.imports)],
-    };
-  }
-  return undefined;
-}
-
-function listOf(value: unknown): readonly unknown[] {
-  return Array.isArray(value) ? value : [];
-}
-
-function providerClass(provider: unknown): Ctor | undefined {
-  if (typeof provider === 'function') return provider as Ctor;
-  const useClass = (provider as { useClass?: unknown } | null)?.useClass;
-  return typeof useClass === 'function' ? (useClass as Ctor) : undefined;
-}
-
-/** A `@DurableFsm` class as the engine's discovery would register it (its defaults). */
-function describe(cls: Ctor): ModuleFsm | undefined {
-  const meta = FsmMetadataAccessor.fsm(cls);
-  if (!meta) return undefined;
-  const isJob = typeof (cls.prototype as Record<string, unknown>)['perform'] === 'function';
-  const steps = isJob ? ['perform'] : FsmMetadataAccessor.steps(cls).map(([name]) => name);
-  return {
-    name: meta.name ?? cls.name,
-    version: meta.version ?? 1,
-    queue: meta.queue ?? 'default',
-    initial: meta.initial ?? (isJob ? 'perform' : 'start'),
-    steps,
-    cancelOn: meta.cancelOn ?? [],
-    className: cls.name,
-    ...(meta.stateCodec ? { stateCodec: meta.stateCodec } : {}),
-  };
 }

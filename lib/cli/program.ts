@@ -286,7 +286,7 @@ export function buildProgram(runner: Runner, write: (text: string) => void): Com
 export const defaultRunner =
   (write: (text: string) => void): Runner =>
   async (globals, run) => {
-    const fsms = globals.module === undefined ? undefined : readModuleFsms(globals.module);
+    const fsms = globals.module === undefined ? undefined : await readModuleFsms(globals.module);
     const ctx = new CliContext(globals, fsms === undefined ? {} : clientFsmsOf(fsms));
     try {
       await ctx.connect();

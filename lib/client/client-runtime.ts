@@ -6,12 +6,14 @@ import { postgresPokeChannel } from '../db/engine-namespace';
 import { SqlExecutor } from '../db/sql-executor';
 import type {
   ControlDefinition,
+  ControlNode,
   ControlRegistry,
   ControlRuntime,
 } from '../control/control-runtime';
 import type { ScheduleRegistry } from '../cron/schedules';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import { InvalidInputError } from '../errors/invalid-input.error';
+import { NotAvailableError } from '../errors/not-available.error';
 import { DEFAULT_ENGINE_NAME } from '../gen-durable.constants';
 import type { InsertDefinition } from '../instance/build-insert-row';
 import { pokePayload, pokeSenderToken } from '../poke/poke-channel';
@@ -46,6 +48,27 @@ export class ClientRuntime implements ControlRuntime {
   readonly limiter = { credit: (): Promise<void> => Promise.resolve() };
   readonly wakeUps = { arm: (): boolean => false };
   readonly schedulers = { has: (): boolean => false };
+  readonly otel = undefined;
+  /**
+   * No engine here: no `@DurableFsm` classes (`graph`, `stepCounts`, `fork`, `registeredFsms`
+   * throw `NotAvailableError`), no knowledge of the engines' limiter (`limiterStatus` throws),
+   * and `explain` leaves out the reasons about a node.
+   */
+  readonly node: ControlNode = {
+    definitions: (operation) => {
+      throw new NotAvailableError(
+        operation,
+        'the client has no @DurableFsm classes: call it on an EngineService',
+      );
+    },
+    limiter: (operation) => {
+      throw new NotAvailableError(
+        operation,
+        "the client does not know the engines' limiter: call it on an EngineService",
+      );
+    },
+    explainContext: {},
+  };
   private readonly channel: string;
   private readonly sender = pokeSenderToken(`gd-client-${hostname()}`);
   private readonly pending = new Set<Promise<void>>();

@@ -1,58 +1,40 @@
 import { Pool } from 'pg';
 
 import { Schedules } from '../cron/schedules';
-import type { SqlExecutor } from '../db/sql-executor';
-import { cancelInstance } from '../control/cancel-instance';
-import { deliverSignal } from '../control/deliver-signal';
 import { insertInstance } from '../control/insert-instance';
-import { readInstanceHistory, resolveHistoryPage } from '../control/instance-history';
-import { InstanceQuery } from '../control/instance-query';
-import { QueueControl } from '../control/queue-control';
-import { retryInstance } from '../control/retry-instance';
-import { resolveTarget, type Target } from '../control/target';
+import { type ControlSchedules, InstanceControl } from '../control/instance-control';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import { buildInsertRow } from '../instance/build-insert-row';
-import type { CancelResult } from '../control/cancel-options';
-import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
-import type { InstanceFilter, ListPage, ListResult } from '../control/instance-filter';
-import type { InstanceView } from '../instance/instance-view';
 import type {
-  CappedCount,
-  PauseQueueResult,
-  QueueStatus,
-  ResumeQueueResult,
-} from '../instance/queue-status';
-import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
-import type {
-  ClientCancelOptions,
   ClientConnection,
   ClientInsertOptions,
-  ClientRetryOptions,
   GenDurableClientOptions,
 } from './client-options';
 import { ClientRuntime } from './client-runtime';
 
 /** The schedule operations the client offers (docs/design.md §29). */
-export type ClientSchedules = Pick<
-  Schedules,
-  'list' | 'get' | 'pause' | 'resume' | 'trigger' | 'remove'
->;
+export type ClientSchedules = ControlSchedules;
 
 /**
  * A Nest-free client of a gen-durable database (docs/design.md §32; docs/client.md), for
- * scripts, CLIs and services that run no engine: insert, signal, get, list, count, history,
- * cancel, retry, queue pause / resume / status and schedules. Each method runs the statements
- * `EngineService` runs, through the same functions, with the same checks and typed errors;
- * writes that make work runnable send the engine's NOTIFY poke afterwards, so engines with
- * `poke: 'postgres'` react at once (others at their next poll).
+ * scripts, CLIs and services that run no engine: instance control — get, list, count, history,
+ * inbox, signal, cancel, retry, the bulk actions, queue pause / resume / status, explain,
+ * stats — from {@link InstanceControl}, the class `EngineService` extends too, over a runtime
+ * on the client's pool; here only insert (of FSMs described in `fsms`, or named with their
+ * step), schedules and `close`. What needs the FSM classes or the engines' limiter (`graph`,
+ * `stepCounts`, `fork`, `registeredFsms`, `limiterStatus`) throws `NotAvailableError`. Writes
+ * that make work runnable send the engine's NOTIFY poke afterwards (awaited before the call
+ * resolves), so engines with `poke: 'postgres'` react at once (others at their next poll).
  */
-export class GenDurableClient {
+export class GenDurableClient extends InstanceControl {
   private readonly runtime: ClientRuntime;
   private readonly pool: Pool;
   private readonly ownsPool: boolean;
-  private readonly query: InstanceQuery;
-  private readonly queues: QueueControl;
-  private readonly scheduleOps: Schedules;
+  /**
+   * Stored schedules: `list`, `get`, `pause`, `resume`, `remove`, and `trigger` (which inserts an
+   * instance: its FSM must be described in `fsms`, else `FsmNotRegisteredError`).
+   */
+  readonly schedules: ClientSchedules;
   private closed: Promise<void> | undefined;
 
   /**
@@ -60,6 +42,7 @@ export class GenDurableClient {
    * string or pool config (the client creates a pool and `close()` ends it).
    */
   constructor(connection: ClientConnection, options: GenDurableClientOptions = {}) {
+    super();
     if (connection instanceof Pool) {
       this.pool = connection;
       this.ownsPool = false;
@@ -75,23 +58,26 @@ export class GenDurableClient {
       );
     }
     this.runtime = new ClientRuntime(this.pool, options);
-    this.query = new InstanceQuery(this.runtime.sql);
-    this.queues = new QueueControl(this.runtime);
-    this.scheduleOps = new Schedules(
-      this.runtime.sql,
-      this.runtime.registry,
-      this.runtime.options.maxStateBytes,
-      () => undefined,
-      (queues) => this.runtime.pokes.poke(queues),
+    this.schedules = settledSchedules(
+      new Schedules(
+        this.runtime.sql,
+        this.runtime.registry,
+        this.runtime.options.maxStateBytes,
+        () => undefined,
+        (queues) => this.runtime.pokes.poke(queues),
+      ),
+      () => this.runtime.settle(),
     );
   }
 
-  /**
-   * The client's statement runner, for the CLI's reads that have no client method.
-   * @internal not part of the published types.
-   */
-  get sql(): SqlExecutor {
-    return this.runtime.sql;
+  /** @internal instance control's runtime: the client's, over its pool. */
+  protected controlRuntime(): ClientRuntime {
+    return this.runtime;
+  }
+
+  /** @internal the client joins no TypeORM transaction: a signal runs on its own. */
+  protected transactionOf(): Promise<undefined> {
+    return Promise.resolve(undefined);
   }
 
   /** The schema the client addresses. */
@@ -122,112 +108,6 @@ export class GenDurableClient {
     return answer.id;
   }
 
-  /**
-   * Delivers a signal to a live instance (as `EngineService.signal`): stored once (or
-   * recognised as a duplicate of `dedupKey`), `NoTargetError` when no live instance answers; a
-   * name in a described FSM's `cancelOn` cancels the target instead.
-   */
-  async signal(
-    target: Target,
-    name: string,
-    payload: unknown = {},
-    options: { dedupKey?: string } = {},
-  ): Promise<void> {
-    await deliverSignal(this.runtime, target, name, payload, options.dedupKey);
-    await this.runtime.settle();
-  }
-
-  /** The instance row, or null (by key: the key's current occupant). */
-  async get(target: Target): Promise<InstanceView | null> {
-    const to = resolveTarget(target, 'get.target');
-    return 'id' in to
-      ? GET_INSTANCE_BY_ID.run(this.runtime.sql, { id: to.id })
-      : GET_INSTANCE_BY_KEY.run(this.runtime.sql, { correlationKey: to.correlationKey });
-  }
-
-  /** One keyset page of instances matching `filter`, newest first (as `EngineService.list`). */
-  list(filter: InstanceFilter = {}, page?: ListPage): Promise<ListResult> {
-    return this.query.list(filter, page);
-  }
-
-  /** How many instances match `filter`, capped (as `EngineService.count`). */
-  count(filter: InstanceFilter = {}, options?: { cap?: number }): Promise<CappedCount> {
-    return this.query.count(filter, options);
-  }
-
-  /** An instance's step history, newest first (as `EngineService.history`). */
-  history(target: Target, options?: HistoryPage): Promise<HistoryEntry[]> {
-    const to = resolveTarget(target, 'history.target');
-    return readInstanceHistory(
-      this.runtime.sql,
-      to,
-      resolveHistoryPage(options, 'history.options'),
-    );
-  }
-
-  /** Cancels an instance (as `EngineService.cancel`); woken parents' queues are poked. */
-  async cancel(target: Target, options?: ClientCancelOptions): Promise<CancelResult> {
-    const to = resolveTarget(target, 'cancel.target');
-    const result = await cancelInstance(this.runtime, to, options);
-    await this.runtime.settle();
-    return result;
-  }
-
-  /**
-   * Runs a `failed` or `cancelled` instance again (as `EngineService.retry`). A `step` is
-   * checked against a described FSM's `steps`; for an FSM not described it is taken as given.
-   */
-  async retry<S = Record<string, unknown>>(
-    target: Target,
-    options?: ClientRetryOptions<S>,
-  ): Promise<void> {
-    const to = resolveTarget(target, 'retry.target');
-    await retryInstance(this.runtime, to, options);
-    await this.runtime.settle();
-  }
-
-  /** Pauses `queue` on every node (as `EngineService.pauseQueue`). */
-  async pauseQueue(queue: string, options?: { reason?: string }): Promise<PauseQueueResult> {
-    const result = await this.queues.pause(queue, options);
-    await this.runtime.settle();
-    return result;
-  }
-
-  /** Resumes a paused queue on every node (as `EngineService.resumeQueue`). */
-  async resumeQueue(queue: string): Promise<ResumeQueueResult> {
-    const result = await this.queues.resume(queue);
-    await this.runtime.settle();
-    return result;
-  }
-
-  /**
-   * Every paused queue, every queue with runnable rows and the described FSMs' queues (or only
-   * `queue`), with capped counts (as `EngineService.queueStatus`; `served` is always false:
-   * the client runs no scheduler).
-   */
-  queueStatus(queue?: string, options?: { cap?: number }): Promise<QueueStatus[]> {
-    return this.queues.status(queue, options);
-  }
-
-  /**
-   * Stored schedules: `list`, `get`, `pause`, `resume`, `remove`, and `trigger` (which inserts an
-   * instance: its FSM must be described in `fsms`, else `FsmNotRegisteredError`).
-   */
-  get schedules(): ClientSchedules {
-    return {
-      list: () => this.scheduleOps.list(),
-      get: (name) => this.scheduleOps.get(name),
-      pause: (name) => this.scheduleOps.pause(name),
-      resume: (name) => this.scheduleOps.resume(name),
-      remove: (name) => this.scheduleOps.remove(name),
-      trigger: async (name) => {
-        const id = await this.scheduleOps.trigger(name);
-        await this.runtime.settle();
-        return id;
-      },
-    };
-  }
-
   /** Waits for pending pokes and ends the pool the client created (a given pool stays open). Idempotent. */
   close(): Promise<void> {
     this.closed ??= (async () => {
@@ -236,6 +116,25 @@ export class GenDurableClient {
     })();
     return this.closed;
   }
+}
+
+/**
+ * The schedule operations over `ops`, with `trigger` resolving only once its poke's NOTIFY left
+ * (a short-lived script ends after it); the others are `ops`' own, bound.
+ */
+function settledSchedules(ops: Schedules, settle: () => Promise<void>): ClientSchedules {
+  return {
+    list: ops.list.bind(ops),
+    get: ops.get.bind(ops),
+    pause: ops.pause.bind(ops),
+    resume: ops.resume.bind(ops),
+    remove: ops.remove.bind(ops),
+    trigger: async (name) => {
+      const id = await ops.trigger(name);
+      await settle();
+      return id;
+    },
+  };
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -9,6 +9,14 @@ export type {
   ClientRetryOptions,
   GenDurableClientOptions,
 } from './client-options';
+export type {
+  ControlSchedules,
+  InboxSignal,
+  InstanceControl,
+  LiveFsmVersion,
+  QueueBacklog,
+  RegisteredFsm,
+} from '../control/instance-control';
 export type { Target } from '../control/target';
 export type { InstanceView } from '../instance/instance-view';
 export type { InstanceFilter, ListPage, ListResult } from '../control/instance-filter';

@@ -4,6 +4,10 @@ import type { StateCodec } from '../fsm/state-codec';
 import type { LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
+import type { ProducerAttributes } from '../telemetry/otel-span-types';
+import type { FsmDefinition } from '../discovery/fsm-definition';
+import type { RedisCounters } from '../limiter/redis-limiter-counters';
+import type { ExplainContext } from './instance-explain';
 
 /**
  * What the instance-control functions (cancel, retry, signal, insert, queue pause) need from
@@ -29,6 +33,48 @@ export interface ControlRuntime {
   readonly limiter: { credit(slots: readonly LimiterSlot[]): Promise<void> };
   readonly wakeUps: { arm(queue: string, delayMs: number): boolean };
   readonly schedulers: { has(queue: string): boolean };
+  /** The producer spans of inserts and signals (docs/design.md §31); undefined: none. */
+  readonly otel: ControlTracing | undefined;
+  /** What only an engine process knows; the client's throws `NotAvailableError` where it must. */
+  readonly node: ControlNode;
+  /** Waits for the after-commit effects sent so far (the client's NOTIFY pokes); the engine's resolves at once. */
+  settle(): Promise<void>;
+}
+
+/** The producer-span runner of {@link ControlRuntime} (`Otel` is one). */
+export interface ControlTracing {
+  produce<T>(
+    operation: 'insert' | 'send',
+    target: string,
+    attributes: ProducerAttributes,
+    run: (traceContext: string | null) => Promise<T>,
+  ): Promise<T>;
+}
+
+/**
+ * What only an engine process knows (docs/design.md §32): the `@DurableFsm` classes' definitions,
+ * the limiter it runs, the node-local facts `explain` reports. A face without an engine (the
+ * client) passes one whose `definitions` and `limiter` throw `NotAvailableError` and whose
+ * `explainContext` is empty, so every face has the same operations and says the same thing
+ * when one cannot be answered.
+ */
+export interface ControlNode {
+  /** The registered FSM definitions (`graph`, `stepCounts`, `fork`, `registeredFsms`). */
+  definitions(operation: string): FsmDefinitions;
+  /** The limiter backend, and the Redis limiter's live counters when it runs one. */
+  limiter(operation: string): {
+    readonly backend: 'postgres' | 'redis';
+    readonly redis: ((cap: number) => Promise<RedisCounters>) | undefined;
+  };
+  /** The node-local facts of `explain` (empty: the node-local reasons are left out). */
+  readonly explainContext: ExplainContext;
+}
+
+/** The definition lookups of {@link ControlNode} (`FsmRegistry` is one). */
+export interface FsmDefinitions {
+  resolve(fsm: unknown): FsmDefinition;
+  find(name: string, version: number): FsmDefinition | undefined;
+  all(): FsmDefinition[];
 }
 
 /** What control needs of one FSM version: its steps (to check a step) and its codec. */

@@ -77,9 +77,7 @@ export class DashboardActionsController {
     let forked: string | null = null;
     const to = await this.run(req, 3, `instances/${encodeURIComponent(id)}`, async (actor) => {
       forked = await this.actions.fork(id, bodyOf(req), actor);
-      return forked === null
-        ? 'fork is not available on this engine'
-        : `forked #${id} as #${forked}`;
+      return `forked #${id} as #${forked}`;
     });
     if (forked === null) return to;
     return {

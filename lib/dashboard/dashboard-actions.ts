@@ -1,18 +1,12 @@
-import type { EngineService } from '../engine/engine.service';
-import { InvalidInputError } from '../errors/invalid-input.error';
-import type { DurableStatus } from '../gen-durable.constants';
+import type { BulkResult } from '../control/bulk-options';
 import type { CancelOptions } from '../control/cancel-options';
+import type { InstanceControl } from '../control/instance-control';
 import type { InstanceFilter } from '../control/instance-filter';
 import type { RetryOptions } from '../control/retry-options';
-import { type BulkAnswer, optionalFeature } from './dashboard-engine';
+import { InvalidInputError } from '../errors/invalid-input.error';
 
 /** A form's fields as both adapters parse them. */
 export type FormFields = Readonly<Record<string, string | string[]>>;
-
-const LIVE = ['runnable', 'executing', 'awaiting_signal', 'awaiting_children'] as const;
-const RETRYABLE = ['failed', 'cancelled'] as const;
-/** A bulk action without the engine's `cancelAll` / `retryAll` changes at most this many rows per request. */
-export const BULK_FALLBACK_LIMIT = 1000;
 
 function text(form: FormFields, name: string): string | undefined {
   const v = form[name];
@@ -54,7 +48,7 @@ function actorOf(actor: string | undefined): { actor?: string } {
  * naming the field, nothing changed; the engine's typed errors pass through.
  */
 export class DashboardActions {
-  constructor(private readonly engine: EngineService) {}
+  constructor(private readonly engine: InstanceControl) {}
 
   async cancel(id: string, form: FormFields, actor: string | undefined): Promise<string> {
     const reason = text(form, 'reason');
@@ -77,14 +71,12 @@ export class DashboardActions {
     return `retried #${id}${step ? ` from step ${step}` : ''}`;
   }
 
-  /** Null when this engine has no `fork`. */
-  async fork(id: string, form: FormFields, actor: string | undefined): Promise<string | null> {
-    const fork = optionalFeature(this.engine, 'fork');
-    if (!fork) return null;
+  /** The new instance's id. */
+  async fork(id: string, form: FormFields, actor: string | undefined): Promise<string> {
     const step = text(form, 'step');
     const state = json(form, 'state');
     const options = { ...(step ? { step } : {}), ...(state !== undefined ? { state } : {}) };
-    return fork(id, { ...options, ...actorOf(actor) });
+    return this.engine.fork(id, { ...options, ...actorOf(actor) });
   }
 
   async signal(id: string, form: FormFields): Promise<string> {
@@ -106,50 +98,28 @@ export class DashboardActions {
     return `queue ${queue} ${r.wasPaused ? 'resumed' : 'was not paused'}`;
   }
 
-  /** A bulk cancel or retry of what `filter` matches; the engine's bulk call when it has one. */
-  async bulk(
+  /** A bulk cancel or retry of everything `filter` matches (the engine's `cancelAll` / `retryAll`). */
+  bulk(
     action: 'cancel' | 'retry',
     filter: InstanceFilter,
     actor: string | undefined,
-  ): Promise<BulkAnswer> {
-    const bulk = optionalFeature(this.engine, action === 'cancel' ? 'cancelAll' : 'retryAll');
-    if (bulk) return bulk(filter, { all: true, ...actorOf(actor) });
-    const status = eligible(action, filter);
-    if (status.length === 0) return { matched: 0, changed: 0 };
-    const page = await this.engine.list({ ...filter, status }, { limit: BULK_FALLBACK_LIMIT });
-    let changed = 0;
-    for (const item of page.items) {
-      try {
-        if (action === 'cancel') {
-          changed += (await this.engine.cancel(item.id, actorOf(actor))).cancelled.length;
-        } else {
-          await this.engine.retry(item.id, actorOf(actor));
-          changed++;
-        }
-      } catch {
-        // a row that moved on between the list and the action is left as it is
-      }
-    }
-    return { matched: page.items.length, changed };
+  ): Promise<BulkResult> {
+    const options = { all: true, ...actorOf(actor) };
+    return action === 'cancel'
+      ? this.engine.cancelAll(filter, options)
+      : this.engine.retryAll(filter, options);
   }
 }
 
-function eligible(action: 'cancel' | 'retry', filter: InstanceFilter): DurableStatus[] {
-  const allowed: readonly DurableStatus[] = action === 'cancel' ? LIVE : RETRYABLE;
-  if (filter.status === undefined) return [...allowed];
-  const asked = Array.isArray(filter.status) ? filter.status : [filter.status];
-  return allowed.filter((s) => asked.includes(s));
-}
-
-/** How many instances a bulk action would change: the engine's dry run, or a capped count of the eligible statuses. */
+/** How many instances a bulk action would change: the engine's dry run. */
 export async function dryRun(
-  engine: EngineService,
+  engine: InstanceControl,
   action: 'cancel' | 'retry',
   filter: InstanceFilter,
 ): Promise<number> {
-  const bulk = optionalFeature(engine, action === 'cancel' ? 'cancelAll' : 'retryAll');
-  if (bulk) return (await bulk(filter, { dryRun: true, all: true })).matched;
-  const status = eligible(action, filter);
-  if (status.length === 0) return 0;
-  return (await engine.count({ ...filter, status }, { cap: BULK_FALLBACK_LIMIT })).count;
+  const options = { dryRun: true, all: true };
+  const answer = await (action === 'cancel'
+    ? engine.cancelAll(filter, options)
+    : engine.retryAll(filter, options));
+  return answer.matched;
 }

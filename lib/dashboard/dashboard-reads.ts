@@ -1,18 +1,14 @@
-import type { EngineService } from '../engine/engine.service';
 import { ALL_STATUSES, type DurableStatus } from '../gen-durable.constants';
+import type { Explanation } from '../control/explanation';
+import type { InboxSignal, InstanceControl } from '../control/instance-control';
 import type { InstanceFilter } from '../control/instance-filter';
+import type { FsmGraph } from '../fsm/fsm-graph';
+import type { HistoryEntry } from '../instance/history-entry';
 import type { InstanceView } from '../instance/instance-view';
 import type { CappedCount, QueueStatus } from '../instance/queue-status';
 import type { LimiterStatus } from '../control/limiter-status';
 import type { OverviewPoint, QueueOverviewCounts } from '../control/stats-overview';
 import type { ScheduleView } from '../cron/schedule-spec';
-import { basicExplanation } from './basic-explanation';
-import { READ_INBOX, type InboxSignal } from '../sql/dashboard.sql';
-import {
-  type DashboardGraph,
-  type DashboardHistoryEntry,
-  optionalFeature,
-} from './dashboard-engine';
 
 /** Counts shown per cell are capped here: a dashboard answers fast on any table size. */
 export const COUNT_CAP = 10_000;
@@ -69,10 +65,9 @@ export interface InstanceDetail {
   readonly inbox: readonly InboxSignal[];
   readonly children: readonly ChildNode[];
   readonly moreChildren: boolean;
-  /** Null when this engine has no `history`. */
-  readonly history: readonly DashboardHistoryEntry[] | null;
-  /** Null when this engine has no `explain`. */
-  readonly explanation: unknown;
+  readonly history: readonly HistoryEntry[];
+  /** `engine.explain`, or the error it answered (the row went away since it was read). */
+  readonly explanation: Explanation | { readonly error: string };
   /** Steps of the instance's FSM (for retry/fork), empty when it is not registered here. */
   readonly steps: readonly string[];
 }
@@ -86,7 +81,7 @@ export interface FsmSummary {
 }
 
 export interface FsmDetail extends FsmSummary {
-  readonly graph: DashboardGraph | null;
+  readonly graph: FsmGraph;
   /** Live instances at each step (capped). */
   readonly liveByStep: Readonly<Record<string, CappedCount>>;
   readonly counts: Readonly<Record<DurableStatus, CappedCount>>;
@@ -97,12 +92,12 @@ const TREE_LIMIT = 200;
 
 /**
  * Every read of the dashboard (docs/design.md §30), used by the pages and their JSON twins
- * alike, through the engine's public API (plus one inbox statement). State and result pass
+ * alike, through the engine's instance control (`InstanceControl`). State and result pass
  * through `redact` when the host gave one.
  */
 export class DashboardReads {
   constructor(
-    private readonly engine: EngineService,
+    private readonly engine: InstanceControl,
     private readonly redact: ((fsm: string, state: unknown) => unknown) | undefined,
   ) {}
 
@@ -213,29 +208,21 @@ export class DashboardReads {
   async instance(id: string): Promise<InstanceDetail | null> {
     const instance = await this.engine.get(id);
     if (instance === null) return null;
-    const history = optionalFeature(this.engine, 'history');
-    const explain = optionalFeature(this.engine, 'explain');
     const budget = { left: TREE_LIMIT };
-    const [inbox, tree, entries, explained, queue] = await Promise.all([
-      READ_INBOX.run(this.engine.runtime.sql, { id, limit: 100 }),
+    const [inbox, tree, entries, explanation] = await Promise.all([
+      this.engine.inbox(id, { limit: 100 }),
       this.childrenOf(id, TREE_DEPTH, budget),
-      history ? history(id, { limit: 100 }) : Promise.resolve(null),
-      explain
-        ? explain(id).catch((err: unknown) => ({ error: String(err) }))
-        : Promise.resolve(null),
-      explain ? Promise.resolve([]) : this.engine.queueStatus(instance.queue, { cap: 1 }),
+      this.engine.history(id, { limit: 100 }),
+      this.engine.explain(id).catch((err: unknown) => ({ error: String(err) })),
     ]);
-    const registered = this.fsms().some((f) => f.name === instance.fsm);
-    const explanation = explained ?? basicExplanation(instance, inbox, queue[0], registered);
     return {
       instance: this.shown(instance),
       inbox,
       children: tree.nodes,
       moreChildren: tree.more,
-      history:
-        entries?.map((e) =>
-          this.redact && e.state != null ? { ...e, state: this.redact(instance.fsm, e.state) } : e,
-        ) ?? null,
+      history: entries.map((e) =>
+        this.redact && e.state != null ? { ...e, state: this.redact(instance.fsm, e.state) } : e,
+      ),
       explanation,
       steps: this.stepsOf(instance.fsm),
     };
@@ -269,16 +256,10 @@ export class DashboardReads {
   /** The FSMs registered on this node (newest version of each name). */
   fsms(): FsmSummary[] {
     const newest = new Map<string, FsmSummary>();
-    for (const d of this.engine.runtime.registry.all()) {
+    for (const d of this.engine.registeredFsms()) {
       const known = newest.get(d.name);
       if (known && known.version > d.version) continue;
-      newest.set(d.name, {
-        name: d.name,
-        version: d.version,
-        kind: d.kind,
-        queue: d.queue,
-        steps: [...d.steps.keys()],
-      });
+      newest.set(d.name, d);
     }
     return [...newest.values()].sort((a, b) => a.name.localeCompare(b.name));
   }

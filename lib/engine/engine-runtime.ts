@@ -40,6 +40,8 @@ import { Scheduler } from '../runtime/scheduler';
 import { SoloRun } from '../runtime/solo-run';
 import { StallDetector } from '../runtime/stall-detector';
 import { Otel } from '../telemetry/otel';
+import type { ControlNode } from '../control/control-runtime';
+import { engineControlNode } from './engine-control-node';
 import { LATEST_QUEUE_STATS } from '../sql/queue-gauges.sql';
 
 /** The pg pool under a TypeORM PostgreSQL DataSource (its master pool). */
@@ -102,6 +104,8 @@ export class EngineRuntime {
    * `@opentelemetry/api` not installed.
    */
   readonly otel: Otel | undefined;
+  /** What only an engine knows, for instance control (docs/design.md §32). */
+  readonly node: ControlNode;
   private readonly logger = new Logger('GenDurable');
   /** When boot stops retrying unreachable-database errors (set by `start`). */
   private bootDeadline = 0;
@@ -164,6 +168,7 @@ export class EngineRuntime {
     );
     this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
     this.limiter = createLimiter(options, this.sql, telemetry, namespace);
+    this.node = engineControlNode(registry, options, this.limiter, this.schedulers);
     this.picker = new Picker(this.sql, options, telemetry, this.limiter);
     this.executor.runAhead = new RunAhead(
       options,
@@ -233,6 +238,11 @@ export class EngineRuntime {
           `boot: ${step} could not reach the database (${String(err)}); retrying (${elapsedMs} ms so far, bootTimeout ${this.options.bootTimeout} ms)`,
         ),
     });
+  }
+
+  /** Instance control's wait for after-commit effects: an engine's run in-process, so none is pending. */
+  settle(): Promise<void> {
+    return Promise.resolve();
   }
 
   async start(): Promise<void> {

@@ -9,6 +9,7 @@ export * from './invalid-outcome.error';
 export * from './lease-lost.error';
 export * from './max-steps-exceeded.error';
 export * from './no-target.error';
+export * from './not-available.error';
 export * from './payload-too-large.error';
 export * from './schema-version.error';
 export * from './step-cancelled.error';

@@ -48,3 +48,14 @@ export interface QueueStatus {
   /** Rows whose step runs now (on any node). */
   readonly executing: CappedCount;
 }
+
+/**
+ * One queue's due backlog: the age of its pick-order head (null: none due), its capped depth
+ * and whether it is paused (docs/design.md §27.6): `queueBacklog()` and the health check.
+ */
+export interface QueueBacklog {
+  readonly queue: string;
+  readonly headAgeMs: number | null;
+  readonly depth: number;
+  readonly paused: boolean;
+}

@@ -1,14 +1,5 @@
+import type { InboxSignal } from '../instance/inbox-signal';
 import { sql } from './statement';
-
-/** One signal of an instance's inbox as the dashboard shows it (docs/design.md §30). */
-export interface InboxSignal {
-  readonly id: string;
-  readonly name: string;
-  readonly payload: unknown;
-  readonly dedupKey: string | null;
-  readonly consumedAt: Date | null;
-  readonly insertedAt: Date;
-}
 
 interface InboxRecord {
   id: string;

@@ -1,20 +1,10 @@
+import type { QueueBacklog } from '../instance/queue-status';
 import { sql } from './statement';
 
 /** Expired leases and overdue deadlines past the grace, each capped (HEALTH_LEASE_BACKLOG). */
 export interface LeaseBacklog {
   readonly expired: number;
   readonly overdue: number;
-}
-
-/**
- * One queue's due backlog: the age of its pick-order head (null: none due), its capped depth
- * and whether it is paused (docs/design.md §27.6).
- */
-export interface QueueBacklog {
-  readonly queue: string;
-  readonly headAgeMs: number | null;
-  readonly depth: number;
-  readonly paused: boolean;
 }
 
 /**

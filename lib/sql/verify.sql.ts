@@ -1,11 +1,5 @@
+import type { LiveFsmVersion } from '../instance/live-fsm-version';
 import { noParams, sql } from './statement';
-
-/** One FSM version that live instances run on, with how many do. */
-export interface LiveFsmVersion {
-  readonly fsm: string;
-  readonly version: number;
-  readonly instances: number;
-}
 
 /**
  * The (fsm, fsm_version) pairs of live instances, with their counts (the CLI's `verify`, a

@@ -216,6 +216,15 @@ describe('gen-durable CLI (docs/cli.md)', () => {
       const missing = await run(['verify', '--module', '/nonexistent/app.module.js', ...url]);
       expect(missing.code).toBe(2);
       expect(missing.stderr).toContain('--module /nonexistent/app.module.js: cannot load it');
+      // The engine's own discovery reads the module: what the engine refuses at boot, verify refuses.
+      const broken = await run([
+        'verify',
+        '--module',
+        `${cli.fixture(FIXTURE)}#BrokenModule`,
+        ...url,
+      ]);
+      expect(broken.code).toBe(1);
+      expect(broken.stderr).toMatch(/GD_CONFIGURATION: .*fsm broken\.initial/);
     });
   });
 

@@ -11,6 +11,7 @@ import {
   FsmNotRegisteredError,
   InvalidInputError,
   NoTargetError,
+  NotAvailableError,
   Step,
   type StepContext,
   stop,
@@ -164,6 +165,51 @@ describe('GenDurableClient (docs/design.md §32)', () => {
     await terminal(broken);
     expect(await client.history(broken)).toEqual(await h.engine.history(broken));
     await expect(client.history('999999999')).rejects.toThrow(NoTargetError);
+  });
+
+  it('inbox, explain, queueBacklog, liveFsmVersions and the bulk dry runs answer as the engine’s', async () => {
+    const id = await client.insert('waiter', { correlationKey: 'inboxed' });
+    await h.engine.await(id, { timeout: 15_000 });
+    await client.signal(id, 'unrelated', { n: 1 });
+    const inbox = await client.inbox({ correlationKey: 'inboxed' });
+    expect(inbox).toEqual(await h.engine.inbox(id));
+    expect(inbox).toMatchObject([{ name: 'unrelated', payload: { n: 1 }, consumedAt: null }]);
+    await expect(client.inbox({ correlationKey: 'no-such-key' })).rejects.toThrow(NoTargetError);
+    await expect(client.inbox(id, { limit: 0 })).rejects.toThrow(InvalidInputError);
+
+    // The client has no node: the node-local reasons are left out, the row's reasons are the same.
+    const codes = (e: { reasons: readonly { code: string }[] }) => e.reasons.map((r) => r.code);
+    expect(codes(await client.explain(id))).toEqual(
+      codes(await h.engine.explain(id)).filter((c) => c !== 'queue_not_served'),
+    );
+    await expect(client.explain('999999999')).rejects.toThrow(NoTargetError);
+
+    expect(await client.queueBacklog(['default'], { cap: 1 })).toEqual([
+      expect.objectContaining({ queue: 'default', paused: false }),
+    ]);
+    expect(await client.liveFsmVersions()).toEqual(await h.engine.liveFsmVersions());
+    expect(await client.liveFsmVersions()).toContainEqual(
+      expect.objectContaining({ fsm: 'waiter', version: 1 }),
+    );
+    const filter = { fsm: 'waiter', correlationKey: 'inboxed' };
+    expect(await client.cancelAll(filter, { dryRun: true })).toEqual(
+      await h.engine.cancelAll(filter, { dryRun: true }),
+    );
+    expect(await client.cancelAll(filter)).toMatchObject({ matched: 1, changed: 1 });
+    expect((await h.engine.get(id))?.status).toBe('cancelled');
+  });
+
+  it('what needs the FSM classes or the engines’ limiter refuses with NotAvailableError', async () => {
+    expect(() => client.graph('greeter')).toThrow(NotAvailableError);
+    expect(() => client.registeredFsms()).toThrow(NotAvailableError);
+    await expect(client.stepCounts('greeter')).rejects.toThrow(NotAvailableError);
+    await expect(client.limiterStatus()).rejects.toThrow(NotAvailableError);
+    const id = await client.insert('greeter', { state: { name: 'forked' } });
+    await expect(client.fork(id)).rejects.toMatchObject({
+      code: 'GD_NOT_AVAILABLE',
+      operation: 'fork',
+    });
+    expect(h.engine.registeredFsms().map((f) => f.name)).toEqual(['flaky', 'greeter', 'waiter']);
   });
 
   it('schedules: list, pause, resume, trigger (a described FSM), remove', async () => {

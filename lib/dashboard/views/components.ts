@@ -86,11 +86,6 @@ export function section(title: string, body: HtmlValue, id?: string): Html {
   </section>`;
 }
 
-/** A "this engine build lacks X" note. */
-export function unavailable(what: string): Html {
-  return html`<p class="muted">${what} is not available on this engine.</p>`;
-}
-
 /**
  * A sparkline as inline SVG (no script, no style attribute: fits the CSP): `values` left to
  * right, scaled to the largest, with the last value as its title.

@@ -2,7 +2,7 @@ import { ALL_STATUSES } from '../../gen-durable.constants';
 import { renderFsmGraphSvg } from '../../graph/fsm-graph-svg';
 import type { FsmDetail, FsmSummary } from '../dashboard-reads';
 import { Html, html, queryString } from '../html';
-import { capped, section, statusBadge, unavailable, type ViewContext } from './components';
+import { capped, section, statusBadge, type ViewContext } from './components';
 import { layout } from './layout';
 
 /** The registered FSMs. */
@@ -45,10 +45,8 @@ export function fsmsView(ctx: ViewContext, fsms: readonly FsmSummary[]): Html {
 
 /** One FSM: its state graph (inline SVG, live count per step) and its counts per status and step. */
 export function fsmView(ctx: ViewContext, f: FsmDetail): Html {
-  const graph = f.graph
-    ? html`<div class="graph">${new Html(renderFsmGraphSvg(f.graph, f.liveByStep))}</div>
-        <p class="muted">Numbers under a step: live instances at that step.</p>`
-    : unavailable('The state graph');
+  const graph = html`<div class="graph">${new Html(renderFsmGraphSvg(f.graph, f.liveByStep))}</div>
+    <p class="muted">Numbers under a step: live instances at that step.</p>`;
   const statuses = html`<table class="grid">
     <tbody>
       ${ALL_STATUSES.map(

@@ -8,7 +8,6 @@ import {
   section,
   statusBadge,
   time,
-  unavailable,
   type ViewContext,
 } from './components';
 
@@ -66,7 +65,6 @@ function reasonText(r: unknown): Html | string {
 }
 
 function explanationOf(value: unknown): Html {
-  if (value === null) return unavailable('"Why isn\'t it running?"');
   const reasons = (value as { reasons?: unknown }).reasons;
   const summary = (value as { summary?: unknown }).summary;
   if (Array.isArray(reasons)) {
@@ -90,7 +88,6 @@ function tree(ctx: ViewContext, nodes: readonly ChildNode[], more: boolean): Htm
 }
 
 function historyOf(detail: InstanceDetail): Html {
-  if (detail.history === null) return unavailable('History');
   if (detail.history.length === 0) {
     return html`<p class="muted">
       No history recorded (see the FSM's <code>history</code> level).
