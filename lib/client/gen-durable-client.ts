@@ -14,14 +14,15 @@ import { InvalidInputError } from '../errors/invalid-input.error';
 import { buildInsertRow } from '../instance/build-insert-row';
 import type { CancelResult } from '../control/cancel-options';
 import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
-import type { InstanceFilter, ListPage, ListResult } from '../control/instance-filter';
-import type { InstanceView } from '../instance/instance-view';
 import type {
-  CappedCount,
-  PauseQueueResult,
-  QueueStatus,
-  ResumeQueueResult,
-} from '../instance/queue-status';
+  CountOptions,
+  InstanceCount,
+  InstanceFilter,
+  ListPage,
+  ListResult,
+} from '../control/instance-filter';
+import type { InstanceView } from '../instance/instance-view';
+import type { PauseQueueResult, QueueStatus, ResumeQueueResult } from '../instance/queue-status';
 import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import type {
   ClientCancelOptions,
@@ -151,7 +152,7 @@ export class GenDurableClient {
   }
 
   /** How many instances match `filter`, capped (as `EngineService.count`). */
-  count(filter: InstanceFilter = {}, options?: { cap?: number }): Promise<CappedCount> {
+  count(filter: InstanceFilter = {}, options?: CountOptions): Promise<InstanceCount> {
     return this.query.count(filter, options);
   }
 

@@ -11,7 +11,13 @@ export type {
 } from './client-options';
 export type { Target } from '../control/target';
 export type { InstanceView } from '../instance/instance-view';
-export type { InstanceFilter, ListPage, ListResult } from '../control/instance-filter';
+export type {
+  CountOptions,
+  InstanceCount,
+  InstanceFilter,
+  ListPage,
+  ListResult,
+} from '../control/instance-filter';
 export type { CancelResult } from '../control/cancel-options';
 export type { HistoryEntry, HistoryPage } from '../instance/history-entry';
 export type {

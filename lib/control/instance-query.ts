@@ -1,8 +1,12 @@
 import { createHash } from 'node:crypto';
 
 import { InvalidInputError } from '../errors/invalid-input.error';
-import { type ListResult, resolveInstanceFilter, type ResolvedFilter } from './instance-filter';
-import type { CappedCount } from '../instance/queue-status';
+import {
+  type InstanceCount,
+  type ListResult,
+  resolveInstanceFilter,
+  type ResolvedFilter,
+} from './instance-filter';
 import type { StatementRunner } from '../sql/statement';
 import { COUNT_INSTANCES, countDriver, LIST_INSTANCES, listDriver } from '../sql/query.sql';
 
@@ -12,6 +16,8 @@ const DEFAULT_SCAN = 10_000;
 const MAX_SCAN = 100_000;
 const DEFAULT_CAP = 10_000;
 const MAX_CAP = 1_000_000;
+const DEFAULT_BUDGET_MS = 1_000;
+const MAX_BUDGET_MS = 60_000;
 const CURSOR_VERSION = 'gd1';
 
 /**
@@ -45,11 +51,21 @@ export class InstanceQuery {
     return { items: answer.items };
   }
 
-  async count(filter: unknown, options: unknown): Promise<CappedCount> {
+  /**
+   * Matches up to the cap, read within the time budget (COUNT_INSTANCES): `capped` when the
+   * cap was reached, `exact: false` when the budget ran out first (`count` is then a lower bound).
+   */
+  async count(filter: unknown, options: unknown): Promise<InstanceCount> {
     const f = resolveInstanceFilter(filter, 'count.filter');
-    const cap = capOf(options);
-    const answer = await COUNT_INSTANCES.run(this.sql, { driver: countDriver(f), cap, filter: f });
-    return { count: answer.count, capped: answer.examined >= cap };
+    const { cap, budgetMs } = countOptionsOf(options);
+    const answer = await COUNT_INSTANCES.run(this.sql, {
+      driver: countDriver(f),
+      cap,
+      budgetMs,
+      filter: f,
+    });
+    const capped = answer.count >= cap;
+    return { count: answer.count, capped, exact: capped || answer.pulled < cap };
   }
 }
 
@@ -77,19 +93,23 @@ function pageOf(
   return { limit, after, scan };
 }
 
-function capOf(options: unknown): number {
-  if (options === undefined) return DEFAULT_CAP;
+function countOptionsOf(options: unknown): { cap: number; budgetMs: number } {
+  if (options === undefined) return { cap: DEFAULT_CAP, budgetMs: DEFAULT_BUDGET_MS };
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new InvalidInputError('count.options', 'must be an object { cap? }');
+    throw new InvalidInputError('count.options', 'must be an object { cap?, budgetMs? }');
   }
-  const unknownKeys = Object.keys(options).filter((k) => k !== 'cap');
+  const unknownKeys = Object.keys(options).filter((k) => k !== 'cap' && k !== 'budgetMs');
   if (unknownKeys.length > 0) {
     throw new InvalidInputError(
       'count.options',
-      `unknown key(s) ${unknownKeys.join(', ')}; the only option is cap`,
+      `unknown key(s) ${unknownKeys.join(', ')}; known: cap, budgetMs`,
     );
   }
-  return integer((options as { cap?: unknown }).cap, 'count.options.cap', DEFAULT_CAP, 1, MAX_CAP);
+  const o = options as { cap?: unknown; budgetMs?: unknown };
+  return {
+    cap: integer(o.cap, 'count.options.cap', DEFAULT_CAP, 1, MAX_CAP),
+    budgetMs: integer(o.budgetMs, 'count.options.budgetMs', DEFAULT_BUDGET_MS, 1, MAX_BUDGET_MS),
+  };
 }
 
 function integer(value: unknown, path: string, fallback: number, min: number, max: number): number {

@@ -20,7 +20,13 @@ import type { InsertOptions } from '../fsm/insert-options.interface';
 import { type InsertRow, withTraceContext } from '../instance/insert-row';
 import { buildInsertRow } from '../instance/build-insert-row';
 import type { AwaitResult, InstanceView } from '../instance/instance-view';
-import type { InstanceFilter, ListPage, ListResult } from '../control/instance-filter';
+import type {
+  CountOptions,
+  InstanceCount,
+  InstanceFilter,
+  ListPage,
+  ListResult,
+} from '../control/instance-filter';
 import type {
   CappedCount,
   PauseQueueResult,
@@ -295,10 +301,12 @@ export class EngineService {
   }
 
   /**
-   * How many instances match `filter`, examining at most `cap` rows (default 10 000) through
-   * the index its filter allows; `capped: true` means there are at least `count`. One statement.
+   * How many instances match `filter`, counted up to `cap` matches (default 10 000) through
+   * the index its filter allows, within `budgetMs` (default 1 000); `capped: true` means there
+   * are at least `count`, `exact: false` that the budget ran out first (`count` is a lower
+   * bound). One statement.
    */
-  count(filter: InstanceFilter = {}, options?: { cap?: number }): Promise<CappedCount> {
+  count(filter: InstanceFilter = {}, options?: CountOptions): Promise<InstanceCount> {
     return this.instanceQuery.count(filter, options);
   }
 
