@@ -138,7 +138,7 @@ export class GenDurableClient {
     await this.runtime.settle();
   }
 
-  /** The instance row, or null (by key: the key's current occupant). */
+  /** The instance row, or null (by key: the live occupant, else the most recent ended one). */
   async get(target: Target): Promise<InstanceView | null> {
     const to = resolveTarget(target, 'get.target');
     return 'id' in to
