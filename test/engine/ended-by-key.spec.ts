@@ -177,8 +177,15 @@ describe('reads by correlation key find the ended instance (docs/identity.md)', 
         ['gen_durable_correlation', 'gen_durable_gc', 'gen_durable_pkey'],
       ],
     ])('get by key, %s', async (_label, key, indexes) => {
-      expect(await used(GET_INSTANCE_BY_KEY, [key])).toEqual(indexes);
-      expect(await used(READ_HISTORY_BY_KEY, [key, null, 10])).not.toContain('seq:gen_durable');
+      expect(
+        await used(GET_INSTANCE_BY_KEY, GET_INSTANCE_BY_KEY.params({ correlationKey: key })),
+      ).toEqual(indexes);
+      expect(
+        await used(
+          READ_HISTORY_BY_KEY,
+          READ_HISTORY_BY_KEY.params({ target: key, before: null, limit: 10 }),
+        ),
+      ).not.toContain('seq:gen_durable');
       const explain = EXPLAIN_INSTANCE.params({ id: null, correlationKey: key });
       expect(await used(EXPLAIN_INSTANCE, explain)).not.toContain('seq:gen_durable');
     });
