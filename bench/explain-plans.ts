@@ -2,9 +2,9 @@
  * `npm run explain`: EXPLAIN (ANALYZE, BUFFERS) of the production claim, enrichment and flush
  * statements on a table with ROWS terminal + runnable rows (default 200 000), then of the
  * default dashboard views of `list`, `count` and `queueStatus` (docs/design.md §27.6–27.7)
- * once 1 % failed rows and a parent with 100 children are added (as generic plans), then the
- * control writes (a retryAll and a cancelAll batch, a cascading cancel), printed
- * as text.
+ * once 1 % failed rows and a parent with 100 children are added (as generic plans), of `get`
+ * by correlation key (live, ended, absent), then the control writes (a retryAll and a cancelAll
+ * batch, a cascading cancel), printed as text.
  * Uses DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
  * Every analysed statement runs inside a transaction that is rolled back.
  */
@@ -20,6 +20,7 @@ import { QUEUE_STATUS } from '../lib/sql/queue.sql';
 import { renderStatement, type Statement, type StatementRunner } from '../lib/sql/statement';
 import { LATEST_STATS, STATS_SERIES, WRITE_STATS_SNAPSHOT } from '../lib/sql/stats.sql';
 import { EXPLAIN_INSTANCE } from '../lib/sql/explain.sql';
+import { GET_INSTANCE_BY_KEY } from '../lib/sql/instance.sql';
 import { LIMIT_CONFIGS, LIMIT_COUNTERS } from '../lib/sql/limiter-status.sql';
 import { CANCEL_BATCH, CANCEL_INSTANCES } from '../lib/sql/cancel.sql';
 import { RETRY_INSTANCES } from '../lib/sql/retry.sql';
@@ -180,10 +181,12 @@ async function main(): Promise<void> {
       ['runnable of queue default', { status: 'runnable', queue: 'default' }],
       ['executing', { status: 'executing' }],
       ['children of a parent', { parentId }],
+      ['failed of one FSM', { fsm: 'job', status: 'failed' }],
+      ['one FSM with few rows (no index has fsm: the budget bounds it)', { fsm: 'item' }],
     ];
     for (const [title, input] of counts) {
       const filter = resolveInstanceFilter(input, 'filter');
-      const count = { driver: countDriver(filter), cap: 10_000, filter };
+      const count = { driver: countDriver(filter), cap: 10_000, budgetMs: 1_000, filter };
       await explain(
         client,
         `count (cap 10 000): ${title} (driver ${count.driver})`,
@@ -200,6 +203,7 @@ async function main(): Promise<void> {
       QUEUE_STATUS.params({ queues: ['default'], cap: 10_000, only: null }),
     );
     await client.query('SET jit = on');
+    await explainKeyReads(client);
     await explainControlWrites(client, parentId);
     await explainDashboardData(client);
   } finally {
@@ -277,6 +281,39 @@ async function explainControlWrites(client: Client, parentId: string): Promise<v
       ...history,
     }),
   );
+}
+
+/**
+ * Reads by correlation key (docs/identity.md "Finding an instance by key"): a live key (the
+ * occupant, gen_durable_correlation), a key only the most recently ended row carries (then
+ * gen_durable_gc backward from the newest end: found at once) and a key nobody carries (the whole of gen_durable_gc: the
+ * worst case, no index has `correlation_key` itself).
+ */
+async function explainKeyReads(client: Client): Promise<void> {
+  const live = ['runnable', 'executing', 'awaiting_signal', 'awaiting_children'];
+  await client.query(
+    `INSERT INTO gen_durable (fsm, step, correlation_key, correlation_scope)
+     VALUES ('order', 'start', 'order:live', $1::durable_status[])`,
+    [live],
+  );
+  await client.query(
+    `INSERT INTO gen_durable (fsm, step, status, correlation_key, correlation_scope, updated_at)
+     VALUES ('order', 'ship', 'done', 'order:ended', $1::durable_status[], now())`,
+    [live],
+  );
+  await client.query('ANALYZE gen_durable');
+  for (const [title, key] of [
+    ['a live key', 'order:live'],
+    ['a key only a recently ended row carries', 'order:ended'],
+    ['a key nobody carries (every terminal row walked)', 'order:none'],
+  ] as const) {
+    await explain(
+      client,
+      `get by key: ${title}`,
+      GET_INSTANCE_BY_KEY,
+      GET_INSTANCE_BY_KEY.params({ correlationKey: key }),
+    );
+  }
 }
 
 /**

@@ -86,7 +86,13 @@ export type {
 export { getEngineToken } from './gen-durable.constants';
 export type { InsertOptions } from './fsm/insert-options.interface';
 export type { AwaitResult, InstanceView } from './instance/instance-view';
-export type { InstanceFilter, ListPage, ListResult } from './control/instance-filter';
+export type {
+  CountOptions,
+  InstanceCount,
+  InstanceFilter,
+  ListPage,
+  ListResult,
+} from './control/instance-filter';
 export type {
   CappedCount,
   PauseQueueResult,

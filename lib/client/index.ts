@@ -19,7 +19,13 @@ export type {
 } from '../control/instance-control';
 export type { Target } from '../control/target';
 export type { InstanceView } from '../instance/instance-view';
-export type { InstanceFilter, ListPage, ListResult } from '../control/instance-filter';
+export type {
+  CountOptions,
+  InstanceCount,
+  InstanceFilter,
+  ListPage,
+  ListResult,
+} from '../control/instance-filter';
 export type { CancelResult } from '../control/cancel-options';
 export type { HistoryEntry, HistoryPage } from '../instance/history-entry';
 export type {

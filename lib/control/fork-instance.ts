@@ -6,7 +6,7 @@ import { buildInsertRow } from '../instance/build-insert-row';
 import { withTraceContext } from '../instance/insert-row';
 import { READ_RECORDED_STATE, SET_FORKED_FROM } from '../sql/fork.sql';
 import { INSERT_HISTORY } from '../sql/history.sql';
-import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
+import { readResolved } from './read-target';
 import type { ControlRuntime } from './control-runtime';
 import { insertInstance } from './insert-instance';
 import { nonEmptyText, oneOf, optionsObject } from './input-checks';
@@ -45,10 +45,7 @@ export async function forkInstance(
   traceContext: string | null,
 ): Promise<ForkAnswer> {
   const o = forkInput(options);
-  const source =
-    'id' in target
-      ? await GET_INSTANCE_BY_ID.run(runtime.sql, { id: target.id })
-      : await GET_INSTANCE_BY_KEY.run(runtime.sql, { correlationKey: target.correlationKey });
+  const source = await readResolved(runtime.sql, target);
   if (!source) throw new NoTargetError(targetLabel(target), 'nothing was forked');
   const sourceDefinition = registry.find(source.fsm, source.fsmVersion);
   const definition = o.sameVersion ? sourceDefinition : registry.resolve(source.fsm);

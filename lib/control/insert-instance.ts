@@ -3,7 +3,7 @@ import type { PoolClient } from 'pg';
 import { DuplicateError } from '../errors/duplicate.error';
 import type { InsertRow } from '../instance/insert-row';
 import { INSERT_INSTANCE, INSERT_INSTANCE_OR_HOLDER } from '../sql/insert.sql';
-import { GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
+import { GET_KEY_OCCUPANT } from '../sql/instance.sql';
 import type { StatementRunner } from '../sql/statement';
 
 /** What one insert answered: the id, and for a row this call inserted, its queue and dueness. */
@@ -38,7 +38,7 @@ export async function insertInstance(
   for (let attempt = 1; attempt <= 2; attempt++) {
     const answer = await INSERT_INSTANCE_OR_HOLDER.run(sql, row, client);
     if (answer) return answer;
-    const current = await GET_INSTANCE_BY_KEY.run(sql, { correlationKey: key }, client);
+    const current = await GET_KEY_OCCUPANT.run(sql, { correlationKey: key }, client);
     if (current) return { id: current.id, inserted: false, queue: current.queue, due: false };
   }
   throw new DuplicateError(key);

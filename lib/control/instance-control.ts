@@ -29,7 +29,13 @@ import { forkInstance } from './fork-instance';
 import type { ForkOptions } from './fork-options';
 import { fsmGraphOf } from './fsm-graph';
 import { explainInstance } from './instance-explain';
-import type { InstanceFilter, ListPage, ListResult } from './instance-filter';
+import type {
+  CountOptions,
+  InstanceCount,
+  InstanceFilter,
+  ListPage,
+  ListResult,
+} from './instance-filter';
 import { readInstanceHistory, resolveHistoryPage } from './instance-history';
 import { InstanceQuery } from './instance-query';
 import type { LimiterStatus } from './limiter-status';
@@ -153,7 +159,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * How many instances match `filter`, examining at most `cap` rows (default 10 000) through
    * the index its filter allows; `capped: true` means there are at least `count`. One statement.
    */
-  async count(filter: InstanceFilter = {}, options?: { cap?: number }): Promise<CappedCount> {
+  async count(filter: InstanceFilter = {}, options?: CountOptions): Promise<InstanceCount> {
     return this.parts.query.count(filter, options);
   }
 

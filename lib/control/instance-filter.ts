@@ -3,6 +3,7 @@ import { InvalidInputError } from '../errors/invalid-input.error';
 import { isArray } from '../util/is-array';
 import { knownKeys, oneOf } from './input-checks';
 import type { InstanceView } from '../instance/instance-view';
+import type { CappedCount } from '../instance/queue-status';
 import type { ResolvedFilter } from '../sql/resolved-filter';
 
 export type { ResolvedFilter };
@@ -56,6 +57,28 @@ export interface ListResult {
   readonly items: InstanceView[];
   /** Absent on the last page. */
   readonly next?: string;
+}
+
+/** The options of `count`. */
+export interface CountOptions {
+  /** Matches counted at most, 1…1 000 000. Default 10 000. */
+  cap?: number;
+  /**
+   * Milliseconds the count may read rows for, 1…60 000. Default 1 000. A count that has not
+   * found `cap` matches nor read all candidate rows by then stops and answers `exact: false`.
+   */
+  budgetMs?: number;
+}
+
+/**
+ * What `count` answers (docs/design.md §27.7): `count` matches, at most the cap. `capped: true`
+ * means the count reached the cap (there are at least `count`); `exact: false` means it ran out
+ * of its time budget first (there are at least `count`, maybe more — a lower bound, not 0 for
+ * "unknown"). A count that read every candidate row is `{ count, capped: false, exact: true }`;
+ * a capped count is exact about what it says (`exact: true`).
+ */
+export interface InstanceCount extends CappedCount {
+  readonly exact: boolean;
 }
 
 const FILTER_KEYS = [

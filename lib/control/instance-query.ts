@@ -1,8 +1,12 @@
 import { createHash } from 'node:crypto';
 
 import { InvalidInputError } from '../errors/invalid-input.error';
-import { type ListResult, resolveInstanceFilter, type ResolvedFilter } from './instance-filter';
-import type { CappedCount } from '../instance/queue-status';
+import {
+  type InstanceCount,
+  type ListResult,
+  resolveInstanceFilter,
+  type ResolvedFilter,
+} from './instance-filter';
 import type { StatementRunner } from '../sql/statement';
 import { integerIn, optionsObject } from './input-checks';
 import { COUNT_INSTANCES, countDriver, LIST_INSTANCES, listDriver } from '../sql/query.sql';
@@ -13,6 +17,8 @@ const DEFAULT_SCAN = 10_000;
 const MAX_SCAN = 100_000;
 const DEFAULT_CAP = 10_000;
 const MAX_CAP = 1_000_000;
+const DEFAULT_BUDGET_MS = 1_000;
+const MAX_BUDGET_MS = 60_000;
 const CURSOR_VERSION = 'gd1';
 
 /**
@@ -46,11 +52,21 @@ export class InstanceQuery {
     return { items: answer.items };
   }
 
-  async count(filter: unknown, options: unknown): Promise<CappedCount> {
+  /**
+   * Matches up to the cap, read within the time budget (COUNT_INSTANCES): `capped` when the
+   * cap was reached, `exact: false` when the budget ran out first (`count` is then a lower bound).
+   */
+  async count(filter: unknown, options: unknown): Promise<InstanceCount> {
     const f = resolveInstanceFilter(filter, 'count.filter');
-    const cap = capOf(options);
-    const answer = await COUNT_INSTANCES.run(this.sql, { driver: countDriver(f), cap, filter: f });
-    return { count: answer.count, capped: answer.examined >= cap };
+    const { cap, budgetMs } = countOptionsOf(options);
+    const answer = await COUNT_INSTANCES.run(this.sql, {
+      driver: countDriver(f),
+      cap,
+      budgetMs,
+      filter: f,
+    });
+    const capped = answer.count >= cap;
+    return { count: answer.count, capped, exact: capped || answer.pulled < cap };
   }
 }
 
@@ -68,12 +84,21 @@ function pageOf(
   return { limit, after, scan };
 }
 
-function capOf(options: unknown): number {
-  const o = optionsObject(options, ['cap'], 'count.options', {
+function countOptionsOf(options: unknown): { cap: number; budgetMs: number } {
+  const o = optionsObject(options, ['cap', 'budgetMs'], 'count.options', {
     nameKey: false,
-    shape: '{ cap? }',
+    shape: '{ cap?, budgetMs? }',
   });
-  return integerIn(o?.['cap'], 'count.options.cap', DEFAULT_CAP, 1, MAX_CAP);
+  return {
+    cap: integerIn(o?.['cap'], 'count.options.cap', DEFAULT_CAP, 1, MAX_CAP),
+    budgetMs: integerIn(
+      o?.['budgetMs'],
+      'count.options.budgetMs',
+      DEFAULT_BUDGET_MS,
+      1,
+      MAX_BUDGET_MS,
+    ),
+  };
 }
 
 /** A short, stable fingerprint of a resolved filter (a cursor is refused with another one). */

@@ -5,8 +5,9 @@ import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
 import { type ResolvedTarget, resolveTarget, targetLabel } from './target';
 
 /**
- * The instance a caller's target names (docs/design.md §11), or null: an id's row, or the
- * current occupant of a correlation key. One statement. `InvalidInputError` at `path` for a
+ * The instance a caller's target names (docs/design.md §11), or null: an id's row, or for a
+ * correlation key its live occupant, else the most recent ended instance that carried it. One
+ * statement. The one read of a target every control operation uses. `InvalidInputError` at `path` for a
  * target of the wrong shape.
  */
 export function readTarget(

@@ -3,7 +3,7 @@ import { InvalidInputError } from '../errors/invalid-input.error';
 import { NoTargetError } from '../errors/no-target.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
 import { toJsonObjectText } from '../serialization/json-value';
-import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
+import { readResolved } from './read-target';
 import { RETRY_INSTANCES, type RetriedRow, type RetryVerdict } from '../sql/retry.sql';
 import { actorOf, manualRecord } from './instance-history';
 import type { ControlRuntime } from './control-runtime';
@@ -28,10 +28,7 @@ export async function retryInstance(
   options: unknown,
 ): Promise<void> {
   const o = retryInput(options);
-  const row =
-    'id' in target
-      ? await GET_INSTANCE_BY_ID.run(runtime.sql, { id: target.id })
-      : await GET_INSTANCE_BY_KEY.run(runtime.sql, { correlationKey: target.correlationKey });
+  const row = await readResolved(runtime.sql, target);
   if (!row) throw new NoTargetError(targetLabel(target), 'nothing was retried');
   if (row.status !== 'failed' && row.status !== 'cancelled') {
     throw new InvalidInputError(

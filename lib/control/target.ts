@@ -3,8 +3,10 @@ import { inspect } from 'node:util';
 import { InvalidInputError } from '../errors/invalid-input.error';
 
 /**
- * Addresses an instance: its id (bare, or as `{ id }`), or `{ correlationKey }` for the key's
- * current occupant (docs/design.md §11).
+ * Addresses an instance: its id (bare, or as `{ id }`), or `{ correlationKey }` (docs/design.md
+ * §11): for a signal the key's live occupant only; for reads and manual actions (get, await,
+ * history, explain, retry, fork) the live occupant, else the most recent ended instance with
+ * the key (docs/identity.md "Finding an instance by key").
  */
 export type Target = string | bigint | { id: string | bigint } | { correlationKey: string };
 

@@ -187,7 +187,7 @@ export class DashboardReads {
   }
 
   private async countsBy(filter: InstanceFilter): Promise<Record<DurableStatus, CappedCount>> {
-    const counts = await Promise.all(
+    const counts: CappedCount[] = await Promise.all(
       ALL_STATUSES.map((status) => this.engine.count({ ...filter, status }, { cap: COUNT_CAP })),
     );
     return Object.fromEntries(ALL_STATUSES.map((s, i) => [s, counts[i]!])) as Record<

@@ -203,8 +203,8 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
   /**
    * Waits until the instance settles (done, failed, or parked; `until: 'terminal'` = done or
    * failed) or `timeout` ms pass (`busy`: call again). Answers from the row (docs/design.md §9).
-   * `target`: an id, `{ id }` or `{ correlationKey }` (the key's current occupant, looked up
-   * once; `not_found` when the key is free).
+   * `target`: an id, `{ id }` or `{ correlationKey }` (looked up once as `get` does: the live
+   * occupant, else the most recent ended instance with the key; `not_found` when none).
    */
   async await(
     target: Target,

@@ -1,3 +1,4 @@
+import { keyTargetId } from './instance.sql';
 import { sql } from './statement';
 
 /**
@@ -138,8 +139,9 @@ function explainOf(r: RawExplain): ExplainRecord {
 }
 
 /**
- * One instance (`$1` id, else the occupant of correlation key `$2`: primary key or
- * gen_durable_correlation) and what it waits on:
+ * One instance (`$1` id, else the instance correlation key `$2` addresses: its live occupant,
+ * else the most recent ended one, {@link keyTargetId}; primary key, or gen_durable_correlation
+ * then gen_durable_gc) and what it waits on:
  * - inbox: distinct unconsumed names (gen_durable_signals_inbox, `target_id` equality, ≤ 100 rows);
  * - K = 1 holder: gen_durable_concurrency_active (unique on the executing key without shard);
  * - gate: its config (gen_durable_bucket_configs_pkey), counters (gen_durable_buckets_pkey,
@@ -156,7 +158,7 @@ export const EXPLAIN_INSTANCE = sql(
      SELECT g.* FROM {schema}.gen_durable g WHERE $1::bigint IS NOT NULL AND g.id = $1
      UNION ALL
      SELECT g.* FROM {schema}.gen_durable g
-      WHERE $1::bigint IS NULL AND g.correlation_guard = $2
+      WHERE $1::bigint IS NULL AND g.id = ${keyTargetId('$2')}
    ), gcfg AS (
      SELECT c.capacity::int AS lim
        FROM r JOIN {schema}.gen_durable_bucket_configs c

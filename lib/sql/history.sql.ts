@@ -1,4 +1,5 @@
 import type { HistoryEntry, HistoryError, HistoryKind } from '../instance/history-entry';
+import { keyTargetId } from './instance.sql';
 import { noRows } from './row-decoders';
 import { sql } from './statement';
 
@@ -31,13 +32,13 @@ interface HistoryRecord {
 
 /**
  * One page of an instance's history, newest first, and whether the instance exists: the target
- * CTE finds the instance (by `{target}`), the lateral branch reads its history through index
+ * CTE finds the instance (the row whose id is `targetId`), the lateral branch reads its history through index
  * gen_durable_history_instance `(instance_id, id)` backwards from the keyset bound (an index
  * condition: `id < coalesce(before, max)`), stopping at the limit. No row at all: no instance;
  * one row whose `id` is null: an instance without history (on this page).
  */
-function readHistoryText(target: string): string {
-  return `WITH target AS (SELECT id FROM {schema}.gen_durable WHERE ${target} = $1)
+function readHistoryText(targetId: string): string {
+  return `WITH target AS (SELECT id FROM {schema}.gen_durable WHERE id = ${targetId})
 SELECT t.id AS target_id, h.id, h.instance_id, h.at, h.kind, h.step, h.next_step, h.attempt,
        h.claim_seq, h.worker, h.outcome, h.error, h.state, h.actor
   FROM target t
@@ -57,15 +58,16 @@ const codec = {
 };
 
 /** A page of history of the instance with id `$1` (PK, then gen_durable_history_instance). */
-export const READ_HISTORY = sql('read_history', readHistoryText('id'), codec);
+export const READ_HISTORY = sql('read_history', readHistoryText('$1'), codec);
 
 /**
- * A page of history of the current occupant of correlation key `$1` (unique index
- * gen_durable_correlation on `correlation_guard`, then gen_durable_history_instance).
+ * A page of history of the instance correlation key `$1` addresses: its live occupant, else the
+ * most recent ended instance with the key ({@link keyTargetId}: gen_durable_correlation, then
+ * gen_durable_gc), by PK, then gen_durable_history_instance.
  */
 export const READ_HISTORY_BY_KEY = sql(
   'read_history_by_key',
-  readHistoryText('correlation_guard'),
+  readHistoryText(keyTargetId('$1')),
   codec,
 );
 

@@ -22,14 +22,57 @@ export const GET_INSTANCE_BY_ID = sql(
   { params: (i: { readonly id: string }) => [i.id], decode: firstInstance },
 );
 
+/** The live statuses, written as gen_durable_gc's predicate negates them (lib/schema/v005.ts). */
+const LIVE_STATUSES = `('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`;
+
 /**
- * The current occupant of a correlation key (unique index gen_durable_correlation), docs/design.md §2.5,
- * §11: the row whose status is in its key's scope. With the default (live) scope that is the
- * live instance only; a terminal-inclusive scope keeps a finished holder findable until GC
- * (signals to it are still refused, DELIVER_SIGNAL). A freed key finds nothing.
+ * The id of the instance a correlation key `param` addresses for reads and manual actions
+ * (docs/identity.md "Finding an instance by key"), a scalar subquery:
+ * 1. the key's current occupant (unique index gen_durable_correlation on `correlation_guard`):
+ *    the live instance, or a finished holder under a terminal-inclusive scope;
+ * 2. else the instance that ended most recently with that key among those whose scope was
+ *    not empty (an empty scope is a label, never an address): gen_durable_gc (updated_at)
+ *    WHERE not live, walked backward from the newest end, stopping at the first row with the
+ *    key. No index has `correlation_key` itself (ARCHITECTURE.md §3), so a key that no ended
+ *    row carries reads that index to its end: a miss costs a scan of the terminal rows (GC
+ *    keeps them `gc.retention`). The second branch runs only when the first finds nothing.
+ * Signals never use it: they go to the occupant only, and only while it is live (DELIVER_SIGNAL).
+ */
+export function keyTargetId(param: string): string {
+  return `(SELECT k.id FROM (
+       (SELECT o.id FROM {schema}.gen_durable o WHERE o.correlation_guard = ${param}::text)
+       UNION ALL
+       (SELECT e.id FROM {schema}.gen_durable e
+         WHERE e.status NOT IN ${LIVE_STATUSES}
+           AND e.correlation_key = ${param}::text AND cardinality(e.correlation_scope) > 0
+         ORDER BY e.updated_at DESC LIMIT 1)
+     ) k LIMIT 1)`;
+}
+
+/**
+ * The instance a correlation key addresses (`get`, `retry`, `fork` by key; docs/design.md §11):
+ * the live occupant wins, else the most recent ended instance with that key
+ * ({@link keyTargetId}: gen_durable_correlation, then gen_durable_gc), then the row by PK.
+ * Null when no instance with a non-empty scope carries the key (never inserted, or collected).
  */
 export const GET_INSTANCE_BY_KEY = sql(
   'get_instance_by_key',
+  `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable WHERE id = ${keyTargetId('$1')}`,
+  {
+    params: (i: { readonly correlationKey: string }) => [i.correlationKey],
+    decode: firstInstance,
+  },
+);
+
+/**
+ * The current occupant of a correlation key (unique index gen_durable_correlation),
+ * docs/design.md §2.5, §11: the row whose status is in its key's scope — with the default
+ * (live) scope the live instance only, with a terminal-inclusive scope a finished holder until
+ * GC. A freed key finds nothing. What an insert with `onConflict: 'return'` answers when its
+ * own statement saw no holder (lib/control/insert-instance.ts).
+ */
+export const GET_KEY_OCCUPANT = sql(
+  'get_key_occupant',
   `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable WHERE correlation_guard = $1`,
   {
     params: (i: { readonly correlationKey: string }) => [i.correlationKey],

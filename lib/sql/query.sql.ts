@@ -10,8 +10,10 @@ import { sql } from './statement';
  * Which rows are examined is chosen by a *driver*, one `UNION ALL` branch per index, gated by a
  * one-time filter on the driver parameter so only one branch runs; each branch repeats its
  * index's predicate literally (so a partial index matches in a generic plan too) and stops at
- * its LIMIT. The filter predicate is evaluated on each examined row as a `hit` flag, never in
- * the branch's WHERE: a branch's LIMIT therefore bounds the rows examined, whatever the filter.
+ * its LIMIT. For `list` and the bulk actions the filter predicate is evaluated on each examined
+ * row as a `hit` flag, never in the branch's WHERE: a branch's LIMIT therefore bounds the rows
+ * examined, whatever the filter. `count` puts it in the WHERE, so its LIMIT bounds the matches
+ * (the cap), and a time budget bounds the rows examined (COUNT_INSTANCES).
  */
 
 /** How many parameters {@link filterParams} produces. */
@@ -176,53 +178,73 @@ export const LIST_INSTANCES = sql(
   },
 );
 
-/** What COUNT_INSTANCES answers: hits among the examined rows, and how many were examined. */
+/** What COUNT_INSTANCES answers: the filter's hits it saw, and the rows it pulled. */
 export interface CountAnswer {
+  /** Matching rows seen, at most the cap. */
   readonly count: number;
-  readonly examined: number;
+  /**
+   * Rows that left the scan: the hits, plus, once the time budget ran out, the non-matching
+   * rows examined after it. Below the cap: the driver's rows were all examined.
+   */
+  readonly pulled: number;
+}
+
+/** One COUNT_INSTANCES run: the driving index, the cap on hits, the time budget, the filter. */
+export interface CountInput {
+  readonly driver: CountDriver;
+  readonly cap: number;
+  /** Milliseconds from the statement's start after which the scan stops (at most `cap` more rows). */
+  readonly budgetMs: number;
+  readonly filter: ResolvedFilter;
 }
 
 /**
- * `count` (docs/design.md §27.7): examines at most `$2` rows through the `$1` driver's index —
- * the primary key (`scan`, a sequential scan that stops at `$2`), gen_durable_failed,
+ * One branch of COUNT_INSTANCES: the rows of `where` (the driver's index predicate, in its
+ * order `orderBy`) that match the filter, or, once the time budget `$15` ms since the
+ * statement's start is spent, any row — so past the budget the branch reaches its LIMIT `$2`
+ * within `$2` more rows instead of reading on to the end of the index or table.
+ */
+function countBranch(where: string, orderBy: string): string {
+  const hit = filterMatch('g', 3);
+  return `(SELECT ${hit} AS hit FROM {schema}.gen_durable g
+       WHERE ${where}
+         AND (${hit} OR clock_timestamp() >= statement_timestamp() + $15::int * interval '1 millisecond')
+       ${orderBy} LIMIT $2)`;
+}
+
+/**
+ * `count` (docs/design.md §27.7): counts the filter's matches up to the cap `$2`, reading rows
+ * through the `$1` driver's index — the primary key (`scan`, a sequential scan), gen_durable_failed,
  * gen_durable_parent, gen_durable_pick (all runnable rows, or one queue's by equality) or
- * gen_durable_lease (executing rows) — and counts the filter's hits among them. When the
- * driver's index serves the whole filter, every examined row is a hit. Each index branch is
- * ordered as its index is: a generic plan then walks the index and stops at `$2` rather than
- * scan the table sequentially until `$2` matches (`npm run explain` showed that plan for a
- * runnable count without the ORDER BY).
+ * gen_durable_lease (executing rows) — and stops at the `$2`-th match. A filter the driver's
+ * index does not serve entirely (an FSM name: no index has `fsm`, ARCHITECTURE.md §3) reads
+ * every row of the driver's range when it has fewer than `$2` matches; the time budget `$15`
+ * bounds that ({@link countBranch}): `pulled` = `$2` with `count` < `$2` means the budget ran
+ * out, and `count` is then a lower bound. Each index branch is ordered as its index is: a
+ * generic plan then walks the index rather than scan the table sequentially (`npm run
+ * explain` showed that plan for a runnable count without the ORDER BY).
  */
 export const COUNT_INSTANCES = sql(
   'count_instances',
   `WITH cand AS (
-     (SELECT ${filterMatch('g', 3)} AS hit FROM {schema}.gen_durable g
-       WHERE $1::text = 'scan' LIMIT $2)
+     ${countBranch(`$1::text = 'scan'`, '')}
      UNION ALL
-     (SELECT ${filterMatch('g', 3)} AS hit FROM {schema}.gen_durable g
-       WHERE $1::text = 'failed' AND g.status = 'failed' ORDER BY g.id LIMIT $2)
+     ${countBranch(`$1::text = 'failed' AND g.status = 'failed'`, 'ORDER BY g.id')}
      UNION ALL
-     (SELECT ${filterMatch('g', 3)} AS hit FROM {schema}.gen_durable g
-       WHERE $1::text = 'parent' AND g.parent_id = $9::bigint ORDER BY g.parent_id LIMIT $2)
+     ${countBranch(`$1::text = 'parent' AND g.parent_id = $9::bigint`, 'ORDER BY g.parent_id')}
      UNION ALL
-     (SELECT ${filterMatch('g', 3)} AS hit FROM {schema}.gen_durable g
-       WHERE $1::text = 'runnable' AND g.status = 'runnable'
-       ORDER BY g.queue, g.priority, g.eligible_at LIMIT $2)
+     ${countBranch(`$1::text = 'runnable' AND g.status = 'runnable'`, 'ORDER BY g.queue, g.priority, g.eligible_at')}
      UNION ALL
-     (SELECT ${filterMatch('g', 3)} AS hit FROM {schema}.gen_durable g
-       WHERE $1::text = 'runnable_queue' AND g.queue = $5::text AND g.status = 'runnable'
-       ORDER BY g.priority, g.eligible_at LIMIT $2)
+     ${countBranch(
+       `$1::text = 'runnable_queue' AND g.queue = $5::text AND g.status = 'runnable'`,
+       'ORDER BY g.priority, g.eligible_at',
+     )}
      UNION ALL
-     (SELECT ${filterMatch('g', 3)} AS hit FROM {schema}.gen_durable g
-       WHERE $1::text = 'executing' AND g.status = 'executing'
-       ORDER BY g.lease_expires_at LIMIT $2)
+     ${countBranch(`$1::text = 'executing' AND g.status = 'executing'`, 'ORDER BY g.lease_expires_at')}
    )
-   SELECT (count(*) FILTER (WHERE c.hit))::int AS count, count(*)::int AS examined FROM cand c`,
+   SELECT (count(*) FILTER (WHERE c.hit))::int AS count, count(*)::int AS pulled FROM cand c`,
   {
-    params: (i: {
-      readonly driver: CountDriver;
-      readonly cap: number;
-      readonly filter: ResolvedFilter;
-    }) => [i.driver, i.cap, ...filterParams(i.filter)],
-    decode: (rows: readonly CountAnswer[]): CountAnswer => rows[0] ?? { count: 0, examined: 0 },
+    params: (i: CountInput) => [i.driver, i.cap, ...filterParams(i.filter), i.budgetMs],
+    decode: (rows: readonly CountAnswer[]): CountAnswer => rows[0] ?? { count: 0, pulled: 0 },
   },
 );

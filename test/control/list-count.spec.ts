@@ -185,7 +185,11 @@ describe('list and count (docs/design.md §27.7)', () => {
         expect((await listAll(h, filter, { limit: 4 })).ids).toEqual(expected);
         // A scan bound below the table size: short pages with a next cursor, same rows.
         expect((await listAll(h, filter, { limit: 3, scanLimit: 9 })).ids).toEqual(expected);
-        expect(await h.engine.count(filter)).toEqual({ count: expected.length, capped: false });
+        expect(await h.engine.count(filter)).toEqual({
+          count: expected.length,
+          capped: false,
+          exact: true,
+        });
       },
     );
 
@@ -228,22 +232,65 @@ describe('list and count (docs/design.md §27.7)', () => {
 
   describe('count', () => {
     it('stops at the cap and says so', async () => {
-      expect(await h.engine.count({}, { cap: 30 })).toEqual({ count: 30, capped: true });
-      // Examining as many rows as the cap counts as capped: more might follow.
-      expect(await h.engine.count({}, { cap: 100 })).toEqual({ count: 100, capped: true });
+      expect(await h.engine.count({}, { cap: 30 })).toEqual({
+        count: 30,
+        capped: true,
+        exact: true,
+      });
+      // As many matches as the cap counts as capped: more might follow.
+      expect(await h.engine.count({}, { cap: 100 })).toEqual({
+        count: 100,
+        capped: true,
+        exact: true,
+      });
       expect(await h.engine.count({ fsm: 'alpha' }, { cap: 101 })).toEqual({
         count: 60,
         capped: false,
+        exact: true,
       });
       const failed = (await truth(db, `status = 'failed'`)).length;
       expect(await h.engine.count({ status: 'failed' }, { cap: failed })).toEqual({
         count: failed,
         capped: true,
+        exact: true,
       });
       expect(await h.engine.count({ status: 'failed' }, { cap: failed + 1 })).toEqual({
         count: failed,
         capped: false,
+        exact: true,
       });
+    });
+
+    it('the cap bounds the matches, not the rows examined: a sparse filter counts up to the cap', async () => {
+      // 30 rows of an FSM among 300 others, inserted after them: the first rows in table
+      // order do not match, and a cap of 10 still finds 10 matches.
+      await db.pool.query(
+        `INSERT INTO gen_durable (fsm, step, status) SELECT 'crowd', 'start', 'done' FROM generate_series(1, 300)`,
+      );
+      await db.pool.query(
+        `INSERT INTO gen_durable (fsm, step, status) SELECT 'rare', 'start', 'done' FROM generate_series(1, 30)`,
+      );
+      expect(await h.engine.count({ fsm: 'rare' }, { cap: 10 })).toEqual({
+        count: 10,
+        capped: true,
+        exact: true,
+      });
+      expect(await h.engine.count({ fsm: 'rare' }, { cap: 50 })).toEqual({
+        count: 30,
+        capped: false,
+        exact: true,
+      });
+      expect(await h.engine.count({ fsm: 'rare', status: 'done' }, { cap: 30 })).toEqual({
+        count: 30,
+        capped: true,
+        exact: true,
+      });
+      expect(await h.engine.count({ fsm: 'rare', status: 'failed' })).toEqual({
+        count: 0,
+        capped: false,
+        exact: true,
+      });
+      await db.pool.query(`DELETE FROM gen_durable WHERE fsm IN ('crowd', 'rare')`);
     });
 
     it('answers runnable per queue and executing from their indexes', async () => {
@@ -256,6 +303,7 @@ describe('list and count (docs/design.md §27.7)', () => {
         expect(await h.engine.count(filter)).toEqual({
           count: (await truth(db, where)).length,
           capped: false,
+          exact: true,
         });
       }
     });
@@ -317,7 +365,7 @@ describe('list and count (docs/design.md §27.7)', () => {
     };
     const count = (input: InstanceFilter) => {
       const filter = resolveInstanceFilter(input, 'f');
-      const request = { driver: countDriver(filter), cap: 10_000, filter };
+      const request = { driver: countDriver(filter), cap: 10_000, budgetMs: 60_000, filter };
       return indexesUsed(COUNT_INSTANCES, COUNT_INSTANCES.params(request));
     };
 
@@ -333,10 +381,58 @@ describe('list and count (docs/design.md §27.7)', () => {
         'gen_durable_pick',
       ],
       ['count, executing', () => count({ status: 'executing' }), 'gen_durable_lease'],
+      [
+        'count, failed of one FSM',
+        () => count({ fsm: 'bulk', status: 'failed' }),
+        'gen_durable_failed',
+      ],
+      [
+        'count, runnable of one FSM',
+        () => count({ fsm: 'bulk', status: 'runnable' }),
+        'gen_durable_pick',
+      ],
     ])('%s', async (_label, run, index) => {
       const used = await run();
       expect(used).toContain(index);
       expect(used.filter((u) => u.startsWith('seq:gen_durable'))).toEqual([]);
+    });
+  });
+
+  describe('count: a time budget', () => {
+    beforeAll(async () => {
+      // 200 000 rows none of which matches: a sequential scan of them takes far more than 1 ms.
+      await db.pool.query(
+        `INSERT INTO gen_durable (fsm, step, status, queue)
+         SELECT 'mass', 'start', 'done', 'mass' FROM generate_series(1, 200000)`,
+      );
+      await db.pool.query('ANALYZE gen_durable');
+    });
+
+    it('a count that cannot finish within its budget says exact: false, with the matches it found', async () => {
+      const started = Date.now();
+      expect(await h.engine.count({ fsm: 'nobody' }, { budgetMs: 1 })).toEqual({
+        count: 0,
+        capped: false,
+        exact: false,
+      });
+      // Past the budget the scan stops within `cap` more rows: well under the whole table.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      // A lower bound: the matches seen before the budget ran out are counted.
+      const some = await h.engine.count({ fsm: ['alpha', 'beta'] }, { budgetMs: 1 });
+      expect(some.exact).toBe(false);
+      expect(some.capped).toBe(false);
+      expect(some.count).toBeLessThanOrEqual(100);
+      // With time enough, the same counts finish.
+      expect(await h.engine.count({ fsm: 'nobody' }, { budgetMs: 60_000 })).toEqual({
+        count: 0,
+        capped: false,
+        exact: true,
+      });
+      expect(await h.engine.count({ fsm: 'mass' }, { cap: 1_000_000, budgetMs: 60_000 })).toEqual({
+        count: 200_000,
+        capped: false,
+        exact: true,
+      });
     });
   });
 
@@ -368,6 +464,12 @@ describe('list and count (docs/design.md §27.7)', () => {
       ['a count cap of 0', () => h.engine.count({}, { cap: 0 }), 'count.options.cap'],
       ['a negative count cap', () => h.engine.count({}, { cap: -5 }), 'count.options.cap'],
       ['a fractional count cap', () => h.engine.count({}, { cap: 1.5 }), 'count.options.cap'],
+      ['a count budget of 0', () => h.engine.count({}, { budgetMs: 0 }), 'count.options.budgetMs'],
+      [
+        'a count budget over a minute',
+        () => h.engine.count({}, { budgetMs: 60_001 }),
+        'count.options.budgetMs',
+      ],
       ['a page limit of 0', () => h.engine.list({}, { limit: 0 }), 'list.page.limit'],
       ['a page limit over 1 000', () => h.engine.list({}, { limit: 1001 }), 'list.page.limit'],
       [

@@ -1,6 +1,6 @@
 import type { Type } from '@nestjs/common';
 
-import type { CappedCount, EngineService } from '../../lib';
+import type { EngineService, InstanceCount } from '../../lib';
 import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { loadDocExample, typeErrors } from './support/doc-example';
@@ -11,7 +11,7 @@ describe('docs/operations-control.md: finding instances', () => {
   let t: Harness;
   const { module, file } = loadDocExample<{
     InvoiceFsm: Type<unknown>;
-    findExample(engine: EngineService): Promise<{ keys: string[]; count: CappedCount }>;
+    findExample(engine: EngineService): Promise<{ keys: string[]; count: InstanceCount }>;
   }>('operations-control.md', 'find');
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -35,7 +35,7 @@ describe('docs/operations-control.md: finding instances', () => {
         'invoice:2024-1',
         'invoice:2024-0',
       ],
-      count: { count: 3, capped: true },
+      count: { count: 3, capped: true, exact: true },
     });
   });
 });

@@ -97,8 +97,9 @@ describe('cancel of rows that are not executing (docs/design.md §27.2)', () => 
     const view = await h.engine.get(id);
     expect(view).toMatchObject({ status: 'cancelled', cancelReason: 'operator said so' });
     expect(view?.cancelRequestedAt).toBeInstanceOf(Date);
-    // The default scope frees the key: a new instance may take it.
-    expect(await h.engine.get({ correlationKey: 'w:1' })).toBeNull();
+    // The default scope frees the key: a new instance may take it; until then a read by key
+    // finds the cancelled one (docs/identity.md "Finding an instance by key").
+    expect((await h.engine.get({ correlationKey: 'w:1' }))?.status).toBe('cancelled');
     await expect(h.engine.insert(WaiterFsm, { correlationKey: 'w:1' })).resolves.toMatch(/^\d+$/);
     // Nothing runs it any more; signals find no target.
     expect(await gd.drain()).toMatchObject({ steps: 1 });

@@ -79,14 +79,16 @@ describe('identity: correlation keys (docs/design.md §11)', () => {
 
     await finish(first);
     expect(await guard(first)).toBeNull();
-    // Freed: the key is no longer addressable, and a new instance may take it.
-    expect(await t.engine.get({ correlationKey: 'user:1' })).toBeNull();
+    // Freed: a new instance may take the key, signals by key find no live target, and a read
+    // by key finds the ended instance (docs/identity.md "Finding an instance by key").
+    expect((await t.engine.get({ correlationKey: 'user:1' }))?.id).toBe(first);
     await expect(t.engine.signal({ correlationKey: 'user:1' }, 'finish')).rejects.toBeInstanceOf(
       NoTargetError,
     );
     const second = await t.engine.insert(SessionFsm, { correlationKey: 'user:1' });
     expect(second).not.toBe(first);
-    // Addressing resolves to the live occupant only.
+    // Addressing resolves to the live occupant, which wins over the ended one.
+    expect((await t.engine.get({ correlationKey: 'user:1' }))?.id).toBe(second);
     await eventually(() => parked(second));
     await t.engine.signal({ correlationKey: 'user:1' }, 'finish', { to: 'second' });
     expect(await t.engine.await(second, { until: 'terminal' })).toEqual({

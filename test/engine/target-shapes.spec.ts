@@ -65,9 +65,15 @@ describe('targets: a bare id, { id } or { correlationKey }', () => {
     await gd.assertDone(id, { by: 'ada' });
     await gd.assertDone(BigInt(id));
     await gd.assertDone({ correlationKey: 'parcel-1' });
-    // A freed key: get finds nothing, await answers not_found, the testing get falls back.
-    expect(await h.engine.get({ correlationKey: 'parcel-1' })).toBeNull();
+    // A freed key: get finds the ended instance that carried it, await answers its outcome
+    // (docs/identity.md "Finding an instance by key"); a key nobody carried finds nothing.
+    expect((await h.engine.get({ correlationKey: 'parcel-1' }))?.id).toBe(id);
     expect(await h.engine.await({ correlationKey: 'parcel-1' }, { timeout: 0 })).toEqual({
+      kind: 'done',
+      result: { by: 'ada' },
+    });
+    expect(await h.engine.get({ correlationKey: 'parcel-2' })).toBeNull();
+    expect(await h.engine.await({ correlationKey: 'parcel-2' }, { timeout: 0 })).toEqual({
       kind: 'not_found',
     });
   });

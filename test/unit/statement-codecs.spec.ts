@@ -187,8 +187,9 @@ describe('statement parameter builders and decoders (no database)', () => {
     expect(list).toHaveLength(4 + FILTER_PARAM_COUNT);
     expect(list.slice(4, 7)).toEqual([['a'], ['failed'], null]);
     expect(list[10]).toBe('7');
-    const count = expectArity(COUNT_INSTANCES, { driver: 'parent', cap: 5, filter });
+    const count = expectArity(COUNT_INSTANCES, { driver: 'parent', cap: 5, budgetMs: 700, filter });
     expect(count.slice(0, 2)).toEqual(['parent', 5]);
+    expect(count[2 + FILTER_PARAM_COUNT]).toBe(700);
     expect(
       LIST_INSTANCES.decode([{ id: null, scanned: 12, last_scanned: '40' }], {
         driver: 'scan',
@@ -198,9 +199,9 @@ describe('statement parameter builders and decoders (no database)', () => {
         filter,
       }),
     ).toEqual({ items: [], scanned: 12, lastScanned: '40' });
-    expect(COUNT_INSTANCES.decode([], { driver: 'scan', cap: 1, filter })).toEqual({
+    expect(COUNT_INSTANCES.decode([], { driver: 'scan', cap: 1, budgetMs: 1, filter })).toEqual({
       count: 0,
-      examined: 0,
+      pulled: 0,
     });
   });
 
