@@ -3,16 +3,133 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 
 import * as ts from 'typescript';
 
-// ARCHITECTURE.md §1: imports run engine → runtime → (limiter, poke) → db → sql, with the
-// leaves below. This file parses every lib/ source (no compiler run, no database) and fails on
-// an import cycle between lib files — type-only imports and re-exports included, since a type
-// cycle is a design cycle too — and on any import from lib/engine in the lower layers.
+// ARCHITECTURE.md §1: the allowed-edges table. This file parses every lib/ source (no compiler
+// run, no database) and fails on an import cycle between lib files — type-only imports and
+// re-exports included, since a type cycle is a design cycle too — and on any import between two
+// folders that the table below does not allow.
 
 const ROOT = join(__dirname, '..', '..');
 const LIB = join(ROOT, 'lib');
 
-/** Folders that sit below engine/ and must never import from it. */
-const BELOW_ENGINE = ['runtime', 'limiter', 'poke', 'db', 'sql'];
+/**
+ * Leaves: folders and single files that import nothing from lib/ but other leaves. Anything may
+ * import a leaf. A leaf file inside a non-leaf folder holds pure types or pure functions the
+ * lower layers share (a schedule's declared shape, an instance's row shape, the fault-point
+ * names) so that importing it loads nothing of its folder's machinery.
+ */
+export const LEAF_FOLDERS = [
+  'constants',
+  'errors',
+  'util',
+  'serialization',
+  'fsm',
+  'graph',
+  'options',
+  'telemetry',
+] as const;
+export const LEAF_FILES = [
+  'lib/callbacks/callback-token.ts',
+  'lib/cron/cron-expression.ts',
+  'lib/cron/fire-plan.ts',
+  'lib/cron/resolved-schedule.ts',
+  'lib/cron/schedule-spec.ts',
+  'lib/instance/history-entry.ts',
+  'lib/instance/inbox-signal.ts',
+  'lib/instance/insert-row.ts',
+  'lib/instance/instance-view.ts',
+  'lib/instance/live-fsm-version.ts',
+  'lib/instance/queue-status.ts',
+  'lib/limiter/limiter.interface.ts',
+  'lib/runtime/fault-points.ts',
+] as const;
+
+/**
+ * The allowed edges between non-leaf folders (ARCHITECTURE.md §1): folder → the non-leaf
+ * folders it may import. `module` is the root's `gen-durable.module*.ts`, `index` the public
+ * entry. The faces (client, dashboard, cli, health, testing) reach instances through `control/`
+ * and an engine through its token; `control/` never reaches `engine/` or `runtime/`; decorators
+ * import constants and leaf types only.
+ */
+export const ALLOWED_EDGES: Readonly<Record<string, readonly string[]>> = {
+  decorators: [],
+  sql: [],
+  schema: ['sql'],
+  db: ['sql'],
+  discovery: ['decorators'],
+  instance: ['discovery'],
+  cron: ['discovery', 'sql'],
+  limiter: ['db', 'sql'],
+  poke: ['db', 'sql'],
+  control: ['cron', 'db', 'discovery', 'instance', 'limiter', 'sql'],
+  runtime: ['cron', 'db', 'discovery', 'instance', 'limiter', 'poke', 'sql'],
+  engine: [
+    'control',
+    'cron',
+    'db',
+    'discovery',
+    'instance',
+    'limiter',
+    'poke',
+    'runtime',
+    'schema',
+    'sql',
+  ],
+  module: ['engine'],
+  client: ['control', 'cron', 'db', 'instance', 'poke', 'sql'],
+  dashboard: ['control', 'engine'],
+  cli: ['client', 'control', 'discovery', 'schema'],
+  health: ['engine', 'sql'],
+  callbacks: ['engine'],
+  testing: ['control', 'engine', 'instance', 'sql'],
+  index: [
+    'module',
+    'engine',
+    'control',
+    'cron',
+    'db',
+    'decorators',
+    'instance',
+    'schema',
+    'callbacks',
+  ],
+};
+
+/** The node of a lib file in the folder graph: its folder, or a root file's role. */
+export function nodeOf(file: string): string {
+  const [, first = '', ...rest] = file.split('/');
+  if (rest.length > 0) return first;
+  if (first === 'index.ts') return 'index';
+  if (first === 'gen-durable.constants.ts') return 'constants';
+  return 'module';
+}
+
+function isLeaf(file: string): boolean {
+  return (
+    (LEAF_FOLDERS as readonly string[]).includes(nodeOf(file)) ||
+    (LEAF_FILES as readonly string[]).includes(file)
+  );
+}
+
+/** Every import `graph` has that the table does not allow, as `file → target (why)`. */
+export function disallowedEdges(
+  graph: ReadonlyMap<string, readonly string[]>,
+  allowed: Readonly<Record<string, readonly string[]>>,
+): string[] {
+  const bad: string[] = [];
+  for (const [file, targets] of graph) {
+    const from = nodeOf(file);
+    for (const target of targets) {
+      const to = nodeOf(target);
+      if (isLeaf(file)) {
+        if (!isLeaf(target)) bad.push(`${file} → ${target} (a leaf imports only leaves)`);
+        continue;
+      }
+      if (from === to || isLeaf(target)) continue;
+      if (!(allowed[from] ?? []).includes(to)) bad.push(`${file} → ${target} (${from} → ${to})`);
+    }
+  }
+  return bad;
+}
 
 function tsFiles(dir: string): string[] {
   const out: string[] = [];
@@ -137,6 +254,21 @@ describe('lib/ import graph (ARCHITECTURE.md §1 layering)', () => {
       expect(cyclesOf(graph)).toEqual([]);
     });
 
+    it('flags an upward edge, and a leaf importing a non-leaf', () => {
+      const graph = new Map([
+        [
+          'lib/control/cancel-instance.ts',
+          ['lib/engine/engine.service.ts', 'lib/sql/cancel.sql.ts'],
+        ],
+        ['lib/instance/history-entry.ts', ['lib/sql/history.sql.ts']],
+        ['lib/sql/cancel.sql.ts', ['lib/fsm/outcome.ts', 'lib/instance/history-entry.ts']],
+      ]);
+      expect(disallowedEdges(graph, ALLOWED_EDGES)).toEqual([
+        'lib/control/cancel-instance.ts → lib/engine/engine.service.ts (control → engine)',
+        'lib/instance/history-entry.ts → lib/sql/history.sql.ts (a leaf imports only leaves)',
+      ]);
+    });
+
     it('reads type-only imports, re-exports and import() types', () => {
       const text = [
         "import type { A } from './a';",
@@ -160,15 +292,22 @@ describe('lib/ import graph (ARCHITECTURE.md §1 layering)', () => {
     expect(cyclesOf(graph)).toEqual([]);
   });
 
-  it(`has no import from lib/engine in ${BELOW_ENGINE.map((d) => `lib/${d}`).join(', ')}`, () => {
-    const upward: string[] = [];
-    for (const [file, targets] of graph) {
-      if (!BELOW_ENGINE.some((d) => file.startsWith(`lib/${d}/`))) continue;
-      for (const target of targets) {
-        if (target.startsWith('lib/engine/')) upward.push(`${file} → ${target}`);
-      }
-    }
-    // Move what the lower layer needs into it, or into a module both can import (lib/instance/).
-    expect(upward).toEqual([]);
+  it('has every folder in the allowed-edges table or among the leaves', () => {
+    const nodes = new Set([...graph.keys()].map(nodeOf));
+    const placed = new Set([...Object.keys(ALLOWED_EDGES), ...LEAF_FOLDERS]);
+    expect([...nodes].filter((n) => !placed.has(n))).toEqual([]);
+    for (const file of LEAF_FILES) expect(graph.has(file)).toBe(true);
+  });
+
+  it('has only the edges the table allows (ARCHITECTURE.md §1)', () => {
+    // A new upward edge fails here: move the shared piece down (a leaf file), or change the
+    // table and ARCHITECTURE.md together, saying why.
+    expect(disallowedEdges(graph, ALLOWED_EDGES)).toEqual([]);
+  });
+
+  it('has no cycle between non-leaf folders', () => {
+    const folders = new Map<string, string[]>();
+    for (const [from, tos] of Object.entries(ALLOWED_EDGES)) folders.set(from, [...tos]);
+    expect(cyclesOf(folders)).toEqual([]);
   });
 });
