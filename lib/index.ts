@@ -55,6 +55,8 @@ export type { Schedules } from './cron/schedules';
 export { InjectEngine } from './decorators/inject-engine.decorator';
 export { EngineService } from './engine/engine.service';
 export type {
+  ControlSchedules,
+  FsmRef,
   InstanceControl,
   InboxSignal,
   LiveFsmVersion,
@@ -134,9 +136,14 @@ export type { MigrationOptions } from './schema/migrator';
 export type {
   GenDurableEvent,
   GenDurableEventName,
+  TelemetryCount,
+  TelemetryNone,
   TelemetryPayloads,
+  TelemetryRow,
   TypedGenDurableEvent,
 } from './telemetry/telemetry-events';
+export type { EntryKind } from './fsm/outcome-kinds';
+export type { Retention, RetentionOverride } from './fsm/retention';
 export * from './errors';
 export {
   GenDurableCallbacksModule,

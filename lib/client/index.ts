@@ -35,4 +35,19 @@ export type {
   ResumeQueueResult,
 } from '../instance/queue-status';
 export type { ScheduleView } from '../cron/schedule-spec';
+export type { BulkResult, CancelAllOptions, RetryAllOptions } from '../control/bulk-options';
+export type { CancelOptions } from '../control/cancel-options';
+export type { RetryOptions } from '../control/retry-options';
+export type { ForkOptions } from '../control/fork-options';
+export type { Explanation } from '../control/explanation';
+export type { LimiterStatus } from '../control/limiter-status';
+export type { StatsOverview, StatsOverviewOptions } from '../control/stats-overview';
+export type { FsmRef } from '../control/instance-control';
+export type { FsmGraph } from '../fsm/fsm-graph';
+export type { InsertOptions } from '../fsm/insert-options.interface';
+export type { HistoryError, HistoryKind } from '../instance/history-entry';
+export type { QueuePause } from '../instance/queue-status';
+export type { DurableStatus } from '../gen-durable.constants';
+export type { MissedPolicy, OverlapPolicy } from '../cron/schedule-spec';
+export type { Schedules } from '../cron/schedules';
 export * from '../errors';

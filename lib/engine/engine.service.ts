@@ -81,7 +81,7 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
     return this.host.runtime;
   }
 
-  /** The validated options. */
+  /** @internal the validated options (their shape is the option table's, not a public type). */
   get options(): ResolvedOptions {
     return this.host.runtime.options;
   }

@@ -8,3 +8,4 @@ export {
   type ScheduleLagOptions,
   type SchedulerLivenessOptions,
 } from './gen-durable-health.indicator';
+export type { EngineService } from '../engine/engine.service';

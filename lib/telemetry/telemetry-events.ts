@@ -1,9 +1,12 @@
 import type { EntryKind } from '../fsm/outcome-kinds';
 import type { StepAbortCause } from '../fsm/step-abort';
 
-type Count = { count: number };
-type None = Record<string, never>;
-type Row = { id: string; fsm: string; step: string };
+/** The measurements of an event that counts one thing. */
+export type TelemetryCount = { count: number };
+/** The metadata of an event that has none. */
+export type TelemetryNone = Record<string, never>;
+/** The metadata naming one instance and its step. */
+export type TelemetryRow = { id: string; fsm: string; step: string };
 
 /**
  * Every telemetry event with its measurements and metadata (docs/design.md §20), documented in
@@ -13,8 +16,14 @@ type Row = { id: string; fsm: string; step: string };
  * here and to docs/telemetry.md.
  */
 export type TelemetryPayloads = {
-  'step:stop': { measurements: { durationMs: number }; metadata: Row & { kind: EntryKind } };
-  'step:abort': { measurements: Count; metadata: Row & { cause: StepAbortCause } };
+  'step:stop': {
+    measurements: { durationMs: number };
+    metadata: TelemetryRow & { kind: EntryKind };
+  };
+  'step:abort': {
+    measurements: TelemetryCount;
+    metadata: TelemetryRow & { cause: StepAbortCause };
+  };
   'pick:stop': {
     measurements: { count: number; demand: number; durationMs: number };
     metadata: { queue: string; worker: string };
@@ -41,16 +50,22 @@ export type TelemetryPayloads = {
     measurements: { released: number };
     metadata: { queue: string; worker: string };
   };
-  'scheduler:resumed': { measurements: Count; metadata: { queue: string; worker: string } };
-  'queue:paused': { measurements: Count; metadata: { queue: string; created: boolean } };
-  'queue:resumed': { measurements: Count; metadata: { queue: string; wasPaused: boolean } };
-  'scheduler:reclaimed': { measurements: Count; metadata: { queue: string } };
+  'scheduler:resumed': {
+    measurements: TelemetryCount;
+    metadata: { queue: string; worker: string };
+  };
+  'queue:paused': { measurements: TelemetryCount; metadata: { queue: string; created: boolean } };
+  'queue:resumed': {
+    measurements: TelemetryCount;
+    metadata: { queue: string; wasPaused: boolean };
+  };
+  'scheduler:reclaimed': { measurements: TelemetryCount; metadata: { queue: string } };
   'scheduler:solo': {
     measurements: { waitedMs: number };
-    metadata: Row & { queue: string; result: 'started' | 'abandoned' };
+    metadata: TelemetryRow & { queue: string; result: 'started' | 'abandoned' };
   };
-  'scheduler:stall': { measurements: { durationMs: number }; metadata: None };
-  'concurrency:contended': { measurements: Count; metadata: { queue: string } };
+  'scheduler:stall': { measurements: { durationMs: number }; metadata: TelemetryNone };
+  'concurrency:contended': { measurements: TelemetryCount; metadata: { queue: string } };
   'concurrency:throttled': {
     measurements: { wanted: number; admitted: number };
     metadata: { key: string; queue: string };
@@ -59,31 +74,37 @@ export type TelemetryPayloads = {
     measurements: { wanted: number; granted: number };
     metadata: { key: string; queue: string };
   };
-  'rate_limit:contended': { measurements: Count; metadata: { queue: string } };
+  'rate_limit:contended': { measurements: TelemetryCount; metadata: { queue: string } };
   'rate_limit:unknown': {
-    measurements: Count;
+    measurements: TelemetryCount;
     metadata: { key: string; name: string; fsm: string; step: string };
   };
-  'outcome:stale': { measurements: Count; metadata: Row & { kind: EntryKind } };
+  'outcome:stale': { measurements: TelemetryCount; metadata: TelemetryRow & { kind: EntryKind } };
   'run_ahead:continue': {
-    measurements: Count;
+    measurements: TelemetryCount;
     metadata: { id: string; fsm: string; from: string; to: string };
   };
-  'run_ahead:yield': { measurements: Count; metadata: Row & { to: string; reason: string } };
-  'reaper:reaped': { measurements: Count; metadata: None };
-  'reaper:suspect': { measurements: Count; metadata: Row & { reaps: number } };
-  'reaper:cancelled': { measurements: Count; metadata: None };
-  'reaper:poisoned': { measurements: Count; metadata: Row & { reaps: number } };
-  'await:timeout': { measurements: Count; metadata: None };
-  'gc:swept': { measurements: { count: number; buckets: number; gates: number }; metadata: None };
-  'stats:snapshot': { measurements: { queues: number }; metadata: None };
-  'flush:stop': { measurements: { count: number; durationMs: number }; metadata: None };
-  'flush:error': { measurements: Count; metadata: { error: string } };
+  'run_ahead:yield': {
+    measurements: TelemetryCount;
+    metadata: TelemetryRow & { to: string; reason: string };
+  };
+  'reaper:reaped': { measurements: TelemetryCount; metadata: TelemetryNone };
+  'reaper:suspect': { measurements: TelemetryCount; metadata: TelemetryRow & { reaps: number } };
+  'reaper:cancelled': { measurements: TelemetryCount; metadata: TelemetryNone };
+  'reaper:poisoned': { measurements: TelemetryCount; metadata: TelemetryRow & { reaps: number } };
+  'await:timeout': { measurements: TelemetryCount; metadata: TelemetryNone };
+  'gc:swept': {
+    measurements: { count: number; buckets: number; gates: number };
+    metadata: TelemetryNone;
+  };
+  'stats:snapshot': { measurements: { queues: number }; metadata: TelemetryNone };
+  'flush:stop': { measurements: { count: number; durationMs: number }; metadata: TelemetryNone };
+  'flush:error': { measurements: TelemetryCount; metadata: { error: string } };
   'insert_batch:error': {
-    measurements: Count;
+    measurements: TelemetryCount;
     metadata: { error: string; lane: 'async' | 'durable' };
   };
-  'executor:crash': { measurements: Count; metadata: Row & { error: string } };
+  'executor:crash': { measurements: TelemetryCount; metadata: TelemetryRow & { error: string } };
   'instance:cancelled': {
     measurements: { cancelled: number; requested: number; alreadyTerminal: number };
     metadata: {
@@ -92,19 +113,22 @@ export type TelemetryPayloads = {
       children: 'cascade' | 'detach' | 'keep';
     };
   };
-  'instance:retried': { measurements: Count; metadata: Row };
-  'instance:forked': { measurements: Count; metadata: Row & { from: string } };
-  'step:progress': { measurements: Count; metadata: Row };
-  'cron:fired': { measurements: Count; metadata: { name: string; fsm: string; at: string } };
+  'instance:retried': { measurements: TelemetryCount; metadata: TelemetryRow };
+  'instance:forked': { measurements: TelemetryCount; metadata: TelemetryRow & { from: string } };
+  'step:progress': { measurements: TelemetryCount; metadata: TelemetryRow };
+  'cron:fired': {
+    measurements: TelemetryCount;
+    metadata: { name: string; fsm: string; at: string };
+  };
   'cron:missed': {
-    measurements: Count;
+    measurements: TelemetryCount;
     metadata: { name: string; policy: 'skip' | 'once' | 'all' };
   };
   'cron:skipped': {
-    measurements: Count;
+    measurements: TelemetryCount;
     metadata: { name: string; reason: 'overlap' | 'duplicate' };
   };
-  'boot:warning': { measurements: Count; metadata: { warning: string } };
+  'boot:warning': { measurements: TelemetryCount; metadata: { warning: string } };
 };
 
 export type GenDurableEventName = keyof TelemetryPayloads;
