@@ -120,3 +120,7 @@ export type {
   TypedGenDurableEvent,
 } from './telemetry/telemetry-events';
 export * from './errors';
+export {
+  GenDurableExceptionFilter,
+  type GenDurableErrorBody,
+} from './http/gen-durable-exception.filter';
