@@ -39,18 +39,24 @@ export const {
   .setExtras<GenDurableModuleExtras>(UNSET_EXTRAS, (definition, extras) => {
     const name = extras.name ?? DEFAULT_ENGINE_NAME;
     const token = getEngineToken(name);
+    const isDefault = name === DEFAULT_ENGINE_NAME;
     const providers: Provider[] = [
       ...(definition.providers ?? []),
       EngineHost,
       EngineLifecycle,
-      EngineService,
       { provide: GEN_DURABLE_ENGINE_NAME, useValue: name },
-      { provide: token, useExisting: EngineService },
+      // A named engine is provided under its token only: a provider keyed by the EngineService
+      // class in its module would answer `app.get(EngineService)`, which looks the class up in
+      // every module and takes the last one registered (docs/design.md §2.1).
+      isDefault
+        ? { provide: token, useExisting: EngineService }
+        : { provide: token, useClass: EngineService },
     ];
     const exported: Array<string | Type> = [token];
-    if (name === DEFAULT_ENGINE_NAME) {
+    if (isDefault) {
       // The default engine is also injectable by type: as this copy's EngineService and as the
       // class of any other loaded copy of the package (its other build).
+      providers.push(EngineService);
       for (const engineClass of engineServiceClasses()) {
         if (engineClass !== EngineService) {
           providers.push({ provide: engineClass, useExisting: EngineService });

@@ -149,3 +149,7 @@ export {
   GenDurableCallbacksModule,
   type CallbacksModuleOptions,
 } from './callbacks/callbacks.module';
+export {
+  GenDurableExceptionFilter,
+  type GenDurableErrorBody,
+} from './http/gen-durable-exception.filter';

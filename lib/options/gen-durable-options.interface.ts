@@ -73,7 +73,12 @@ export interface InsertBatcherOptions {
   maxBatch?: number;
   /** ms the first buffered insert waits for more. Default 100. */
   maxDelayMs?: number;
-  /** Buffered inserts at most before `insertAsync` waits. Default 10 000. */
+  /**
+   * `insertAsync` rows pending in the buffer at most, at least 1. At the cap an `insertAsync`
+   * call is not buffered: it inserts durably itself (one statement, awaited) until the buffer
+   * drains. Default 10 000. Not "0 = never buffer": to never buffer, leave `insertBatcher` off
+   * (`false`, the default), and every `insertAsync` inserts durably.
+   */
   maxBuffer?: number;
   /** Also coalesce awaited `insert()` calls into one transaction each. Default false. */
   durable?: boolean;

@@ -357,7 +357,7 @@ export const OPTION_TABLE = {
         default: 100,
       }),
       maxBuffer: integer({
-        doc: 'buffered inserts at most before `insertAsync` waits',
+        doc: '`insertAsync` rows pending at most (≥ 1); at the cap `insertAsync` inserts durably itself; to never buffer, leave `insertBatcher` off',
         min: 1,
         default: 10_000,
       }),

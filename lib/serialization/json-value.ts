@@ -3,12 +3,16 @@ import { PayloadTooLargeError } from '../errors/payload-too-large.error';
 
 /**
  * Serializes a value bound for a jsonb column, refusing anything JSON or jsonb would not hold
- * faithfully (docs/design.md §26.8): bigint, cycles, non-finite numbers, `undefined`/functions/symbols,
- * Map/Set, typed arrays and buffers, holes in sparse arrays, strings with `\u0000` or lone
- * surrogates, and objects that JSON would not read back as what they were: a `Date` (stored as
- * a string) or any class instance, boxed primitives and errors included (read back as a plain
- * object or a primitive) — only plain objects (or null-prototype ones) and arrays pass. A
- * `stateCodec` is the place to convert such values. Errors name the path of the offending value.
+ * faithfully (docs/design.md §26.8): bigint, cycles, non-finite numbers, functions/symbols,
+ * `undefined` anywhere but as an object property's value, Map/Set, typed arrays and buffers, holes
+ * in sparse arrays, strings with `\u0000` or lone surrogates, and objects that JSON would not read
+ * back as what they were: a `Date` (stored as a string) or any class instance, boxed primitives
+ * and errors included (read back as a plain object or a primitive) — only plain objects (or
+ * null-prototype ones) and arrays pass. An object property whose value is `undefined` is left
+ * out, as JSON.stringify leaves it out: reading the stored object back gives `undefined` for it
+ * again (absence, nothing lost), so `{ a: body.a }` with `a` unset stores `{}`. The size check
+ * measures the text that is stored. A `stateCodec` is the place to convert other values. Errors
+ * name the path of the offending value.
  */
 export function toJsonText(value: unknown, path: string, maxBytes: number): string {
   check(value, path, new Set());
@@ -106,10 +110,18 @@ function check(value: unknown, path: string, seen: Set<object>): void {
           'is a hole in a sparse array, which JSON would store as null',
         );
       }
+      if (items[i] === undefined) {
+        throw new InvalidInputError(
+          `${path}[${i}]`,
+          'is undefined, which JSON would store as null',
+        );
+      }
       check(items[i], `${path}[${i}]`, seen);
     }
   } else {
     for (const [key, item] of Object.entries(object)) {
+      // Absent, as JSON.stringify writes it: the key reads back as undefined (§26.8).
+      if (item === undefined) continue;
       if (key.includes('\u0000') || !key.isWellFormed()) {
         throw new InvalidInputError(`${path}.${key}`, 'has a key PostgreSQL jsonb cannot store');
       }

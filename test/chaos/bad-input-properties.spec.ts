@@ -33,7 +33,8 @@ const nasty = fc.string({
 
 /**
  * Whether JSON (and so jsonb) holds `value` faithfully: no bigint, non-finite number,
- * undefined/function/symbol, Map/Set, typed array, sparse hole, cycle, or `\u0000`/lone
+ * function/symbol, undefined (but as an object property's value, which is absence), Map/Set,
+ * typed array, sparse hole, cycle, or `\u0000`/lone
  * surrogate in a string or key, no Date or class instance (JSON would read it back as a string or
  * a plain object). `-0` is stored as 0: JSON's own semantics, documented in docs/reliability.md.
  */
@@ -73,8 +74,11 @@ function faithful(value: unknown, seen = new Set<object>()): boolean {
       return true;
     }
     if (Object.getOwnPropertySymbols(value).length > 0) return false;
+    // An object property set to undefined is stored absent, as JSON writes it: it reads back
+    // as undefined again (docs/design.md §26.8).
     return Object.entries(value).every(
-      ([k, v]) => !k.includes('\u0000') && k.isWellFormed() && faithful(v, seen),
+      ([k, v]) =>
+        v === undefined || (!k.includes('\u0000') && k.isWellFormed() && faithful(v, seen)),
     );
   } finally {
     seen.delete(value);
@@ -170,6 +174,7 @@ describe('S36: state values as a property — a faithful round trip or a typed e
       [{ a: { b: cyclic } }, 'insert.state.a.b.me'],
 
       [{ list: [1, , 3] }, 'insert.state.list[1]'],
+      [{ list: [1, undefined] }, 'insert.state.list[1]'],
       [{ bytes: new Uint8Array([1, 2]) }, 'insert.state.bytes'],
       [{ order: { at: new Date(0) } }, 'insert.state.order.at'],
       [{ items: [{ price: new Price(3) }] }, 'insert.state.items[0].price'],

@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import request from 'supertest';
@@ -50,6 +53,32 @@ describe('sample checkout over HTTP', () => {
     expect(response.status).toBe(200);
     return response.body as Record<string, unknown>;
   }
+
+  it("README's curl requests, bodies as printed, answer what their comments say", async () => {
+    const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+    const block =
+      /The bodies are those of `sample\/checkout\/checkout\.controller\.ts`:\n\n```sh\n([\s\S]*?)```/.exec(
+        readme,
+      )?.[1];
+    expect(block).toBeDefined();
+    const posts = [...block!.matchAll(/localhost:3000(\/\S+) .*\\\n\s*-d '([^']+)'/g)].map(
+      ([, path, body]) => ({ path: path!, body: JSON.parse(body!) as object }),
+    );
+    expect(posts.map((p) => p.path)).toEqual(['/orders', '/orders/R-1/payment']);
+    const created = await http().post(posts[0]!.path).send(posts[0]!.body);
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ orderId: 'R-1', instanceId: expect.any(String) });
+    await eventually(async () => (await http().get('/orders/R-1')).status === 202 || undefined);
+    for (let attempt = 0; attempt < 2; attempt++) {
+      // Twice: the second is the deduplicated retry of the webhook.
+      const paid = await eventually(async () => {
+        const r = await http().post(posts[1]!.path).send(posts[1]!.body);
+        return r.status === 202 ? r : undefined;
+      });
+      expect(paid.status).toBe(202);
+    }
+    expect(await settledOrder('R-1')).toBeDefined();
+  });
 
   it('order → line reservations joined → awaiting payment (202) → payment by key → paid (200)', async () => {
     const created = await http()

@@ -6,6 +6,7 @@ import {
   done,
   DurableFsm,
   EngineService,
+  getEngineToken,
   GenDurableModule,
   InvalidInputError,
   retry,
@@ -247,7 +248,7 @@ describe('caller-side await (docs/design.md §9)', () => {
       providers: [OrderFsm],
     }).compile();
     await moduleRef.init();
-    const engine = moduleRef.get(EngineService);
+    const engine = moduleRef.get<EngineService>(getEngineToken('Dying'));
     const id = await worker.engine.insert(OrderFsm);
     await eventually(() => parked(worker.engine, id));
     const answer = engine.await(id, { until: 'terminal', timeout: 1500 });

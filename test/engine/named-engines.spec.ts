@@ -1,6 +1,6 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 
-import { Injectable } from '@nestjs/common';
+import { Injectable, Module } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
 
 import {
@@ -119,6 +119,57 @@ describe('named engines (docs/design.md §2.1)', () => {
       unsubscribe('gen_durable:step:stop', onStep);
       await app.close();
       open = false;
+    }
+  });
+
+  it('a look-up by class (app.get(EngineService)) answers the default engine whatever the order; named-only apps say which token to use', async () => {
+    const dataSource = await db.dataSource();
+    const named = (name: string, isGlobal?: boolean) =>
+      GenDurableModule.forRoot({ dataSource, ...FAST, queues: {}, name, isGlobal });
+    const byDefault = GenDurableModule.forRoot({ dataSource, ...FAST, queues: {} });
+
+    @Injectable()
+    class FeatureConsumer {
+      constructor(
+        readonly byClass: EngineService,
+        @InjectEngine('Feature') readonly feature: EngineService,
+      ) {}
+    }
+    @Module({ imports: [named('Feature', false)], providers: [FeatureConsumer] })
+    class FeatureModule {}
+
+    for (const imports of [
+      [byDefault, named('Billing')],
+      [named('Billing'), byDefault],
+      [named('Billing'), byDefault, FeatureModule, named('Audit')],
+    ]) {
+      const app = await Test.createTestingModule({ imports }).compile();
+      try {
+        const engine = app.get(EngineService);
+        expect(engine.name).toBe('GenDurable');
+        expect(app.get(EngineService, { strict: false })).toBe(engine);
+        expect(app.get(getEngineToken())).toBe(engine);
+        expect(app.get<EngineService>(getEngineToken('Billing')).name).toBe('Billing');
+        if (imports.includes(FeatureModule)) {
+          const consumer = app.get(FeatureConsumer);
+          expect(consumer.byClass).toBe(engine);
+          expect(consumer.feature.name).toBe('Feature');
+          expect(app.select(FeatureModule).get(EngineService)).toBe(engine);
+        }
+      } finally {
+        await app.close();
+      }
+    }
+
+    const namedOnly = await Test.createTestingModule({ imports: [named('Billing')] }).compile();
+    try {
+      // Nest's own UnknownElementException: no provider is keyed by the class (docs/design.md §2.1).
+      expect(() => namedOnly.get(EngineService)).toThrow(
+        'Nest could not find EngineService element (this provider does not exist in the current context)',
+      );
+      expect(namedOnly.get<EngineService>(getEngineToken('Billing')).name).toBe('Billing');
+    } finally {
+      await namedOnly.close();
     }
   });
 

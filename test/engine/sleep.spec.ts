@@ -5,6 +5,7 @@ import {
   done,
   DurableFsm,
   EngineService,
+  getEngineToken,
   GenDurableModule,
   next,
   retry,
@@ -422,7 +423,7 @@ describe('durable sleep (docs/design.md §27.4)', () => {
       let open = true;
       trackResource('sleep testing module', () => open);
       try {
-        const engine = moduleRef.get(EngineService);
+        const engine = moduleRef.get<EngineService>(getEngineToken('NapTesting'));
         const gd = GenDurableTesting.forEngine(engine);
         const through = await engine.insert(NapperFsm, {
           state: { ms: 3_600_000 },

@@ -8,6 +8,7 @@ import {
   DrainTimeoutError,
   DurableFsm,
   EngineService,
+  getEngineToken,
   GenDurableModule,
   LeaseLostError,
   retry,
@@ -288,7 +289,7 @@ describe('step deadlines and ctx.signal (docs/design.md §27.5)', () => {
     let open = true;
     trackResource('step-timeout testing module', () => open);
     try {
-      const engine = moduleRef.get(EngineService);
+      const engine = moduleRef.get<EngineService>(getEngineToken('TimeoutTesting'));
       const gd = GenDurableTesting.forEngine(engine);
       // A one-minute stepTimeout: the test fires it at once instead, mid-drain.
       const id = await engine.insert(HangsLongFsm, { state: { gate: 'helper' } });

@@ -2,7 +2,8 @@ import type { INestApplicationContext, ModuleMetadata, Provider } from '@nestjs/
 import { Test } from '@nestjs/testing';
 
 import {
-  EngineService,
+  type EngineService,
+  getEngineToken,
   GenDurableModule,
   type GenDurableEvent,
   type GenDurableEventName,
@@ -80,7 +81,8 @@ export async function bootEngine(
     ],
     providers,
   }).compile();
-  const engine = moduleRef.get(EngineService);
+  // By token: a named engine is not provided under the EngineService class (docs/design.md §2.1).
+  const engine = moduleRef.get<EngineService>(getEngineToken(options.name));
   const events: GenDurableEvent[] = [];
   const listeners = new Set<(e: GenDurableEvent) => void>();
   const subscription = engine.events$.subscribe((e) => {

@@ -80,6 +80,7 @@ export const ALLOWED_EDGES: Readonly<Record<string, readonly string[]>> = {
   cli: ['client', 'control', 'discovery', 'schema'],
   health: ['engine', 'sql'],
   callbacks: ['engine'],
+  http: [],
   testing: ['control', 'engine', 'instance', 'sql'],
   index: [
     'module',
@@ -91,6 +92,7 @@ export const ALLOWED_EDGES: Readonly<Record<string, readonly string[]>> = {
     'instance',
     'schema',
     'callbacks',
+    'http',
   ],
 };
 

@@ -90,7 +90,9 @@ function tree(ctx: ViewContext, nodes: readonly ChildNode[], more: boolean): Htm
 function historyOf(detail: InstanceDetail): Html {
   if (detail.history.length === 0) {
     return html`<p class="muted">
-      No history recorded (see the FSM's <code>history</code> level).
+      No history recorded: the default <code>history</code> level, <code>'failures'</code>, records
+      nothing for a run without failures (set <code>history: 'transitions'</code> on the FSM for a
+      timeline).
     </p>`;
   }
   return html`<ol class="timeline">

@@ -20,6 +20,7 @@ import {
   type CancelResult,
   DuplicateError,
   EngineService,
+  getEngineToken,
   GenDurableModule,
   InvalidInputError,
   NoTargetError,
@@ -195,7 +196,7 @@ async function main(): Promise<void> {
   class SenderModule {}
 
   const app = await NestFactory.createApplicationContext(SenderModule, { logger: ['error'] });
-  const engine = app.get(EngineService);
+  const engine = app.get<EngineService>(getEngineToken('chaos'));
   process.on('message', (raw: unknown) => {
     if ((raw as { type?: string }).type === 'shutdown') {
       void (async () => {

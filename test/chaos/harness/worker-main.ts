@@ -11,6 +11,7 @@ import { DataSource } from 'typeorm';
 
 import {
   EngineService,
+  getEngineToken,
   GenDurableModule,
   type GenDurableEventName,
   InjectEngine,
@@ -141,7 +142,7 @@ async function main(): Promise<void> {
   const app = await NestFactory.createApplicationContext(WorkerModule, {
     logger: new ChaosLogger(),
   });
-  const engine = app.get(EngineService);
+  const engine = app.get<EngineService>(getEngineToken('chaos'));
 
   let closing = false;
   const shutdown = async (code: number): Promise<void> => {
