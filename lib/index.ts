@@ -34,13 +34,7 @@ export type {
   StatsOverview,
   StatsOverviewOptions,
 } from './control/stats-overview';
-export {
-  renderFsmGraphSvg,
-  layoutGraph,
-  graphLayers,
-  type StepCount,
-  type GraphNodeBox,
-} from './graph/fsm-graph-svg';
+export { renderFsmGraphSvg, type StepCount } from './graph/fsm-graph-svg';
 export { DurableCron } from './decorators/durable-cron.decorator';
 export type {
   CronFireInfo,

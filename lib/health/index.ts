@@ -8,4 +8,3 @@ export {
   type ScheduleLagOptions,
   type SchedulerLivenessOptions,
 } from './gen-durable-health.indicator';
-export type { EngineService } from '../engine/engine.service';

@@ -5,4 +5,3 @@ export type { TallyKind } from '../fsm/outcome-kinds';
 export type { DurableStatus } from '../gen-durable.constants';
 export type { InstanceView } from '../instance/instance-view';
 export type { Target } from '../control/target';
-export type { EngineService } from '../engine/engine.service';
