@@ -1,3 +1,4 @@
+import { retryWhileUnreachable } from '../db/retry-while-unreachable';
 import { randomBytes } from 'node:crypto';
 
 import { Logger } from '@nestjs/common';
@@ -182,7 +183,13 @@ export class Scheduler implements SoloMember {
     this.lastActivityAt = Date.now();
     this.lastHeartbeatAt = Date.now();
     try {
-      await this.reclaim();
+      // Retried like the engine's other boot statements while the database is unreachable
+      // (docs/operations.md, "Boot"); a failure past bootTimeout leaves the claims to the lease.
+      await retryWhileUnreachable(`startup reclaim of queue ${this.queue}`, () => this.reclaim(), {
+        timeoutMs: this.options.bootTimeout,
+        onRetry: (what, err) =>
+          this.logger.warn(`boot: ${what} could not reach the database (${String(err)}); retrying`),
+      });
     } catch (err) {
       this.logger.error(`startup reclaim of queue ${this.queue} failed: ${String(err)}`);
     }
