@@ -14,6 +14,7 @@ import {
   DurableFsm,
   EngineService,
   GenDurableModule,
+  getEngineToken,
   scheduleChildren,
   Step,
   type StepContext,
@@ -159,7 +160,10 @@ export async function bootDashboardApp(
   const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
   return {
     app,
-    engine: app.get(EngineService),
+    // A named engine is provided under its token only (docs/design.md §2.1).
+    engine: app.get<string, EngineService>(
+      getEngineToken(typeof shape.engine?.['name'] === 'string' ? shape.engine['name'] : undefined),
+    ),
     url,
     async close() {
       if (!open) return;
