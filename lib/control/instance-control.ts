@@ -461,7 +461,10 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * (default cap 10 000; `capped: true` = at least that many). `FsmNotRegisteredError` for an
    * FSM this node does not register; `NotAvailableError` on a face without the FSM classes.
    */
-  async stepCounts(fsm: FsmRef, options?: { cap?: number }): Promise<Record<string, CappedCount>> {
+  async stepCounts(
+    fsm: FsmRef,
+    options?: { cap?: number },
+  ): Promise<Record<string, InstanceCount>> {
     const graph = this.graph(fsm);
     const runtime = this.controlRuntime();
     return readStepCounts(

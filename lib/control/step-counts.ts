@@ -1,5 +1,5 @@
-import type { CappedCount } from '../instance/queue-status';
 import type { StatementRunner } from '../sql/statement';
+import type { InstanceCount } from './instance-filter';
 import { InstanceQuery } from './instance-query';
 
 /** The statuses a step count covers: rows at that step that have not ended. */
@@ -7,8 +7,9 @@ const LIVE = ['runnable', 'executing', 'awaiting_signal', 'awaiting_children'] a
 
 /**
  * Live instances per step of one FSM, for the FSM page's graph (docs/design.md §30): one
- * `count` per step (`{ fsm, step, status: live }`), each examining at most `cap` rows through
- * the index its filter allows, so a count is capped (`capped: true`: at least that many).
+ * `count` per step (`{ fsm, step, status: live }`), each counting at most `cap` matches through
+ * the index its filter allows (`capped: true`: at least that many; `exact: false`: its time
+ * budget ran out first).
  * Nest-free.
  */
 export async function readStepCounts(
@@ -16,9 +17,9 @@ export async function readStepCounts(
   fsm: string,
   steps: readonly string[],
   cap = 10_000,
-): Promise<Record<string, CappedCount>> {
+): Promise<Record<string, InstanceCount>> {
   const query = new InstanceQuery(sql);
-  const counts: Record<string, CappedCount> = {};
+  const counts: Record<string, InstanceCount> = {};
   for (const step of steps) {
     counts[step] = await query.count({ fsm, step, status: [...LIVE] }, { cap });
   }

@@ -93,15 +93,16 @@ describe('engine.graph (docs/design.md §30)', () => {
               ('graph-order', 2, 'ship', 'done')`,
     );
     expect(await h.engine.stepCounts(OrderFsm)).toEqual({
-      start: { count: 0, capped: false },
-      pay: { count: 3, capped: false },
-      ship: { count: 1, capped: false },
-      reject: { count: 0, capped: false },
-      audit: { count: 0, capped: false },
+      start: { count: 0, capped: false, exact: true },
+      pay: { count: 3, capped: false, exact: true },
+      ship: { count: 1, capped: false, exact: true },
+      reject: { count: 0, capped: false, exact: true },
+      audit: { count: 0, capped: false, exact: true },
     });
     expect((await h.engine.stepCounts('graph-order', { cap: 2 }))['pay']).toEqual({
       count: 2,
       capped: true,
+      exact: true,
     });
   });
 
