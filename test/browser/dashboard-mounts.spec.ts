@@ -74,8 +74,8 @@ describe('dashboard under a global prefix, mounted twice', () => {
     const live = await overview();
     expect(live.source).toBe('live');
     const dash = live.queues.find((q) => q.queue === 'dash')!;
-    expect(dash.counts['runnable']).toEqual({ count: 1, capped: false });
-    expect(dash.counts['awaitingSignal']).toEqual({ count: 0, capped: false });
+    expect(dash.counts['runnable']).toMatchObject({ count: 1, capped: false });
+    expect(dash.counts['awaitingSignal']).toMatchObject({ count: 0, capped: false });
     expect(dash.counts['done']).toBeNull();
     expect(await (await get('/admin/durable')).text()).toContain('No stats snapshot is stored yet');
 
