@@ -7,7 +7,6 @@ import type { FsmGraph } from '../fsm/fsm-graph';
 import type { HistoryEntry, HistoryPage } from '../instance/history-entry';
 import type { InstanceView } from '../instance/instance-view';
 import type {
-  CappedCount,
   PauseQueueResult,
   QueueBacklog,
   QueueStatus,
