@@ -1,4 +1,3 @@
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 
 import { Injectable, Module } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
@@ -16,6 +15,7 @@ import {
   Step,
   type StepContext,
 } from '../../lib';
+import { subscribeChannels } from '../support/channel-subscription';
 import { FAST } from '../support/engine-harness';
 import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -76,7 +76,7 @@ describe('named engines (docs/design.md §2.1)', () => {
     trackResource('two-engine app', () => open);
     const published: GenDurableEvent[] = [];
     const onStep = (message: unknown) => published.push(message as GenDurableEvent);
-    subscribe('gen_durable:step:stop', onStep);
+    const subscription = await subscribeChannels(['gen_durable:step:stop'], onStep);
     try {
       await app.init();
       const consumer = app.get(Consumer);
@@ -116,7 +116,7 @@ describe('named engines (docs/design.md §2.1)', () => {
         'Billing',
       ]);
     } finally {
-      unsubscribe('gen_durable:step:stop', onStep);
+      subscription.unsubscribe();
       await app.close();
       open = false;
     }

@@ -1,5 +1,3 @@
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-
 import { Logger } from '@nestjs/common';
 
 import {
@@ -11,6 +9,7 @@ import {
   Step,
   type StepContext,
 } from '../../lib';
+import { subscribeChannels } from '../support/channel-subscription';
 import { bootEngine, eventually, Gates, type Harness, rowOf } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -58,11 +57,15 @@ describe('telemetry (docs/design.md §20)', () => {
   const loggedErrors: string[] = [];
   let errorSpy: jest.SpyInstance;
   let seeded = '';
+  let subscription: { unsubscribe(): void } | undefined;
 
   beforeAll(async () => {
-    // Top-level subscribe keeps the channel alive; Channel#subscribe on Node 20 lets an unreferenced
-    // channel object be garbage-collected, and with it the subscription (a flake seen in CI).
-    for (const name of EVENTS) subscribe(`gen_durable:${name}`, onMessage);
+    // Not a bare subscribe(): Node 20's channel registry can lose a fresh subscription to a late
+    // finalizer of a channel an earlier test file created (a flake seen in CI).
+    subscription = await subscribeChannels(
+      EVENTS.map((name) => `gen_durable:${name}`),
+      onMessage,
+    );
     db = await createTestDatabase();
     // §26.4: acknowledged writes are not durable with synchronous_commit off: warn at boot.
     await db.pool.query(`ALTER DATABASE ${db.name} SET synchronous_commit = off`);
@@ -103,7 +106,7 @@ describe('telemetry (docs/design.md §20)', () => {
   afterAll(async () => {
     gates.openAll();
     await h?.close();
-    for (const name of EVENTS) unsubscribe(`gen_durable:${name}`, onMessage);
+    subscription?.unsubscribe();
     errorSpy.mockRestore();
     await db.drop();
   });
