@@ -36,7 +36,9 @@ import { InsertBatcher } from '../runtime/insert-batcher';
 import { PokeEmitter } from '../runtime/poke-emitter';
 import { Reaper } from '../runtime/reaper';
 import { RunAhead } from '../runtime/run-ahead';
-import { Scheduler } from '../runtime/scheduler';
+import { buildScheduler } from '../runtime/build-scheduler';
+import type { Scheduler } from '../runtime/scheduler';
+import { StepLauncher } from '../runtime/step-launcher';
 import { SoloRun } from '../runtime/solo-run';
 import { StallDetector } from '../runtime/stall-detector';
 import { Otel } from '../telemetry/otel';
@@ -166,20 +168,26 @@ export class EngineRuntime {
           options.leaseTtl / 2,
         ),
     );
-    this.executor = new Executor(registry, options, telemetry, (queue) => this.flusherFor(queue));
     this.limiter = createLimiter(options, this.sql, telemetry, namespace);
     this.node = engineControlNode(registry, options, this.limiter, this.schedulers);
     this.picker = new Picker(this.sql, options, telemetry, this.limiter);
-    this.executor.runAhead = new RunAhead(
+    this.stall = new StallDetector(options.heartbeatInterval, telemetry);
+    this.otel = Otel.create(options.otel, telemetry, () => LATEST_QUEUE_STATS.run(this.sql));
+    const runAhead = new RunAhead(
       options,
       telemetry,
       this.limiter,
       (rows) => this.picker.enrich(rows),
       (entry) => this.executor.commit(entry),
     );
-    this.stall = new StallDetector(options.heartbeatInterval, telemetry);
-    this.otel = Otel.create(options.otel, telemetry, () => LATEST_QUEUE_STATS.run(this.sql));
-    this.executor.stepTracer = this.otel?.stepTracer;
+    this.executor = new Executor(
+      registry,
+      options,
+      telemetry,
+      (queue) => this.flusherFor(queue),
+      runAhead,
+      this.otel?.stepTracer,
+    );
     this.solo = new SoloRun(options.leaseTtl);
     this.firer = new ScheduleFirer(
       this.sql,
@@ -327,21 +335,18 @@ export class EngineRuntime {
       this.stats.start();
     }
     this.batcher?.start();
+    const shared = {
+      sql: this.sql,
+      options: this.options,
+      executor: this.executor,
+      launcher: new StepLauncher(this.sql, this.executor),
+      picker: this.picker,
+      telemetry: this.telemetry,
+      solo: this.solo,
+      onReleased: (released: string) => this.pokes.poke([released]),
+    };
     for (const [queue, concurrency] of Object.entries(this.options.queues)) {
-      this.schedulers.set(
-        queue,
-        new Scheduler(
-          this.sql,
-          queue,
-          concurrency,
-          this.options,
-          this.executor,
-          this.picker,
-          this.telemetry,
-          this.solo,
-          (released) => this.pokes.poke([released]),
-        ),
-      );
+      this.schedulers.set(queue, buildScheduler(shared, queue, concurrency));
     }
     await Promise.all([...this.schedulers.values()].map((s) => s.start()));
     if (this.reaper) {

@@ -84,17 +84,15 @@ export class Executor {
     private readonly options: ResolvedOptions,
     private readonly telemetry: Telemetry,
     private readonly flusherFor: (queue: string) => Flusher,
+    /** Inline execution (docs/design.md §7); absent = never run ahead. */
+    private readonly runAhead: RunAhead | undefined,
+    /**
+     * Step spans (docs/design.md §31), present when `@opentelemetry/api` is installed and
+     * `otel.enabled`. It answers undefined (allocating nothing) while no tracer provider is
+     * registered.
+     */
+    private readonly stepTracer: StepTracer | undefined,
   ) {}
-
-  /** Inline execution (docs/design.md §7); set by the runtime once the limiter exists. */
-  runAhead: RunAhead | undefined;
-
-  /**
-   * Step spans (docs/design.md §31); set by the runtime when `@opentelemetry/api` is installed
-   * and `otel.enabled`. It answers undefined (allocating nothing) while no tracer provider is
-   * registered.
-   */
-  stepTracer: StepTracer | undefined;
 
   /** The step running now per row id in this process, for its abort signal and deadline. */
   private readonly runs = new Map<string, StepRun>();

@@ -1,0 +1,219 @@
+import { Logger } from '@nestjs/common';
+
+import type { ResolvedOptions } from '../options/resolved-options';
+import type { Telemetry } from '../telemetry/telemetry';
+import type { ClaimedRow } from './claimed-row';
+import type { Picker } from './picker';
+
+const POKE_DEBOUNCE_MS = 10;
+
+/** What the claim loop asks of its scheduler. */
+export interface ClaimHost {
+  readonly queue: string;
+  readonly workerId: string;
+  /** The scheduler runs (it is not draining or stopped). */
+  isRunning(): boolean;
+  /** Rows wanted now: 0 while saturated, backpressured, or a suspect holds the node. */
+  demand(): number;
+  /** Running + prefetched rows the queue may hold now (concurrency + prefetch). */
+  capacity(): number;
+  /** The least demand worth a claim unless idle (`minDemand`). */
+  minDemand(): number;
+  /** No step running and nothing buffered: any demand is worth a claim. */
+  idle(): boolean;
+  /** Holds a row: buffered, a suspect, running, or awaiting its commit. */
+  holding(): boolean;
+  /** The queue is paused fleet-wide, as last learned. */
+  readonly paused: boolean;
+  /** A claim answered whether the queue is paused (docs/design.md §27.6). */
+  learnPause(paused: boolean): Promise<void>;
+  /** A claim came back: the loop is alive (health, §21). */
+  touched(): void;
+  /** Claimed rows, to buffer and dispatch; false when none were kept. */
+  accept(rows: ClaimedRow[]): Promise<boolean>;
+  /** A poll tick's pick is over; `claimed` says whether it ran a claim statement. */
+  ticked(claimed: boolean): Promise<void>;
+  /** A refill is wanted now (the buffer ran low). */
+  refillDue(): boolean;
+}
+
+/**
+ * When one queue's scheduler claims (docs/design.md §5.2–5.5): at most one pick in flight, a
+ * poll that backs off to `maxPollInterval` while idle, pokes that fill at once and coalesce
+ * within 10 ms, and refills after completions, coalesced to the next macrotask. What to do with
+ * the claimed rows is the scheduler's ({@link ClaimHost.accept}).
+ */
+export class ClaimLoop {
+  private picking: Promise<void> | undefined;
+  private refillWanted = false;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private pokeWindow: NodeJS.Timeout | undefined;
+  private pokeTrailing = false;
+  /** The last pick claimed fewer rows than it wanted: nothing runnable was left behind. */
+  private drainedQueue = false;
+  private refillTimer: NodeJS.Immediate | undefined;
+  private interval: number;
+  /** Claim statements run so far: a poll tick that ran none may probe the pause. */
+  private claims = 0;
+  private readonly logger = new Logger('GenDurable');
+
+  constructor(
+    private readonly host: ClaimHost,
+    private readonly picker: Picker,
+    private readonly options: ResolvedOptions,
+    private readonly telemetry: Telemetry,
+  ) {
+    this.interval = options.pollInterval;
+  }
+
+  /** A pick is in flight. */
+  get inFlight(): boolean {
+    return this.picking !== undefined;
+  }
+
+  /** Polls from now, at the base period. */
+  restart(): void {
+    this.interval = this.options.pollInterval;
+    this.schedulePoll(0);
+  }
+
+  /** No further claim: timers cleared, the pick in flight awaited. */
+  async stop(): Promise<void> {
+    this.clearPoll();
+    this.closePokeWindow();
+    if (this.refillTimer) clearImmediate(this.refillTimer);
+    this.refillTimer = undefined;
+    if (this.picking) await this.picking.catch(() => undefined);
+  }
+
+  closePokeWindow(): void {
+    if (this.pokeWindow) clearTimeout(this.pokeWindow);
+    this.pokeWindow = undefined;
+  }
+
+  /**
+   * A poke: runnable work may exist. A pick in flight may have scanned before the poked row
+   * committed, so it is asked to go again (like a completion during a pick, §5.1) instead of
+   * losing the poke. A saturated scheduler drops it: its completion refill finds the work.
+   * ("Busy" is read as "no free slot": a scheduler running one long step with 49 slots free must
+   * not leave a poked row to the poll.) Otherwise it fills at once (leading edge). Further pokes
+   * within 10 ms coalesce into one trailing fill (docs/design.md §5.5) only while the last pick
+   * came back full, i.e. while there may be more than it took; once a pick found fewer rows than
+   * it wanted the queue is drained, and a poke means new rows: it picks at once, so a trickle of
+   * inserts does not wait out the window (at most one pick in flight bounds the picks either way).
+   */
+  poke(): void {
+    if (!this.host.isRunning()) return;
+    if (this.picking) {
+      this.refillWanted = true;
+      return;
+    }
+    if (this.host.demand() <= 0) return;
+    if (this.pokeWindow && !this.drainedQueue) {
+      this.pokeTrailing = true;
+      return;
+    }
+    if (!this.pokeWindow) {
+      this.pokeWindow = setTimeout(() => {
+        this.pokeWindow = undefined;
+        if (this.pokeTrailing) {
+          this.pokeTrailing = false;
+          if (this.picking) this.refillWanted = true;
+          else if (this.host.demand() > 0) void this.pick(true);
+        }
+      }, POKE_DEBOUNCE_MS);
+    }
+    void this.pick(true);
+  }
+
+  /**
+   * Slots freed together (a batch of short steps, the answers of one group commit) refill once
+   * after they have all been counted (next macrotask), so the claim asks for all the freed
+   * slots at once instead of one row, then the rest.
+   */
+  scheduleRefill(): void {
+    if (this.refillTimer) return;
+    this.refillTimer = setImmediate(() => {
+      this.refillTimer = undefined;
+      if (this.host.isRunning() && this.host.refillDue() && this.host.demand() > 0) {
+        void this.pick(false);
+      }
+    });
+  }
+
+  schedulePoll(delay: number): void {
+    if (!this.host.isRunning()) return;
+    this.clearPoll();
+    this.pollTimer = setTimeout(() => void this.pollTick(), delay);
+  }
+
+  private clearPoll(): void {
+    if (this.pollTimer) clearTimeout(this.pollTimer);
+    this.pollTimer = undefined;
+  }
+
+  private busy(): boolean {
+    return this.picking !== undefined || this.host.holding();
+  }
+
+  private async pollTick(): Promise<void> {
+    this.pollTimer = undefined;
+    const wasIdle = !this.busy();
+    const claimsBefore = this.claims;
+    const fetched = await this.pick(false);
+    await this.host.ticked(this.claims !== claimsBefore);
+    // A paused queue polls at the base period, so a resume is seen within pollInterval.
+    if (fetched > 0 || !wasIdle || this.busy() || this.host.paused) {
+      this.interval = this.options.pollInterval;
+    } else this.interval = Math.min(this.interval * 2, this.options.maxPollInterval);
+    this.schedulePoll(this.interval);
+  }
+
+  /** One pick (docs/design.md §5.2–5.4). Returns the number of rows claimed. */
+  private pick(fromPoke: boolean): Promise<number> {
+    if (this.picking) {
+      this.refillWanted = true;
+      return Promise.resolve(0);
+    }
+    let fetched = 0;
+    const host = this.host;
+    const run = (async () => {
+      do {
+        this.refillWanted = false;
+        if (!host.isRunning()) return;
+        const capacity = host.capacity();
+        const demand = host.demand();
+        if (demand <= 0 || (demand < Math.min(host.minDemand(), capacity) && !host.idle())) return;
+        this.claims += 1;
+        const pickStarted = performance.now();
+        const { rows, paused } = await this.picker.pickBatch(host.queue, demand, host.workerId);
+        const pickMs = performance.now() - pickStarted;
+        fetched += rows.length;
+        this.drainedQueue = rows.length < demand;
+        host.touched();
+        await host.learnPause(paused);
+        this.telemetry.emit(
+          'pick:stop',
+          { count: rows.length, demand, durationMs: pickMs },
+          { queue: host.queue, worker: host.workerId },
+        );
+        // A paused queue's claim took nothing: wait for the poll, a poke or a resume.
+        if (paused) return;
+        // Empty, unless a poke or completion arrived meanwhile: then scan once more.
+        if (rows.length === 0) continue;
+        if (fromPoke) this.interval = this.options.pollInterval;
+        if (!(await host.accept(rows))) return;
+        // A full batch may mean more is waiting: refill while there is demand.
+        if (rows.length === demand) this.refillWanted = true;
+      } while (this.refillWanted && host.isRunning());
+    })()
+      .catch((err: unknown) => {
+        this.logger.error(`pick on queue ${host.queue} failed: ${String(err)}`);
+      })
+      .finally(() => {
+        this.picking = undefined;
+      });
+    this.picking = run;
+    return run.then(() => fetched);
+  }
+}

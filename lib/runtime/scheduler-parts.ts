@@ -1,0 +1,28 @@
+import type { ResolvedOptions } from '../options/resolved-options';
+import type { Telemetry } from '../telemetry/telemetry';
+import type { LeaseKeeper } from './lease-keeper';
+import type { Picker } from './picker';
+import type { PrefetchPolicy } from './prefetch-policy';
+import type { QueuePause } from './queue-pause';
+import type { SoloRun } from './solo-run';
+import type { StepLauncher } from './step-launcher';
+import type { StepSlots } from './step-slots';
+import type { SuspectHold } from './suspect-hold';
+
+/** A scheduler's collaborators, built (`buildScheduler`). */
+export interface SchedulerParts {
+  readonly queue: string;
+  readonly options: ResolvedOptions;
+  readonly launcher: StepLauncher;
+  readonly picker: Picker;
+  readonly telemetry: Telemetry;
+  /** The node's solo run of poison-pill suspects, shared by all its schedulers (§26.5). */
+  readonly solo: SoloRun;
+  readonly lease: LeaseKeeper;
+  readonly prefetch: PrefetchPolicy;
+  readonly slots: StepSlots;
+  readonly suspects: SuspectHold;
+  readonly pause: QueuePause;
+  /** Rows went back to runnable while the node runs (a prefetch shed): other nodes may take them. */
+  readonly onReleased: (queue: string) => void;
+}

@@ -1,0 +1,51 @@
+import { PrefetchPolicy } from '../../lib/runtime/prefetch-policy';
+
+// docs/operations.md, "prefetch": with 'auto', running + prefetched = max(800, 4C) while steps
+// average under 2 ms, max(200, 4C) under 50 ms, else nothing prefetched.
+
+/** A policy whose moving average is `ms` (the first step sets it). */
+function averaging(ms: number | undefined, concurrency = 10): PrefetchPolicy {
+  const policy = new PrefetchPolicy('auto', 'auto', concurrency);
+  if (ms !== undefined) policy.recordStep(ms);
+  return policy;
+}
+
+describe('PrefetchPolicy', () => {
+  it("'auto' follows the average step: max(800, 4C) under 2 ms, max(200, 4C) under 50 ms, else none", () => {
+    expect(averaging(undefined).prefetch()).toBe(0);
+    expect(averaging(0.2).prefetch()).toBe(790);
+    expect(averaging(1.99).prefetch()).toBe(790);
+    expect(averaging(2).prefetch()).toBe(190);
+    expect(averaging(49).prefetch()).toBe(190);
+    expect(averaging(50).prefetch()).toBe(0);
+    expect(averaging(0.2).max()).toBe(790);
+    // 4 × concurrency wins over the floors for a wide queue.
+    expect(averaging(0.2, 300).prefetch()).toBe(900);
+    expect(averaging(10, 300).prefetch()).toBe(900);
+  });
+
+  it('the average moves by a fifth of each new step', () => {
+    const policy = averaging(1);
+    policy.recordStep(101); // 1 + 100 × 0.2 = 21 ms: short, not trivial
+    expect(policy.prefetch()).toBe(190);
+    for (let k = 0; k < 20; k++) policy.recordStep(100);
+    expect(policy.prefetch()).toBe(0);
+  });
+
+  it("minDemand 'auto' is half the capacity while prefetching, else 1; numbers are taken as given", () => {
+    expect(averaging(undefined).minDemand()).toBe(1);
+    expect(averaging(0.2).minDemand()).toBe(400);
+    expect(averaging(10).minDemand()).toBe(100);
+    const fixed = new PrefetchPolicy(5, 3, 10);
+    fixed.recordStep(0.1);
+    expect([fixed.prefetch(), fixed.max(), fixed.minDemand()]).toEqual([5, 5, 3]);
+  });
+
+  it("sheds only with 'auto', once every slot runs, steps are long and rows are buffered", () => {
+    expect(averaging(60).shouldShed(10, 5)).toBe(true);
+    expect(averaging(60).shouldShed(9, 5)).toBe(false);
+    expect(averaging(60).shouldShed(10, 0)).toBe(false);
+    expect(averaging(10).shouldShed(10, 5)).toBe(false);
+    expect(new PrefetchPolicy(0, 1, 10).shouldShed(10, 5)).toBe(false);
+  });
+});
