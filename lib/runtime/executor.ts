@@ -1,19 +1,13 @@
-import { inspect } from 'node:util';
-
 import { Logger } from '@nestjs/common';
 
 import type { FsmDefinition } from '../discovery/fsm-definition';
 import type { FsmRegistry } from '../discovery/fsm.registry';
-import { StepCancelledError } from '../errors/step-cancelled.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
-import { isJobResult } from '../fsm/job-results';
 import { limitName } from '../fsm/limit-key';
-import { done, isOutcome, type Outcome, retry, stop } from '../fsm/outcome';
 import { type EntryKind, OUTCOME_KINDS, type TallyKind } from '../fsm/outcome-kinds';
 import type { StepAbortReason } from '../fsm/step-abort';
-import type { Signal, StepContext } from '../fsm/step-context';
+import type { StepContext } from '../fsm/step-context';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { toJsonText } from '../serialization/json-value';
 import type { HeldClaim } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { StepSpan, StepTracer } from '../telemetry/otel-span-types';
@@ -22,12 +16,13 @@ import type { ClaimedRow } from './claimed-row';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { FlushEntry, FlushReply } from './flush-entry';
 import type { Flusher } from './flusher';
-import { historyMark, outcomeToEntry } from './outcome-entry';
-import { describeThrown, thrownErrorJson, thrownErrorText } from './step-failure';
+import { outcomeToEntry } from './outcome-entry';
 import type { RunAhead } from './run-ahead';
 import { StepRun } from './step-run';
+import { jobOutcome } from './job-outcome';
+import { stepContext } from './step-contexts';
+import { ThrowRouter } from './throw-router';
 
-const MAX_BACKOFF_MS = 300_000;
 /** The least time the executor waits for a flush's answer before it calls it an error. */
 const MIN_FLUSH_ANSWER_TIMEOUT_MS = 30_000;
 
@@ -92,7 +87,11 @@ export class Executor {
      * registered.
      */
     private readonly stepTracer: StepTracer | undefined,
-  ) {}
+  ) {
+    this.throws = new ThrowRouter(registry, options);
+  }
+
+  private readonly throws: ThrowRouter;
 
   /** The step running now per row id in this process, for its abort signal and deadline. */
   private readonly runs = new Map<string, StepRun>();
@@ -309,7 +308,7 @@ export class Executor {
   /**
    * The guarded region (docs/design.md §2.7): step, validation, dump, serialization, child
    * expansion. A step with a timeout races its deadline (docs/design.md §27.5); past it, the
-   * outcome is a `StepTimeoutError` through `handleError` whatever the step does later.
+   * outcome is a `StepTimeoutError` through the throw router whatever the step does later.
    */
   private async produce(
     row: ClaimedRow,
@@ -322,7 +321,15 @@ export class Executor {
     const run = new StepRun(row, definition.timeouts.get(row.step));
     let ctx: StepContext<unknown> | undefined;
     try {
-      ctx = this.context(row, definition, awaited, row.inbox, row.children, run);
+      ctx = stepContext(
+        row,
+        definition,
+        awaited,
+        row.inbox,
+        row.children,
+        run,
+        this.options.maxStateBytes,
+      );
       const step = definition.steps.get(row.step);
       if (!step) throw new UnknownStepError(definition.name, row.step);
       let value: unknown;
@@ -337,11 +344,11 @@ export class Executor {
       } else {
         value = await this.runTimed(step, ctx, run, options);
       }
-      const outcome = definition.kind === 'job' ? this.jobOutcome(value, ctx, definition) : value;
+      const outcome = definition.kind === 'job' ? jobOutcome(value, ctx, definition) : value;
       return outcomeToEntry(outcome, row, definition, this.registry, this.options, awaitedIds);
     } catch (err) {
       span?.thrown(err);
-      return this.handleError(err, row, definition, ctx, run);
+      return this.throws.route(err, row, definition, ctx, run);
     }
   }
 
@@ -399,189 +406,6 @@ export class Executor {
       { id: run.row.id, fsm: run.row.fsm, step: run.row.step, cause: reason.abortCause },
     );
   }
-
-  private async handleError(
-    err: unknown,
-    row: ClaimedRow,
-    definition: FsmDefinition,
-    original: StepContext<unknown> | undefined,
-    run: StepRun,
-  ): Promise<FlushEntry> {
-    const text = thrownErrorText(err);
-    const signal = (original ?? this.rawContext(row, run)).signal;
-    if (signal.aborted && signal.reason instanceof StepCancelledError && original) {
-      // docs/design.md §27.2: the step stopped because its instance was cancelled (it threw
-      // the reason, or what its aborted work threw). Not a failure: a non-terminal outcome,
-      // which the flush commits as cancelled (the request is on the row); onError is not asked.
-      this.logger.warn(
-        `step "${row.step}" of ${row.fsm}#${row.id} stopped on its cancel (threw ${describeThrown(err)})`,
-      );
-      return outcomeToEntry(
-        retry(original.state, 0),
-        row,
-        definition,
-        this.registry,
-        this.options,
-        [],
-      );
-    }
-    let entry: FlushEntry;
-    let handlerError: unknown;
-    try {
-      const state: unknown = original ? original.state : row.state;
-      const base = original ?? this.rawContext(row, run);
-      const ctx: StepContext<unknown> = {
-        id: base.id,
-        fsm: base.fsm,
-        fsmVersion: base.fsmVersion,
-        step: base.step,
-        attempt: base.attempt,
-        state,
-        awaited: [],
-        all: [],
-        children: [],
-        signal: base.signal,
-        progress: (value: unknown) => base.progress(value),
-        lastProgress: base.lastProgress,
-      };
-      let outcome: unknown;
-      if (definition.onError) outcome = await definition.onError(err, ctx);
-      else if (definition.kind === 'job') outcome = this.retryRule(text, ctx, definition);
-      else outcome = stop(text);
-      entry = outcomeToEntry(outcome, row, definition, this.registry, this.options, []);
-      // A retried throw keeps its error in last_error while the row backs off.
-      if (entry.kind === 'retry') entry = { ...entry, error: text };
-    } catch (secondErr) {
-      handlerError = secondErr;
-      entry = outcomeToEntry(
-        stop(thrownErrorText(secondErr)),
-        row,
-        definition,
-        this.registry,
-        this.options,
-        [],
-      );
-    }
-    this.logThrow(row, err, entry, handlerError);
-    if (definition.history === 'off') return entry;
-    // docs/design.md §28.1: a thrown error is recorded at every level but 'off', with the error
-    // that decided the outcome (onError's own, when it threw).
-    return Object.assign({}, entry, {
-      history: historyMark(definition.history, entry.kind, true),
-      thrown: thrownErrorJson(handlerError ?? err),
-    });
-  }
-
-  /**
-   * One log line per thrown step (docs/design.md §28.1): fsm, id, step, attempt and the error's
-   * class and message — `warn` when the instance goes on (a retry, or whatever `onError` chose),
-   * `error` with the stack when it stops. Never the state or a payload.
-   */
-  private logThrow(row: ClaimedRow, err: unknown, entry: FlushEntry, handlerError: unknown): void {
-    const where = `step "${row.step}" of ${row.fsm}#${row.id} (attempt ${row.attempt})`;
-    const thrown = `${where} threw ${describeThrown(err)}`;
-    if (entry.kind === 'stop') {
-      const because =
-        handlerError === undefined ? '' : `; onError threw ${describeThrown(handlerError)}`;
-      const stack =
-        (handlerError ?? err) instanceof Error ? thrownErrorText(handlerError ?? err) : undefined;
-      this.logger.error(`${thrown}${because}; the instance fails`, stack);
-    } else if (entry.kind === 'retry') {
-      this.logger.warn(`${thrown}; retried in ${entry.delayMs} ms`);
-    } else {
-      this.logger.warn(`${thrown}; onError chose ${entry.kind}`);
-    }
-  }
-
-  /** docs/design.md §13: perform results. */
-  private jobOutcome(
-    value: unknown,
-    ctx: StepContext<unknown>,
-    definition: FsmDefinition,
-  ): Outcome {
-    if (value === undefined) return done({});
-    if (isJobResult(value)) {
-      return value.kind === 'cancel'
-        ? stop(value.reason)
-        : this.retryRule(value.reason, ctx, definition);
-    }
-    if (isOutcome(value)) return value;
-    if (
-      typeof value === 'object' &&
-      value !== null &&
-      !Array.isArray(value) &&
-      Object.getPrototypeOf(value) === Object.prototype
-    ) {
-      return done(value as Record<string, unknown>);
-    }
-    return stop(`perform returned an invalid value: ${inspect(value, { depth: 2 })}`);
-  }
-
-  private retryRule(
-    reason: unknown,
-    ctx: StepContext<unknown>,
-    definition: FsmDefinition,
-  ): Outcome {
-    if (ctx.attempt + 1 < definition.maxAttempts) {
-      const delay = definition.backoff
-        ? definition.backoff(ctx.attempt)
-        : Math.min(1000 * 2 ** ctx.attempt, MAX_BACKOFF_MS);
-      return retry(
-        ctx.state,
-        Math.max(0, Math.round(Number.isFinite(delay) ? delay : MAX_BACKOFF_MS)),
-      );
-    }
-    return stop(reason);
-  }
-
-  private context(
-    row: ClaimedRow,
-    definition: FsmDefinition,
-    awaited: readonly Signal[],
-    all: readonly Signal[],
-    children: ClaimedRow['children'],
-    run: StepRun,
-  ): StepContext<unknown> {
-    // The row's state was parsed for this claim alone: no copy needed.
-    const state: unknown = definition.codec ? definition.codec.load(row.state) : row.state;
-    // A flat literal: `{ ...spread, more }` is slow on Node 20 (see outcome-entry.ts). The
-    // signal is a getter: its AbortController is made only if the step reads it.
-    return Object.freeze({
-      id: row.id,
-      fsm: row.fsm,
-      fsmVersion: row.fsmVersion,
-      step: row.step,
-      attempt: row.attempt,
-      state,
-      awaited,
-      all,
-      children,
-      get signal(): AbortSignal {
-        return run.signal;
-      },
-      progress: reporter(run, this.options.maxStateBytes),
-      lastProgress: row.lastProgress,
-    });
-  }
-
-  private rawContext(row: ClaimedRow, run: StepRun): StepContext<unknown> {
-    return {
-      id: row.id,
-      fsm: row.fsm,
-      fsmVersion: row.fsmVersion,
-      step: row.step,
-      attempt: row.attempt,
-      state: row.state,
-      awaited: [],
-      all: [],
-      children: [],
-      get signal(): AbortSignal {
-        return run.signal;
-      },
-      progress: reporter(run, this.options.maxStateBytes),
-      lastProgress: row.lastProgress,
-    };
-  }
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -593,13 +417,3 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 }
 
 function ignore(): void {}
-
-/**
- * `ctx.progress` of one run: validates the value as JSON at the call (`InvalidInputError`
- * naming `ctx.progress`) and keeps it as the run's pending value (docs/design.md §28.2).
- */
-function reporter(run: StepRun, maxBytes: number): (value: unknown) => void {
-  return (value: unknown): void => {
-    run.pendingProgress = toJsonText(value, 'ctx.progress', maxBytes);
-  };
-}
