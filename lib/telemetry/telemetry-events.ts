@@ -117,7 +117,12 @@ export type TelemetryPayloads = {
   'instance:forked': { measurements: TelemetryCount; metadata: TelemetryRow & { from: string } };
   'instance:purged': {
     measurements: TelemetryCount;
-    metadata: { id: string; fsm: string; status: 'done' | 'failed' | 'cancelled'; actor: string | null };
+    metadata: {
+      id: string;
+      fsm: string;
+      status: 'done' | 'failed' | 'cancelled';
+      actor: string | null;
+    };
   };
   'step:progress': { measurements: TelemetryCount; metadata: TelemetryRow };
   'cron:fired': {

@@ -180,9 +180,9 @@ describe('purge / purgeAll (docs/design.md §27.8)', () => {
       expect(err).toBeInstanceOf(InvalidInputError);
       expect((err as InvalidInputError).path).toBe(path);
     }
-    expect(
-      ((await failure(() => h.engine.purgeAll({}))) as InvalidInputError).path,
-    ).toBe('purgeAll.filter');
+    expect(((await failure(() => h.engine.purgeAll({}))) as InvalidInputError).path).toBe(
+      'purgeAll.filter',
+    );
     for (const [options, path] of [
       [{ batchSize: 0 }, 'purgeAll.batchSize'],
       [{ batchSize: 1001 }, 'purgeAll.batchSize'],
