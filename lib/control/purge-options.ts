@@ -20,6 +20,8 @@ export interface PurgeAllOptions extends BulkOptions, PurgeOptions {
 
 /** What `purgeAll` did: ended rows the filter matched, and rows it deleted (0 on a dry run). */
 export interface PurgeAllResult {
+  /** Ended rows the filter matched (a child of a live parent among them is kept). */
   readonly matched: number;
+  /** Rows this call deleted; 0 on a dry run. */
   readonly purged: number;
 }

@@ -428,8 +428,9 @@ describe('gen-durable CLI (docs/cli.md)', () => {
       ['purge', '--all', '--batch-size', '0'],
       ['purge', '--all', '--status', 'sleeping'],
     ];
-    for (const args of usage)
+    for (const args of usage) {
       expect({ args, code: (await run(args)).code }).toEqual({ args, code: 2 });
+    }
 
     const waiter = await h.engine.insert('waiter', { correlationKey: 'purge-cli' });
     await gd.drain();

@@ -176,7 +176,7 @@ describe('purge / purgeAll (docs/design.md §27.8)', () => {
       [['done', 'executing'], 'purgeAll.filter.status'],
       ['runnable', 'purgeAll.filter.status'],
     ] as const) {
-      const err = await failure(() => h.engine.purgeAll({ status } as never));
+      const err = await failure(() => h.engine.purgeAll({ status }));
       expect(err).toBeInstanceOf(InvalidInputError);
       expect((err as InvalidInputError).path).toBe(path);
     }
