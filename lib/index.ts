@@ -71,6 +71,7 @@ export type {
   CancelAllOptions,
   RetryAllOptions,
 } from './control/bulk-options';
+export type { PurgeAllOptions, PurgeAllResult, PurgeOptions } from './control/purge-options';
 export type { ForkOptions } from './control/fork-options';
 export type {
   HistoryEntry,

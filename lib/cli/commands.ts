@@ -282,6 +282,57 @@ export async function retry(
   out.result({ retried: true, target }, () => 'retried: runnable again');
 }
 
+/** What `purge` was asked: one target, or every ended instance a filter matches. */
+export type PurgeRequest =
+  | { readonly target: Target }
+  | {
+      readonly filter: InstanceFilter;
+      readonly dryRun: boolean;
+      readonly batchSize?: number;
+    };
+
+/**
+ * The `purge` request of the command line: a target, or `--all` with the filter flags;
+ * `UsageError` for both, neither, or a flag of `--all` beside a target.
+ */
+export function purgeRequest(
+  target: string | undefined,
+  all: boolean,
+  many: { filter: InstanceFilter; dryRun: boolean; batchSize?: number },
+): PurgeRequest {
+  if (target !== undefined) {
+    if (all || many.dryRun || many.batchSize !== undefined || Object.keys(many.filter).length > 0) {
+      throw new UsageError(
+        'purge: give a target, or --all with filter flags (--dry-run, --batch-size), not both',
+      );
+    }
+    return { target: parseTarget(target) };
+  }
+  if (!all) throw new UsageError('purge: give a target, or --all with filter flags');
+  return many;
+}
+
+export async function purge(ctx: CliContext, out: Output, request: PurgeRequest): Promise<void> {
+  // Manual actions name who asked (docs/design.md §27.8): the instance:purged event's actor.
+  const actor = cliActor();
+  if ('target' in request) {
+    await ctx.client.purge(request.target, { actor });
+    out.result({ purged: 1, target: request.target, actor }, () => 'purged: 1 instance');
+    return;
+  }
+  const result = await ctx.client.purgeAll(request.filter, {
+    all: true,
+    dryRun: request.dryRun,
+    actor,
+    ...(request.batchSize !== undefined && { batchSize: request.batchSize }),
+  });
+  out.result({ ...result, dryRun: request.dryRun, actor }, () =>
+    request.dryRun
+      ? `dry run: ${result.matched} ended instance(s) match, nothing deleted`
+      : `purged: ${result.purged} of ${result.matched} matching ended instance(s)`,
+  );
+}
+
 export async function pause(
   ctx: CliContext,
   out: Output,

@@ -51,6 +51,54 @@ function id(value: string): string {
   return value;
 }
 
+/** The filter flags of `list` and `purge --all` as commander parses them. */
+interface FilterFlags {
+  fsm?: string[];
+  status?: DurableStatus[];
+  queue?: string;
+  step?: string;
+  key?: string;
+  keyPrefix?: string;
+  parent?: string;
+  createdAfter?: Date;
+  createdBefore?: Date;
+  updatedBefore?: Date;
+  errorContains?: string;
+}
+
+/** The filter flags on `cmd` (those of `list`; `purge --all` takes the same). */
+function filterFlags(cmd: Command): Command {
+  return cmd
+    .option('--fsm <names>', 'FSM name(s), comma-separated', collect)
+    .option('--status <statuses>', `status(es): ${ALL_STATUSES.join(', ')}`, statuses)
+    .option('--queue <queue>', 'queue')
+    .option('--step <step>', 'current step')
+    .option('--key <key>', 'exact correlation key')
+    .option('--key-prefix <prefix>', 'correlation keys starting with this')
+    .option('--parent <id>', 'children of this instance', id)
+    .option('--created-after <date>', 'inserted at or after (ISO date)', date)
+    .option('--created-before <date>', 'inserted before (ISO date)', date)
+    .option('--updated-before <date>', 'last changed before (ISO date)', date)
+    .option('--error-contains <text>', 'last error contains this text');
+}
+
+/** The InstanceFilter the filter flags name. */
+function filterOf(o: FilterFlags): InstanceFilter {
+  return {
+    ...(o.fsm && { fsm: o.fsm }),
+    ...(o.status && { status: o.status }),
+    ...(o.queue !== undefined && { queue: o.queue }),
+    ...(o.step !== undefined && { step: o.step }),
+    ...(o.key !== undefined && { correlationKey: o.key }),
+    ...(o.keyPrefix !== undefined && { correlationKeyPrefix: o.keyPrefix }),
+    ...(o.parent !== undefined && { parentId: o.parent }),
+    ...(o.createdAfter && { createdAfter: o.createdAfter }),
+    ...(o.createdBefore && { createdBefore: o.createdBefore }),
+    ...(o.updatedBefore && { updatedBefore: o.updatedBefore }),
+    ...(o.errorContains !== undefined && { errorContains: o.errorContains }),
+  };
+}
+
 /**
  * The `gen-durable` command line (docs/cli.md), on commander. `runner` connects and runs each
  * command; errors thrown by commander (unknown command or flag, a missing argument, a bad
@@ -104,58 +152,19 @@ export function buildProgram(runner: Runner, write: (text: string) => void): Com
   });
 
   configure(
-    program
-      .command('list')
-      .description('instances matching the filters, newest first, one page')
-      .option('--fsm <names>', 'FSM name(s), comma-separated', collect)
-      .option('--status <statuses>', `status(es): ${ALL_STATUSES.join(', ')}`, statuses)
-      .option('--queue <queue>', 'queue')
-      .option('--step <step>', 'current step')
-      .option('--key <key>', 'exact correlation key')
-      .option('--key-prefix <prefix>', 'correlation keys starting with this')
-      .option('--parent <id>', 'children of this instance', id)
-      .option('--created-after <date>', 'inserted at or after (ISO date)', date)
-      .option('--created-before <date>', 'inserted before (ISO date)', date)
-      .option('--error-contains <text>', 'last error contains this text')
+    filterFlags(
+      program.command('list').description('instances matching the filters, newest first, one page'),
+    )
       .option('--limit <n>', 'items per page (1 … 1000, default 50)', integerIn(1, 1_000))
       .option('--after <cursor>', 'the cursor printed by the previous page'),
-  ).action(
-    async (
-      o: {
-        fsm?: string[];
-        status?: DurableStatus[];
-        queue?: string;
-        step?: string;
-        key?: string;
-        keyPrefix?: string;
-        parent?: string;
-        createdAfter?: Date;
-        createdBefore?: Date;
-        errorContains?: string;
-        limit?: number;
-        after?: string;
-      },
-      cmd: Command,
-    ) => {
-      const filter: InstanceFilter = {
-        ...(o.fsm && { fsm: o.fsm }),
-        ...(o.status && { status: o.status }),
-        ...(o.queue !== undefined && { queue: o.queue }),
-        ...(o.step !== undefined && { step: o.step }),
-        ...(o.key !== undefined && { correlationKey: o.key }),
-        ...(o.keyPrefix !== undefined && { correlationKeyPrefix: o.keyPrefix }),
-        ...(o.parent !== undefined && { parentId: o.parent }),
-        ...(o.createdAfter && { createdAfter: o.createdAfter }),
-        ...(o.createdBefore && { createdBefore: o.createdBefore }),
-        ...(o.errorContains !== undefined && { errorContains: o.errorContains }),
-      };
-      const page = {
-        ...(o.limit !== undefined && { limit: o.limit }),
-        ...(o.after !== undefined && { after: o.after }),
-      };
-      await runner(globals(cmd), (ctx, out) => commands.list(ctx, out, filter, page));
-    },
-  );
+  ).action(async (o: FilterFlags & { limit?: number; after?: string }, cmd: Command) => {
+    const filter = filterOf(o);
+    const page = {
+      ...(o.limit !== undefined && { limit: o.limit }),
+      ...(o.after !== undefined && { after: o.after }),
+    };
+    await runner(globals(cmd), (ctx, out) => commands.list(ctx, out, filter, page));
+  });
 
   configure(
     program
@@ -228,6 +237,33 @@ export function buildProgram(runner: Runner, write: (text: string) => void): Com
         ...(o.detach === true && { detach: true }),
       };
       await runner(globals(cmd), (ctx, out) => commands.retry(ctx, out, to, options));
+    },
+  );
+
+  configure(
+    filterFlags(
+      program
+        .command('purge')
+        .description(
+          'delete an ended (done, failed, cancelled) instance with its inbox and history, or with --all every ended one the filters match',
+        )
+        .argument('[target]', 'instance id, or key:<correlationKey>')
+        .option('--all', 'purge every ended instance the filter flags match (none: every one)')
+        .option('--dry-run', 'with --all: count the matches, delete nothing')
+        .option('--batch-size <n>', 'with --all: rows per delete (1 … 1000)', integerIn(1, 1_000)),
+    ),
+  ).action(
+    async (
+      target: string | undefined,
+      o: FilterFlags & { all?: boolean; dryRun?: boolean; batchSize?: number },
+      cmd: Command,
+    ) => {
+      const many = commands.purgeRequest(target, o.all === true, {
+        filter: filterOf(o),
+        dryRun: o.dryRun === true,
+        ...(o.batchSize !== undefined && { batchSize: o.batchSize }),
+      });
+      await runner(globals(cmd), (ctx, out) => commands.purge(ctx, out, many));
     },
   );
 

@@ -3,13 +3,16 @@ import { UnknownStepError } from '../errors/unknown-step.error';
 import { isEmptyFilter, resolveInstanceFilter } from './instance-filter';
 import type { ResolvedFilter } from './instance-filter';
 import type { BulkResult } from './bulk-options';
+import type { PurgeAllResult } from './purge-options';
+import { LIVE_STATUSES, TERMINAL_STATUSES } from '../gen-durable.constants';
 import { BULK_BATCH, type BulkRow } from '../sql/bulk.sql';
 import { CANCEL_BATCH } from '../sql/cancel.sql';
 import { listDriver } from '../sql/query.sql';
 import { afterCancel, cancelInput, historyLevels, runCancel } from './cancel-instance';
 import type { ControlRuntime } from './control-runtime';
-import { dueDate, flag, nonEmptyText, optionsObject } from './input-checks';
+import { dueDate, flag, integerIn, nonEmptyText, optionsObject } from './input-checks';
 import { actorOf } from './instance-history';
+import { runPurge } from './purge-instance';
 import { runRetry } from './retry-instance';
 
 export type { BulkResult } from './bulk-options';
@@ -21,6 +24,7 @@ const BULK_SCAN = 10_000;
 
 const CANCEL_KEYS = ['reason', 'children', 'mode', 'actor', 'dryRun', 'all'];
 const RETRY_KEYS = ['step', 'at', 'detach', 'actor', 'dryRun', 'all'];
+const PURGE_KEYS = ['batchSize', 'actor', 'dryRun', 'all'];
 
 /**
  * `cancelAll` / `retryAll` (docs/design.md §27.7): the filter's rows in batches of at most
@@ -177,13 +181,58 @@ export class BulkActions {
   }
 
   /**
-   * Walks the filter's rows newest first in batches (one BULK_BATCH each) and hands each
+   * Deletes every ended row the filter matches (docs/design.md §27.8): the filter's statuses
+   * must all be ended ones (default: done, failed and cancelled), each batch of at most
+   * `batchSize` rows deleted by one PURGE_INSTANCES (skip-locked: a row locked by GC, a worker
+   * or another purge is left for a later call, as is a child of a live parent). `matched`
+   * counts the ended rows the filter matched (the dry run's answer; nothing deleted), `purged`
+   * those this call deleted.
+   */
+  async purgeAll(filter: unknown, options: unknown): Promise<PurgeAllResult> {
+    const o = optionsOf(options, 'purgeAll', PURGE_KEYS);
+    const f = filterOf(filter, 'purgeAll', o['all']);
+    const live = f.statuses?.filter((s) => (LIVE_STATUSES as readonly string[]).includes(s));
+    if (live !== undefined && live.length > 0) {
+      throw new InvalidInputError(
+        'purgeAll.filter.status',
+        `names ${live.join(', ')}: only done, failed or cancelled instances can be purged (cancel them first)`,
+      );
+    }
+    const { dryRun } = flags(o, 'purgeAll');
+    const batchSize = integerIn(
+      o['batchSize'],
+      'purgeAll.batchSize',
+      BULK_BATCH_SIZE,
+      1,
+      BULK_BATCH_SIZE,
+    );
+    const actor = actorOf(o['actor'], 'purgeAll.actor') ?? null;
+    const ended: ResolvedFilter = { ...f, statuses: f.statuses ?? [...TERMINAL_STATUSES] };
+    const answer = await this.walk(
+      ended,
+      dryRun,
+      async (rows) =>
+        (
+          await runPurge(
+            this.runtime,
+            rows.map((r) => r.id),
+            actor,
+          )
+        ).length,
+      batchSize,
+    );
+    return { matched: answer.matched, purged: answer.changed };
+  }
+
+  /**
+   * Walks the filter's rows newest first in batches of at most `size` (one BULK_BATCH each) and hands each
    * non-empty batch to `act`, which answers how many of its rows it changed.
    */
   private async walk(
     f: ResolvedFilter,
     dryRun: boolean,
     act: (rows: readonly BulkRow[]) => Promise<number>,
+    size = BULK_BATCH_SIZE,
   ): Promise<BulkResult> {
     const driver = listDriver(f);
     let after: string | null = null;
@@ -194,13 +243,13 @@ export class BulkActions {
         driver,
         after,
         scan: BULK_SCAN,
-        limit: BULK_BATCH_SIZE,
+        limit: size,
         filter: f,
       });
       matched += batch.rows.length;
       if (!dryRun && batch.rows.length > 0) changed += await act(batch.rows);
       const last = batch.rows[batch.rows.length - 1];
-      if (batch.rows.length >= BULK_BATCH_SIZE && last) after = last.id;
+      if (batch.rows.length >= size && last) after = last.id;
       else if (batch.scanned >= BULK_SCAN && batch.lastScanned !== null) after = batch.lastScanned;
       else return { matched, changed };
     }

@@ -26,6 +26,8 @@ import { deliverSignal } from './deliver-signal';
 import type { Explanation } from './explanation';
 import { forkInstance } from './fork-instance';
 import type { ForkOptions } from './fork-options';
+import { purgeInstance } from './purge-instance';
+import type { PurgeAllOptions, PurgeAllResult, PurgeOptions } from './purge-options';
 import { fsmGraphOf } from './fsm-graph';
 import { explainInstance } from './instance-explain';
 import type {
@@ -75,7 +77,7 @@ const DEFAULT_BACKLOG_CAP = 10_000;
 
 /**
  * Instance control, once for every face (docs/design.md §27, §32): get, list, count, history,
- * inbox, signal, cancel, retry, fork, the bulk actions, queue pause / resume / status, explain,
+ * inbox, signal, cancel, retry, fork, purge, the bulk actions, queue pause / resume / status, explain,
  * stats, limiter status, step counts, graph. `EngineService` and `GenDurableClient` extend it,
  * each handing its {@link ControlRuntime} (the engine's, or one over the client's pool) through
  * `controlRuntime()`, read at each call (the engine's runtime is built at module init, after
@@ -326,6 +328,36 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
   async retryAll(filter: InstanceFilter, options?: RetryAllOptions): Promise<BulkResult> {
     const { runtime, bulk } = this.parts;
     const result = await bulk.retryAll(filter, options);
+    await runtime.settle();
+    return result;
+  }
+
+  /**
+   * Deletes an ended (done, failed or cancelled) instance with its inbox and history
+   * (docs/design.md §27.8; docs/operations-control.md "Purging"), as GC would once its
+   * retention passed: one read, then one skip-locked delete. The history goes with the row, so
+   * the record of the purge is the `instance:purged` event naming `actor`. Typed errors,
+   * nothing deleted: `NoTargetError`, `InvalidInputError` (a live instance, naming its status;
+   * a child of a live parent; a row that stayed locked; bad options).
+   */
+  async purge(target: Target, options?: PurgeOptions): Promise<void> {
+    const to = resolveTarget(target, 'purge.target');
+    const runtime = this.controlRuntime();
+    await purgeInstance(runtime, to, options);
+    await runtime.settle();
+  }
+
+  /**
+   * Deletes every ended instance `filter` matches (docs/design.md §27.8), as `purge` would, in
+   * batches of at most `batchSize` (default 1 000): one keyset read and one skip-locked delete
+   * per batch, so it never waits on GC, workers or another purge (a locked row is left for a
+   * later call). A filter naming a live status is refused; without statuses it means done,
+   * failed and cancelled. `dryRun: true` only counts (`matched`). A filter with no criteria is
+   * refused unless `all: true`. Resumable: after a crash, call it again.
+   */
+  async purgeAll(filter: InstanceFilter, options?: PurgeAllOptions): Promise<PurgeAllResult> {
+    const { runtime, bulk } = this.parts;
+    const result = await bulk.purgeAll(filter, options);
     await runtime.settle();
     return result;
   }

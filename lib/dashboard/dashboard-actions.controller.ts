@@ -1,7 +1,7 @@
 import { Inject, Param, Post, Redirect, Req } from '@nestjs/common';
 
 import { GenDurableError } from '../errors/gen-durable.error';
-import { DashboardActions } from './dashboard-actions';
+import { DashboardActions, isBulkAction } from './dashboard-actions';
 import { DASHBOARD_CONTEXT, type DashboardContext } from './dashboard-context';
 import type { DashboardRequest } from './dashboard-options';
 import { filterFromQuery, type FilterQuery } from './filter-query';
@@ -63,6 +63,13 @@ export class DashboardActionsController {
     );
   }
 
+  /** Back to the list: the instance is gone. */
+  @Post('instances/:id/purge')
+  @Redirect()
+  purge(@Param('id') id: string, @Req() req: DashboardRequest): Promise<RedirectTo> {
+    return this.run(req, 3, 'instances', (actor) => this.actions.purge(id, actor));
+  }
+
   @Post('instances/:id/signal')
   @Redirect()
   signal(@Param('id') id: string, @Req() req: DashboardRequest): Promise<RedirectTo> {
@@ -101,7 +108,7 @@ export class DashboardActionsController {
     return this.run(req, 3, 'queues', () => this.actions.resume(queue));
   }
 
-  /** The confirmed bulk action: the same filter as its dry run (form fields), `action` cancel or retry. */
+  /** The confirmed bulk action: the same filter as its dry run (form fields), `action` cancel, retry or purge. */
   @Post('bulk')
   @Redirect()
   bulk(@Req() req: DashboardRequest): Promise<RedirectTo> {
@@ -122,8 +129,8 @@ export class DashboardActionsController {
       1,
       `instances${query.size > 0 ? `?${query.toString()}` : ''}`,
       async (actor) => {
-        if (action !== 'cancel' && action !== 'retry') {
-          return "refused: action must be 'cancel' or 'retry'";
+        if (!isBulkAction(action)) {
+          return "refused: action must be 'cancel', 'retry' or 'purge'";
         }
         const { filter } = parsed ?? filterFromQuery(form);
         const r = await this.actions.bulk(action, filter, actor);

@@ -5,6 +5,15 @@ import type { InstanceFilter } from '../control/instance-filter';
 import type { RetryOptions } from '../control/retry-options';
 import { InvalidInputError } from '../errors/invalid-input.error';
 
+/** The bulk actions of the list (docs/design.md §30): by the filter, after a dry run. */
+export const BULK_ACTIONS = ['cancel', 'retry', 'purge'] as const;
+export type BulkAction = (typeof BULK_ACTIONS)[number];
+
+/** Whether `value` names a bulk action. */
+export function isBulkAction(value: unknown): value is BulkAction {
+  return (BULK_ACTIONS as readonly unknown[]).includes(value);
+}
+
 /** A form's fields as both adapters parse them. */
 export type FormFields = Readonly<Record<string, string | string[]>>;
 
@@ -79,6 +88,12 @@ export class DashboardActions {
     return this.engine.fork(id, { ...options, ...actorOf(actor) });
   }
 
+  /** Deletes an ended instance with its inbox and history; the `instance:purged` event names the actor. */
+  async purge(id: string, actor: string | undefined): Promise<string> {
+    await this.engine.purge(id, actorOf(actor));
+    return `purged #${id}`;
+  }
+
   async signal(id: string, form: FormFields): Promise<string> {
     const name = text(form, 'name');
     if (name === undefined) throw new InvalidInputError('name', 'must be a non-empty signal name');
@@ -98,28 +113,42 @@ export class DashboardActions {
     return `queue ${queue} ${r.wasPaused ? 'resumed' : 'was not paused'}`;
   }
 
-  /** A bulk cancel or retry of everything `filter` matches (the engine's `cancelAll` / `retryAll`). */
-  bulk(
-    action: 'cancel' | 'retry',
+  /**
+   * A bulk cancel, retry or purge of everything `filter` matches (the engine's `cancelAll`,
+   * `retryAll`, `purgeAll`; a purge's `changed` is the rows it deleted).
+   */
+  async bulk(
+    action: BulkAction,
     filter: InstanceFilter,
     actor: string | undefined,
   ): Promise<BulkResult> {
     const options = { all: true, ...actorOf(actor) };
-    return action === 'cancel'
-      ? this.engine.cancelAll(filter, options)
-      : this.engine.retryAll(filter, options);
+    switch (action) {
+      case 'cancel':
+        return this.engine.cancelAll(filter, options);
+      case 'retry':
+        return this.engine.retryAll(filter, options);
+      case 'purge': {
+        const r = await this.engine.purgeAll(filter, options);
+        return { matched: r.matched, changed: r.purged };
+      }
+    }
   }
 }
 
 /** How many instances a bulk action would change: the engine's dry run. */
 export async function dryRun(
   engine: InstanceControl,
-  action: 'cancel' | 'retry',
+  action: BulkAction,
   filter: InstanceFilter,
 ): Promise<number> {
   const options = { dryRun: true, all: true };
-  const answer = await (action === 'cancel'
-    ? engine.cancelAll(filter, options)
-    : engine.retryAll(filter, options));
-  return answer.matched;
+  switch (action) {
+    case 'cancel':
+      return (await engine.cancelAll(filter, options)).matched;
+    case 'retry':
+      return (await engine.retryAll(filter, options)).matched;
+    case 'purge':
+      return (await engine.purgeAll(filter, options)).matched;
+  }
 }

@@ -2,7 +2,7 @@ import { Get, Inject, NotFoundException, Param, Req, Res } from '@nestjs/common'
 
 import { GenDurableError } from '../errors/gen-durable.error';
 import { DASHBOARD_CONTEXT, type DashboardContext } from './dashboard-context';
-import { dryRun } from './dashboard-actions';
+import { dryRun, isBulkAction } from './dashboard-actions';
 import type { DashboardRequest } from './dashboard-options';
 import { filterFromQuery } from './filter-query';
 import { type DashboardResponse, queryOf } from './http-exchange';
@@ -119,7 +119,7 @@ export class DashboardPagesController {
     return queuesView(ctx, await this.dashboard.reads.queues()).text;
   }
 
-  /** The confirm step of a bulk cancel or retry: the dry-run count of the current filter. */
+  /** The confirm step of a bulk cancel, retry or purge: the dry-run count of the current filter. */
   @Get('bulk')
   async bulk(
     @Req() req: DashboardRequest,
@@ -128,9 +128,13 @@ export class DashboardPagesController {
     const ctx: ViewContext = this.dashboard.viewContext(req, res, 1);
     const query = queryOf(req);
     const action = query['action'];
-    if (action !== 'cancel' && action !== 'retry') {
-      return messageView(ctx, 'instances', 'Bulk action', "action must be 'cancel' or 'retry'")
-        .text;
+    if (!isBulkAction(action)) {
+      return messageView(
+        ctx,
+        'instances',
+        'Bulk action',
+        "action must be 'cancel', 'retry' or 'purge'",
+      ).text;
     }
     if (!ctx.canAct) {
       return messageView(

@@ -115,6 +115,15 @@ export type TelemetryPayloads = {
   };
   'instance:retried': { measurements: TelemetryCount; metadata: TelemetryRow };
   'instance:forked': { measurements: TelemetryCount; metadata: TelemetryRow & { from: string } };
+  'instance:purged': {
+    measurements: TelemetryCount;
+    metadata: {
+      id: string;
+      fsm: string;
+      status: 'done' | 'failed' | 'cancelled';
+      actor: string | null;
+    };
+  };
   'step:progress': { measurements: TelemetryCount; metadata: TelemetryRow };
   'cron:fired': {
     measurements: TelemetryCount;

@@ -118,7 +118,7 @@ describe('dashboard under a global prefix, mounted twice', () => {
       }
     }
     for (const url of [...seen].filter((u) => !u.includes('/cancel') && !u.includes('/retry'))) {
-      if (/\/(fork|signal|pause|resume)$/.test(url) || url.endsWith('/bulk')) continue;
+      if (/\/(fork|signal|pause|resume|purge)$/.test(url) || url.endsWith('/bulk')) continue;
       const res = await get(url);
       expect([url, res.status]).toEqual([url, 200]);
     }
@@ -194,6 +194,103 @@ describe('dashboard under a global prefix, mounted twice', () => {
     );
     const history = await host.engine.history(failed, { limit: 10 });
     expect(history.find((h) => h.kind === 'manual.retry')?.actor).toBe('ops-user');
+  });
+
+  it('purges an ended instance from its page and the ended matches of a filter after a dry run, with the mount actor; a live one is refused', async () => {
+    const page = await get('/admin/ops/queues');
+    const cookie = page.headers.get('set-cookie') ?? '';
+    const token = cookie.slice(cookie.indexOf('=') + 1, cookie.indexOf(';'));
+    const post = (path: string, form: Record<string, string>) =>
+      fetch(`${host.url}${path}`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: {
+          ...ORIGIN_HEADERS,
+          origin: host.url,
+          cookie: `gd_dashboard_csrf=${token}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        body: new URLSearchParams(form).toString(),
+      });
+    const purged: { id: string; actor: string | null }[] = [];
+    const subscription = host.engine.events$.subscribe((e) => {
+      if (e.event === 'instance:purged') {
+        purged.push({ id: String(e.metadata['id']), actor: e.metadata['actor'] as string | null });
+      }
+    });
+    try {
+      const ids: string[] = [];
+      for (const k of [1, 2, 3]) {
+        ids.push(
+          await host.engine.insert(DashChargeFsm, {
+            state: { card: '4000', fail: true },
+            correlationKey: `purge-${k}`,
+          }),
+        );
+      }
+      const live = await host.engine.insert(DashReportFsm, {
+        state: {},
+        correlationKey: 'purge-live',
+        scheduleIn: 3_600_000,
+      });
+      const deadline = Date.now() + 15_000;
+      for (const id of ids) {
+        while ((await host.engine.get(id))?.status !== 'failed') {
+          if (Date.now() > deadline) throw new Error('the charge did not fail');
+          await new Promise((resolve) => setTimeout(resolve, 25));
+        }
+      }
+
+      // the instance page offers Purge on an ended instance only, and only on the acting mount
+      const [one, ...rest] = ids;
+      expect(await (await get(`/admin/ops/instances/${one}`)).text()).toContain(
+        `action="/admin/ops/instances/${one}/purge"`,
+      );
+      expect(await (await get(`/admin/ops/instances/${live}`)).text()).not.toContain('/purge"');
+      expect(await (await get(`/admin/durable/instances/${one}`)).text()).not.toContain('/purge"');
+
+      const single = await post(`/admin/ops/instances/${one}/purge`, { _csrf: token });
+      expect(single.status).toBe(303);
+      expect(single.headers.get('location')).toMatch(/^\/admin\/ops\/instances\?flash=/);
+      expect(await host.engine.get(one!)).toBeNull();
+      expect(purged).toEqual([{ id: one, actor: 'ops-user' }]);
+
+      const refused = await post(`/admin/ops/instances/${live}/purge`, { _csrf: token });
+      const shown = await (
+        await get(refused.headers.get('location') ?? '', { cookie: `gd_dashboard_csrf=${token}` })
+      ).text();
+      expect(shown).toContain('is runnable');
+      expect((await host.engine.get(live))?.status).toBe('runnable');
+      expect(
+        (await post(`/admin/durable/instances/${rest[0]}/purge`, { _csrf: token })).status,
+      ).toBe(403);
+
+      // bulk: the dry run counts the ended matches, the confirmed POST deletes them
+      const dry = await (
+        await get('/admin/ops/bulk?action=purge&correlationKeyPrefix=purge-')
+      ).text();
+      expect(dry).toContain('<b id="matched">2</b>');
+      expect(dry).toContain('Purge 2 instance(s)');
+      expect(await host.engine.get(rest[0]!)).not.toBeNull();
+      const bulk = await post('/admin/ops/bulk', {
+        _csrf: token,
+        action: 'purge',
+        correlationKeyPrefix: 'purge-',
+      });
+      expect(bulk.status).toBe(303);
+      const flash = await (
+        await get(bulk.headers.get('location') ?? '', { cookie: `gd_dashboard_csrf=${token}` })
+      ).text();
+      expect(flash).toContain('bulk purge: 2 matched, 2 changed');
+      for (const id of rest) expect(await host.engine.get(id)).toBeNull();
+      expect(purged.slice(1).map((p) => p.actor)).toEqual(['ops-user', 'ops-user']);
+      expect((await host.engine.get(live))?.status).toBe('runnable');
+      // gone again, so the other tests see the dash-report rows they made
+      await host.engine.cancel(live);
+      await host.engine.purge(live);
+    } finally {
+      subscription.unsubscribe();
+    }
   });
 
   it("mounts twice under Nest's 'deep-hash' module identity too (mounts differing only in path)", async () => {

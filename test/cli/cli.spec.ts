@@ -420,6 +420,50 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     expect(JSON.parse(live.stderr)).toMatchObject({ error: { code: 'GD_INVALID_INPUT' } });
   });
 
+  it('purge: one ended instance, or --all by the filters (with --dry-run); a live one exits 2', async () => {
+    const usage = [
+      ['purge'],
+      ['purge', '1', '--all'],
+      ['purge', '1', '--fsm', 'flaky'],
+      ['purge', '--all', '--batch-size', '0'],
+      ['purge', '--all', '--status', 'sleeping'],
+    ];
+    for (const args of usage) {
+      expect({ args, code: (await run(args)).code }).toEqual({ args, code: 2 });
+    }
+
+    const waiter = await h.engine.insert('waiter', { correlationKey: 'purge-cli' });
+    await gd.drain();
+    const live = await run(['purge', 'key:purge-cli', '--json']);
+    expect(live.code).toBe(2);
+    expect(JSON.parse(live.stderr)).toMatchObject({ error: { code: 'GD_INVALID_INPUT' } });
+    expect(live.stderr).toContain('is awaiting_signal');
+    await h.engine.cancel(waiter);
+    expect(await run(['purge', 'key:purge-cli'])).toMatchObject({
+      code: 0,
+      stdout: 'purged: 1 instance\n',
+    });
+    expect(await h.engine.get(waiter)).toBeNull();
+    expect((await run(['purge', waiter])).code).toBe(1); // gone: NoTargetError
+
+    const broken = [await h.engine.insert('flaky'), await h.engine.insert('flaky')];
+    await gd.drain();
+    const matching = ['--all', '--fsm', 'flaky', '--status', 'failed'];
+    const counted = json(await run(['purge', ...matching, '--dry-run', '--json']));
+    expect(counted).toMatchObject({ dryRun: true, purged: 0 });
+    const { matched } = counted as { matched: number };
+    expect(matched).toBeGreaterThanOrEqual(2);
+    for (const id of broken) expect((await h.engine.get(id))?.status).toBe('failed');
+    expect(json(await run(['purge', ...matching, '--batch-size', '1', '--json']))).toEqual({
+      matched,
+      purged: matched,
+      dryRun: false,
+      actor: expect.stringMatching(/^cli:\S+$/) as unknown,
+    });
+    for (const id of broken) expect(await h.engine.get(id)).toBeNull();
+    expect((await run(['purge', '--all', '--status', 'executing'])).code).toBe(2);
+  });
+
   it('schedules: list, pause, resume, trigger (with --module), remove', async () => {
     await h.engine.schedules.upsert({ name: 'nightly', fsm: 'waiter', cron: '0 3 * * *' });
     const listed = await run(['schedules']);

@@ -1,6 +1,7 @@
 import type { ScheduleView } from '../../cron/schedule-spec';
 import type { LimiterStatus } from '../../control/limiter-status';
 import type { QueueStatus } from '../../instance/queue-status';
+import type { BulkAction } from '../dashboard-actions';
 import type { FilterFields } from '../filter-query';
 import { type Html, html, queryString } from '../html';
 import { actionForm, capped, section, time, type ViewContext } from './components';
@@ -162,10 +163,20 @@ export function queuesView(ctx: ViewContext, queues: readonly QueueStatus[]): Ht
   return layout(ctx, 'queues', 'Queues', section('Queues', table));
 }
 
+/** What the confirm step of each bulk action says. */
+const BULK_LABELS: Readonly<Record<BulkAction, { verb: string; effect: string }>> = {
+  cancel: { verb: 'Cancel', effect: 'cancelled (live ones)' },
+  retry: { verb: 'Retry', effect: 'retried (failed and cancelled ones)' },
+  purge: {
+    verb: 'Purge',
+    effect: 'deleted with their inbox and history (ended ones; children of a live parent are kept)',
+  },
+};
+
 /** The confirm step of a bulk action: the dry-run count, the filter, and the button that does it. */
 export function bulkView(
   ctx: ViewContext,
-  action: 'cancel' | 'retry',
+  action: BulkAction,
   fields: FilterFields,
   matched: number | { readonly error: string },
 ): Html {
@@ -198,7 +209,7 @@ export function bulkView(
         name="expected"
         value="${matched}"
       /><button type="submit" class="danger">
-        ${action === 'cancel' ? 'Cancel' : 'Retry'} ${matched} instance(s)
+        ${BULK_LABELS[action].verb} ${matched} instance(s)
       </button>
       ${back}`,
     { cls: 'confirm' },
@@ -215,7 +226,7 @@ export function bulkView(
         </ul>
         <p class="big">
           <b id="matched">${matched}</b> instance(s) match and would be
-          ${action === 'cancel' ? 'cancelled (live ones)' : 'retried (failed and cancelled ones)'}.
+          ${BULK_LABELS[action].effect}.
         </p>
         ${form}`,
     ),

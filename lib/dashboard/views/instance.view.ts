@@ -216,6 +216,21 @@ function actions(ctx: ViewContext, d: InstanceDetail): Html {
       ),
     );
   }
+  if (!live) {
+    parts.push(
+      actionForm(
+        ctx,
+        `${at}/purge`,
+        html`<h3>Purge</h3>
+          <p class="muted">Deletes the instance with its inbox and history, as GC would.</p>
+          <button type="submit" class="danger">Purge instance</button>`,
+        {
+          confirm: `Purge instance #${i.id}? Its row, inbox and history are deleted.`,
+          cls: 'action',
+        },
+      ),
+    );
+  }
   parts.push(
     actionForm(
       ctx,

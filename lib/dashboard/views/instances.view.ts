@@ -124,6 +124,9 @@ export function instancesView(
           >
           <a class="button small" href="${ctx.base}/bulk${q({ action: 'retry' })}"
             >Retry matching…</a
+          >
+          <a class="button small" href="${ctx.base}/bulk${q({ action: 'purge' })}"
+            >Purge matching…</a
           ></span
         >`
       : '';
