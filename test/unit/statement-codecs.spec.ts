@@ -420,7 +420,15 @@ describe('statement parameter builders and decoders (no database)', () => {
       RETRY_INSTANCES.decode(
         [
           { ...row, id: '4', verdict: 'retried', queue: 'q', due: true, parked: false },
-          { ...row, id: '7', verdict: 'retried', queue: 'q', due: false, parked: true, deadline_in_ms: 250 },
+          {
+            ...row,
+            id: '7',
+            verdict: 'retried',
+            queue: 'q',
+            due: false,
+            parked: true,
+            deadline_in_ms: 250,
+          },
           { ...row, id: '5', verdict: 'status', status: 'runnable' },
           { ...row, id: '6', verdict: 'parent', parent_status: 'done' },
         ],
