@@ -53,7 +53,7 @@ describe('retry of an instance that ended parked (docs/design.md §27.3)', () =>
   }
 
   it('parks it again on the same signal; the signal then runs the step after the wait', async () => {
-    const id = await cancelledWhileParked({ order: 'A-1' });
+    const id = await cancelledWhileParked({ order: 'ord-a' });
     await h.engine.retry(id);
     const row = await rowOf(db, id);
     expect(row).toMatchObject({
@@ -66,10 +66,12 @@ describe('retry of an instance that ended parked (docs/design.md §27.3)', () =>
     // Still parked a while later: nothing ran the step after the wait.
     await new Promise((r) => setTimeout(r, 300));
     expect(await rowOf(db, id)).toMatchObject({ status: 'awaiting_signal' });
+    // The FSM graph counts it at the step it waits to run.
+    expect((await h.engine.stepCounts('parked-order'))['ship']).toMatchObject({ count: 1 });
     await h.engine.signal(id, 'paid', { amount: 12 });
     expect(await h.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
       kind: 'done',
-      result: { order: 'A-1', paid: [{ amount: 12 }] },
+      result: { order: 'ord-a', paid: [{ amount: 12 }] },
     });
     const history = await h.engine.history(id);
     expect(history.find((e) => e.kind === 'manual.retry')).toMatchObject({
@@ -80,7 +82,7 @@ describe('retry of an instance that ended parked (docs/design.md §27.3)', () =>
   });
 
   it('re-arms its timeout from the retry with the original duration, and it fires', async () => {
-    const id = await cancelledWhileParked({ order: 'B-1', timeout: 1_500 });
+    const id = await cancelledWhileParked({ order: 'ord-b', timeout: 1_500 });
     // The cancelled row keeps the deadline it had, so the original timeout can be re-armed.
     await new Promise((r) => setTimeout(r, 1_700));
     const before = Date.now();
@@ -92,24 +94,24 @@ describe('retry of an instance that ended parked (docs/design.md §27.3)', () =>
     expect(deadline).toBeLessThanOrEqual(Date.now() + 1_500 + 50);
     expect(await h.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
       kind: 'done',
-      result: { order: 'B-1', paid: [] },
+      result: { order: 'ord-b', paid: [] },
     });
     expect(Date.now()).toBeGreaterThanOrEqual(before + 1_400);
   });
 
   it('a step still overrides: it runs that step, nothing awaited', async () => {
-    const id = await cancelledWhileParked({ order: 'C-1', timeout: 60_000 });
+    const id = await cancelledWhileParked({ order: 'ord-c', timeout: 60_000 });
     await h.engine.retry(id, { step: 'refund' });
     expect(await h.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
       kind: 'done',
-      result: { order: 'C-1', refunded: true },
+      result: { order: 'ord-c', refunded: true },
     });
     expect(await rowOf(db, id)).toMatchObject({ awaits: null, await_deadline: null });
   });
 
   it('retryAll parks each such row again', async () => {
-    const a = await cancelledWhileParked({ order: 'D-1' }, 'bulk:D-1');
-    const b = await cancelledWhileParked({ order: 'D-2', timeout: 60_000 }, 'bulk:D-2');
+    const a = await cancelledWhileParked({ order: 'ord-d1' }, 'bulk:d1');
+    const b = await cancelledWhileParked({ order: 'ord-d2', timeout: 60_000 }, 'bulk:d2');
     expect(
       await h.engine.retryAll({
         fsm: 'parked-order',
@@ -124,13 +126,13 @@ describe('retry of an instance that ended parked (docs/design.md §27.3)', () =>
     await h.engine.signal(b, 'paid', 'ok');
     expect(await h.engine.await(b, { until: 'terminal', timeout: 10_000 })).toEqual({
       kind: 'done',
-      result: { order: 'D-2', paid: ['ok'] },
+      result: { order: 'ord-d2', paid: ['ok'] },
     });
     expect(await rowOf(db, a)).toMatchObject({ status: 'awaiting_signal' });
   });
 
   it('a matching signal already in its inbox makes it runnable at once, as a park would', async () => {
-    const id = await cancelledWhileParked({ order: 'E-1' });
+    const id = await cancelledWhileParked({ order: 'ord-e' });
     // A cancel consumes the inbox and a cancelled row takes no signal: put one there by hand.
     await db.pool.query(
       `INSERT INTO gen_durable_signals (target_id, name, payload) VALUES ($1, 'paid', '"early"')`,
@@ -139,13 +141,13 @@ describe('retry of an instance that ended parked (docs/design.md §27.3)', () =>
     await h.engine.retry(id);
     expect(await h.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
       kind: 'done',
-      result: { order: 'E-1', paid: ['early'] },
+      result: { order: 'ord-e', paid: ['early'] },
     });
   });
 
   it('a row cancelled while not parked keeps the old retry: it runs its step', async () => {
     const id = await h.engine.insert(ParkedOrderFsm, {
-      state: { order: 'F-1' },
+      state: { order: 'ord-f' },
       scheduleAt: new Date(Date.now() + 3_600_000),
     });
     await h.engine.cancel(id);
