@@ -13,6 +13,9 @@ export interface GlobalOptions {
   readonly verbose: boolean;
 }
 
+/** PostgreSQL's "database does not exist". */
+const INVALID_CATALOG_NAME = '3D000';
+
 /** How long the CLI waits for a connection before it reports the database unreachable, ms. */
 const CONNECT_TIMEOUT_MS = 5_000;
 
@@ -60,9 +63,15 @@ export class CliContext {
     }
   }
 
-  /** The one-line error of an unreachable database, naming host and port. */
+  /**
+   * The one-line error of an unreachable database, naming host and port; a database the server
+   * does not have says so, in the server's words (`database "x" does not exist`).
+   */
   unreachable(err: unknown): UnreachableError {
     const e = err as { code?: unknown; message?: unknown };
+    if (e.code === INVALID_CATALOG_NAME && typeof e.message === 'string') {
+      return new UnreachableError(`${e.message} on the server at ${this.where}`);
+    }
     const why = typeof e.code === 'string' ? e.code : String(e.message ?? err);
     return new UnreachableError(`cannot reach the database at ${this.where} (${why})`);
   }

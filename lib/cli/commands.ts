@@ -1,7 +1,10 @@
 import { userInfo } from 'node:os';
 
 import type { CancelOptions, CancelResult } from '../control/cancel-options';
+import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
+import { UnknownStepError } from '../errors/unknown-step.error';
 import type { InstanceFilter } from '../control/instance-filter';
+import { instancePosition } from '../control/instance-position';
 import type { InstanceView } from '../instance/instance-view';
 import type { RetryOptions } from '../control/retry-options';
 import { type MigrationConnection, migrateUp, readSchemaVersion } from '../schema/migrator';
@@ -121,7 +124,7 @@ function instanceRows(items: readonly InstanceView[]): string {
     items.map((i) => [
       i.id,
       `${i.fsm}@${i.fsmVersion}`,
-      i.step,
+      instancePosition(i),
       i.status,
       i.queue,
       i.correlationKey,
@@ -159,7 +162,7 @@ export async function show(ctx: CliContext, out: Output, target: Target): Promis
   const value = { instance, inbox, children: children.items, history };
   out.result(value, () => {
     const lines = [
-      `instance ${instance.id}: ${instance.fsm}@${instance.fsmVersion} at step ${instance.step}, ${instance.status}`,
+      `instance ${instance.id}: ${instance.fsm}@${instance.fsmVersion} ${instance.status === 'awaiting_signal' ? instancePosition(instance) : `at step ${instance.step}`}, ${instance.status}`,
       `  queue ${instance.queue}, priority ${instance.priority}, attempt ${instance.attempt}, eligible ${instance.eligibleAt.toISOString()}`,
       `  key ${instance.correlationKey ?? '-'}, parent ${instance.parentId ?? '-'}, children pending ${instance.childrenPending}`,
       `  state ${JSON.stringify(instance.state)}`,
@@ -277,9 +280,26 @@ export async function retry(
   target: Target,
   options: RetryOptions,
 ): Promise<void> {
-  // Manual actions record who asked (docs/design.md §28.1).
-  await ctx.client.retry(target, { ...options, actor: cliActor() });
-  out.result({ retried: true, target }, () => 'retried: runnable again');
+  try {
+    // Manual actions record who asked (docs/design.md §28.1).
+    await ctx.client.retry(target, { ...options, actor: cliActor() });
+  } catch (err) {
+    // The client checks a step only against an FSM `--module` describes (docs/cli.md "retry").
+    if (err instanceof UnknownStepError) {
+      throw new UsageError(
+        `--step ${err.step}: FSM "${err.fsm}" has no step "${err.step}" in the module's @DurableFsm class (--module): check the name, or pass --force to retry at it unchecked`,
+      );
+    }
+    throw err;
+  }
+  // A row that ended parked on signals is parked again (docs/design.md §27.3): say which.
+  const row = await ctx.client.get(target);
+  const status = row?.status ?? 'runnable';
+  out.result({ retried: true, target, status }, () =>
+    row && status === 'awaiting_signal'
+      ? `retried: ${instancePosition(row)} again`
+      : 'retried: runnable again',
+  );
 }
 
 /** What `purge` was asked: one target, or every ended instance a filter matches. */
@@ -362,6 +382,7 @@ export async function schedules(
   out: Output,
   action: ScheduleAction,
   name: string | undefined,
+  moduleGiven = false,
 ): Promise<void> {
   const ops = ctx.client.schedules;
   if (action === 'list') {
@@ -389,7 +410,17 @@ export async function schedules(
     await ops.remove(name);
     out.result({ removed: name }, () => `schedule ${name} removed`);
   } else if (action === 'trigger') {
-    const id = await ops.trigger(name);
+    const id = await ops.trigger(name).catch((err: unknown) => {
+      // The CLI inserts only FSMs a module describes (docs/cli.md "schedules"): no engine advice.
+      if (err instanceof FsmNotRegisteredError) {
+        throw new ProblemError(
+          moduleGiven
+            ? `schedules trigger ${name}: the module (--module) registers no @DurableFsm named "${err.fsm}"${err.version === undefined ? '' : ` version ${err.version}`}: pass the module of the application that runs it`
+            : `schedules trigger ${name}: the CLI does not know FSM "${err.fsm}": pass --module <compiled app module> so it can insert the instance`,
+        );
+      }
+      throw err;
+    });
     out.result({ triggered: name, id }, () => `schedule ${name} fired: instance ${id}`);
   } else {
     const view = await (action === 'pause' ? ops.pause(name) : ops.resume(name));

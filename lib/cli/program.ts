@@ -227,16 +227,23 @@ export function buildProgram(runner: Runner, write: (text: string) => void): Com
       .argument('<target>', 'instance id, or key:<correlationKey>')
       .option('--step <step>', 'resume at this step (default: its own)')
       .option('--at <date>', 'due at this time (ISO date; default now)', date)
-      .option('--detach', 'retry a child whose parent moved on, unlinked'),
+      .option('--detach', 'retry a child whose parent moved on, unlinked')
+      .option('--force', 'retry at --step unchecked, though the FSM of --module has no such step'),
   ).action(
-    async (target: string, o: { step?: string; at?: Date; detach?: boolean }, cmd: Command) => {
+    async (
+      target: string,
+      o: { step?: string; at?: Date; detach?: boolean; force?: boolean },
+      cmd: Command,
+    ) => {
       const to = commands.parseTarget(target);
       const options = {
         ...(o.step !== undefined && { step: o.step }),
         ...(o.at !== undefined && { at: o.at }),
         ...(o.detach === true && { detach: true }),
       };
-      await runner(globals(cmd), (ctx, out) => commands.retry(ctx, out, to, options));
+      // --force: the module's FSMs are not loaded, so the client checks no step.
+      const g = o.force === true ? { ...globals(cmd), module: undefined } : globals(cmd);
+      await runner(g, (ctx, out) => commands.retry(ctx, out, to, options));
     },
   );
 
@@ -301,7 +308,9 @@ export function buildProgram(runner: Runner, write: (text: string) => void): Com
       _o: unknown,
       cmd: Command,
     ) => {
-      await runner(globals(cmd), (ctx, out) => commands.schedules(ctx, out, action, name));
+      await runner(globals(cmd), (ctx, out, fsms) =>
+        commands.schedules(ctx, out, action, name, fsms !== undefined),
+      );
     },
   );
 

@@ -47,6 +47,7 @@ export class ClientRuntime implements ControlRuntime {
   readonly watcher = { nudge: (): void => undefined };
   readonly limiter = { credit: (): Promise<void> => Promise.resolve() };
   readonly wakeUps = { arm: (): boolean => false };
+  readonly awaitDeadlines = { arm: (): boolean => false };
   readonly schedulers = { has: (): boolean => false };
   readonly otel = undefined;
   /**

@@ -32,6 +32,8 @@ export interface ControlRuntime {
   readonly watcher: { nudge(ids: Iterable<string>): void };
   readonly limiter: { credit(slots: readonly LimiterSlot[]): Promise<void> };
   readonly wakeUps: { arm(queue: string, delayMs: number): boolean };
+  /** The local timer that fires await deadlines (docs/design.md §8.5): a retry that parks again arms it. */
+  readonly awaitDeadlines: { arm(queue: string, delayMs: number): boolean };
   readonly schedulers: { has(queue: string): boolean };
   /** The producer spans of inserts and signals (docs/design.md §31); undefined: none. */
   readonly otel: ControlTracing | undefined;

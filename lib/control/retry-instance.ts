@@ -15,7 +15,9 @@ export type { RetryOptions } from './retry-options';
 const KEYS = ['step', 'state', 'at', 'detach', 'actor'];
 
 /**
- * Makes a `failed` or `cancelled` row runnable again (docs/design.md §27.3): one read (the
+ * Makes a `failed` or `cancelled` row runnable again, or — one that ended parked on signals,
+ * without a `step` — parks it again on the same signals, timeout re-armed (docs/design.md
+ * §27.3): one read (the
  * row, to check the step against its FSM and to hand its state to a `state` function), then
  * {@link runRetry} (RETRY_INSTANCES over that one row), guarded by the claim read, with its
  * parent's barrier. Typed errors, nothing changed: `NoTargetError` (no row), `InvalidInputError`
@@ -119,7 +121,9 @@ export type RetryOutcome =
 /**
  * Retries `rows` — one for `retry`, a batch of at most 1 000 for `retryAll` — by one
  * RETRY_INSTANCES statement, and interprets its answer: each retried row's `instance:retried`,
- * the queues of the rows due now poked, a later `at` armed as a wake-up. A re-occupied
+ * the queues of the rows due now poked, a later `at` armed as a wake-up, the deadline of a row
+ * parked again on its signals armed on the local await-deadline timer (the reaper's sweep is the
+ * floor, docs/design.md §8.5). A re-occupied
  * correlation key fails the whole statement (nothing written): a batch is then retried row by
  * row, and the row whose key is taken answers `duplicate`. Each row's history record follows
  * its FSM version's level (docs/design.md §28.1; an FSM version this node does not know records
@@ -144,7 +148,9 @@ export async function runRetry(
       { count: 1 },
       { id: row.id, fsm: row.fsm, step: change.step ?? row.step },
     );
-    if (outcome.due) pokeQueues.add(outcome.queue);
+    if (outcome.parked) {
+      if (outcome.deadlineInMs !== null) runtime.awaitDeadlines.arm('', outcome.deadlineInMs);
+    } else if (outcome.due) pokeQueues.add(outcome.queue);
     else if (change.at) runtime.wakeUps.arm(outcome.queue, change.at.getTime() - Date.now());
   }
   if (pokeQueues.size > 0) runtime.pokes.poke(pokeQueues);

@@ -85,7 +85,7 @@ export class EngineRuntime {
   /** `@OnDurableEvent` listeners and `finished$` (docs/events.md). */
   readonly durableEvents: DurableEvents;
   /** Local timers for the await timeouts this node parked (docs/design.md §8.5). */
-  private readonly awaitDeadlines: WakeUps;
+  readonly awaitDeadlines: WakeUps;
   /** `insertAsync` / group-commit inserts (docs/design.md §6.5, §26.11), when `insertBatcher` is set. */
   readonly batcher: InsertBatcher | undefined;
   readonly stall: StallDetector;

@@ -75,8 +75,9 @@ interface CancelParams {
  * The writes shared by the cancel statements (CANCEL_INSTANCES, CANCEL_BATCH), as CTEs over
  * their `act` rows (`id`, `action`, `role`, `signaled`, `fsm`, `step`, `attempt`), each row
  * written once:
- * - `changed`: a row `cancelled` now becomes cancelled, await deadline, claim, lease and shard
- *   cleared, an executing row's `claim_seq` bumped (its late outcome is stale, §26.1); a row
+ * - `changed`: a row `cancelled` now becomes cancelled, claim, lease and shard cleared (a
+ *   parked row keeps its awaits and await deadline, so a retry parks it again, RETRY_INSTANCES;
+ *   any other row's are cleared: a failed or cancelled row carries awaits only if it ended parked), an executing row's `claim_seq` bumped (its late outcome is stale, §26.1); a row
  *   `cancelled` or `requested` stores the request (`cancel_requested_at`, reason; the first
  *   request's reason wins); a `detach` row's parent_id is set NULL.
  * - `inbox`: the inbox of every row cancelled now is marked consumed (gen_durable_signals_inbox).
@@ -100,7 +101,8 @@ function cancelWrites(p: CancelParams, joins: string): string {
             locked_by = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.locked_by END,
             lease_expires_at = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.lease_expires_at END,
             concurrency_shard = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.concurrency_shard END,
-            await_deadline = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.await_deadline END,
+            awaits = CASE WHEN a.action = 'cancelled' AND g.status <> 'awaiting_signal' THEN NULL ELSE g.awaits END,
+            await_deadline = CASE WHEN a.action = 'cancelled' AND g.status <> 'awaiting_signal' THEN NULL ELSE g.await_deadline END,
             parent_id = CASE WHEN a.role = 'detach' THEN NULL ELSE g.parent_id END,
             updated_at = now()
        FROM act a

@@ -222,7 +222,9 @@ export const RELEASE_CLAIMS = sql(
  * lease + reaper interval + poll).
  * A row whose cancel was requested (docs/design.md §27.2) is not requeued: its step never
  * returned, so its lease ends it `cancelled` (attempt, reaps, suspicion and error unchanged);
- * the reaper gives it a terminal's riders as it does a poison pill.
+ * the reaper gives it a terminal's riders as it does a poison pill. A row that ends here
+ * (cancelled or poisoned) drops its awaits: it was running, not parked, so a retry does not
+ * park it again (RETRY_INSTANCES).
  * History (docs/design.md §28.1), in the same statement: every row taken back gets a row —
  * `reaped` (runnable again), `poisoned` (failed, its error the verdict) or `cancelled` — with the
  * lost worker, claim and attempt, unless its FSM is in `$4` (level `'off'`); with its state
@@ -254,6 +256,7 @@ export const REAP_EXPIRED = sql(
                              THEN now() + make_interval(secs => random() * g.reaps * $3::float8 / 1000)
                              ELSE g.eligible_at END,
           reaps = g.reaps + CASE WHEN v.counts AND g.cancel_requested_at IS NULL THEN 1 ELSE 0 END,
+          awaits = CASE WHEN v.poisoned OR g.cancel_requested_at IS NOT NULL THEN NULL ELSE g.awaits END,
           suspect = g.suspect OR (v.suspected AND g.cancel_requested_at IS NULL),
           locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, updated_at = now()
      FROM verdict v

@@ -496,7 +496,14 @@ describe('cancel and retry races on real connections, all permutations (docs/des
           if (answer.length > 0) {
             // Retried and kept: GC_DELETE re-checked terminality and skipped the row.
             expect(answer).toEqual([
-              { id: vars.id, verdict: 'retried', queue: expect.any(String), due: true },
+              {
+                id: vars.id,
+                verdict: 'retried',
+                queue: expect.any(String),
+                due: true,
+                parked: false,
+                deadlineInMs: null,
+              },
             ]);
             expect(rows).toEqual([{ status: 'runnable' }]);
           } else {

@@ -134,6 +134,16 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     });
   });
 
+  it('exit 3: a database the server does not have says so', async () => {
+    const url = new URL(db.url);
+    url.pathname = '/gd_cli_no_such_database';
+    const r = await run(['status', '--url', url.toString()]);
+    expect(r).toMatchObject({ code: 3, stdout: '' });
+    expect(r.stderr).toBe(
+      `gen-durable: database "gd_cli_no_such_database" does not exist on the server at ${url.hostname}:${url.port || '5432'}\n`,
+    );
+  });
+
   it('exit 3: an unreachable database is one line naming host and port', async () => {
     const r = await run(['status', '--url', 'postgres://postgres@127.0.0.1:1/nowhere']);
     expect(r).toMatchObject({ code: 3, stdout: '' });
@@ -464,6 +474,43 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     expect((await run(['purge', '--all', '--status', 'executing'])).code).toBe(2);
   });
 
+  it('a parked instance reads "awaiting `go` → finish"; retried after a cancel there, it waits again', async () => {
+    const id = await h.engine.insert('waiter', { correlationKey: 'parked-shown' });
+    await gd.drain();
+    const listed = await run(['list', '--key', 'parked-shown']);
+    expect(listed.stdout).toMatch(
+      new RegExp(
+        `\\n${id} +waiter@1 +awaiting \`go\` → finish +awaiting_signal +default +parked-shown `,
+      ),
+    );
+    expect((await run(['show', id])).stdout).toContain(
+      `instance ${id}: waiter@1 awaiting \`go\` → finish, awaiting_signal`,
+    );
+    await h.engine.cancel(id);
+    expect(await run(['retry', id])).toMatchObject({
+      code: 0,
+      stdout: 'retried: awaiting `go` → finish again\n',
+    });
+    expect(await h.engine.get(id)).toMatchObject({ status: 'awaiting_signal', awaits: ['go'] });
+  });
+
+  it('retry --step refuses a step the --module FSM lacks, and says how to force it', async () => {
+    const id = await h.engine.insert('waiter');
+    await gd.drain();
+    await h.engine.cancel(id);
+    const module = ['--module', cli.fixture(FIXTURE)];
+    const refused = await run(['retry', id, '--step', 'nope', ...module]);
+    expect(refused).toMatchObject({ code: 2, stdout: '' });
+    expect(refused.stderr).toBe(
+      'gen-durable: --step nope: FSM "waiter" has no step "nope" in the module\'s @DurableFsm class (--module): check the name, or pass --force to retry at it unchecked\n',
+    );
+    expect(await h.engine.get(id)).toMatchObject({ status: 'cancelled' });
+    const forced = await run(['retry', id, '--step', 'nope', '--force', ...module]);
+    expect(forced).toMatchObject({ code: 0, stdout: 'retried: runnable again\n' });
+    expect(await h.engine.get(id)).toMatchObject({ status: 'runnable', step: 'nope' });
+    await h.engine.cancel(id);
+  });
+
   it('schedules: list, pause, resume, trigger (with --module), remove', async () => {
     await h.engine.schedules.upsert({ name: 'nightly', fsm: 'waiter', cron: '0 3 * * *' });
     const listed = await run(['schedules']);
@@ -480,7 +527,9 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     // The client knows no FSM without a description: trigger needs --module (or fails, exit 1).
     const blind = await run(['schedules', 'trigger', 'nightly']);
     expect(blind.code).toBe(1);
-    expect(blind.stderr).toContain('GD_FSM_NOT_REGISTERED');
+    expect(blind.stderr).toBe(
+      'gen-durable: schedules trigger nightly: the CLI does not know FSM "waiter": pass --module <compiled app module> so it can insert the instance\n',
+    );
     const fired = json(
       await run(['schedules', 'trigger', 'nightly', '--module', cli.fixture(FIXTURE), '--json']),
     ) as { triggered: string; id: string };

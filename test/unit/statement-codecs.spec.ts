@@ -408,18 +408,35 @@ describe('statement parameter builders and decoders (no database)', () => {
       true,
       'ops',
     ]);
-    const row = { status: 'failed' as const, parent_status: null, queue: null, due: null };
+    const row = {
+      status: 'failed' as const,
+      parent_status: null,
+      queue: null,
+      due: null,
+      parked: null,
+      deadline_in_ms: null,
+    };
     expect(
       RETRY_INSTANCES.decode(
         [
-          { ...row, id: '4', verdict: 'retried', queue: 'q', due: true },
+          { ...row, id: '4', verdict: 'retried', queue: 'q', due: true, parked: false },
+          {
+            ...row,
+            id: '7',
+            verdict: 'retried',
+            queue: 'q',
+            due: false,
+            parked: true,
+            deadline_in_ms: 250,
+          },
           { ...row, id: '5', verdict: 'status', status: 'runnable' },
           { ...row, id: '6', verdict: 'parent', parent_status: 'done' },
         ],
         input,
       ),
     ).toEqual([
-      { id: '4', verdict: 'retried', queue: 'q', due: true },
+      { id: '4', verdict: 'retried', queue: 'q', due: true, parked: false, deadlineInMs: null },
+      { id: '7', verdict: 'retried', queue: 'q', due: false, parked: true, deadlineInMs: 250 },
       { id: '5', verdict: 'status', status: 'runnable' },
       { id: '6', verdict: 'parent', parentStatus: 'done' },
     ]);

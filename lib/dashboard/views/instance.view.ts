@@ -1,3 +1,4 @@
+import { instancePosition } from '../../control/instance-position';
 import type { InstanceView } from '../../instance/instance-view';
 import type { ChildNode, InstanceDetail } from '../dashboard-reads';
 import { type Html, html } from '../html';
@@ -19,7 +20,7 @@ function rowTable(ctx: ViewContext, i: InstanceView): Html {
   const rows: [string, Html | string][] = [
     ['fsm', `${i.fsm} v${i.fsmVersion}`],
     ['status', statusBadge(i.status)],
-    ['step', i.step],
+    ['step', instancePosition(i)],
     ['attempt', String(i.attempt)],
     ['queue', `${i.queue} (priority ${i.priority})`],
     ['eligible at', time(i.eligibleAt)],
@@ -83,7 +84,7 @@ function explanationOf(value: unknown): Html {
 function tree(ctx: ViewContext, nodes: readonly ChildNode[], more: boolean): Html {
   if (nodes.length === 0) return html`<p class="muted">No children.</p>`;
   return html`<ul class="tree">
-    ${nodes.map((n) => html`<li><a href="${ctx.base}/instances/${n.instance.id}">#${n.instance.id}</a> ${n.instance.fsm} · ${n.instance.step} ${statusBadge(n.instance.status)}${n.instance.correlationKey ? html` <span class="key">${n.instance.correlationKey}</span>` : ''}${n.children.length > 0 || n.more ? tree(ctx, n.children, n.more) : ''}</li>`)}${more ? html`<li class="muted">more children… <a href="${ctx.base}/instances?parentId=${nodes[0]?.instance.parentId ?? ''}">list them</a></li>` : ''}
+    ${nodes.map((n) => html`<li><a href="${ctx.base}/instances/${n.instance.id}">#${n.instance.id}</a> ${n.instance.fsm} · ${instancePosition(n.instance)} ${statusBadge(n.instance.status)}${n.instance.correlationKey ? html` <span class="key">${n.instance.correlationKey}</span>` : ''}${n.children.length > 0 || n.more ? tree(ctx, n.children, n.more) : ''}</li>`)}${more ? html`<li class="muted">more children… <a href="${ctx.base}/instances?parentId=${nodes[0]?.instance.parentId ?? ''}">list them</a></li>` : ''}
   </ul>`;
 }
 
@@ -147,6 +148,13 @@ function inboxOf(detail: InstanceDetail): Html {
   </div>`;
 }
 
+/** The retry form's default: its own step, or — it ended parked — the same wait again (docs/design.md §27.3). */
+function retryDefault(i: InstanceView): string {
+  return i.awaits && i.awaits.length > 0
+    ? `its own (${instancePosition({ ...i, status: 'awaiting_signal' })})`
+    : `its own (${i.step})`;
+}
+
 function stepOptions(steps: readonly string[], current: string, blank: string): Html {
   return html`<option value="">${blank}</option>
     ${steps.map((s) => html`<option value="${s}">${s}${s === current ? ' (current)' : ''}</option>`)}`;
@@ -204,7 +212,7 @@ function actions(ctx: ViewContext, d: InstanceDetail): Html {
         html`<h3>Retry</h3>
           <label
             >From step<select name="step">
-              ${stepOptions(d.steps, i.step, `its own (${i.step})`)}
+              ${stepOptions(d.steps, i.step, retryDefault(i))}
             </select></label
           >
           <label class="check"
@@ -259,7 +267,8 @@ export function instanceView(ctx: ViewContext, d: InstanceDetail): Html {
   const progressAt = (i as { progressAt?: Date | null }).progressAt;
   const age = Date.now() - i.updatedAt.getTime();
   const body = html`<p class="sub">
-      ${statusBadge(i.status)} ${i.fsm} at <b>${i.step}</b> · updated ${duration(age)} ago
+      ${statusBadge(i.status)} ${i.fsm} at <b class="position">${instancePosition(i)}</b> · updated
+      ${duration(age)} ago
     </p>
     <div class="cols">
       ${section('Row', rowTable(ctx, i))}

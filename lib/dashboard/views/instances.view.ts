@@ -1,3 +1,4 @@
+import { instancePosition } from '../../control/instance-position';
 import { ALL_STATUSES } from '../../gen-durable.constants';
 import type { InstanceView } from '../../instance/instance-view';
 import type { InstancesPage } from '../dashboard-reads';
@@ -86,7 +87,7 @@ export function instanceRows(ctx: ViewContext, items: readonly InstanceView[]): 
             html`<tr data-id="${i.id}">
               <td><a href="${ctx.base}/instances/${i.id}">#${i.id}</a></td>
               <td>${i.fsm}</td>
-              <td>${i.step}</td>
+              <td class="step">${instancePosition(i)}</td>
               <td>${statusBadge(i.status)}</td>
               <td>${i.queue}</td>
               <td class="key">${i.correlationKey ?? ''}</td>

@@ -176,6 +176,42 @@ export function describeDashboard(adapter: 'express' | 'fastify'): void {
       await ctx.close();
     });
 
+    it('shows a parked instance at its wait; the default Retry of one cancelled there parks it again', async () => {
+      const ctx = await context();
+      const { page, problems } = await watched(ctx);
+      const waiting = 'awaiting `approve` → ship';
+      await page.goto(`${base}/instances?fsm=dash-order`);
+      await page.waitForSelector(`tr[data-id="${seeded.tree}"]`);
+      expect(await page.locator(`tr[data-id="${seeded.tree}"] td.step`).textContent()).toBe(
+        waiting,
+      );
+      await page.goto(`${base}/instances/${seeded.tree}`);
+      expect(await page.locator('.sub b.position').textContent()).toBe(waiting);
+
+      // Cancelled while parked (the test before cancels it from the page; alone, cancel it here).
+      if ((await status(seeded.parked)) !== 'cancelled') await host.engine.cancel(seeded.parked);
+      await page.goto(`${base}/instances/${seeded.parked}`);
+      expect(
+        await page
+          .locator('form[action$="/retry"] select[name="step"] option')
+          .first()
+          .textContent(),
+      ).toBe(`its own (${waiting})`);
+      await page.click('button:has-text("Retry instance")');
+      await page.waitForSelector(`.flash:has-text("retried #${seeded.parked}")`);
+      expect(await status(seeded.parked)).toBe('awaiting_signal');
+      await page.goto(`${base}/instances/${seeded.parked}`);
+      expect(await page.locator('.sub b.position').textContent()).toBe(waiting);
+
+      // The FSM page counts both parked orders at the step they wait to run.
+      await page.goto(`${base}/fsms/dash-order`);
+      expect(
+        await page.locator('tr:has(td:text-is("ship")) td.num').first().textContent(),
+      ).toContain('2');
+      expect(problems).toEqual([]);
+      await ctx.close();
+    });
+
     it('sends a signal, forks with edited state and pauses / resumes a queue from the pages', async () => {
       const ctx = await context();
       const { page, problems } = await watched(ctx);

@@ -402,9 +402,13 @@ export class ExpireAwaitCmd implements Cmd {
       ids(model, (r) => r.status === 'awaiting_signal' && r.deadline === 'future'),
       this.n,
     )!;
+    // The park time moves back with the deadline, so the timeout stays FAR_MS: a retry after a
+    // cancel re-arms it for that long (docs/design.md §27.3).
     await real.db.pool.query(
-      `UPDATE gen_durable SET await_deadline = now() - interval '1 second' WHERE id = $1`,
-      [id],
+      `UPDATE gen_durable SET await_deadline = now() - interval '1 second',
+              eligible_at = now() - interval '1 second' - make_interval(secs => $2::float8 / 1000)
+        WHERE id = $1`,
+      [id, FAR_MS],
     );
     model.must(id).deadline = 'past';
   }

@@ -291,10 +291,14 @@ export class ReferenceModel {
         continue;
       }
       if (r.status === 'executing') r.claimSeq += 1;
+      // A parked row keeps its awaits and deadline for a retry to park it again (§27.3).
+      if (r.status !== 'awaiting_signal') {
+        r.awaits = null;
+        r.deadline = 'none';
+      }
       r.status = 'cancelled';
       r.worker = null;
       r.leaseExpired = false;
-      r.deadline = 'none';
       for (const s of r.inbox) s.consumed = true;
       cancelled.push(r.id);
     }
@@ -306,7 +310,9 @@ export class ReferenceModel {
    * `retry(target)` (docs/design.md §27.3): a failed or cancelled row runs again at its step,
    * due now, attempt and reaps 0, its cancel request cleared (suspicion kept); a parent still
    * awaiting children counts it again; a parent that moved on refuses it; a correlation key a
-   * live row holds meanwhile refuses it as a duplicate.
+   * live row holds meanwhile refuses it as a duplicate. A row that ended parked (it kept its
+   * awaits) is parked again on them, a deadline re-armed for its original (far) timeout, unless
+   * an unconsumed signal it awaits is in its inbox (then runnable, as the park's recheck).
    */
   retry(id: string): MRetryVerdict {
     const r = this.must(id);
@@ -314,12 +320,13 @@ export class ReferenceModel {
     const parent = r.parent === null ? undefined : this.rows.get(r.parent);
     if (r.parent !== null && parent?.status !== 'awaiting_children') return 'parent';
     if (r.corrKey !== null && this.liveByCorrKey(r.corrKey)) return 'duplicate';
-    r.status = 'runnable';
+    const awaits = r.awaits;
+    const early = awaits !== null && r.inbox.some((s) => !s.consumed && awaits.includes(s.name));
+    r.status = awaits !== null && !early ? 'awaiting_signal' : 'runnable';
     r.attempt = 0;
     r.reaps = 0;
     r.eligible = true;
-    r.awaits = null;
-    r.deadline = 'none';
+    r.deadline = r.status === 'awaiting_signal' && r.deadline !== 'none' ? 'future' : 'none';
     r.cancelRequested = false;
     r.worker = null;
     r.leaseExpired = false;
@@ -368,6 +375,7 @@ export class ReferenceModel {
       // reaps and suspicion unchanged.
       if (r.cancelRequested) {
         r.status = 'cancelled';
+        r.awaits = null;
         cancelled.push(r.id);
         continue;
       }
@@ -376,6 +384,7 @@ export class ReferenceModel {
       // reaches the cap makes the row a suspect, the next one (its solo run) fails it.
       if (r.suspect) {
         r.status = 'failed';
+        r.awaits = null;
         poisoned.push(r.id);
       } else {
         if (r.reaps >= MAX_REAPS) r.suspect = true;
