@@ -37,6 +37,8 @@ import { PokeEmitter } from '../runtime/poke-emitter';
 import { Reaper } from '../runtime/reaper';
 import { RunAhead } from '../runtime/run-ahead';
 import { buildScheduler } from '../runtime/build-scheduler';
+import { NodeLivenessLock } from '../runtime/node-liveness-lock';
+import { listenerClientClassOf, listenerConnectionOf } from '../poke/postgres.poke-transport';
 import type { Scheduler } from '../runtime/scheduler';
 import { StepLauncher } from '../runtime/step-launcher';
 import { SoloRun } from '../runtime/solo-run';
@@ -80,6 +82,8 @@ export class EngineRuntime {
   readonly pokes: PokeEmitter;
   /** The cross-node poke leg (`'postgres'` or `{ redis }`), else undefined (docs/design.md §16.4). */
   readonly pokeTransport: PokeTransport | undefined;
+  /** The node's liveness lock (docs/design.md §17.3), on a node that runs queues. */
+  private livenessLock: NodeLivenessLock | undefined;
   /** Local wake-ups of rows this node committed with a short delay (docs/design.md §27.4). */
   readonly wakeUps: WakeUps;
   /** `@OnDurableEvent` listeners and `finished$` (docs/events.md). */
@@ -335,6 +339,33 @@ export class EngineRuntime {
       this.stats.start();
     }
     this.batcher?.start();
+    if (Object.keys(this.options.queues).length > 0) {
+      // docs/design.md §17.3: the proof that earlier processes with this nodeId are gone.
+      const lock = new NodeLivenessLock({
+        key: `${this.options.schema}:${this.options.name}:${this.options.nodeId}`,
+        connection: listenerConnectionOf(
+          this.sql.pool,
+          `gen_durable:${this.options.name}:node-lock`,
+        ),
+        clientClass: listenerClientClassOf(this.sql.pool),
+        pingIntervalMs: this.options.heartbeatInterval,
+        statementTimeoutMs: this.options.statementTimeout,
+        onAcquiredLater: () => {
+          for (const scheduler of this.schedulers.values()) void scheduler.reclaimNow();
+        },
+      });
+      this.livenessLock = lock;
+      if ((await lock.acquire()) === 'taken') {
+        this.telemetry.emit(
+          'boot:warning',
+          { count: 1 },
+          {
+            warning: `another live process holds nodeId ${this.options.nodeId}: startup reclaim falls back to the lease`,
+          },
+        );
+      }
+    }
+    const livenessLock = this.livenessLock;
     const shared = {
       sql: this.sql,
       options: this.options,
@@ -343,6 +374,7 @@ export class EngineRuntime {
       picker: this.picker,
       telemetry: this.telemetry,
       solo: this.solo,
+      predecessorGone: () => livenessLock?.held === true,
       onReleased: (released: string) => this.pokes.poke([released]),
     };
     for (const [queue, concurrency] of Object.entries(this.options.queues)) {
@@ -393,6 +425,7 @@ export class EngineRuntime {
   /** Releases timers and waiters after the drain. */
   async close(): Promise<void> {
     await this.drain();
+    await this.livenessLock?.close();
     await this.pokeTransport?.close();
     this.wakeUps.close();
     this.awaitDeadlines.close();

@@ -386,7 +386,7 @@ export const OPTION_TABLE = {
     },
   }),
   nodeId: text({
-    doc: "node part of worker ids; a restarted process with the same id reclaims its predecessor's claims",
+    doc: "node part of worker ids and of the node's liveness lock; a restarted process with the same id takes back its predecessor's claims at boot ([operations](docs/operations.md#crash-recovery))",
     default: computed(
       '`GEN_DURABLE_NODE_ID` or the hostname',
       () => process.env['GEN_DURABLE_NODE_ID'] ?? hostname(),

@@ -23,6 +23,8 @@ export interface SchedulerShared {
   readonly telemetry: Telemetry;
   /** The node's solo run of poison-pill suspects (docs/design.md §26.5). */
   readonly solo: SoloRun;
+  /** The node holds its liveness lock: every earlier process with its nodeId is gone (§17.3). */
+  readonly predecessorGone: () => boolean;
   /** Rows went back to runnable while the node runs: poke their queue for other nodes. */
   readonly onReleased: (queue: string) => void;
 }
@@ -34,7 +36,15 @@ export function buildScheduler(
   concurrency: number,
 ): Scheduler {
   const { sql, options, executor, picker, telemetry } = shared;
-  const lease = new LeaseKeeper(sql, options, queue, executor, picker, telemetry);
+  const lease = new LeaseKeeper(
+    sql,
+    options,
+    queue,
+    executor,
+    picker,
+    telemetry,
+    shared.predecessorGone,
+  );
   const prefetch = new PrefetchPolicy(options.prefetch, options.minDemand, concurrency);
   return new Scheduler({
     ...shared,

@@ -45,6 +45,8 @@ export class LeaseKeeper {
     private readonly executor: Executor,
     private readonly picker: Picker,
     private readonly telemetry: Telemetry,
+    /** The node holds its liveness lock: every earlier process with its nodeId is gone. */
+    private readonly predecessorGone: () => boolean,
   ) {
     this.reclaimPrefix = `${options.name}:${queue}@${options.nodeId}-`;
     this.workerId = `${this.reclaimPrefix}${randomBytes(4).toString('hex')}`;
@@ -143,15 +145,21 @@ export class LeaseKeeper {
     }
   }
 
-  private async reclaim(): Promise<void> {
+  /**
+   * Takes back the claims earlier processes with this nodeId left (docs/design.md §17.3): all of
+   * them once the node's liveness lock proves those processes gone, else only those whose lease
+   * has missed two heartbeats. Also run when the lock is taken after boot.
+   */
+  async reclaim(): Promise<void> {
     const margin = Math.max(this.options.leaseTtl - 2 * this.options.heartbeatInterval, 0);
     const maxReaps = this.options.reaper ? this.options.reaper.maxReaps : DEFAULT_MAX_REAPS;
     const rows = await RECLAIM_PREDECESSOR.run(this.sql, {
       queue: this.queue,
       workerPrefix: this.reclaimPrefix,
-      leaseBelowMs: margin,
+      leaseBelowMs: this.predecessorGone() ? null : margin,
       maxReaps,
       spreadMs: this.options.leaseTtl,
+      ownWorker: this.workerId,
     });
     if (rows.length > 0) {
       this.telemetry.emit('scheduler:reclaimed', { count: rows.length }, { queue: this.queue });

@@ -171,6 +171,18 @@ export class Scheduler implements SuspectHost, ClaimHost {
   }
 
   /**
+   * The node's liveness lock was taken after boot (docs/design.md §17.3): the claims earlier
+   * processes with this nodeId left are taken back now. A failure is logged; the lease remains.
+   */
+  async reclaimNow(): Promise<void> {
+    if (this.state !== 'running') return;
+    await this.lease.reclaim().catch((err: unknown) => {
+      this.logger.warn(`reclaim of queue ${this.queue} failed (the lease remains): ${String(err)}`);
+    });
+    this.loop.poke();
+  }
+
+  /**
    * Graceful drain (docs/design.md §17.4): stop claiming, release the buffer, wait up to
    * `drainTimeout` for running steps and for rows awaiting commit (all still heartbeated),
    * then stop. `scheduler:drain`'s `inFlight` counts both.

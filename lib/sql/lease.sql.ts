@@ -304,8 +304,10 @@ export const REAP_EXPIRED = sql(
 
 /**
  * Startup reclaim (docs/design.md §17.3): this queue's executing rows claimed under this scheduler's
- * prefix (prefix-length compare, not LIKE) whose remaining lease is below `$3` ms: a dead
- * predecessor that missed ≥ 2 beats. Back to runnable, no attempt bump. Index gen_durable_lease.
+ * prefix (prefix-length compare, not LIKE) by a worker other than `$6` (this scheduler's own):
+ * all of them when the node's liveness lock proved every earlier process with this nodeId gone
+ * (`$3` NULL), else those whose remaining lease is below `$3` ms (a dead predecessor that
+ * missed ≥ 2 beats). Back to runnable, no attempt bump. Index gen_durable_lease.
  * The predecessor died holding them, so a reclaim counts toward the poison-pill cap like a reap
  * (`reaps` + 1, spread as in REAP_EXPIRED by `$5` ms) and a row that would reach the cap `$4`
  * is left for the reaper, which gives the verdict (a suspect): a pill whose node restarts
@@ -321,8 +323,8 @@ export const RECLAIM_PREDECESSOR = sql(
   `WITH r AS (
      SELECT id FROM {schema}.gen_durable
       WHERE status = 'executing' AND queue = $1
-        AND left(locked_by, length($2::text)) = $2::text
-        AND lease_expires_at < now() + make_interval(secs => $3::float8 / 1000)
+        AND left(locked_by, length($2::text)) = $2::text AND locked_by <> $6::text
+        AND ($3::float8 IS NULL OR lease_expires_at < now() + make_interval(secs => $3::float8 / 1000))
         AND NOT ((reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq) AND (suspect OR reaps + 1 >= $4))
         AND cancel_requested_at IS NULL
       ORDER BY id
@@ -341,10 +343,12 @@ export const RECLAIM_PREDECESSOR = sql(
     params: (i: {
       readonly queue: string;
       readonly workerPrefix: string;
-      readonly leaseBelowMs: number;
+      /** null: every claim under the prefix (the predecessor is proven gone). */
+      readonly leaseBelowMs: number | null;
       readonly maxReaps: number;
       readonly spreadMs: number;
-    }) => [i.queue, i.workerPrefix, i.leaseBelowMs, i.maxReaps, i.spreadMs],
+      readonly ownWorker: string;
+    }) => [i.queue, i.workerPrefix, i.leaseBelowMs, i.maxReaps, i.spreadMs, i.ownWorker],
     decode: idsOf,
   },
 );

@@ -272,6 +272,7 @@ describe('poison pill and its batch mates (S09, §26.5)', () => {
         leaseBelowMs: 0,
         maxReaps: MAX_REAPS,
         spreadMs: SPREAD_MS,
+        ownWorker: `${prefix}reclaiming`, // the new incarnation, holding nothing yet
       });
       if (life < MAX_REAPS) {
         expect(reclaimed).toEqual([id]);

@@ -1,11 +1,7 @@
-import { type ChildProcess, fork } from 'node:child_process';
-import { join } from 'node:path';
-
 import { eventually } from '../support/engine-harness';
+import { forkWorker, killAll } from '../support/fork-worker';
 import { LEDGER_DDL } from '../support/fixtures/crash.fsm';
-import { trackResource } from '../support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
-import type { WorkerConfig, WorkerMessage } from '../support/worker-process';
 
 // docs/design.md §1.1, §17, §26.1, docs/reliability.md S01/S03/S08: real worker processes (Nest app + engine)
 // are killed with SIGKILL mid-step, paused past their lease with SIGSTOP/SIGCONT, and stopped
@@ -22,72 +18,6 @@ const LEASE = {
   drainTimeout: 5000,
 };
 
-interface Worker {
-  readonly name: string;
-  readonly child: ChildProcess;
-  readonly messages: WorkerMessage[];
-  readonly workerIds: Record<string, string>;
-  waitFor(match: (m: WorkerMessage) => boolean, timeoutMs?: number): Promise<WorkerMessage>;
-  exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-const children: ChildProcess[] = [];
-
-async function forkWorker(
-  name: string,
-  url: string,
-  options: WorkerConfig['options'],
-): Promise<Worker> {
-  const config: WorkerConfig = { name, url, options };
-  const child = fork(join(__dirname, '..', 'support', 'worker-process.ts'), [], {
-    execArgv: ['-r', join(__dirname, '..', 'support', 'ts-register.cjs')],
-    env: { ...process.env, GD_WORKER: JSON.stringify(config) },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  children.push(child);
-  trackResource(
-    `worker process ${name} (pid ${child.pid})`,
-    () => child.exitCode === null && child.signalCode === null,
-  );
-  const messages: WorkerMessage[] = [];
-  const listeners = new Set<(m: WorkerMessage) => void>();
-  child.on('message', (m: WorkerMessage) => {
-    messages.push(m);
-    for (const l of listeners) l(m);
-  });
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  const waitFor = (
-    match: (m: WorkerMessage) => boolean,
-    timeoutMs = 60_000,
-  ): Promise<WorkerMessage> => {
-    const past = messages.find(match);
-    if (past) return Promise.resolve(past);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`worker ${name}: no matching message within ${timeoutMs} ms`)),
-        timeoutMs,
-      );
-      const listener = (m: WorkerMessage) => {
-        if (!match(m)) return;
-        clearTimeout(timer);
-        listeners.delete(listener);
-        resolve(m);
-      };
-      listeners.add(listener);
-      void exit.then(({ code, signal }) =>
-        reject(new Error(`worker ${name} exited (${code ?? signal}) before the message`)),
-      );
-    });
-  };
-  const ready = (await waitFor((m) => m.type === 'ready')) as Extract<
-    WorkerMessage,
-    { type: 'ready' }
-  >;
-  return { name, child, messages, workerIds: ready.workerIds, waitFor, exited: () => exit };
-}
-
 describe('crash recovery with real worker processes', () => {
   let db: TestDatabase;
   beforeAll(async () => {
@@ -95,13 +25,7 @@ describe('crash recovery with real worker processes', () => {
     await db.pool.query(LEDGER_DDL);
   });
   afterAll(async () => {
-    for (const child of children) {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGCONT');
-        child.kill('SIGKILL');
-        await new Promise((resolve) => child.once('exit', resolve));
-      }
-    }
+    await killAll();
     await db.drop();
   });
 

@@ -315,55 +315,93 @@ describe('leases (docs/design.md §17, §25.7)', () => {
   });
 
   describe('startup reclaim (docs/design.md §17.3, §26.2)', () => {
-    it("frees only this queue's stale predecessor claims under this node's prefix", async () => {
-      const prefix = 'GenDurable:reclaim@reclaim-node-';
-      const insert = async (lockedBy: string, leaseMs: number, queue = 'reclaim') => {
-        const { rows } = await db.pool.query<{ id: string }>(
-          `INSERT INTO gen_durable (fsm, step, queue, status, locked_by, lease_expires_at, claim_seq)
-           VALUES ('reclaimable', 'start', $1, 'executing', $2, now() + make_interval(secs => $3::float8 / 1000), 1)
-           RETURNING id`,
-          [queue, lockedBy, leaseMs],
-        );
-        return rows[0]!.id;
-      };
-      // lease margin = max(leaseTtl − 2 × heartbeat, 0) = 1 000 ms with FAST timings.
-      const dead = await insert(`${prefix}dead0001`, 100);
-      const expired = await insert(`${prefix}dead0002`, -5000);
-      const live = await insert(`${prefix}live0001`, 1900);
-      const otherNode = await insert('GenDurable:reclaim@reclaim-node2-dead0003', 100);
-      const otherQueue = await insert(
-        'GenDurable:elsewhere@reclaim-node-dead0004',
-        100,
-        'elsewhere',
+    const prefix = 'GenDurable:reclaim@reclaim-node-';
+    const insertClaim = async (lockedBy: string, leaseMs: number, queue = 'reclaim') => {
+      const { rows } = await db.pool.query<{ id: string }>(
+        `INSERT INTO gen_durable (fsm, step, queue, status, locked_by, lease_expires_at, claim_seq)
+         VALUES ('reclaimable', 'start', $1, 'executing', $2, now() + make_interval(secs => $3::float8 / 1000), 1)
+         RETURNING id`,
+        [queue, lockedBy, leaseMs],
       );
-      const h = await bootEngine(db, [ReclaimableFsm], {
+      return rows[0]!.id;
+    };
+    const bootReclaimer = () =>
+      bootEngine(db, [ReclaimableFsm], {
         queues: { reclaim: 2 },
         nodeId: 'reclaim-node',
         reaper: false,
         gc: false,
       });
+    const untouched = async (pairs: readonly (readonly [string, string])[]) => {
+      for (const [id, lockedBy] of pairs) {
+        expect(await rowOf(db, id)).toMatchObject({ status: 'executing', locked_by: lockedBy });
+        expect(executions.get(id)).toBeUndefined();
+      }
+    };
+    const ranOnce = async (h: Harness, ids: readonly string[]) => {
+      // Reclaimed rows run again with no attempt bump.
+      for (const id of ids) {
+        expect(await h.engine.await(id, { until: 'terminal' })).toEqual({
+          kind: 'done',
+          result: { attempt: 0 },
+        });
+      }
+    };
+
+    it("with the node's liveness lock, frees every claim of this queue under this node's prefix, whatever its lease", async () => {
+      const dead = await insertClaim(`${prefix}dead0001`, 100);
+      const expired = await insertClaim(`${prefix}dead0002`, -5000);
+      // A lease far from its end: its process is gone all the same (the lock proves it).
+      const fresh = await insertClaim(`${prefix}dead0003`, 60_000);
+      const otherNode = await insertClaim('GenDurable:reclaim@reclaim-node2-dead0004', 100);
+      const otherQueue = await insertClaim(
+        'GenDurable:elsewhere@reclaim-node-dead0005',
+        100,
+        'elsewhere',
+      );
+      const h = await bootReclaimer();
       try {
         const reclaimed = await h.waitFor('scheduler:reclaimed');
-        expect(reclaimed.measurements).toEqual({ count: 2 });
+        expect(reclaimed.measurements).toEqual({ count: 3 });
         expect(reclaimed.metadata).toEqual({ queue: 'reclaim' });
-        // Reclaimed rows run again with no attempt bump.
-        expect(await h.engine.await(dead, { until: 'terminal' })).toEqual({
-          kind: 'done',
-          result: { attempt: 0 },
-        });
-        expect(await h.engine.await(expired, { until: 'terminal' })).toEqual({
-          kind: 'done',
-          result: { attempt: 0 },
-        });
-        for (const [id, lockedBy] of [
-          [live, `${prefix}live0001`],
-          [otherNode, 'GenDurable:reclaim@reclaim-node2-dead0003'],
-          [otherQueue, 'GenDurable:elsewhere@reclaim-node-dead0004'],
-        ] as const) {
-          expect(await rowOf(db, id)).toMatchObject({ status: 'executing', locked_by: lockedBy });
-          expect(executions.get(id)).toBeUndefined();
-        }
+        await ranOnce(h, [dead, expired, fresh]);
+        await untouched([
+          [otherNode, 'GenDurable:reclaim@reclaim-node2-dead0004'],
+          [otherQueue, 'GenDurable:elsewhere@reclaim-node-dead0005'],
+        ]);
       } finally {
+        await h.close();
+      }
+    });
+
+    it('while another session holds the lock, frees only stale claims (lease margin); the rest once the lock is free', async () => {
+      // Another live process with this nodeId, as PostgreSQL sees it: a session holding the lock.
+      const holder = await db.pool.connect();
+      const key = 'public:GenDurable:reclaim-node';
+      await holder.query(`SELECT pg_advisory_lock(hashtextextended($1, 0))`, [key]);
+      let locked = true;
+      // lease margin = max(leaseTtl − 2 × heartbeat, 0) = 1 000 ms with FAST timings.
+      const dead = await insertClaim(`${prefix}dead0011`, 100);
+      const live = await insertClaim(`${prefix}live0011`, 60_000);
+      const h = await bootReclaimer();
+      try {
+        const first = await h.waitFor('scheduler:reclaimed');
+        expect(first.measurements).toEqual({ count: 1 });
+        expect(h.eventsOf('boot:warning').map((e) => e.metadata['warning'])).toContainEqual(
+          'another live process holds nodeId reclaim-node: startup reclaim falls back to the lease',
+        );
+        await ranOnce(h, [dead]);
+        await untouched([[live, `${prefix}live0011`]]);
+        // The other process goes away: the engine takes the lock and the rest of the claims.
+        h.clear();
+        await holder.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [key]);
+        locked = false;
+        const later = await h.waitFor('scheduler:reclaimed', () => true, 20_000);
+        expect(later.measurements).toEqual({ count: 1 });
+        await ranOnce(h, [live]);
+      } finally {
+        if (locked) await holder.query(`SELECT pg_advisory_unlock_all()`);
+        holder.release();
         await h.close();
       }
     });

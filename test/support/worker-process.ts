@@ -34,6 +34,7 @@ const FORWARDED = new Set([
   'scheduler:drain',
   'scheduler:reclaimed',
   'scheduler:stall',
+  'boot:warning',
 ]);
 
 /**

@@ -9,7 +9,9 @@ import {
   Step,
   type StepContext,
 } from '../../lib';
-import { bootEngine, type Harness } from '../support/engine-harness';
+import { bootEngine, eventually, type Harness } from '../support/engine-harness';
+import { forkWorker, killAll } from '../support/fork-worker';
+import { LEDGER_DDL } from '../support/fixtures/crash.fsm';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { type PgBouncer, startPgBouncer } from './support/pgbouncer';
 
@@ -237,6 +239,78 @@ describe('through PgBouncer (transaction pooling, preparedStatements: false)', (
       `[pgbouncer] ${total} jobs at concurrency 20: through PgBouncer (transaction pooling, preparedStatements: false) ${rate(bouncedMs)} jobs/s; direct ${rate(directMs)} jobs/s; ratio ${(directMs / bouncedMs).toFixed(2)}`,
     );
   }, 300_000);
+
+  it("holds the node's liveness lock through the pooler; a twin takes it, and the dead claims, once the holder is gone", async () => {
+    // docs/design.md §17.3: the lock lives in a transaction left open, which keeps its server
+    // connection through transaction pooling; a closed client ends it and frees the lock.
+    // Two worker processes with one nodeId, both through PgBouncer.
+    await db.pool.query(LEDGER_DDL);
+    const url = bouncer.urlFor(db.url);
+    const options = {
+      nodeId: 'lock-node',
+      preparedStatements: false,
+      queues: { crash: 1 },
+      reaper: false as const,
+      gc: false as const,
+      pollInterval: 50,
+      maxPollInterval: 200,
+    };
+    const key = 'public:GenDurable:lock-node';
+    const tryDirect = async (): Promise<boolean> => {
+      const client = await db.pool.connect();
+      try {
+        const { rows } = await client.query<{ got: boolean }>(
+          `SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS got`,
+          [key],
+        );
+        if (rows[0]!.got) {
+          await client.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [key]);
+        }
+        return rows[0]!.got;
+      } finally {
+        client.release();
+      }
+    };
+    const holder = await forkWorker('H', url, options);
+    const twin = await forkWorker('T', url, options);
+    try {
+      expect(await tryDirect()).toBe(false); // held, as a direct session sees it
+      expect(twin.messages).toContainEqual({
+        type: 'event',
+        event: 'boot:warning',
+        metadata: {
+          warning:
+            'another live process holds nodeId lock-node: startup reclaim falls back to the lease',
+        },
+      });
+      // A claim of an earlier process of this node, its lease far from its end.
+      const { rows } = await db.pool.query<{ id: string }>(
+        `INSERT INTO gen_durable (fsm, step, queue, status, locked_by, lease_expires_at, claim_seq, state)
+         VALUES ('crashy', 'start', 'crash', 'executing', 'GenDurable:crash@lock-node-dead0001',
+                 now() + interval '10 minutes', 1, '{"ms": 0}')
+         RETURNING id`,
+      );
+      const dead = rows[0]!.id;
+      expect(
+        twin.messages.some((m) => m.type === 'event' && m.event === 'scheduler:reclaimed'),
+      ).toBe(false);
+      holder.child.send({ type: 'shutdown' });
+      await holder.exited();
+      // The twin takes the lock (it retries every few seconds) and with it the dead claim.
+      await twin.waitFor((m) => m.type === 'event' && m.event === 'scheduler:reclaimed', 30_000);
+      await eventually(
+        async () =>
+          (await db.pool.query(`SELECT status FROM gen_durable WHERE id = $1`, [dead])).rows[0]
+            ?.status === 'done',
+        30_000,
+      );
+      expect(await tryDirect()).toBe(false); // now the twin's
+    } finally {
+      twin.child.send({ type: 'shutdown' });
+      await twin.exited();
+      await killAll();
+    }
+  });
 
   describe('pokes', () => {
     it("warns at boot and polls when poke: 'postgres' would LISTEN through the pooler", async () => {

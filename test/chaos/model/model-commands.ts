@@ -332,6 +332,7 @@ export class ReclaimCmd implements Cmd {
       leaseBelowMs: 0,
       maxReaps: MAX_REAPS,
       spreadMs: 0,
+      ownWorker: `${prefix}reclaiming`, // the new incarnation, holding nothing yet
     });
     expect([...rows].sort()).toEqual(model.reclaim(prefix).sort());
   }

@@ -330,6 +330,8 @@ export class ReferenceModel {
     r.cancelRequested = false;
     r.worker = null;
     r.leaseExpired = false;
+    // Live again: its retention counts from its next end (updated_at is refreshed).
+    r.aged = false;
     if (parent) parent.childrenPending += 1;
     return 'retried';
   }
