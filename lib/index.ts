@@ -73,6 +73,8 @@ export type {
 } from './control/bulk-options';
 export type { PurgeAllOptions, PurgeAllResult, PurgeOptions } from './control/purge-options';
 export type { ForkOptions } from './control/fork-options';
+export type { AwaitInstanceOptions } from './control/await-options';
+export type { AwaitUntil } from './instance/await-answer';
 export type {
   HistoryEntry,
   HistoryError,

@@ -10,6 +10,7 @@ import type {
   ControlRegistry,
   ControlRuntime,
 } from '../control/control-runtime';
+import { pollAwait } from '../control/poll-await';
 import type { ScheduleRegistry } from '../cron/schedules';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import { InvalidInputError } from '../errors/invalid-input.error';
@@ -44,7 +45,11 @@ export class ClientRuntime implements ControlRuntime {
   readonly registry: ControlRegistry & ScheduleRegistry;
   readonly telemetry: ControlRuntime['telemetry'] = { emit: () => undefined };
   readonly pokes = { poke: (queues: Iterable<string>): void => this.notify(queues) };
-  readonly watcher = { nudge: (): void => undefined };
+  /** No engine's watcher here: `await` polls the row (docs/client.md "Awaiting an instance"). */
+  readonly watcher: ControlRuntime['watcher'] = {
+    nudge: (): void => undefined,
+    await: (id, timeoutMs, until) => pollAwait(this.sql, id, timeoutMs, until),
+  };
   readonly limiter = { credit: (): Promise<void> => Promise.resolve() };
   readonly wakeUps = { arm: (): boolean => false };
   readonly awaitDeadlines = { arm: (): boolean => false };

@@ -18,7 +18,9 @@ export type {
   RegisteredFsm,
 } from '../control/instance-control';
 export type { Target } from '../control/target';
-export type { InstanceView } from '../instance/instance-view';
+export type { AwaitResult, InstanceView } from '../instance/instance-view';
+export type { AwaitInstanceOptions } from '../control/await-options';
+export type { AwaitUntil } from '../instance/await-answer';
 export type {
   CountOptions,
   InstanceCount,

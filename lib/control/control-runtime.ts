@@ -1,5 +1,7 @@
 import type { SqlExecutor } from '../db/sql-executor';
+import type { AwaitUntil } from '../instance/await-answer';
 import type { HistoryLevel } from '../instance/history-entry';
+import type { AwaitResult } from '../instance/instance-view';
 import type { StateCodec } from '../fsm/state-codec';
 import type { LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
@@ -29,7 +31,14 @@ export interface ControlRuntime {
   readonly registry: ControlRegistry;
   readonly telemetry: Pick<Telemetry, 'emit'>;
   readonly pokes: { poke(queues: Iterable<string>): void };
-  readonly watcher: { nudge(ids: Iterable<string>): void };
+  /**
+   * The waiters of `await` (docs/design.md §9): nudged by same-node commits, and `await`'s wait
+   * on the row — the engine's watcher, or the client's poll (`pollAwait`).
+   */
+  readonly watcher: {
+    nudge(ids: Iterable<string>): void;
+    await(id: string, timeoutMs: number, until: AwaitUntil): Promise<AwaitResult>;
+  };
   readonly limiter: { credit(slots: readonly LimiterSlot[]): Promise<void> };
   readonly wakeUps: { arm(queue: string, delayMs: number): boolean };
   /** The local timer that fires await deadlines (docs/design.md §8.5): a retry that parks again arms it. */

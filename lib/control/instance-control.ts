@@ -17,6 +17,8 @@ import type { LiveFsmVersion } from '../instance/live-fsm-version';
 import { READ_INBOX } from '../sql/dashboard.sql';
 import { HEALTH_RUNNABLE_BACKLOG } from '../sql/health.sql';
 import { LIVE_FSM_VERSIONS } from '../sql/verify.sql';
+import type { AwaitResult } from '../instance/instance-view';
+import { type AwaitInstanceOptions, resolveAwaitOptions } from './await-options';
 import { BulkActions } from './bulk-actions';
 import type { BulkResult, CancelAllOptions, RetryAllOptions } from './bulk-options';
 import { cancelInstance } from './cancel-instance';
@@ -43,7 +45,7 @@ import type { LimiterStatus } from './limiter-status';
 import { QueueControl } from './queue-control';
 import { readLimiterStatus } from './read-limiter-status';
 import { readOverview } from './read-stats-overview';
-import { readTarget, targetId } from './read-target';
+import { readResolved, readTarget, targetId } from './read-target';
 import { retryInstance } from './retry-instance';
 import type { RetryOptions } from './retry-options';
 import type { StatsOverview, StatsOverviewOptions } from './stats-overview';
@@ -144,6 +146,25 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    */
   async get(target: Target): Promise<InstanceView | null> {
     return readTarget(this.controlRuntime().sql, target, 'get.target');
+  }
+
+  /**
+   * Waits until the instance settles — done, failed, cancelled, or parked (awaiting a signal
+   * or its children) — or, with `until: 'terminal'`, until it ended; answers from the row
+   * (docs/design.md §9). At `timeout` ms (default 5 000) it answers `busy` with the row's
+   * snapshot: call again. `target`: an id, `{ id }` or `{ correlationKey }` (looked up once as
+   * `get` does: the live occupant, else the most recent ended instance with the key);
+   * `not_found` when no instance answers it. The engine's waiters are woken by its own commits
+   * and by one batched probe per `await.tick`; the client re-reads the row after 25 ms, doubling
+   * to 1 s (docs/client.md "Awaiting an instance"). `InvalidInputError` for bad options.
+   */
+  async await(target: Target, options?: AwaitInstanceOptions): Promise<AwaitResult> {
+    const to = resolveTarget(target, 'await.target');
+    const { timeoutMs, until } = resolveAwaitOptions(options);
+    const runtime = this.controlRuntime();
+    const id = 'id' in to ? to.id : (await readResolved(runtime.sql, to))?.id;
+    if (id === undefined) return { kind: 'not_found' };
+    return runtime.watcher.await(id, timeoutMs, until);
   }
 
   /**

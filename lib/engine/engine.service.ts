@@ -27,7 +27,6 @@ import { resolveTarget, type Target, targetLabel } from '../control/target';
 import type { InsertOptions } from '../fsm/insert-options.interface';
 import { type InsertRow, withTraceContext } from '../instance/insert-row';
 import { buildInsertRow } from '../instance/build-insert-row';
-import type { AwaitResult } from '../instance/instance-view';
 
 /**
  * The engine's public API (docs/design.md §2.5): instance control — get, list, count, signal,
@@ -198,31 +197,6 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
       }
       return inserted.map((r) => r.id);
     });
-  }
-
-  /**
-   * Waits until the instance settles (done, failed, or parked; `until: 'terminal'` = done or
-   * failed) or `timeout` ms pass (`busy`: call again). Answers from the row (docs/design.md §9).
-   * `target`: an id, `{ id }` or `{ correlationKey }` (looked up once as `get` does: the live
-   * occupant, else the most recent ended instance with the key; `not_found` when none).
-   */
-  async await(
-    target: Target,
-    options: { timeout?: number; until?: 'settled' | 'terminal' } = {},
-  ): Promise<AwaitResult> {
-    const to = resolveTarget(target, 'await.target');
-    const timeout = options.timeout ?? 5000;
-    if (!Number.isInteger(timeout) || timeout < 0) {
-      throw new InvalidInputError('await.timeout', 'must be an integer ≥ 0 (ms)');
-    }
-    const until = options.until ?? 'settled';
-    if (until !== 'settled' && until !== 'terminal') {
-      throw new InvalidInputError('await.until', "must be 'settled' or 'terminal'");
-    }
-    if ('id' in to) return this.runtime.watcher.await(to.id, timeout, until);
-    const occupant = await this.get(to);
-    if (occupant === null) return { kind: 'not_found' };
-    return this.runtime.watcher.await(occupant.id, timeout, until);
   }
 
   /**

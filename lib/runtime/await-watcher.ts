@@ -1,44 +1,15 @@
 import type { SqlExecutor } from '../db/sql-executor';
-import { assertNever } from '../fsm/outcome-kinds';
-import { type DurableStatus, isTerminalStatus } from '../gen-durable.constants';
-import type { AwaitResult, InstanceView } from '../instance/instance-view';
+import { type AwaitUntil, awaitAnswer, awaitSettles } from '../instance/await-answer';
+import type { AwaitResult } from '../instance/instance-view';
 import { GET_INSTANCE_BY_ID, PROBE_STATUSES } from '../sql/instance.sql';
 
-type Until = 'settled' | 'terminal';
-type Snapshot = { status: DurableStatus; step: string; attempt: number };
-
 interface Waiter {
-  readonly until: Until;
+  readonly until: AwaitUntil;
   wake(): void;
 }
 
 const REARM_MS = 1_000;
 const CLOSED_POLL_MS = 25;
-
-function settled(status: DurableStatus, until: Until): boolean {
-  if (isTerminalStatus(status)) return true;
-  return until === 'settled' && (status === 'awaiting_signal' || status === 'awaiting_children');
-}
-
-/** What `await` answers for a terminal row (docs/design.md §9, §27.1). */
-function terminalAnswer(row: InstanceView): AwaitResult {
-  const status = row.status;
-  switch (status) {
-    case 'done':
-      return { kind: 'done', result: row.result ?? {} };
-    case 'failed':
-      return { kind: 'failed', error: row.lastError ?? '' };
-    case 'cancelled':
-      return { kind: 'cancelled', reason: row.cancelReason };
-    case 'runnable':
-    case 'executing':
-    case 'awaiting_signal':
-    case 'awaiting_children':
-      throw new Error(`not terminal: ${status}`);
-    default:
-      return assertNever(status, 'status');
-  }
-}
 
 /** The read's answer, or undefined if it failed or did not settle within `ms`. */
 function boundedRead<T>(read: Promise<T>, ms: number): Promise<T | undefined> {
@@ -105,34 +76,25 @@ export class AwaitWatcher {
    * never rejects: the waiter keeps polling and answers `busy` with its last snapshot at the
    * deadline (at most one re-arm period late).
    */
-  async await(id: string, timeoutMs: number, until: Until): Promise<AwaitResult> {
+  async await(id: string, timeoutMs: number, until: AwaitUntil): Promise<AwaitResult> {
     const deadline = Date.now() + timeoutMs;
-    let snapshot: Snapshot | undefined;
-    for (;;) {
-      let read: { row: InstanceView | null } | undefined;
-      const query = GET_INSTANCE_BY_ID.run(this.sql, { id }).then((row) => ({ row }));
-      if (snapshot === undefined) {
-        read = await query;
-      } else {
-        // NOTE: a pool ended under a pending connect never settles it (pg-pool leaves queued
-        // requests hanging), so a re-read is bounded by the deadline plus one re-arm period.
-        read = await boundedRead(query, Math.max(deadline - Date.now(), 0) + REARM_MS);
-      }
-      if (read) {
-        const row = read.row;
-        if (!row) return { kind: 'not_found' };
-        if (isTerminalStatus(row.status)) return terminalAnswer(row);
-        snapshot = { status: row.status, step: row.step, attempt: row.attempt };
-        if (settled(row.status, until)) return { kind: 'awaiting', snapshot };
-      }
-      const last = snapshot as Snapshot;
+    let answer = awaitAnswer(await GET_INSTANCE_BY_ID.run(this.sql, { id }), until);
+    while (answer.kind === 'busy') {
       const remaining = deadline - Date.now();
-      if (remaining <= 0) return { kind: 'busy', snapshot: last };
+      if (remaining <= 0) return answer;
       await this.wait(id, until, Math.min(remaining, this.closed ? CLOSED_POLL_MS : REARM_MS));
+      // NOTE: a pool ended under a pending connect never settles it (pg-pool leaves queued
+      // requests hanging), so a re-read is bounded by the deadline plus one re-arm period.
+      const read = await boundedRead(
+        GET_INSTANCE_BY_ID.run(this.sql, { id }).then((row) => ({ row })),
+        Math.max(deadline - Date.now(), 0) + REARM_MS,
+      );
+      if (read) answer = awaitAnswer(read.row, until);
     }
+    return answer;
   }
 
-  private wait(id: string, until: Until, ms: number): Promise<void> {
+  private wait(id: string, until: AwaitUntil, ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
       let set = this.waiters.get(id);
       if (!set) {
@@ -179,7 +141,7 @@ export class AwaitWatcher {
         const s = status.get(id);
         const set = this.waiters.get(id);
         if (!set) continue;
-        for (const w of [...set]) if (s === undefined || settled(s, w.until)) w.wake();
+        for (const w of [...set]) if (s === undefined || awaitSettles(s, w.until)) w.wake();
       }
     } catch {
       // a failed probe skips a tick

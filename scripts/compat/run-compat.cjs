@@ -9,7 +9,8 @@
 // with a retry, Terminus health) and runs its test on `gen-durable/testing`:
 //
 //   nest12-esm-vitest  "type": "module" (as `nest new` makes), NestJS 12, TypeORM 1, ioredis 6,
-//                      Vitest; also an ESM app whose CommonJS dependency loads the CJS build
+//                      Vitest with unplugin-swc on the sources (no `tsc` first, docs/testing.md);
+//                      also an ESM app whose CommonJS dependency loads the CJS build
 //   nest12-cjs-jest    first the README's install line, unpinned and in an empty folder, then
 //                      jest in its ESM mode (docs/testing.md); CommonJS app, NestJS 12, TypeORM 1
 //   nest11-cjs-jest    NestJS 11, TypeORM 0.3, ioredis 5, jest (CommonJS mode); also
@@ -36,6 +37,17 @@ const INSTALL_FLAGS = ['--no-audit', '--no-fund', '--loglevel=error'];
 const TYPESCRIPT = 'typescript@~6.0';
 // Vitest 5 needs Node >= 22.12; on Node 20 the newest that runs is Vitest 4.
 const VITEST = Number(process.versions.node.split('.')[0]) >= 22 ? 'vitest@latest' : 'vitest@4';
+
+// docs/testing.md "Vitest": the test runs on the TypeScript sources, SWC emitting the decorator
+// metadata Nest injects by (Vitest 3's esbuild transform does not), with no `tsc` step first.
+const VITEST_CONFIG = `import swc from 'unplugin-swc';
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  plugins: [swc.vite()],
+  test: { include: ['test/**/*.test.ts'], testTimeout: 30_000 },
+});
+`;
 
 const JEST_IMPORTS = "import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';\n";
 const VITEST_IMPORTS = "import { afterAll, beforeAll, describe, expect, it } from 'vitest';\n";
@@ -65,10 +77,13 @@ const COMBINATIONS = [
         TYPESCRIPT,
         '@types/node@20',
         VITEST,
+        'unplugin-swc',
+        '@swc/core',
       ],
     ],
     testImports: VITEST_IMPORTS,
-    test: { command: ['npx', 'vitest', 'run', 'dist/test'], env: {} },
+    vitestConfig: VITEST_CONFIG,
+    test: { command: ['npx', 'vitest', 'run'], env: {} },
   },
   {
     name: 'nest12-cjs-jest',
@@ -352,6 +367,9 @@ async function runCombination(combo, { tmp, tarball, serverUrl }) {
           ? { module: 'esnext', moduleResolution: 'bundler', isolatedModules: true }
           : { module: 'commonjs', moduleResolution: 'bundler', isolatedModules: true },
       });
+    }
+    if (combo.vitestConfig) {
+      fs.writeFileSync(path.join(dir, 'vitest.config.ts'), combo.vitestConfig);
     }
     say(`[${combo.name}] ${combo.test.command.join(' ')}`);
     await exec(combo.test.command[0], combo.test.command.slice(1), {
