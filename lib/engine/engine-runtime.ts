@@ -191,6 +191,7 @@ export class EngineRuntime {
       (queue) => this.flusherFor(queue),
       runAhead,
       this.otel?.stepTracer,
+      (queue) => this.schedulers.get(queue)?.lease.progressPending(),
     );
     this.solo = new SoloRun(options.leaseTtl);
     this.firer = new ScheduleFirer(
@@ -351,7 +352,9 @@ export class EngineRuntime {
         pingIntervalMs: this.options.heartbeatInterval,
         statementTimeoutMs: this.options.statementTimeout,
         onAcquiredLater: () => {
-          for (const scheduler of this.schedulers.values()) void scheduler.reclaimNow();
+          for (const scheduler of this.schedulers.values()) {
+            void scheduler.lease.reclaimLater().then(() => scheduler.poke());
+          }
         },
       });
       this.livenessLock = lock;

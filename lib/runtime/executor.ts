@@ -87,11 +87,19 @@ export class Executor {
      * registered.
      */
     private readonly stepTracer: StepTracer | undefined,
+    /**
+     * A running step of `queue` has a `ctx.progress` value to store: its scheduler writes it
+     * within a second (docs/design.md §28.2). Absent = the heartbeat carries it.
+     */
+    private readonly onProgress?: (queue: string) => void,
   ) {
     this.throws = new ThrowRouter(registry, options);
   }
 
   private readonly throws: ThrowRouter;
+  private readonly progressPending = (run: StepRun): void => {
+    if (run.row.queue !== undefined) this.onProgress?.(run.row.queue);
+  };
 
   /** The step running now per row id in this process, for its abort signal and deadline. */
   private readonly runs = new Map<string, StepRun>();
@@ -318,7 +326,7 @@ export class Executor {
   ): Promise<FlushEntry> {
     const awaited = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)) : [];
     const awaitedIds = awaited.map((s) => s.id);
-    const run = new StepRun(row, definition.timeouts.get(row.step));
+    const run = new StepRun(row, definition.timeouts.get(row.step), this.progressPending);
     let ctx: StepContext<unknown> | undefined;
     try {
       ctx = stepContext(

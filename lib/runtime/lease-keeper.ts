@@ -19,6 +19,11 @@ import type { Executor } from './executor';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { Picker } from './picker';
 
+/**
+ * A pending `ctx.progress` value is written within this many ms (docs/design.md §28.2): values
+ * reported meanwhile, by any step of the queue, go in the same statement.
+ */
+const PROGRESS_WINDOW_MS = 500;
 /** The poison-pill cap a node without a reaper assumes for its startup reclaim (docs/design.md §26.5 default). */
 const DEFAULT_MAX_REAPS = 5;
 
@@ -35,6 +40,8 @@ export class LeaseKeeper {
   /** Epoch ms of the last successful heartbeat (health, §21). */
   lastHeartbeatAt = 0;
   private timer: NodeJS.Timeout | undefined;
+  private progressTimer: NodeJS.Timeout | undefined;
+  private held: () => ClaimedRow[] = () => [];
   private stopped = false;
   private readonly logger = new Logger('GenDurable');
 
@@ -59,6 +66,7 @@ export class LeaseKeeper {
    * the claims to the lease.
    */
   async start(held: () => ClaimedRow[]): Promise<void> {
+    this.held = held;
     this.lastHeartbeatAt = Date.now();
     try {
       await retryWhileUnreachable(`startup reclaim of queue ${this.queue}`, () => this.reclaim(), {
@@ -77,7 +85,37 @@ export class LeaseKeeper {
   stop(): void {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.progressTimer) clearTimeout(this.progressTimer);
     this.timer = undefined;
+    this.progressTimer = undefined;
+  }
+
+  /**
+   * A step of this queue has a `ctx.progress` value pending: within {@link PROGRESS_WINDOW_MS}
+   * the rows with one get an early heartbeat (one statement for all of them, which renews their
+   * leases too), so a value survives the process's death after at most about a second.
+   */
+  progressPending(): void {
+    if (this.progressTimer || this.stopped) return;
+    this.progressTimer = setTimeout(() => {
+      this.progressTimer = undefined;
+      const rows = this.held();
+      const pending = this.executor.pendingProgress(rows);
+      if (!pending) return;
+      const withProgress = rows.filter((_, k) => pending[k] !== null);
+      void this.heartbeat(withProgress);
+    }, PROGRESS_WINDOW_MS);
+  }
+
+  /**
+   * The node's liveness lock was taken after boot (docs/design.md §17.3): the claims earlier
+   * processes with this nodeId left are taken back now. A failure is logged; the lease remains.
+   */
+  async reclaimLater(): Promise<void> {
+    if (this.stopped) return;
+    await this.reclaim().catch((err: unknown) => {
+      this.logger.warn(`reclaim of queue ${this.queue} failed (the lease remains): ${String(err)}`);
+    });
   }
 
   private async heartbeat(rows: ClaimedRow[]): Promise<void> {

@@ -66,7 +66,8 @@ export class Scheduler implements SuspectHost, ClaimHost {
   private readonly loop: ClaimLoop;
   private readonly telemetry: Telemetry;
   private readonly solo: SoloRun;
-  private readonly lease: LeaseKeeper;
+  /** Keeps this queue's claims: heartbeat, early progress writes, reclaims (§17.3, §28.2). */
+  readonly lease: LeaseKeeper;
   private readonly policy: PrefetchPolicy;
   private readonly slots: StepSlots;
   private readonly suspects: SuspectHold;
@@ -168,18 +169,6 @@ export class Scheduler implements SuspectHost, ClaimHost {
   demand(): number {
     if (this.slots.backpressured() || this.solo.active) return 0;
     return this.concurrency + this.policy.prefetch() - (this.slots.inFlight + this.buffer.length);
-  }
-
-  /**
-   * The node's liveness lock was taken after boot (docs/design.md §17.3): the claims earlier
-   * processes with this nodeId left are taken back now. A failure is logged; the lease remains.
-   */
-  async reclaimNow(): Promise<void> {
-    if (this.state !== 'running') return;
-    await this.lease.reclaim().catch((err: unknown) => {
-      this.logger.warn(`reclaim of queue ${this.queue} failed (the lease remains): ${String(err)}`);
-    });
-    this.loop.poke();
   }
 
   /**

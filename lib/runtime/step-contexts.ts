@@ -69,6 +69,6 @@ export function rawContext(
  */
 function reporter(run: StepRun, maxBytes: number): (value: unknown) => void {
   return (value: unknown): void => {
-    run.pendingProgress = toJsonText(value, 'ctx.progress', maxBytes);
+    run.reportProgress(toJsonText(value, 'ctx.progress', maxBytes));
   };
 }

@@ -9,6 +9,8 @@ interface RunRow {
   readonly claimSeq: string;
   /** The worker id that holds the claim (absent on rows not read by a claim). */
   readonly worker?: string;
+  /** The row's queue (absent on rows not read by a claim). */
+  readonly queue?: string;
 }
 
 /**
@@ -38,7 +40,16 @@ export class StepRun {
     readonly row: RunRow,
     /** The step's timeout, ms; undefined = none. */
     readonly timeoutMs: number | undefined,
+    /** Told when a `ctx.progress` value becomes pending (none was), to store it soon. */
+    private readonly onPending?: (run: StepRun) => void,
   ) {}
+
+  /** `ctx.progress` reported `text` (valid JSON): the latest value, pending until stored. */
+  reportProgress(text: string): void {
+    const first = this.pendingProgress === undefined;
+    this.pendingProgress = text;
+    if (first) this.onPending?.(this);
+  }
 
   /** The step's `ctx.signal`. */
   get signal(): AbortSignal {

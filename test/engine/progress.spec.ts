@@ -49,6 +49,17 @@ class ProgressFsm {
   }
 }
 
+/** Reports progress once its first gate opens, then waits on a second one. */
+@DurableFsm({ name: 'progress-soon', queue: 'soon' })
+class SoonFsm {
+  @Step() async start(ctx: StepContext<{ tag: string }>) {
+    await gates.wait(`soon:${ctx.state.tag}`);
+    ctx.progress({ tag: ctx.state.tag });
+    await gates.wait(`soon-end:${ctx.state.tag}`);
+    return done({});
+  }
+}
+
 describe('progress (docs/design.md §28.2)', () => {
   let db: TestDatabase;
 
@@ -169,6 +180,58 @@ describe('progress (docs/design.md §28.2)', () => {
       expect(h.statements.filter((s) => s.includes('progress'))).toEqual([]);
       gates.open('d:0');
       await eventually(async () => (await h.engine.get(id))?.status === 'done');
+    });
+  });
+  describe('stored within a second, whatever the heartbeat', () => {
+    let h: Harness;
+    beforeAll(async () => {
+      db ??= await createTestDatabase();
+      // A heartbeat every 30 s: only the early progress write explains a stored value now.
+      h = await bootEngine(db, [SoonFsm], {
+        queues: { soon: 2 },
+        heartbeatInterval: 30_000,
+        leaseTtl: 120_000,
+        reaper: false,
+        gc: false,
+      });
+    });
+    afterAll(async () => {
+      gates.openAll();
+      await h?.close();
+    });
+
+    it('values reported together by two steps go in one early heartbeat, while the steps still run', async () => {
+      const [x, y] = await h.engine.insertAll(SoonFsm, [
+        { state: { tag: 'x' } },
+        { state: { tag: 'y' } },
+      ]);
+      await gates.reached('soon:x');
+      await gates.reached('soon:y');
+      h.clear();
+      gates.open('soon:x');
+      gates.open('soon:y');
+      await eventually(async () => {
+        const [a, b] = [await h.engine.get(x!), await h.engine.get(y!)];
+        return a?.progress !== null && b?.progress !== null;
+      }, 10_000);
+      expect(await h.engine.get(x!)).toMatchObject({ status: 'executing', progress: { tag: 'x' } });
+      expect(await h.engine.get(y!)).toMatchObject({ status: 'executing', progress: { tag: 'y' } });
+      // Coalesced: one statement stored both (and renewed both leases).
+      expect(h.statements.filter((name) => name === 'heartbeat')).toEqual(['heartbeat']);
+      expect(
+        h
+          .eventsOf('step:progress')
+          .map((e) => e.metadata['id'])
+          .sort(),
+      ).toEqual([x, y].sort());
+      gates.open('soon-end:x');
+      gates.open('soon-end:y');
+      for (const id of [x!, y!]) {
+        expect(await h.engine.await(id, { until: 'terminal' })).toEqual({
+          kind: 'done',
+          result: {},
+        });
+      }
     });
   });
 });
