@@ -13,6 +13,7 @@ export { UseStepInterceptors } from './decorators/use-step-interceptors.decorato
 export type { DurableStepInterceptor } from './fsm/step-interceptor';
 export type {
   FsmSchemas,
+  InsertOptionsFor,
   SchemaResult,
   SchemaSignal,
   SchemaSignalInput,

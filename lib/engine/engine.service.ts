@@ -30,9 +30,9 @@ import { buildInsertRow } from '../instance/build-insert-row';
 import type { AwaitResult } from '../instance/instance-view';
 import type {
   FsmSchemas,
+  InsertOptionsFor,
   SchemaSignalInput,
   SchemaSignalName,
-  SchemaStateInput,
   SchemasOf,
   SchemaTypedClass,
 } from '../fsm/fsm-schemas';
@@ -113,31 +113,30 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
    * key. One statement — or, with `insertBatcher: { durable: true }` and no `manager`, a share of
    * one group-commit statement with concurrent callers (docs/design.md §26.11).
    */
-  insert<F extends SchemaTypedClass<FsmSchemas>>(
+  async insert<F extends Type<unknown> | string>(
     fsm: F,
-    options?: InsertOptions & { state?: SchemaStateInput<SchemasOf<F>> },
-  ): Promise<string>;
-  insert(fsm: Type<unknown> | string, options?: InsertOptions): Promise<string>;
-  async insert(fsm: Type<unknown> | string, given?: InsertOptions): Promise<string> {
+    options?: InsertOptionsFor<F>,
+  ): Promise<string> {
+    const given = options as InsertOptions | undefined;
     const definition = this.registry.resolve(fsm);
     // docs/schemas.md: the state schema's output is what gets stored.
-    const options =
+    const checked =
       definition.stateSchema === undefined
         ? given
         : await withSchemaState(definition.stateSchema, given, 'insert');
     return this.traced('insert', definition.name, 1, async (traceContext) => {
       const row = withTraceContext(
-        buildInsertRow(definition, options, this.runtime.options),
+        buildInsertRow(definition, checked, this.runtime.options),
         traceContext,
       );
-      const holder = options?.onConflict === 'return' && row.correlationKey !== null;
+      const holder = given?.onConflict === 'return' && row.correlationKey !== null;
       const batcher = this.runtime.batcher;
-      if (options?.manager === undefined && batcher?.takesDurable && !holder) {
+      if (given?.manager === undefined && batcher?.takesDurable && !holder) {
         return batcher.insert(row);
       }
-      const client = await this.clientOf(options?.manager);
+      const client = await this.clientOf(given?.manager);
       const answer = await insertInstance(this.runtime.sql, row, holder, client);
-      if (answer.inserted && !options?.manager) this.pokeOrArm(answer, row);
+      if (answer.inserted && !given?.manager) this.pokeOrArm(answer, row);
       return answer.id;
     });
   }

@@ -1,5 +1,6 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 
+import type { InsertOptions } from './insert-options.interface';
 import type { Signal, StepContext } from './step-context';
 
 export type { StandardSchemaV1 };
@@ -84,3 +85,11 @@ export type SchemasOf<F> = F extends abstract new (...args: never[]) => {
     ? S
     : never
   : never;
+
+/**
+ * The insert options `engine.insert(fsm, …)` takes: for a class carrying its schemas' types,
+ * `state` is the state schema's input; otherwise plain {@link InsertOptions}.
+ */
+export type InsertOptionsFor<F> = [SchemasOf<F>] extends [never]
+  ? InsertOptions
+  : InsertOptions & { state?: SchemaStateInput<SchemasOf<F>> };
