@@ -117,7 +117,7 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
     fsm: F,
     options?: InsertOptionsFor<F>,
   ): Promise<string> {
-    const given = options as InsertOptions | undefined;
+    const given: InsertOptions | undefined = options;
     const definition = this.registry.resolve(fsm);
     // docs/schemas.md: the state schema's output is what gets stored.
     const checked =

@@ -137,7 +137,7 @@ export interface GenDurableOptions {
   /**
    * Step interceptors wrapping every step of this engine's FSMs, in order, before each FSM's
    * `@UseStepInterceptors` (docs/interceptors.md): provider classes implementing
-   * `DurableStepInterceptor`, resolved from Nest's container at boot. Default none.
+   * `DurableStepInterceptor`, resolved from Nest's container at boot. Default `[]`.
    */
   stepInterceptors?: Array<Type<DurableStepInterceptor>>;
   /** Queue → per-node concurrency. Default `{ default: 10 }`; `{}` runs no scheduler (web node). */
