@@ -285,7 +285,9 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
     options?: { dedupKey?: string; manager?: EntityManager },
   ): Promise<{ readonly duplicate: boolean }> {
     const checked = this.registry.hasSignalSchema(name)
-      ? await schemaPayload(this.registry, this.runtime.sql, undefined, target, name, payload)
+      ? await schemaPayload(this.registry, this.runtime.sql, undefined, target, name, payload, () =>
+          this.transactionOf(options),
+        )
       : payload;
     return super.deliver(target, name, checked, options);
   }

@@ -173,6 +173,23 @@ describe('typed schemas (docs/schemas.md)', () => {
     });
   });
 
+  it("validates an untyped signal in the caller's transaction, to a target inserted in it", async () => {
+    const dataSource = await db.dataSource();
+    const id = await dataSource.transaction(async (manager) => {
+      const inserted = await t.engine.insert(OrderFsm, { state: { sku: 'tx', qty: 1 }, manager });
+      const err = await refusal(
+        t.engine.signal({ id: inserted }, 'paid', { amount: 0 }, { manager }),
+      );
+      expect(err.path).toBe('signal.payload.amount');
+      await t.engine.signal({ id: inserted }, 'paid', { amount: 3 }, { manager });
+      return inserted;
+    });
+    expect(await t.engine.await(id, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: { total: 3, via: 'card', currency: 'EUR' },
+    });
+  });
+
   it('a result the schema refuses fails the step, naming the field', async () => {
     const id = await t.engine.insert(OrderFsm, { state: { sku: 'bad-result', qty: 1 } });
     await t.engine.signal(OrderFsm, { id }, 'paid', { amount: 1 });
