@@ -6,6 +6,8 @@ export const STEP_METADATA = 'gen-durable:steps';
 export const CRON_METADATA = 'gen-durable:cron';
 /** Metadata key written by `@OnDurableEvent()` on a class (its listeners, in order). */
 export const DURABLE_EVENT_METADATA = 'gen-durable:events';
+/** Metadata key written by `@UseStepInterceptors()` on a class (its interceptor classes, in order). */
+export const STEP_INTERCEPTORS_METADATA = 'gen-durable:step-interceptors';
 /** Default engine name (docs/design.md §22). */
 export const DEFAULT_ENGINE_NAME = 'GenDurable';
 

@@ -9,6 +9,23 @@ export {
   type StateCodec,
 } from './decorators/durable-fsm.decorator';
 export { Step, STEP_END, type StepOptions } from './decorators/step.decorator';
+export { UseStepInterceptors } from './decorators/use-step-interceptors.decorator';
+export type { DurableStepInterceptor } from './fsm/step-interceptor';
+export type {
+  FsmSchemas,
+  InsertOptionsFor,
+  SchemaResult,
+  SchemaSignal,
+  SchemaSignalInput,
+  SchemaSignalName,
+  SchemaState,
+  SchemaStateInput,
+  SchemaStepContext,
+  SchemasOf,
+  SchemaTyped,
+  SchemaTypedClass,
+  StandardSchemaV1,
+} from './fsm/fsm-schemas';
 export {
   OnDurableEvent,
   type OnDurableEventOptions,

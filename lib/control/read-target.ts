@@ -1,3 +1,5 @@
+import type { PoolClient } from 'pg';
+
 import type { SqlExecutor } from '../db/sql-executor';
 import { NoTargetError } from '../errors/no-target.error';
 import type { InstanceView } from '../instance/instance-view';
@@ -18,11 +20,15 @@ export function readTarget(
   return readResolved(sql, resolveTarget(target, path));
 }
 
-/** {@link readTarget} of a validated target. */
-export function readResolved(sql: SqlExecutor, to: ResolvedTarget): Promise<InstanceView | null> {
+/** {@link readTarget} of a validated target; `on`: in the caller's transaction. */
+export function readResolved(
+  sql: SqlExecutor,
+  to: ResolvedTarget,
+  on?: PoolClient,
+): Promise<InstanceView | null> {
   return 'id' in to
-    ? GET_INSTANCE_BY_ID.run(sql, { id: to.id })
-    : GET_INSTANCE_BY_KEY.run(sql, { correlationKey: to.correlationKey });
+    ? GET_INSTANCE_BY_ID.run(sql, { id: to.id }, on)
+    : GET_INSTANCE_BY_KEY.run(sql, { correlationKey: to.correlationKey }, on);
 }
 
 /**

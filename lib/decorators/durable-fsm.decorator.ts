@@ -4,6 +4,7 @@ import { DURABLE_FSM_METADATA } from '../gen-durable.constants';
 import type { HistoryLevel } from '../instance/history-entry';
 import type { RetentionOverride } from '../fsm/retention';
 import type { StateCodec } from '../fsm/state-codec';
+import type { StandardSchemaV1 } from '../fsm/fsm-schemas';
 
 export type { StateCodec };
 
@@ -51,6 +52,24 @@ export interface DurableFsmOptions {
    * for this FSM (docs/operations.md, "Garbage collection"). Default: the module's.
    */
   retention?: RetentionOverride;
+  /**
+   * Standard Schema (zod, valibot, arktype…) of the state (docs/schemas.md): an insert's
+   * state, and a child's a step schedules, is validated with it (`InvalidInputError` naming
+   * the field, with the schema's message) and its output stored. Default: none.
+   */
+  state?: StandardSchemaV1;
+  /**
+   * Signal name → Standard Schema of its payload (docs/schemas.md): a delivery of that name
+   * to an instance of this FSM is validated with it and its output stored. Default: none.
+   */
+  signals?: Readonly<Record<string, StandardSchemaV1>>;
+  /**
+   * Standard Schema of the result (docs/schemas.md): a step's `done(result)` (a job's return)
+   * is validated with it when the step returns; a refused result is a step throw
+   * (`InvalidInputError` through `onError`), a valid one is stored as the schema's output.
+   * Default: none.
+   */
+  result?: StandardSchemaV1;
 }
 
 /** Metadata stored on a `@DurableFsm()` class. */

@@ -2,6 +2,8 @@ import type { RetentionOverride } from '../fsm/retention';
 import type { StateCodec } from '../fsm/state-codec';
 import type { StepContext } from '../fsm/step-context';
 import type { HistoryLevel } from '../instance/history-entry';
+import type { StandardSchemaV1 } from '../fsm/fsm-schemas';
+import type { DurableStepInterceptor } from '../fsm/step-interceptor';
 
 export type StepFunction = (ctx: StepContext<unknown>) => unknown;
 
@@ -37,4 +39,15 @@ export interface FsmDefinition {
   readonly onError: ((err: unknown, ctx: StepContext<unknown>) => unknown) | undefined;
   /** Jobs: bound `backoff(attempt)`, when the class defines one. */
   readonly backoff: ((attempt: number) => number) | undefined;
+  /** `@DurableFsm({ state })`: validates inserted state (docs/schemas.md); undefined = none. */
+  readonly stateSchema: StandardSchemaV1 | undefined;
+  /** `@DurableFsm({ signals })`: signal name → payload schema (empty = none). */
+  readonly signalSchemas: ReadonlyMap<string, StandardSchemaV1>;
+  /** `@DurableFsm({ result })`: validates `done(result)` in the executor; undefined = none. */
+  readonly resultSchema: StandardSchemaV1 | undefined;
+  /**
+   * The step interceptors wrapping its steps, the module's first then its
+   * `@UseStepInterceptors` (docs/interceptors.md); undefined = none (the step is called bare).
+   */
+  readonly interceptors: readonly DurableStepInterceptor[] | undefined;
 }

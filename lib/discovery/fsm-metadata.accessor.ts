@@ -2,8 +2,10 @@ import {
   CRON_METADATA,
   DURABLE_EVENT_METADATA,
   DURABLE_FSM_METADATA,
+  STEP_INTERCEPTORS_METADATA,
   STEP_METADATA,
 } from '../gen-durable.constants';
+import type { DurableStepInterceptor } from '../fsm/step-interceptor';
 import type { DurableEventMetadata } from '../decorators/on-durable-event.decorator';
 import type { DurableCronMetadata } from '../decorators/durable-cron.decorator';
 import type { DurableFsmMetadata } from '../decorators/durable-fsm.decorator';
@@ -24,6 +26,16 @@ export const FsmMetadataAccessor = {
     return (
       (Reflect.getMetadata(DURABLE_EVENT_METADATA, target) as DurableEventMetadata[] | undefined) ??
       []
+    );
+  },
+  /** `@UseStepInterceptors` classes of a class, in order (none: `[]`). */
+  stepInterceptors(
+    target: unknown,
+  ): readonly (abstract new (...args: never[]) => DurableStepInterceptor)[] {
+    if (typeof target !== 'function') return [];
+    return (
+      (Reflect.getOwnMetadata(STEP_INTERCEPTORS_METADATA, target) as
+        (abstract new (...args: never[]) => DurableStepInterceptor)[] | undefined) ?? []
     );
   },
   crons(target: unknown): readonly DurableCronMetadata[] {

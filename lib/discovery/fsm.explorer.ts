@@ -7,6 +7,8 @@ import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import { ConfigurationError } from '../errors/configuration.error';
 import type { RetentionOverride } from '../fsm/retention';
 import type { StepContext } from '../fsm/step-context';
+import type { StandardSchemaV1 } from '../fsm/fsm-schemas';
+import type { DurableStepInterceptor } from '../fsm/step-interceptor';
 import type { FsmDefinition, StepFunction } from './fsm-definition';
 import { FsmMetadataAccessor } from './fsm-metadata.accessor';
 import { FsmRegistry } from './fsm.registry';
@@ -15,6 +17,18 @@ import { STEP_END, type StepMetadata } from '../decorators/step.decorator';
 import { type ResolvedSchedule, resolveSchedule } from '../cron/resolved-schedule';
 
 type AnyFunction = (...args: unknown[]) => unknown;
+
+/**
+ * How the explorer gets step interceptors (docs/interceptors.md): the module's, and a
+ * `@UseStepInterceptors` class resolved from Nest's container.
+ */
+export interface InterceptorSource {
+  readonly global: readonly DurableStepInterceptor[];
+  resolve(
+    interceptor: abstract new (...args: never[]) => DurableStepInterceptor,
+    where: string,
+  ): DurableStepInterceptor;
+}
 
 /**
  * Walks the application's providers for `@DurableFsm()` classes and builds the registry,
@@ -28,6 +42,8 @@ export class FsmExplorer {
   explore(
     restrictTo: readonly (Type<unknown> | string)[] | undefined,
     maxStateBytes = 1024 * 1024,
+    /** Absent (the CLI, which runs no step): no interceptors. */
+    interceptors?: InterceptorSource,
   ): FsmRegistry {
     const registry = new FsmRegistry();
     const seen = new Set<unknown>();
@@ -47,7 +63,9 @@ export class FsmExplorer {
       seen.add(instance);
       const name = meta.name ?? metatype.name;
       if (restrictTo && !restrictTo.some((r) => r === metatype || r === name)) continue;
-      registry.register(this.define(metatype, instance as Record<string, unknown>, meta, name));
+      registry.register(
+        this.define(metatype, instance as Record<string, unknown>, meta, name, interceptors),
+      );
       for (const schedule of this.schedules(metatype, instance, name, maxStateBytes)) {
         registry.declareSchedule(schedule);
       }
@@ -121,6 +139,7 @@ export class FsmExplorer {
     instance: Record<string, unknown>,
     meta: NonNullable<ReturnType<typeof FsmMetadataAccessor.fsm>>,
     name: string,
+    interceptorSource: InterceptorSource | undefined,
   ): FsmDefinition {
     const where = `fsm ${name}`;
     if (meta.nameDefaulted) {
@@ -209,6 +228,27 @@ export class FsmExplorer {
       );
     }
     const retention = checkRetention(meta.retention, `${where}.retention`);
+    const signalSchemas = new Map<string, StandardSchemaV1>();
+    if (meta.signals !== undefined) {
+      if (
+        typeof meta.signals !== 'object' ||
+        meta.signals === null ||
+        Array.isArray(meta.signals)
+      ) {
+        throw new ConfigurationError(`${where}.signals`, 'must be an object: signal name → schema');
+      }
+      for (const [signal, schema] of Object.entries(meta.signals)) {
+        signalSchemas.set(signal, checkSchema(schema, `${where}.signals.${signal}`));
+      }
+    }
+    let stepInterceptors: readonly DurableStepInterceptor[] | undefined;
+    if (interceptorSource !== undefined) {
+      const own = FsmMetadataAccessor.stepInterceptors(metatype).map((cls) =>
+        interceptorSource.resolve(cls, `${where} @UseStepInterceptors`),
+      );
+      const all = [...interceptorSource.global, ...own];
+      stepInterceptors = all.length > 0 ? Object.freeze(all) : undefined;
+    }
     return Object.freeze({
       name,
       version,
@@ -234,6 +274,10 @@ export class FsmExplorer {
         typeof backoff === 'function'
           ? (attempt: number) => (backoff as AnyFunction).call(instance, attempt) as number
           : undefined,
+      stateSchema: checkSchema(meta.state, `${where}.state`),
+      signalSchemas,
+      resultSchema: checkSchema(meta.result, `${where}.result`),
+      interceptors: stepInterceptors,
     });
   }
 }
@@ -268,6 +312,26 @@ function declaredEdges(
     edges.set(stepName, Object.freeze([...new Set(next)]));
   }
   return edges;
+}
+
+/** A Standard Schema option (docs/schemas.md): undefined, or an object with `~standard.validate`. */
+function checkSchema<T extends StandardSchemaV1 | undefined>(value: T, path: string): T {
+  if (value === undefined) return value;
+  const standard: unknown =
+    (typeof value === 'object' || typeof value === 'function') && value !== null
+      ? (value as { '~standard'?: unknown })['~standard']
+      : undefined;
+  if (
+    typeof standard !== 'object' ||
+    standard === null ||
+    typeof (standard as { validate?: unknown }).validate !== 'function'
+  ) {
+    throw new ConfigurationError(
+      path,
+      `must be a Standard Schema (zod, valibot, arktype…: an object with ~standard.validate), got ${inspect(value, { depth: 0 })}`,
+    );
+  }
+  return value;
 }
 
 /** setTimeout's largest delay, ms: a longer one fires at once. */

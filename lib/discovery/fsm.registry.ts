@@ -9,6 +9,8 @@ export class FsmRegistry {
   private readonly latest = new Map<string, FsmDefinition>();
   private readonly byClass = new Map<unknown, FsmDefinition>();
   private readonly declared = new Map<string, ResolvedSchedule>();
+  private readonly signalSchemaNames = new Set<string>();
+  private stateSchemas = false;
 
   register(definition: FsmDefinition): void {
     const key = `${definition.name}@${definition.version}`;
@@ -25,6 +27,18 @@ export class FsmRegistry {
       this.latest.set(definition.name, definition);
     }
     this.byClass.set(definition.metatype, definition);
+    if (definition.stateSchema !== undefined) this.stateSchemas = true;
+    for (const name of definition.signalSchemas.keys()) this.signalSchemaNames.add(name);
+  }
+
+  /** Whether some registered FSM declares a state schema (docs/schemas.md). */
+  get hasStateSchemas(): boolean {
+    return this.stateSchemas;
+  }
+
+  /** Whether some registered FSM declares a payload schema for signal `name` (docs/schemas.md). */
+  hasSignalSchema(name: string): boolean {
+    return this.signalSchemaNames.has(name);
   }
 
   /** Adds a `@DurableCron` schedule; refuses a name another declaration took (docs/design.md §29). */

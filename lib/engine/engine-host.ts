@@ -1,8 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { DiscoveryService } from '@nestjs/core';
+import { DiscoveryService, ModuleRef } from '@nestjs/core';
 
 import { DurableEventExplorer } from '../discovery/durable-event.explorer';
 import { FsmExplorer } from '../discovery/fsm.explorer';
+import { ConfigurationError } from '../errors/configuration.error';
+import type { DurableStepInterceptor } from '../fsm/step-interceptor';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { GEN_DURABLE_ENGINE_NAME, GEN_DURABLE_MODULE_OPTIONS } from '../gen-durable.constants';
 import type { GenDurableOptions } from '../options/gen-durable-options.interface';
@@ -27,6 +29,7 @@ export class EngineHost {
     @Inject(GEN_DURABLE_MODULE_OPTIONS) private readonly rawOptions: GenDurableOptions,
     @Inject(GEN_DURABLE_ENGINE_NAME) readonly name: string,
     private readonly discovery: DiscoveryService,
+    private readonly moduleRef: ModuleRef,
   ) {}
 
   get runtime(): EngineRuntime {
@@ -51,9 +54,17 @@ export class EngineHost {
     RunningEngines.acquire(this.name);
     this.acquired = true;
     try {
+      const resolve = (
+        interceptor: abstract new (...args: never[]) => DurableStepInterceptor,
+        where: string,
+      ): DurableStepInterceptor => this.interceptor(interceptor, where);
       this.registryRef = new FsmExplorer(this.discovery).explore(
         resolved.fsms,
         resolved.maxStateBytes,
+        {
+          global: resolved.stepInterceptors.map((c) => resolve(c, 'stepInterceptors')),
+          resolve,
+        },
       );
       const eventHandlers = new DurableEventExplorer(this.discovery).explore(this.name);
       this.runtimeRef = new EngineRuntime(
@@ -67,6 +78,29 @@ export class EngineHost {
       this.releaseName();
       throw err;
     }
+  }
+
+  /**
+   * A step interceptor class's instance from Nest's container (docs/interceptors.md); a class
+   * that is no provider of the application fails boot naming it and `where` it was listed.
+   */
+  private interceptor(
+    interceptor: abstract new (...args: never[]) => DurableStepInterceptor,
+    where: string,
+  ): DurableStepInterceptor {
+    let instance: unknown;
+    try {
+      instance = this.moduleRef.get(interceptor, { strict: false });
+    } catch {
+      throw new ConfigurationError(
+        where,
+        `${interceptor.name} is not a provider of the application: list it in a module's providers`,
+      );
+    }
+    if (typeof (instance as { intercept?: unknown }).intercept !== 'function') {
+      throw new ConfigurationError(where, `${interceptor.name} has no intercept(ctx, next) method`);
+    }
+    return instance as DurableStepInterceptor;
   }
 
   /** Application bootstrap: schedulers, reaper, GC and transports start. */

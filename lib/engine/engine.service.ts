@@ -27,6 +27,16 @@ import { resolveTarget, type Target, targetLabel } from '../control/target';
 import type { InsertOptions } from '../fsm/insert-options.interface';
 import { type InsertRow, withTraceContext } from '../instance/insert-row';
 import { buildInsertRow } from '../instance/build-insert-row';
+import type {
+  FsmSchemas,
+  InsertOptionsFor,
+  SchemaSignalInput,
+  SchemaSignalName,
+  SchemasOf,
+  SchemaTypedClass,
+} from '../fsm/fsm-schemas';
+import { withSchemaState } from '../fsm/insert-schema';
+import { schemaPayload } from './signal-schema';
 
 /**
  * The engine's public API (docs/design.md §2.5): instance control — get, list, count, signal,
@@ -102,21 +112,30 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
    * key. One statement — or, with `insertBatcher: { durable: true }` and no `manager`, a share of
    * one group-commit statement with concurrent callers (docs/design.md §26.11).
    */
-  async insert(fsm: Type<unknown> | string, options?: InsertOptions): Promise<string> {
+  async insert<F extends Type<unknown> | string>(
+    fsm: F,
+    options?: InsertOptionsFor<F>,
+  ): Promise<string> {
+    const given: InsertOptions | undefined = options;
     const definition = this.registry.resolve(fsm);
+    // docs/schemas.md: the state schema's output is what gets stored.
+    const checked =
+      definition.stateSchema === undefined
+        ? given
+        : await withSchemaState(definition.stateSchema, given, 'insert');
     return this.traced('insert', definition.name, 1, async (traceContext) => {
       const row = withTraceContext(
-        buildInsertRow(definition, options, this.runtime.options),
+        buildInsertRow(definition, checked, this.runtime.options),
         traceContext,
       );
-      const holder = options?.onConflict === 'return' && row.correlationKey !== null;
+      const holder = given?.onConflict === 'return' && row.correlationKey !== null;
       const batcher = this.runtime.batcher;
-      if (options?.manager === undefined && batcher?.takesDurable && !holder) {
+      if (given?.manager === undefined && batcher?.takesDurable && !holder) {
         return batcher.insert(row);
       }
-      const client = await this.clientOf(options?.manager);
+      const client = await this.clientOf(given?.manager);
       const answer = await insertInstance(this.runtime.sql, row, holder, client);
-      if (answer.inserted && !options?.manager) this.pokeOrArm(answer, row);
+      if (answer.inserted && !given?.manager) this.pokeOrArm(answer, row);
       return answer.id;
     });
   }
@@ -145,8 +164,12 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
    * `maxBuffer` pending, or with no live batcher, it inserts durably instead (one statement,
    * duplicate ignored). It cannot join a caller's transaction.
    */
-  async insertAsync(fsm: Type<unknown> | string, options?: InsertOptions): Promise<void> {
+  async insertAsync(fsm: Type<unknown> | string, given?: InsertOptions): Promise<void> {
     const definition = this.registry.resolve(fsm);
+    const options =
+      definition.stateSchema === undefined
+        ? given
+        : await withSchemaState(definition.stateSchema, given, 'insertAsync');
     if (options?.manager !== undefined) {
       throw new InvalidInputError(
         'insertAsync.manager',
@@ -176,8 +199,16 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
     if (!isArray(entries)) throw new InvalidInputError('insertAll.entries', 'must be an array');
     if (entries.length === 0) return [];
     const definition = this.registry.resolve(fsm);
+    const schema = definition.stateSchema;
+    // docs/schemas.md: each entry's state validated (a schema may answer a promise).
+    const checked =
+      schema === undefined
+        ? entries
+        : await Promise.all(
+            entries.map((e, i) => Promise.resolve(withSchemaState(schema, e, `insertAll[${i}]`))),
+          );
     return this.traced('insert', definition.name, entries.length, async (traceContext) => {
-      const rows = entries.map((entry, i) => {
+      const rows = checked.map((entry, i) => {
         if (entry?.manager !== undefined) {
           throw new InvalidInputError(
             `insertAll[${i}].manager`,
@@ -197,6 +228,67 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
       }
       return inserted.map((r) => r.id);
     });
+  }
+
+  /**
+   * Delivers a signal to a live instance in one statement (docs/design.md §8.1; see
+   * `InstanceControl.signal`). Typed form (docs/schemas.md): `signal(Fsm, target, name, payload)`
+   * with a class carrying its schemas' types takes only a declared signal name and its schema's
+   * input, and validates the payload with that FSM's schema (no extra statement). The untyped
+   * form validates it too when some FSM declares a schema for `name` (one read of the target).
+   * The schema's output is what gets stored.
+   */
+  override signal<F extends SchemaTypedClass<FsmSchemas>, N extends SchemaSignalName<SchemasOf<F>>>(
+    fsm: F,
+    target: Target,
+    name: N,
+    payload: SchemaSignalInput<SchemasOf<F>, N>,
+    options?: { dedupKey?: string; manager?: EntityManager },
+  ): Promise<void>;
+  override signal(
+    target: Target,
+    name: string,
+    payload?: unknown,
+    options?: { dedupKey?: string; manager?: EntityManager },
+  ): Promise<void>;
+  override async signal(...args: readonly unknown[]): Promise<void> {
+    if (typeof args[0] !== 'function') {
+      const [target, name, payload, options] = args as Parameters<InstanceControl['signal']>;
+      await this.deliver(target, name, payload ?? {}, options);
+      return;
+    }
+    const [fsm, target, name, payload, options] = args as [
+      Type<unknown>,
+      Target,
+      string,
+      unknown,
+      { dedupKey?: string; manager?: EntityManager } | undefined,
+    ];
+    const definition = this.registry.resolve(fsm);
+    const checked = await schemaPayload(
+      this.registry,
+      this.runtime.sql,
+      definition,
+      target,
+      name,
+      payload ?? {},
+    );
+    await super.deliver(target, name, checked, options);
+  }
+
+  /** @internal `signal` (and callbacks) with the payload validated by its schema (docs/schemas.md). */
+  protected override async deliver(
+    target: Target,
+    name: string,
+    payload: unknown,
+    options?: { dedupKey?: string; manager?: EntityManager },
+  ): Promise<{ readonly duplicate: boolean }> {
+    const checked = this.registry.hasSignalSchema(name)
+      ? await schemaPayload(this.registry, this.runtime.sql, undefined, target, name, payload, () =>
+          this.transactionOf(options),
+        )
+      : payload;
+    return super.deliver(target, name, checked, options);
   }
 
   /**

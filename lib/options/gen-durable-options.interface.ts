@@ -1,6 +1,8 @@
 import type { Type } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 
+import type { DurableStepInterceptor } from '../fsm/step-interceptor';
+
 /** A flusher (group commit) and the queues it serves (docs/design.md §6.2). */
 export interface FlusherOptions {
   /** `'all'` or the queue names this flusher commits for. First match wins. Default `'all'`. */
@@ -132,6 +134,12 @@ export interface GenDurableOptions {
   schema?: string;
   /** Restricts this engine's registry to these FSM classes or names. Default: all discovered. */
   fsms?: Array<Type<unknown> | string>;
+  /**
+   * Step interceptors wrapping every step of this engine's FSMs, in order, before each FSM's
+   * `@UseStepInterceptors` (docs/interceptors.md): provider classes implementing
+   * `DurableStepInterceptor`, resolved from Nest's container at boot. Default `[]`.
+   */
+  stepInterceptors?: Array<Type<DurableStepInterceptor>>;
   /** Queue → per-node concurrency. Default `{ default: 10 }`; `{}` runs no scheduler (web node). */
   queues?: Record<string, number>;
   /** Named token buckets. Default `{}`. */

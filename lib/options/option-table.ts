@@ -7,6 +7,7 @@ import { ConfigurationError } from '../errors/configuration.error';
 import { DEFAULT_ENGINE_NAME } from '../gen-durable.constants';
 import { keyed, list, section } from './component-options';
 import type { GenDurableOptions } from './gen-durable-options.interface';
+import type { DurableStepInterceptor } from '../fsm/step-interceptor';
 import { isPlainObject } from './option-declaration';
 import { parsePoke } from './poke-mode';
 import { periodSeconds } from './rate-period';
@@ -133,6 +134,16 @@ export const OPTION_TABLE = {
         throw new ConfigurationError(path, 'must be an array of FSM classes or names');
       }
       return Object.freeze([...(raw as (Type<unknown> | string)[])]);
+    },
+  }),
+  stepInterceptors: custom({
+    doc: "provider classes implementing `DurableStepInterceptor` that wrap every step, before each FSM's `@UseStepInterceptors` ([interceptors](docs/interceptors.md))",
+    default: { value: Object.freeze([]) as readonly Type<DurableStepInterceptor>[] },
+    parse: (raw, path): readonly Type<DurableStepInterceptor>[] => {
+      if (!Array.isArray(raw) || !raw.every((c) => typeof c === 'function')) {
+        throw new ConfigurationError(path, 'must be an array of interceptor classes');
+      }
+      return Object.freeze([...(raw as Type<DurableStepInterceptor>[])]);
     },
   }),
   queues: keyed({

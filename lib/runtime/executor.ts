@@ -20,6 +20,8 @@ import { outcomeToEntry } from './outcome-entry';
 import type { RunAhead } from './run-ahead';
 import { StepRun } from './step-run';
 import { jobOutcome } from './job-outcome';
+import { interceptedStep } from './intercepted-step';
+import { withSchemaOutputs } from './outcome-schemas';
 import { stepContext } from './step-contexts';
 import { ThrowRouter } from './throw-router';
 
@@ -340,19 +342,28 @@ export class Executor {
       );
       const step = definition.steps.get(row.step);
       if (!step) throw new UnknownStepError(definition.name, row.step);
+      const interceptors = definition.interceptors;
       let value: unknown;
       if (run.timeoutMs === undefined) {
         // No deadline (the common case): registered for its signal, no race, no extra hop.
         this.runs.set(row.id, run);
         try {
-          value = await step(ctx);
+          // No interceptor (the common case): the step is called bare (docs/interceptors.md).
+          value = await (interceptors === undefined
+            ? step(ctx)
+            : interceptedStep(interceptors, step, ctx));
         } finally {
           this.unregister(run);
         }
       } else {
-        value = await this.runTimed(step, ctx, run, options);
+        value = await this.runTimed(step, ctx, run, options, interceptors);
       }
-      const outcome = definition.kind === 'job' ? jobOutcome(value, ctx, definition) : value;
+      let outcome = definition.kind === 'job' ? jobOutcome(value, ctx, definition) : value;
+      if (definition.resultSchema !== undefined || this.registry.hasStateSchemas) {
+        // docs/schemas.md: a refused result or child state is a step throw, through onError.
+        const checked = withSchemaOutputs(outcome, definition, this.registry);
+        outcome = checked instanceof Promise ? await checked : checked;
+      }
       return outcomeToEntry(outcome, row, definition, this.registry, this.options, awaitedIds);
     } catch (err) {
       span?.thrown(err);
@@ -372,6 +383,7 @@ export class Executor {
     ctx: StepContext<unknown>,
     run: StepRun,
     options: ExecuteOptions,
+    interceptors: FsmDefinition['interceptors'],
   ): Promise<unknown> {
     const id = run.row.id;
     this.runs.set(id, run);
@@ -379,7 +391,7 @@ export class Executor {
     let settled = false;
     try {
       run.start();
-      pending = step(ctx);
+      pending = interceptors === undefined ? step(ctx) : interceptedStep(interceptors, step, ctx);
       const value = await run.settle(pending);
       settled = true;
       const late = run.overdue();

@@ -11,6 +11,8 @@ const DOCS = [
   'rate-limiting.md',
   'operations-control.md',
   'cron.md',
+  'schemas.md',
+  'interceptors.md',
 ];
 
 describe('doc examples compile', () => {
