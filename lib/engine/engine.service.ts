@@ -22,6 +22,7 @@ import { NoTargetError } from '../errors/no-target.error';
 import { EngineHost } from './engine-host';
 import type { EngineRuntime } from './engine-runtime';
 import { InstanceControl } from '../control/instance-control';
+import { insertConflictOf } from '../instance/insert-conflict';
 import { insertInstance } from '../control/insert-instance';
 import { resolveTarget, type Target, targetLabel } from '../control/target';
 import type { InsertOptions } from '../fsm/insert-options.interface';
@@ -110,14 +111,20 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
         buildInsertRow(definition, options, this.runtime.options),
         traceContext,
       );
-      const holder = options?.onConflict === 'return' && row.correlationKey !== null;
+      const conflict = insertConflictOf(options ?? {}, 'insert');
+      const plain =
+        (conflict.mode === 'error' || row.correlationKey === null) &&
+        row.held !== true &&
+        row.dedupWindowMs === undefined;
       const batcher = this.runtime.batcher;
-      if (options?.manager === undefined && batcher?.takesDurable && !holder) {
+      if (options?.manager === undefined && batcher?.takesDurable && plain) {
         return batcher.insert(row);
       }
       const client = await this.clientOf(options?.manager);
-      const answer = await insertInstance(this.runtime.sql, row, holder, client);
-      if (answer.inserted && !options?.manager) this.pokeOrArm(answer, row);
+      const answer = await insertInstance(this.runtime, row, conflict, client);
+      if ((answer.inserted || answer.debounced) && !options?.manager && row.held !== true) {
+        this.pokeOrArm(answer, row);
+      }
       return answer.id;
     });
   }
