@@ -72,7 +72,13 @@ export async function insertInstance(
     if (answer) return { ...answer, debounced: false };
     const current = await GET_KEY_OCCUPANT.run(sql, { correlationKey: key }, client);
     if (current) {
-      return { id: current.id, inserted: false, debounced: false, queue: current.queue, due: false };
+      return {
+        id: current.id,
+        inserted: false,
+        debounced: false,
+        queue: current.queue,
+        due: false,
+      };
     }
   }
   throw new DuplicateError(key);

@@ -80,10 +80,7 @@ export const REPLACE_INSTANCE = sql(
      FROM ${keyHolderSelect(10)} h
     WHERE NOT EXISTS (SELECT 1 FROM ins) AND NOT EXISTS (SELECT 1 FROM act a WHERE a.is_target AND a.action IN ('cancelled', 'requested'))`,
   {
-    params: (i: ReplaceInput) => [
-      ...CANCEL_INSTANCES.params(i.request),
-      ...insertRowParams(i.row),
-    ],
+    params: (i: ReplaceInput) => [...CANCEL_INSTANCES.params(i.request), ...insertRowParams(i.row)],
     decode: (rows: readonly ReplaceRecord[], i: ReplaceInput): ReplaceAnswer => {
       const cancelRows = rows.filter((r) => r.part === 'cancel');
       const ins = rows.find((r) => r.part === 'inserted');
