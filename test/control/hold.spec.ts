@@ -7,6 +7,7 @@ import {
   Step,
   type StepContext,
 } from '../../lib';
+import { GenDurableClient } from '../../lib/client';
 import { bootEngine, eventually, type Harness, rowOf, sleep } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -96,6 +97,36 @@ describe('hold and release (docs/operations-control.md)', () => {
     }
   });
 
+  it('release waiting on an uncommitted signal: the signal is stored and the instance runs once', async () => {
+    const id = await h.engine.insert(ParkFsm, { state: { park: true } });
+    await parked(id);
+    await h.engine.hold(id);
+    const runner = (await db.dataSource()).createQueryRunner();
+    await runner.connect();
+    await runner.startTransaction();
+    try {
+      // The delivery locks the row, stores the signal and wakes it, uncommitted.
+      await h.engine.signal(id, 'go', { ordered: true }, { manager: runner.manager });
+      const released = h.engine.release(id);
+      await eventually(async () => {
+        const { rows } = await db.pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return rows.length > 0;
+      });
+      expect(finished.get(id)).toBeUndefined();
+      await runner.commitTransaction();
+      expect(await released).toEqual({ id, changed: true });
+    } finally {
+      await runner.release();
+    }
+    expect(await h.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
+      kind: 'done',
+      result: { ran: 'finish' },
+    });
+    expect(finished.get(id)).toBe(1);
+  });
+
   it('cancel and retry work on a held instance; retry clears the hold', async () => {
     const id = await h.engine.insert(ParkFsm, { held: true });
     expect((await h.engine.cancel(id)).cancelled).toEqual([id]);
@@ -106,6 +137,42 @@ describe('hold and release (docs/operations-control.md)', () => {
     expect(await h.engine.await(id, { until: 'terminal', timeout: 10_000 })).toMatchObject({
       kind: 'done',
     });
+  });
+
+  it('the client holds, releases and inserts held and debounced, as the engine does', async () => {
+    const client = new GenDurableClient(db.pool);
+    try {
+      const id = await client.insert('holdable', { step: 'start', queue: 'hold-q', held: true });
+      expect((await client.get(id))?.heldAt).toBeInstanceOf(Date);
+      expect((await client.explain(id)).reasons[0]?.code).toBe('held');
+      expect(await client.hold(id, { reason: 'again' })).toEqual({ id, changed: false });
+      expect(await client.release(id)).toEqual({ id, changed: true });
+      expect(await h.engine.await(id, { until: 'terminal', timeout: 10_000 })).toMatchObject({
+        kind: 'done',
+      });
+      const first = await client.insert('holdable', {
+        step: 'start',
+        queue: 'hold-q',
+        correlationKey: 'client-deb',
+        state: { v: 1 },
+        onConflict: 'debounce',
+        debounceMs: 600_000,
+      });
+      expect(
+        await client.insert('holdable', {
+          step: 'start',
+          queue: 'hold-q',
+          correlationKey: 'client-deb',
+          state: { v: 2 },
+          onConflict: 'debounce',
+          debounceMs: 600_000,
+        }),
+      ).toBe(first);
+      expect((await client.get(first))?.state).toEqual({ v: 2 });
+      await client.cancel(first);
+    } finally {
+      await client.close();
+    }
   });
 
   it('refuses a missing target and bad options', async () => {
