@@ -125,7 +125,7 @@ function instanceRows(items: readonly InstanceView[]): string {
       i.id,
       `${i.fsm}@${i.fsmVersion}`,
       instancePosition(i),
-      i.status,
+      i.heldAt !== null ? `${i.status} (held)` : i.status,
       i.queue,
       i.correlationKey,
       i.updatedAt,
@@ -170,6 +170,11 @@ export async function show(ctx: CliContext, out: Output, target: Target): Promis
     if (instance.result) lines.push(`  result ${JSON.stringify(instance.result)}`);
     if (instance.lastError) lines.push(`  last error ${instance.lastError}`);
     if (instance.cancelReason) lines.push(`  cancel reason ${instance.cancelReason}`);
+    if (instance.heldAt) {
+      lines.push(
+        `  held since ${instance.heldAt.toISOString()}${instance.heldReason ? ` (${instance.heldReason})` : ''}: not claimed until released`,
+      );
+    }
     lines.push('', `inbox (newest ${SHOW_LIMIT}):`);
     lines.push(
       inbox.length === 0
@@ -271,6 +276,27 @@ export async function cancel(
       `requested (executing, its owner stops it): ${result.requested.join(', ') || '-'}`,
       `already ended: ${result.alreadyTerminal.join(', ') || '-'}`,
     ].join('\n'),
+  );
+}
+
+export async function hold(
+  ctx: CliContext,
+  out: Output,
+  target: Target,
+  reason: string | undefined,
+): Promise<void> {
+  const result = await ctx.client.hold(target, reason === undefined ? {} : { reason });
+  out.result(result, () =>
+    result.changed
+      ? `held: ${result.id} (no node claims it until released)`
+      : `already held: ${result.id}`,
+  );
+}
+
+export async function release(ctx: CliContext, out: Output, target: Target): Promise<void> {
+  const result = await ctx.client.release(target);
+  out.result(result, () =>
+    result.changed ? `released: ${result.id}` : `not held: ${result.id} (nothing to release)`,
   );
 }
 

@@ -222,6 +222,29 @@ export function buildProgram(runner: Runner, write: (text: string) => void): Com
 
   configure(
     program
+      .command('hold')
+      .description(
+        'hold a live instance: no node claims it until released (it still takes signals)',
+      )
+      .argument('<target>', 'instance id, or key:<correlationKey>')
+      .option('--reason <text>', 'stored on the row, shown by show, explain and the dashboard'),
+  ).action(async (target: string, o: { reason?: string }, cmd: Command) => {
+    const to = commands.parseTarget(target);
+    await runner(globals(cmd), (ctx, out) => commands.hold(ctx, out, to, o.reason));
+  });
+
+  configure(
+    program
+      .command('release')
+      .description('release a held instance: claimable again')
+      .argument('<target>', 'instance id, or key:<correlationKey>'),
+  ).action(async (target: string, _o: unknown, cmd: Command) => {
+    const to = commands.parseTarget(target);
+    await runner(globals(cmd), (ctx, out) => commands.release(ctx, out, to));
+  });
+
+  configure(
+    program
       .command('retry')
       .description('run a failed or cancelled instance again')
       .argument('<target>', 'instance id, or key:<correlationKey>')

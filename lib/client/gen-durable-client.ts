@@ -1,6 +1,7 @@
 import { Pool } from 'pg';
 
 import { Schedules } from '../cron/schedules';
+import { insertConflictOf } from '../instance/insert-conflict';
 import { insertInstance } from '../control/insert-instance';
 import { type ControlSchedules, InstanceControl } from '../control/instance-control';
 import { InvalidInputError } from '../errors/invalid-input.error';
@@ -101,9 +102,11 @@ export class GenDurableClient extends InstanceControl {
     }
     const definition = this.runtime.insertDefinition(fsm, rest.step, version);
     const row = buildInsertRow(definition, rest, this.runtime.options);
-    const holder = rest.onConflict === 'return' && row.correlationKey !== null;
-    const answer = await insertInstance(this.runtime.sql, row, holder);
-    if (answer.inserted && answer.due) this.runtime.pokes.poke([answer.queue]);
+    const conflict = insertConflictOf(rest, 'insert');
+    const answer = await insertInstance(this.runtime, row, conflict);
+    if ((answer.inserted || answer.debounced) && answer.due && row.held !== true) {
+      this.runtime.pokes.poke([answer.queue]);
+    }
     await this.runtime.settle();
     return answer.id;
   }

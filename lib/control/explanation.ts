@@ -9,6 +9,7 @@ export type ExplainCode =
   | 'executing'
   | 'lease_expired'
   | 'cancel_requested'
+  | 'held'
   | 'not_yet_eligible'
   | 'awaiting_signal'
   | 'awaiting_children'

@@ -105,7 +105,7 @@ export async function forkInstance(
     traceContext,
   );
   const answer = await runtime.sql.transaction(async (tx) => {
-    const inserted = await insertInstance(runtime.sql, row, false, tx);
+    const inserted = await insertInstance(runtime, row, { mode: 'error' }, tx);
     await SET_FORKED_FROM.run(runtime.sql, { id: inserted.id, forkedFrom: source.id }, tx);
     if (definition.history !== 'off') {
       await INSERT_HISTORY.run(

@@ -27,6 +27,8 @@ import type { ControlRuntime } from './control-runtime';
 import { deliverSignal } from './deliver-signal';
 import type { Explanation } from './explanation';
 import { forkInstance } from './fork-instance';
+import { holdInstance, releaseInstance } from './hold-instance';
+import type { HoldOptions, HoldResult } from './hold-options';
 import type { ForkOptions } from './fork-options';
 import { purgeInstance } from './purge-instance';
 import type { PurgeAllOptions, PurgeAllResult, PurgeOptions } from './purge-options';
@@ -79,7 +81,7 @@ const DEFAULT_BACKLOG_CAP = 10_000;
 
 /**
  * Instance control, once for every face (docs/design.md §27, §32): get, list, count, history,
- * inbox, signal, cancel, retry, fork, purge, the bulk actions, queue pause / resume / status, explain,
+ * inbox, signal, cancel, hold, release, retry, fork, purge, the bulk actions, queue pause / resume / status, explain,
  * stats, limiter status, step counts, graph. `EngineService` and `GenDurableClient` extend it,
  * each handing its {@link ControlRuntime} (the engine's, or one over the client's pool) through
  * `controlRuntime()`, read at each call (the engine's runtime is built at module init, after
@@ -275,6 +277,33 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
     const to = resolveTarget(target, 'cancel.target');
     const runtime = this.controlRuntime();
     const result = await cancelInstance(runtime, to, options);
+    await runtime.settle();
+    return result;
+  }
+
+  /**
+   * Holds a live instance (docs/operations-control.md "Hold and release"): no node claims it
+   * until `release`; it still takes signals (stored, and a parked one wakes to runnable), and
+   * `cancel` and `retry` work on it (a retry clears the hold). An executing instance finishes
+   * its step (an inline chain may run its next steps on the same claim) and is not claimed
+   * again. `changed` is false when it was already held (`reason`, when given, replaces the
+   * stored one). One statement. `NoTargetError` for a missing target, `InvalidInputError` for
+   * an ended one.
+   */
+  async hold(target: Target, options?: HoldOptions): Promise<HoldResult> {
+    const to = resolveTarget(target, 'hold.target');
+    return holdInstance(this.controlRuntime(), to, options);
+  }
+
+  /**
+   * Releases a held instance (docs/operations-control.md "Hold and release"): claimable again,
+   * its queue poked when it is due. `changed` is false when it was not held. One statement.
+   * `NoTargetError` for a missing target.
+   */
+  async release(target: Target): Promise<HoldResult> {
+    const to = resolveTarget(target, 'release.target');
+    const runtime = this.controlRuntime();
+    const result = await releaseInstance(runtime, to);
     await runtime.settle();
     return result;
   }

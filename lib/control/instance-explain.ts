@@ -73,6 +73,14 @@ export function reasonsOf(r: ExplainRecord, context: ExplainContext = {}): Expla
     );
     return reasons;
   }
+  if (r.heldAt !== null) {
+    add(
+      'held',
+      r.status === 'runnable',
+      `it is held since ${iso(r.heldAt)}${r.heldReason ? ` (${r.heldReason})` : ''}: no node claims it until it is released; it still takes signals`,
+      { heldAt: r.heldAt, reason: r.heldReason },
+    );
+  }
   if (r.status === 'executing') {
     const expired = r.leaseExpiresAt !== null && r.leaseExpiresAt.getTime() < r.now.getTime();
     if (expired) {

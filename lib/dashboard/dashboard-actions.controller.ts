@@ -63,6 +63,20 @@ export class DashboardActionsController {
     );
   }
 
+  @Post('instances/:id/hold')
+  @Redirect()
+  hold(@Param('id') id: string, @Req() req: DashboardRequest): Promise<RedirectTo> {
+    return this.run(req, 3, `instances/${encodeURIComponent(id)}`, () =>
+      this.actions.hold(id, bodyOf(req)),
+    );
+  }
+
+  @Post('instances/:id/release')
+  @Redirect()
+  release(@Param('id') id: string, @Req() req: DashboardRequest): Promise<RedirectTo> {
+    return this.run(req, 3, `instances/${encodeURIComponent(id)}`, () => this.actions.release(id));
+  }
+
   /** Back to the list: the instance is gone. */
   @Post('instances/:id/purge')
   @Redirect()

@@ -80,6 +80,18 @@ export class DashboardActions {
     return `retried #${id}${step ? ` from step ${step}` : ''}`;
   }
 
+  /** Holds a live instance (docs/operations-control.md "Hold and release"). */
+  async hold(id: string, form: FormFields): Promise<string> {
+    const reason = text(form, 'reason');
+    const r = await this.engine.hold(id, reason !== undefined ? { reason } : {});
+    return r.changed ? `held #${id}: no node claims it until released` : `#${id} was already held`;
+  }
+
+  async release(id: string): Promise<string> {
+    const r = await this.engine.release(id);
+    return r.changed ? `released #${id}` : `#${id} was not held`;
+  }
+
   /** The new instance's id. */
   async fork(id: string, form: FormFields, actor: string | undefined): Promise<string> {
     const step = text(form, 'step');

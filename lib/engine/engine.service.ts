@@ -22,6 +22,7 @@ import { NoTargetError } from '../errors/no-target.error';
 import { EngineHost } from './engine-host';
 import type { EngineRuntime } from './engine-runtime';
 import { InstanceControl } from '../control/instance-control';
+import { insertConflictOf } from '../instance/insert-conflict';
 import { insertInstance } from '../control/insert-instance';
 import { resolveTarget, type Target, targetLabel } from '../control/target';
 import type { InsertOptions } from '../fsm/insert-options.interface';
@@ -128,14 +129,20 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
         buildInsertRow(definition, checked, this.runtime.options),
         traceContext,
       );
-      const holder = given?.onConflict === 'return' && row.correlationKey !== null;
+      const conflict = insertConflictOf(checked ?? {}, 'insert');
+      const plain =
+        (conflict.mode === 'error' || row.correlationKey === null) &&
+        row.held !== true &&
+        row.dedupWindowMs === undefined;
       const batcher = this.runtime.batcher;
-      if (given?.manager === undefined && batcher?.takesDurable && !holder) {
+      if (given?.manager === undefined && batcher?.takesDurable && plain) {
         return batcher.insert(row);
       }
       const client = await this.clientOf(given?.manager);
-      const answer = await insertInstance(this.runtime.sql, row, holder, client);
-      if (answer.inserted && !given?.manager) this.pokeOrArm(answer, row);
+      const answer = await insertInstance(this.runtime, row, conflict, client);
+      if ((answer.inserted || answer.debounced) && !given?.manager && row.held !== true) {
+        this.pokeOrArm(answer, row);
+      }
       return answer.id;
     });
   }

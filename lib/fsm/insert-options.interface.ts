@@ -32,12 +32,30 @@ export interface InsertOptions {
   /** Tokens the first step takes (> 0). Default 1. */
   weight?: number;
   /**
-   * `insert` only: what an occupied correlation key answers. `'error'` (default):
-   * `DuplicateError`. `'return'`: the id of the instance that holds the key, so retrying an
-   * insert whose acknowledgement was lost is safe (the holder may be someone else's instance
-   * with the same key: keys are identities). Bypasses the durable insert batcher.
+   * `insert` only: what an occupied correlation key answers (docs/identity.md "Conflict
+   * modes"). `'error'` (default): `DuplicateError`. `'skip'` (alias `'return'`): the id of the
+   * instance that holds the key, nothing stored, so retrying an insert whose acknowledgement
+   * was lost is safe (the holder may be someone else's instance with the same key: keys are
+   * identities). `'debounce'` (with `debounceMs`): a live occupant that is still runnable and
+   * never started takes the new state and starts `debounceMs` from now (bounded by
+   * `maxDelayMs` from its first insert); an occupant that started is answered, nothing stored.
+   * `'replace'`: the live occupant is cancelled (cooperatively, as `cancel` would) and frees
+   * the key; the new instance is inserted. Anything but `'error'` bypasses the durable insert
+   * batcher.
    */
-  onConflict?: 'error' | 'return';
+  onConflict?: 'error' | 'return' | 'skip' | 'debounce' | 'replace';
+  /** With `onConflict: 'debounce'` (required there): the quiet time, ms, integer ≥ 1. */
+  debounceMs?: number;
+  /** With `onConflict: 'debounce'`: the latest start counted from the first insert, ms (≥ `debounceMs`). Default: unbounded. */
+  maxDelayMs?: number;
+  /**
+   * `insert` only: the key stays taken for this long after the insert, ms, whatever the
+   * instance's status (docs/identity.md "Dedup windows"), in addition to `correlationScope`.
+   * Needs `correlationKey`.
+   */
+  dedupWindowMs?: number;
+  /** `insert` only: insert held; it is never claimed until `release` (docs/operations-control.md). */
+  held?: boolean;
   /** Join the caller's TypeORM transaction (insert/insertAll/signal only). */
   manager?: EntityManager;
 }

@@ -13,6 +13,7 @@ import { MAX_DELAY_MS, MAX_UNTIL_MS, MIN_UNTIL_MS } from '../fsm/outcome';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { toJsonObjectText } from '../serialization/json-value';
 import type { InsertOptions } from '../fsm/insert-options.interface';
+import { delayMs as checkedMs, insertConflictOf } from './insert-conflict';
 import type { InsertRow } from './insert-row';
 
 /**
@@ -43,7 +44,14 @@ const INSERT_KEYS = new Set([
   'weight',
   'manager',
   'onConflict',
+  'debounceMs',
+  'maxDelayMs',
+  'dedupWindowMs',
+  'held',
 ]);
+
+/** The options only `insert()` takes (docs/identity.md "Conflict modes", "Dedup windows"). */
+const INSERT_ONLY = ['onConflict', 'debounceMs', 'maxDelayMs', 'dedupWindowMs', 'held'] as const;
 
 /**
  * A Date inside years 1 … 9999 (PostgreSQL's timestamptz range holds it): a Date outside it
@@ -96,13 +104,16 @@ export function buildInsertRow(
       throw new InvalidInputError(`${path}.${key}`, 'is not an insert option');
     }
   }
-  if (o.onConflict !== undefined) {
-    if (path !== 'insert') {
-      throw new InvalidInputError(`${path}.onConflict`, 'only insert() takes onConflict');
+  if (path !== 'insert') {
+    for (const key of INSERT_ONLY) {
+      if (o[key] !== undefined) {
+        throw new InvalidInputError(`${path}.${key}`, `only insert() takes ${key}`);
+      }
     }
-    if (o.onConflict !== 'error' && o.onConflict !== 'return') {
-      throw new InvalidInputError(`${path}.onConflict`, "must be 'error' or 'return'");
-    }
+  }
+  const conflict = insertConflictOf(o, path);
+  if (o.held !== undefined && typeof o.held !== 'boolean') {
+    throw new InvalidInputError(`${path}.held`, 'must be a boolean');
   }
   if (o.state !== undefined && o.args !== undefined) {
     throw new InvalidInputError(path, 'give state or args, not both');
@@ -138,6 +149,7 @@ export function buildInsertRow(
     }
     delayMs = o.scheduleIn;
   }
+  if (conflict.mode === 'debounce') delayMs = conflict.debounceMs;
 
   let correlationKey: string | null = null;
   if (o.correlationKey !== undefined) {
@@ -173,6 +185,13 @@ export function buildInsertRow(
     o.rateLimit === undefined ? null : limitKeyText(o.rateLimit, `${path}.rateLimit`);
   const weight = o.weight ?? 1;
   checkWeight(options, rateLimit, weight, `${path}.weight`);
+  let dedupWindowMs: number | null = null;
+  if (o.dedupWindowMs !== undefined) {
+    dedupWindowMs = checkedMs(o.dedupWindowMs, 1, `${path}.dedupWindowMs`);
+    if (correlationKey === null) {
+      throw new InvalidInputError(`${path}.dedupWindowMs`, 'needs a correlationKey');
+    }
+  }
 
   return {
     fsm: definition.name,
@@ -188,5 +207,7 @@ export function buildInsertRow(
     concurrencyKey,
     rateLimit,
     weight,
+    ...(o.held === true ? { held: true } : {}),
+    ...(dedupWindowMs !== null ? { dedupWindowMs } : {}),
   };
 }

@@ -20,6 +20,10 @@ export interface InsertRow {
    * when present), stored in `gen_durable.trace_context` (docs/design.md §31); absent = none.
    */
   readonly traceContext?: string | null;
+  /** Inserted held (`insert({ held: true })`, docs/operations-control.md "Hold and release"). */
+  readonly held?: boolean;
+  /** The key's dedup window from the insert, ms (docs/identity.md "Dedup windows"); absent = none. */
+  readonly dedupWindowMs?: number | null;
 }
 
 /** `row` carrying `traceContext` (docs/design.md §31); `row` itself when there is none. */

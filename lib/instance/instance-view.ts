@@ -43,6 +43,15 @@ export interface InstanceView {
   readonly progressAt: Date | null;
   /** The instance this one was forked from (docs/design.md §28.3), or null. */
   readonly forkedFrom: string | null;
+  /**
+   * When the instance was held (`hold`, `insert({ held: true })`; docs/operations-control.md
+   * "Hold and release"): a held instance is never claimed. Null when not held.
+   */
+  readonly heldAt: Date | null;
+  /** The reason given to `hold`, or null. */
+  readonly heldReason: string | null;
+  /** The end of its key's dedup window (`insert({ dedupWindowMs })`, docs/identity.md), or null. */
+  readonly dedupUntil: Date | null;
 }
 
 /** What `EngineService.await` answers (docs/design.md §9). */

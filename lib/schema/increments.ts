@@ -9,6 +9,7 @@ import { V007 } from './v007';
 import { V008 } from './v008';
 import { V009 } from './v009';
 import { V010 } from './v010';
+import { V011 } from './v011';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -22,6 +23,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V008,
   V009,
   V010,
+  V011,
 ];
 
 /** The schema version this build of the library needs. */

@@ -89,7 +89,12 @@ interface CancelParams {
  *   is in the `'off'` list; with its state when in the `'full'` list. An FSM this node does
  *   not know records at the default level.
  */
-function cancelWrites(p: CancelParams, joins: string): string {
+function cancelWrites(p: CancelParams, joins: string, releaseKey = false): string {
+  // A replace (REPLACE_INSTANCE) frees the key of the occupant it cancels or asks to end.
+  const release = releaseKey
+    ? `correlation_scope = CASE WHEN a.is_target AND a.action IN ('cancelled', 'requested')
+                                 THEN '{}'::{schema}.gen_durable_status[] ELSE g.correlation_scope END,`
+    : '';
   return `changed AS (
      UPDATE {schema}.gen_durable g
         SET status = CASE WHEN a.action = 'cancelled' THEN 'cancelled'::{schema}.gen_durable_status ELSE g.status END,
@@ -103,7 +108,7 @@ function cancelWrites(p: CancelParams, joins: string): string {
             concurrency_shard = CASE WHEN a.action = 'cancelled' THEN NULL ELSE g.concurrency_shard END,
             awaits = CASE WHEN a.action = 'cancelled' AND g.status <> 'awaiting_signal' THEN NULL ELSE g.awaits END,
             await_deadline = CASE WHEN a.action = 'cancelled' AND g.status <> 'awaiting_signal' THEN NULL ELSE g.await_deadline END,
-            parent_id = CASE WHEN a.role = 'detach' THEN NULL ELSE g.parent_id END,
+            parent_id = CASE WHEN a.role = 'detach' THEN NULL ELSE g.parent_id END, ${release}
             updated_at = now()
        FROM act a
       WHERE g.id = a.id AND (a.action IN ('cancelled', 'requested') OR a.role = 'detach')
@@ -161,34 +166,12 @@ function cancelAnswer(r: CancelAnswerRecord): {
 }
 
 /**
- * Cancel, one statement with its riders (docs/design.md §27.2). `$1` target id or NULL, `$2`
- * correlation key or NULL (the key's occupant, index gen_durable_correlation), `$3` reason,
- * `$4` children mode, `$5` fence, `$6` descendants only, `$7` the FSMs the target must be one
- * of (a `cancelOn` delivery; NULL = any).
- * - `tree`: the target, and with `cascade` every descendant (recursive over parent_id, index
- *   gen_durable_parent; through ended rows too, whose children a `keep` may have left live).
- * - `locked`: the tree, the target's parent and (with `detach`) the target's live children,
- *   locked in id order, waiting (no SKIP LOCKED): a flush, a delivery or a spawn in flight on
- *   any of them commits first and is seen after the lock. `moved` compares each tree row's
- *   locked version with the snapshot's: a spawn that committed in between inserted children
- *   this statement cannot see, so the caller runs another round (`$6`) until nothing moved.
- * - per tree row, on its locked version: ended ⇒ nothing (the target reports `terminal`);
- *   executing without `fence` ⇒ `requested` (the owner ends it); anything else ⇒ `cancelled`
- *   now. A row leaving `executing` frees its K = 1 key with it (gen_durable_concurrency_active);
- *   the caller credits a fenced gate slot.
- * - the writes and riders of {@link cancelWrites} (the row flips, inbox, history, `detach`
- *   unlinking the live children); `joins`: the target's parent (outside the tree), decremented
- *   once when the target was cancelled now. Descendants' parents are in the tree: nothing to join.
- * NOTE: the inbox sweep reads the statement's snapshot. A delivery that committed while this
- * statement waited for the row's lock stored a signal the sweep cannot see; such a row is
- * `moved` and `signaled`, and the caller sweeps its inbox again in a new statement
- * (CONSUME_INBOXES). A delivery after the lock finds the row ended and stores nothing.
- * A target that is not found returns no row. Nothing is written for an ended target. History:
- * `$8` the FSMs at level `'off'`, `$9` at `'full'`, `$10` the actor.
+ * The CTEs of one CANCEL_INSTANCES round (`target` … `recorded`, parameters `$1`…`$10`), shared
+ * with REPLACE_INSTANCE (lib/sql/replace.sql.ts), which also frees the target's key
+ * (`releaseKey`, docs/identity.md "Conflict modes").
  */
-export const CANCEL_INSTANCES = sql(
-  'cancel_instances',
-  `WITH RECURSIVE target AS (
+export function cancelRoundCtes(releaseKey: boolean): string {
+  return `target AS (
      SELECT id, parent_id FROM (
        SELECT id, parent_id, fsm FROM {schema}.gen_durable WHERE id = $1::bigint
        UNION ALL
@@ -232,7 +215,39 @@ export const CANCEL_INSTANCES = sql(
      { reason: '$3', historyOff: '$8', historyFull: '$9', actor: '$10' },
      `SELECT a.id, 1 AS n FROM act a
        WHERE a.role = 'parent' AND EXISTS (SELECT 1 FROM act t WHERE t.is_target AND t.action = 'cancelled')`,
-   )}
+     releaseKey,
+   )}`;
+}
+
+/**
+ * Cancel, one statement with its riders (docs/design.md §27.2). `$1` target id or NULL, `$2`
+ * correlation key or NULL (the key's occupant, index gen_durable_correlation), `$3` reason,
+ * `$4` children mode, `$5` fence, `$6` descendants only, `$7` the FSMs the target must be one
+ * of (a `cancelOn` delivery; NULL = any).
+ * - `tree`: the target, and with `cascade` every descendant (recursive over parent_id, index
+ *   gen_durable_parent; through ended rows too, whose children a `keep` may have left live).
+ * - `locked`: the tree, the target's parent and (with `detach`) the target's live children,
+ *   locked in id order, waiting (no SKIP LOCKED): a flush, a delivery or a spawn in flight on
+ *   any of them commits first and is seen after the lock. `moved` compares each tree row's
+ *   locked version with the snapshot's: a spawn that committed in between inserted children
+ *   this statement cannot see, so the caller runs another round (`$6`) until nothing moved.
+ * - per tree row, on its locked version: ended ⇒ nothing (the target reports `terminal`);
+ *   executing without `fence` ⇒ `requested` (the owner ends it); anything else ⇒ `cancelled`
+ *   now. A row leaving `executing` frees its K = 1 key with it (gen_durable_concurrency_active);
+ *   the caller credits a fenced gate slot.
+ * - the writes and riders of {@link cancelWrites} (the row flips, inbox, history, `detach`
+ *   unlinking the live children); `joins`: the target's parent (outside the tree), decremented
+ *   once when the target was cancelled now. Descendants' parents are in the tree: nothing to join.
+ * NOTE: the inbox sweep reads the statement's snapshot. A delivery that committed while this
+ * statement waited for the row's lock stored a signal the sweep cannot see; such a row is
+ * `moved` and `signaled`, and the caller sweeps its inbox again in a new statement
+ * (CONSUME_INBOXES). A delivery after the lock finds the row ended and stores nothing.
+ * A target that is not found returns no row. Nothing is written for an ended target. History:
+ * `$8` the FSMs at level `'off'`, `$9` at `'full'`, `$10` the actor.
+ */
+export const CANCEL_INSTANCES = sql(
+  'cancel_instances',
+  `WITH RECURSIVE ${cancelRoundCtes(false)}
    SELECT a.id, a.action, a.is_target, a.queue, a.status AS prior, a.moved, a.signaled,
           a.concurrency_key, a.concurrency_shard
      FROM act a WHERE a.role = 'tree'

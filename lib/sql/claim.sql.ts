@@ -142,6 +142,10 @@ interface ChildRecord {
  *   guard drops a keyed, non-gated candidate whose key already executes, by a LATERAL LIMIT 1
  *   probe of gen_durable_concurrency_active (it repeats the arbiter's predicate, so the probe
  *   is index-only).
+ * - A held row (`held_at`, docs/operations-control.md "Hold and release") is filtered out of
+ *   the same scan (a heap filter, so the pick index still serves it): it stays runnable and
+ *   is skipped by every claim until released; held rows rarely pile up, and each one due
+ *   costs a scanned tuple per claim of its queue.
  * - kept: one row per raw key (NULL keys and gated rows all kept); losers stay runnable.
  * - The update goes by ctid (the rows this statement located and locked), stamps the lease
  *   and bumps claim_seq, the fencing token of docs/design.md §26.1. A cross-node race on one K = 1 key
@@ -181,7 +185,7 @@ export const CLAIM_RUNNABLE = sql(
           LIMIT 1
        ) k ON g.concurrency_key IS NOT NULL AND NOT COALESCE(g.concurrency_name = ANY ($5::text[]), false)
       WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now() AND k.busy IS NULL
-        AND NOT (SELECT pause.paused FROM pause)
+        AND g.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
       ORDER BY g.priority, g.eligible_at
       LIMIT $2
       FOR NO KEY UPDATE OF g SKIP LOCKED

@@ -30,6 +30,9 @@ export interface ExplainRecord {
   readonly lastError: string | null;
   readonly cancelRequestedAt: Date | null;
   readonly cancelReason: string | null;
+  /** When it was held (docs/operations-control.md "Hold and release"), or null. */
+  readonly heldAt: Date | null;
+  readonly heldReason: string | null;
   readonly updatedAt: Date;
   /** Names of the inbox's unconsumed signals (distinct, at most 100). */
   readonly inbox: readonly string[];
@@ -78,6 +81,8 @@ interface RawExplain {
   last_error: string | null;
   cancel_requested_at: Date | null;
   cancel_reason: string | null;
+  held_at: Date | null;
+  held_reason: string | null;
   updated_at: Date;
   inbox: string[] | null;
   key_holder: string | null;
@@ -119,6 +124,8 @@ function explainOf(r: RawExplain): ExplainRecord {
     lastError: r.last_error,
     cancelRequestedAt: r.cancel_requested_at,
     cancelReason: r.cancel_reason,
+    heldAt: r.held_at,
+    heldReason: r.held_reason,
     updatedAt: r.updated_at,
     inbox: r.inbox ?? [],
     keyHolder: r.key_holder,
@@ -176,7 +183,7 @@ export const EXPLAIN_INSTANCE = sql(
    SELECT r.id::text, r.fsm, r.fsm_version, r.step, r.status::text, r.queue, r.priority, r.eligible_at,
           now() AS now, r.attempt, r.awaits, r.await_deadline, r.children_pending,
           r.concurrency_key, r.rate_limit, r.weight, r.locked_by, r.lease_expires_at, r.last_error,
-          r.cancel_requested_at, r.cancel_reason, r.updated_at,
+          r.cancel_requested_at, r.cancel_reason, r.held_at, r.held_reason, r.updated_at,
           ARRAY(SELECT DISTINCT s.name FROM (
                   SELECT s.name FROM {schema}.gen_durable_signals s
                    WHERE s.target_id = r.id AND s.consumed_at IS NULL ORDER BY s.id LIMIT 100) s

@@ -39,8 +39,11 @@ export interface InsertedOrHolder extends InsertedInstance {
 /** `$16` of INSERT_INSTANCES when no entry carries a trace context: unnest pads it with NULLs. */
 const NO_TRACES: readonly (string | null)[] = Object.freeze([]);
 
-/** The `$1`…`$14` of INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER, in column order. */
-function insertRowParams(row: InsertRow): unknown[] {
+/**
+ * The `$1`…`$16` of INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER, in column order: `$15`
+ * held, `$16` the dedup window in ms or NULL (docs/identity.md "Dedup windows").
+ */
+export function insertRowParams(row: InsertRow): unknown[] {
   return [
     row.fsm,
     row.fsmVersion,
@@ -56,24 +59,63 @@ function insertRowParams(row: InsertRow): unknown[] {
     row.rateLimit,
     row.weight,
     row.traceContext ?? null,
+    row.held === true,
+    row.dedupWindowMs ?? null,
   ];
+}
+
+/** The column list every single-row insert writes, in the order of {@link insertRowSelect}. */
+export const INSERT_ROW_COLUMNS = `(fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
+      correlation_scope, concurrency_key, rate_limit, weight, trace_context, held_at, dedup_until)`;
+
+/**
+ * The SELECT list of one row from the parameters of {@link insertRowParams}, numbered from
+ * `$(base + 1)` (a statement whose own parameters come first shifts them), with the dedup
+ * window guard (docs/identity.md "Dedup windows"): no row when another instance with the key
+ * still has an open window (index gen_durable_dedup), `except` an id the statement itself ends
+ * (a replace's occupant). Explicit casts: an INSERT … SELECT infers no type from its columns.
+ */
+export function insertRowSelect(base: number, except = 'NULL::bigint'): string {
+  const p = (n: number): string => `$${base + n}`;
+  return `SELECT ${p(1)}::text, ${p(2)}::int, ${p(3)}::text, ${p(4)}::text::jsonb, ${p(5)}::text, ${p(6)}::smallint,
+            COALESCE(${p(7)}::timestamptz, now() + make_interval(secs => ${p(8)}::float8 / 1000)),
+            ${p(9)}::text, string_to_array(${p(10)}::text, ',')::{schema}.gen_durable_status[], ${p(11)}::text,
+            ${p(12)}::text, ${p(13)}::float8, ${p(14)}::text, CASE WHEN ${p(15)}::boolean THEN now() END,
+            now() + make_interval(secs => ${p(16)}::float8 / 1000)
+      WHERE (${p(9)}::text IS NULL OR NOT EXISTS (
+              SELECT 1 FROM {schema}.gen_durable d
+               WHERE d.correlation_key = ${p(9)}::text AND d.dedup_until > now()
+                 AND d.id IS DISTINCT FROM ${except}))`;
+}
+
+/**
+ * The holder of key `$(base + 9)` a single-row insert did not insert over: the occupant
+ * (gen_durable_correlation), else an instance whose dedup window is open (gen_durable_dedup).
+ * Reads the statement's snapshot.
+ */
+export function keyHolderSelect(base: number): string {
+  const key = `$${base + 9}::text`;
+  return `(SELECT g.id, g.queue FROM {schema}.gen_durable g WHERE g.correlation_guard = ${key}
+           UNION ALL
+           SELECT g.id, g.queue FROM {schema}.gen_durable g
+            WHERE g.correlation_key = ${key} AND g.dedup_until > now()
+           LIMIT 1)`;
 }
 
 /**
  * One instance. `$4` state is JSON text cast server-side; `$7` an absolute start time or
  * NULL, else now() + `$8` ms (DB clock); `$10` the correlation scope comma-joined.
- * `$14` the W3C trace context of the inserting code or NULL (docs/design.md §31).
+ * `$14` the W3C trace context of the inserting code or NULL (docs/design.md §31); `$15` held,
+ * `$16` dedup window ms or NULL ({@link insertRowSelect}).
  * Conflict on the occupied correlation guard (unique index gen_durable_correlation) drops the
- * row: no row returned ⇒ duplicate. Touches no other table (docs/design.md §3.7).
+ * row, and so does an open dedup window on the key (index gen_durable_dedup, probed only for a
+ * keyed row): no row returned ⇒ duplicate. Touches no other table (docs/design.md §3.7).
  */
 export const INSERT_INSTANCE = sql(
   'insert_instance',
   `INSERT INTO {schema}.gen_durable
-     (fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
-      correlation_scope, concurrency_key, rate_limit, weight, trace_context)
-   VALUES ($1, $2, $3, $4::text::jsonb, $5, $6,
-           COALESCE($7::timestamptz, now() + make_interval(secs => $8::float8 / 1000)),
-           $9, string_to_array($10::text, ',')::{schema}.gen_durable_status[], $11, $12, $13, $14)
+     ${INSERT_ROW_COLUMNS}
+   ${insertRowSelect(0)}
    ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
    RETURNING id, queue, eligible_at <= now() AS due`,
   {
@@ -85,29 +127,27 @@ export const INSERT_INSTANCE = sql(
 
 /**
  * One instance, or the id of the instance that holds its correlation key (`insert` with
- * `onConflict: 'return'`, docs/reliability.md "After an ambiguous answer"): the parameters of
- * INSERT_INSTANCE; a row with `inserted` false names the current holder, found by
- * gen_durable_correlation (guard = `$9`). NOTE: the holder is read from the statement's
- * snapshot; a holder that committed after it (the insert waited for it and then skipped)
- * is not seen, and no row comes back: the caller looks it up once more.
+ * `onConflict: 'skip'` / `'return'`, docs/reliability.md "After an ambiguous answer",
+ * docs/identity.md "Conflict modes"): the parameters of INSERT_INSTANCE; a row with
+ * `inserted` false names the current holder, found by gen_durable_correlation (guard = `$9`)
+ * or, for a key taken by a dedup window, gen_durable_dedup. NOTE: the holder is read from the
+ * statement's snapshot; a holder that committed after it (the insert waited for it and then
+ * skipped) is not seen, and no row comes back: the caller looks it up once more.
  */
 export const INSERT_INSTANCE_OR_HOLDER = sql(
   'insert_instance_or_holder',
   `WITH ins AS (
      INSERT INTO {schema}.gen_durable
-       (fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
-        correlation_scope, concurrency_key, rate_limit, weight, trace_context)
-     VALUES ($1, $2, $3, $4::text::jsonb, $5, $6,
-             COALESCE($7::timestamptz, now() + make_interval(secs => $8::float8 / 1000)),
-             $9, string_to_array($10::text, ',')::{schema}.gen_durable_status[], $11, $12, $13, $14)
+       ${INSERT_ROW_COLUMNS}
+     ${insertRowSelect(0)}
      ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
      RETURNING id, queue, eligible_at <= now() AS due
    )
    SELECT id, queue, due, true AS inserted FROM ins
    UNION ALL
-   SELECT g.id, g.queue, false AS due, false AS inserted
-     FROM {schema}.gen_durable g
-    WHERE NOT EXISTS (SELECT 1 FROM ins) AND g.correlation_guard = $9::text
+   SELECT h.id, h.queue, false AS due, false AS inserted
+     FROM ${keyHolderSelect(0)} h
+    WHERE NOT EXISTS (SELECT 1 FROM ins)
    LIMIT 1`,
   {
     params: insertRowParams,
@@ -127,7 +167,9 @@ export const INSERT_INSTANCE_OR_HOLDER = sql(
  * identity sequence up front (materialized: it is volatile and read twice) and the insert
  * writes it explicitly; joining the returned rows to `e` on that id (PK, unique) carries the
  * ordinal through. `pg_typeof(NULL::table)::text` names the table (quoted, qualified) without
- * a string literal, so any schema name works. Served by the PK and gen_durable_correlation.
+ * a string literal, so any schema name works. Served by the PK and gen_durable_correlation; a
+ * keyed entry whose key has an open dedup window (docs/identity.md "Dedup windows", index
+ * gen_durable_dedup) drops like a duplicate.
  */
 export const INSERT_INSTANCES = sql(
   'insert_instances',
@@ -149,6 +191,8 @@ export const INSERT_INSTANCES = sql(
             string_to_array(e.scope, ',')::{schema}.gen_durable_status[], e.conc, e.rate, e.weight, e.parent_id,
             e.trace
        FROM e
+      WHERE e.ckey IS NULL OR NOT EXISTS (
+              SELECT 1 FROM {schema}.gen_durable d WHERE d.correlation_key = e.ckey AND d.dedup_until > now())
       ORDER BY e.ckey, e.ord
      ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
      RETURNING id, queue, correlation_key, parent_id, eligible_at <= now() AS due

@@ -120,7 +120,7 @@ export const RETRY_INSTANCES = sql(
             await_deadline = CASE WHEN v.repark AND NOT v.early AND g.await_deadline IS NOT NULL
                                   THEN COALESCE($6::timestamptz, now()) + GREATEST(g.await_deadline - g.eligible_at, interval '0') END,
             result = NULL,
-            cancel_requested_at = NULL, cancel_reason = NULL,
+            cancel_requested_at = NULL, cancel_reason = NULL, held_at = NULL, held_reason = NULL,
             locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, started_seq = NULL,
             parent_id = CASE WHEN v.unlink THEN NULL ELSE g.parent_id END,
             updated_at = now()

@@ -430,6 +430,28 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     expect(JSON.parse(live.stderr)).toMatchObject({ error: { code: 'GD_INVALID_INPUT' } });
   });
 
+  it('hold and release: list and show say held; release makes it claimable again', async () => {
+    const id = await h.engine.insert('waiter', { correlationKey: 'cli-hold' });
+    expect(await run(['hold', 'key:cli-hold', '--reason', 'audit'])).toMatchObject({
+      code: 0,
+      stdout: `held: ${id} (no node claims it until released)\n`,
+    });
+    expect(json(await run(['hold', id, '--json']))).toEqual({ id, changed: false });
+    expect((await run(['list', '--fsm', 'waiter'])).stdout).toContain('runnable (held)');
+    expect((await run(['show', id])).stdout).toContain('  held since ');
+    expect((await run(['show', id])).stdout).toContain('(audit): not claimed until released');
+    await gd.drain();
+    expect(await h.engine.get(id)).toMatchObject({ status: 'runnable', claimSeq: '0' });
+    expect(await run(['release', id])).toMatchObject({ code: 0, stdout: `released: ${id}\n` });
+    expect((await run(['release', id])).stdout).toBe(`not held: ${id} (nothing to release)\n`);
+    await gd.drain();
+    expect((await h.engine.get(id))?.status).toBe('awaiting_signal');
+    await h.engine.cancel(id);
+    const ended = await run(['hold', id, '--json']);
+    expect(ended.code).toBe(2);
+    expect(JSON.parse(ended.stderr)).toMatchObject({ error: { code: 'GD_INVALID_INPUT' } });
+  });
+
   it('purge: one ended instance, or --all by the filters (with --dry-run); a live one exits 2', async () => {
     const usage = [
       ['purge'],

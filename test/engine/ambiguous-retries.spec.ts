@@ -115,9 +115,14 @@ describe('retries after an ambiguous answer', () => {
     await expect(
       h.engine.insert(OrderFsm, {
         correlationKey: 'order-3',
-        onConflict: 'replace' as unknown as 'return',
+        onConflict: 'upsert' as unknown as 'return',
       }),
-    ).rejects.toThrow(new InvalidInputError('insert.onConflict', "must be 'error' or 'return'"));
+    ).rejects.toThrow(
+      new InvalidInputError(
+        'insert.onConflict',
+        'must be one of error, return, skip, debounce, replace',
+      ),
+    );
     await expect(
       h.engine.insertAll(OrderFsm, [{ correlationKey: 'order-3', onConflict: 'return' }]),
     ).rejects.toThrow(InvalidInputError);

@@ -325,7 +325,7 @@ describe('statement parameter builders and decoders (no database)', () => {
     ]);
   });
 
-  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same fourteen columns; a duplicate decodes as null', () => {
+  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same sixteen parameters; a duplicate decodes as null', () => {
     const row = insertRow({ correlationKey: 'k:1', at: new Date(0), weight: 2 });
     const params = expectArity(INSERT_INSTANCE, row);
     expect(params).toEqual([
@@ -342,6 +342,8 @@ describe('statement parameter builders and decoders (no database)', () => {
       null,
       null,
       2,
+      null,
+      false,
       null,
     ]);
     expect(expectArity(INSERT_INSTANCE_OR_HOLDER, row)).toEqual(params);

@@ -44,6 +44,11 @@ export function statusBadge(status: string): Html {
   return html`<span class="badge st-${status}">${status.replace(/_/g, ' ')}</span>`;
 }
 
+/** The badge of a held instance (docs/operations-control.md "Hold and release"), or nothing. */
+export function heldBadge(i: { readonly heldAt: Date | null }): Html | string {
+  return i.heldAt !== null ? html` <span class="badge paused">held</span>` : '';
+}
+
 /** A JSON value pretty-printed and escaped. */
 export function jsonBlock(value: unknown): Html {
   return html`<pre class="json">${JSON.stringify(value, jsonReplacer, 2) ?? 'undefined'}</pre>`;

@@ -5,6 +5,7 @@ import { type Html, html } from '../html';
 import {
   actionForm,
   duration,
+  heldBadge,
   jsonBlock,
   section,
   statusBadge,
@@ -19,7 +20,7 @@ const TERMINAL = new Set(['done', 'failed', 'cancelled']);
 function rowTable(ctx: ViewContext, i: InstanceView): Html {
   const rows: [string, Html | string][] = [
     ['fsm', `${i.fsm} v${i.fsmVersion}`],
-    ['status', statusBadge(i.status)],
+    ['status', html`${statusBadge(i.status)}${heldBadge(i)}`],
     ['step', instancePosition(i)],
     ['attempt', String(i.attempt)],
     ['queue', `${i.queue} (priority ${i.priority})`],
@@ -39,6 +40,7 @@ function rowTable(ctx: ViewContext, i: InstanceView): Html {
     ['reaps', String(i.reaps)],
     ['cancel requested', time(i.cancelRequestedAt)],
     ['cancel reason', i.cancelReason ?? '—'],
+    ['held', i.heldAt ? html`${time(i.heldAt)}${i.heldReason ? ` (${i.heldReason})` : ''}` : '—'],
     ['inserted', time(i.insertedAt)],
     ['updated', time(i.updatedAt)],
   ];
@@ -188,6 +190,26 @@ function actions(ctx: ViewContext, d: InstanceDetail): Html {
           <button type="submit" class="danger">Cancel instance</button>`,
         { confirm: `Cancel instance #${i.id}?`, cls: 'action' },
       ),
+    );
+    parts.push(
+      i.heldAt === null
+        ? actionForm(
+            ctx,
+            `${at}/hold`,
+            html`<h3>Hold</h3>
+              <p class="muted">No node claims it until released; it still takes signals.</p>
+              <label>Reason<input name="reason" maxlength="500" placeholder="optional" /></label>
+              <button type="submit">Hold instance</button>`,
+            { cls: 'action' },
+          )
+        : actionForm(
+            ctx,
+            `${at}/release`,
+            html`<h3>Release</h3>
+              <p class="muted">Held: claimable again once released.</p>
+              <button type="submit">Release instance</button>`,
+            { cls: 'action' },
+          ),
     );
     parts.push(
       actionForm(

@@ -4,7 +4,7 @@ import type { InstanceView } from '../../instance/instance-view';
 import type { InstancesPage } from '../dashboard-reads';
 import type { FilterFields } from '../filter-query';
 import { type Html, html, queryString } from '../html';
-import { capped, section, statusBadge, time, type ViewContext } from './components';
+import { capped, heldBadge, section, statusBadge, time, type ViewContext } from './components';
 import { layout } from './layout';
 
 /** What the filter form offers: the registered FSMs and the known queues. */
@@ -88,7 +88,7 @@ export function instanceRows(ctx: ViewContext, items: readonly InstanceView[]): 
               <td><a href="${ctx.base}/instances/${i.id}">#${i.id}</a></td>
               <td>${i.fsm}</td>
               <td class="step">${instancePosition(i)}</td>
-              <td>${statusBadge(i.status)}</td>
+              <td>${statusBadge(i.status)}${heldBadge(i)}</td>
               <td>${i.queue}</td>
               <td class="key">${i.correlationKey ?? ''}</td>
               <td class="num">${i.attempt}</td>

@@ -176,6 +176,47 @@ export function describeDashboard(adapter: 'express' | 'fastify'): void {
       await ctx.close();
     });
 
+    it('holds and releases from the page: the list and the row say held; a POST without the token is refused', async () => {
+      const ctx = await context();
+      const { page, problems } = await watched(ctx);
+      const held = async () =>
+        (
+          await db.pool.query<{ held: boolean; reason: string | null }>(
+            'SELECT held_at IS NOT NULL AS held, held_reason AS reason FROM gen_durable WHERE id = $1',
+            [seeded.tree],
+          )
+        ).rows[0]!;
+      const refused = await ctx.request.post(`${base}/instances/${seeded.tree}/hold`, {
+        form: { reason: 'no token' },
+        headers: { origin: new URL(host.url).origin },
+      });
+      expect(refused.status()).toBe(403);
+      expect((await held()).held).toBe(false);
+
+      await page.goto(`${base}/instances/${seeded.tree}`);
+      await page.waitForLoadState('networkidle');
+      await page.fill('form[action$="/hold"] input[name="reason"]', 'from the browser');
+      await page.click('button:has-text("Hold instance")');
+      await page.waitForSelector(`.flash:has-text("held #${seeded.tree}")`);
+      expect(await held()).toEqual({ held: true, reason: 'from the browser' });
+      expect(await page.locator('table.kv .badge:has-text("held")').count()).toBe(1);
+      expect(await page.locator('#why').textContent()).toContain('held since');
+      await page.goto(`${base}/instances?fsm=dash-order`);
+      await page.waitForSelector(`tr[data-id="${seeded.tree}"]`);
+      expect(
+        await page.locator(`tr[data-id="${seeded.tree}"] .badge:has-text("held")`).count(),
+      ).toBe(1);
+
+      await page.goto(`${base}/instances/${seeded.tree}`);
+      await page.click('button:has-text("Release instance")');
+      await page.waitForSelector(`.flash:has-text("released #${seeded.tree}")`);
+      expect(await held()).toEqual({ held: false, reason: null });
+      expect(await status(seeded.tree)).toBe('awaiting_signal');
+      expect(await page.locator('button:has-text("Hold instance")').count()).toBe(1);
+      expect(problems).toEqual([]);
+      await ctx.close();
+    });
+
     it('shows a parked instance at its wait; the default Retry of one cancelled there parks it again', async () => {
       const ctx = await context();
       const { page, problems } = await watched(ctx);
