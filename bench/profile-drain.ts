@@ -6,13 +6,13 @@
  *
  *   N=20000 C=10 OPTS='{"prefetch":0}' KIND=job npm run profile:drain
  *
- * N jobs (KIND=job) or 3-step machines (KIND=fsm3) are inserted with one insertAll, then a
+ * N jobs (KIND=job), request-scoped jobs (KIND=scoped) or 3-step machines (KIND=fsm3) are inserted with one insertAll, then a
  * worker with `queues: { default: C }` plus the JSON module options OPTS drains them. Uses
  * DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
  */
 import 'reflect-metadata';
 
-import { Module } from '@nestjs/common';
+import { Injectable, Module, Scope } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { subscribe } from 'node:diagnostics_channel';
 import { PerformanceObserver } from 'node:perf_hooks';
@@ -41,7 +41,7 @@ const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as
 
 const N = Number(process.env['N'] ?? 20_000);
 const C = Number(process.env['C'] ?? 50);
-const KIND = process.env['KIND'] === 'fsm3' ? 'fsm3' : 'job';
+const KIND = (['fsm3', 'scoped'] as const).find((k) => k === process.env['KIND']) ?? 'job';
 const OPTS = JSON.parse(process.env['OPTS'] ?? '{}') as Partial<GenDurableOptions>;
 
 let finals = 0;
@@ -57,6 +57,17 @@ const start = (): void => {
 
 @DurableFsm({ name: 'prof1' })
 class ProfJob {
+  perform(): undefined {
+    start();
+    final();
+    return undefined;
+  }
+}
+
+/** KIND=scoped: the same job, request-scoped (docs/scoped-providers.md): one instance per run. */
+@Injectable({ scope: Scope.REQUEST })
+@DurableFsm({ name: 'prof_scoped' })
+class ProfScoped {
   perform(): undefined {
     start();
     final();
@@ -109,7 +120,7 @@ async function main(): Promise<void> {
     await migrateUp({ query: (text, params) => ds.query(text, params), inTransaction: false });
     @Module({
       imports: [GenDurableModule.forRoot({ dataSource: ds, queues: { default: C }, ...OPTS })],
-      providers: [ProfJob, Prof3],
+      providers: [ProfJob, Prof3, ProfScoped],
     })
     class ProfModule {}
     const picks: number[] = [];
@@ -122,7 +133,7 @@ async function main(): Promise<void> {
       if (count > 0) picks.push(count);
     });
     await app.init();
-    const cls = KIND === 'fsm3' ? Prof3 : ProfJob;
+    const cls = KIND === 'fsm3' ? Prof3 : KIND === 'scoped' ? ProfScoped : ProfJob;
     timings.clear();
     await engine.insertAll(
       cls,

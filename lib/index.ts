@@ -11,6 +11,7 @@ export {
 export { Step, STEP_END, type StepOptions } from './decorators/step.decorator';
 export { UseStepInterceptors } from './decorators/use-step-interceptors.decorator';
 export type { DurableStepInterceptor } from './fsm/step-interceptor';
+export type { DurableRequest } from './fsm/durable-request';
 export type {
   FsmSchemas,
   InsertOptionsFor,

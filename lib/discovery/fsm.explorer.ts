@@ -17,6 +17,16 @@ import { STEP_END, type StepMetadata } from '../decorators/step.decorator';
 import { type ResolvedSchedule, resolveSchedule } from '../cron/resolved-schedule';
 
 type AnyFunction = (...args: unknown[]) => unknown;
+type FsmClass = abstract new (...args: never[]) => unknown;
+
+/**
+ * How the explorer gets the instance of a request- or durable-scoped FSM class for one step run
+ * (docs/scoped-providers.md): Nest's container, through `ContextIdFactory` with the run as the
+ * request. Absent (the CLI, which runs no step): such a class's steps cannot run.
+ */
+export interface ScopedInstanceSource {
+  resolve(metatype: FsmClass, run: StepContext<unknown>): Promise<Record<string, unknown>>;
+}
 
 /**
  * How the explorer gets step interceptors (docs/interceptors.md): the module's, and a
@@ -44,6 +54,8 @@ export class FsmExplorer {
     maxStateBytes = 1024 * 1024,
     /** Absent (the CLI, which runs no step): no interceptors. */
     interceptors?: InterceptorSource,
+    /** Absent (the CLI): a scoped FSM's steps cannot run. */
+    scopedSource?: ScopedInstanceSource,
   ): FsmRegistry {
     const registry = new FsmRegistry();
     const seen = new Set<unknown>();
@@ -53,18 +65,27 @@ export class FsmExplorer {
       if (!metatype) continue;
       const meta = FsmMetadataAccessor.fsm(metatype);
       if (!meta) continue;
-      if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient) {
+      if (wrapper.isTransient) {
         throw new ConfigurationError(
           `fsm ${metatype.name}`,
-          'must be a singleton provider (not request- or transient-scoped)',
+          'must not be a transient-scoped provider (singleton, request- or durable-scoped)',
         );
       }
+      // docs/scoped-providers.md: resolved per step run, the run as the request.
+      const scoped = !wrapper.isDependencyTreeStatic();
       if (instance === undefined || instance === null || seen.has(instance)) continue;
       seen.add(instance);
       const name = meta.name ?? metatype.name;
       if (restrictTo && !restrictTo.some((r) => r === metatype || r === name)) continue;
       registry.register(
-        this.define(metatype, instance as Record<string, unknown>, meta, name, interceptors),
+        this.define(
+          metatype,
+          instance as Record<string, unknown>,
+          meta,
+          name,
+          interceptors,
+          scoped ? (scopedSource ?? unavailableScope(name)) : undefined,
+        ),
       );
       for (const schedule of this.schedules(metatype, instance, name, maxStateBytes)) {
         registry.declareSchedule(schedule);
@@ -140,6 +161,8 @@ export class FsmExplorer {
     meta: NonNullable<ReturnType<typeof FsmMetadataAccessor.fsm>>,
     name: string,
     interceptorSource: InterceptorSource | undefined,
+    /** Present for a request- or durable-scoped class: its instance is resolved per step run. */
+    scope: ScopedInstanceSource | undefined,
   ): FsmDefinition {
     const where = `fsm ${name}`;
     if (meta.nameDefaulted) {
@@ -172,10 +195,17 @@ export class FsmExplorer {
     const stepTimeout = checkTimeout(meta.stepTimeout, `${where}.stepTimeout`);
     const steps = new Map<string, StepFunction>();
     const timeouts = new Map<string, number>();
+    /** A method call for one run: on the singleton, or on the run's scoped instance. */
+    const call = (property: string, method: AnyFunction) =>
+      scope === undefined
+        ? (_ctx: StepContext<unknown>, args: unknown[]) => method.apply(instance, args)
+        : async (ctx: StepContext<unknown>, args: unknown[]) => {
+            const own = await scope.resolve(metatype, ctx);
+            return (own[property] as AnyFunction).apply(own, args);
+          };
     if (isJob) {
-      steps.set('perform', (ctx: StepContext<unknown>) =>
-        (perform as AnyFunction).call(instance, ctx.state, ctx),
-      );
+      const performs = call('perform', perform as AnyFunction);
+      steps.set('perform', (ctx: StepContext<unknown>) => performs(ctx, [ctx.state, ctx]));
       if (stepTimeout !== undefined) timeouts.set('perform', stepTimeout);
     }
     for (const [stepName, property, options] of stepEntries) {
@@ -186,7 +216,12 @@ export class FsmExplorer {
       if (typeof method !== 'function') {
         throw new ConfigurationError(`${where}.${stepName}`, 'is not a method');
       }
-      steps.set(stepName, (ctx) => (method as AnyFunction).call(instance, ctx));
+      if (scope === undefined) {
+        steps.set(stepName, (ctx) => (method as AnyFunction).call(instance, ctx));
+      } else {
+        const runs = call(property as string, method as AnyFunction);
+        steps.set(stepName, (ctx) => runs(ctx, [ctx]));
+      }
       const timeout = checkTimeout(options?.timeout, `${where}.${stepName}.timeout`) ?? stepTimeout;
       if (timeout !== undefined) timeouts.set(stepName, timeout);
     }
@@ -267,8 +302,7 @@ export class FsmExplorer {
       next,
       onError:
         typeof onError === 'function'
-          ? (err: unknown, ctx: StepContext<unknown>) =>
-              (onError as AnyFunction).call(instance, err, ctx)
+          ? onErrorOf(call('onError', onError as AnyFunction))
           : undefined,
       backoff:
         typeof backoff === 'function'
@@ -280,6 +314,22 @@ export class FsmExplorer {
       interceptors: stepInterceptors,
     });
   }
+}
+
+function onErrorOf(
+  call: (ctx: StepContext<unknown>, args: unknown[]) => unknown,
+): (err: unknown, ctx: StepContext<unknown>) => unknown {
+  return (err, ctx) => call(ctx, [err, ctx]);
+}
+
+/** A scoped FSM's instance source where none exists (the CLI): a step run is refused. */
+function unavailableScope(fsm: string): ScopedInstanceSource {
+  return {
+    resolve: () =>
+      Promise.reject(
+        new ConfigurationError(`fsm ${fsm}`, 'a scoped FSM runs only inside the engine'),
+      ),
+  };
 }
 
 /**

@@ -1,8 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { DiscoveryService, ModuleRef } from '@nestjs/core';
+import { ContextIdFactory, DiscoveryService, ModuleRef } from '@nestjs/core';
 
 import { DurableEventExplorer } from '../discovery/durable-event.explorer';
 import { FsmExplorer } from '../discovery/fsm.explorer';
+import { durableRequestOf } from '../fsm/durable-request';
+import type { StepContext } from '../fsm/step-context';
 import { ConfigurationError } from '../errors/configuration.error';
 import type { DurableStepInterceptor } from '../fsm/step-interceptor';
 import type { FsmRegistry } from '../discovery/fsm.registry';
@@ -65,6 +67,7 @@ export class EngineHost {
           global: resolved.stepInterceptors.map((c) => resolve(c, 'stepInterceptors')),
           resolve,
         },
+        { resolve: (metatype, run) => this.scopedInstance(metatype, run) },
       );
       const eventHandlers = new DurableEventExplorer(this.discovery).explore(this.name);
       this.runtimeRef = new EngineRuntime(
@@ -78,6 +81,24 @@ export class EngineHost {
       this.releaseName();
       throw err;
     }
+  }
+
+  /**
+   * The instance of a request- or durable-scoped FSM class for one step run
+   * (docs/scoped-providers.md): the run is the request (`DurableRequest`), its context id comes
+   * from `ContextIdFactory` — a host `ContextIdStrategy` (durable providers) picks the sub-tree,
+   * else each run gets its own — and the request is registered for `@Inject(REQUEST)`.
+   */
+  private async scopedInstance(
+    metatype: abstract new (...args: never[]) => unknown,
+    run: StepContext<unknown>,
+  ): Promise<Record<string, unknown>> {
+    const request = durableRequestOf(run);
+    const contextId = ContextIdFactory.getByRequest(request);
+    this.moduleRef.registerRequestByContextId(request, contextId);
+    return this.moduleRef.resolve<unknown, Record<string, unknown>>(metatype, contextId, {
+      strict: false,
+    });
   }
 
   /**
