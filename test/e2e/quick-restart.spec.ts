@@ -9,7 +9,7 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 // waiting for their leases; a second live process with the same nodeId takes nothing.
 // Real worker processes, SIGKILL mid-step.
 
-jest.setTimeout(120_000);
+jest.setTimeout(300_000);
 
 /**
  * The default lease and heartbeat (60 s, 20 s): reclaiming by lease age would wait until the
@@ -75,7 +75,7 @@ describe('a quick restart takes back its claims at once (real processes)', () =>
       nodeId: 'node-q',
       queues: { crash: 1 },
     });
-    await eventually(async () => (await starts(id)).length === 1, 30_000);
+    await eventually(async () => (await starts(id)).length === 1, 90_000);
     first.child.kill('SIGKILL');
     await first.exited();
     const held = await row(id);
@@ -99,7 +99,7 @@ describe('a quick restart takes back its claims at once (real processes)', () =>
         event: 'scheduler:reclaimed',
         metadata: { queue: 'crash' },
       });
-      await eventually(async () => (await starts(id)).length === 2, 30_000, 50);
+      await eventually(async () => (await starts(id)).length === 2, 90_000, 50);
       const [killed, rerun] = await starts(id);
       expect([killed!.worker, killed!.attempt, rerun!.worker, rerun!.attempt]).toEqual([
         'A',

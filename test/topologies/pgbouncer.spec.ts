@@ -141,6 +141,7 @@ describe('through PgBouncer (transaction pooling, preparedStatements: false)', (
   });
 
   afterAll(async () => {
+    await killAll(); // worker processes a timed-out test left
     await t?.close();
     await bounced?.close();
     await bouncer?.stop();
@@ -310,7 +311,7 @@ describe('through PgBouncer (transaction pooling, preparedStatements: false)', (
       await twin.exited();
       await killAll();
     }
-  });
+  }, 180_000);
 
   describe('pokes', () => {
     it("warns at boot and polls when poke: 'postgres' would LISTEN through the pooler", async () => {
