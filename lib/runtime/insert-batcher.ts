@@ -41,6 +41,8 @@ interface DurableWaiter {
  *   flusher — with no statement of this lane in flight a call is written at once, alone, by
  *   INSERT_INSTANCE (the statement of a direct insert: a lone insert costs what it did); calls
  *   arriving while one is in flight form the next statement, INSERT_INSTANCES for two or more.
+ *   After a multi-row statement the lane stays taken for one macrotask, so its answered callers
+ *   who insert again join the next statement together (closed-loop callers stay one batch).
  *   Each caller settles only after its statement returned (autocommit = committed): its own
  *   row by the returned ordinal, `DuplicateError` when its keyed entry was dropped (the others
  *   of the batch keep their ids), or the statement's error — every caller of a failed
@@ -165,8 +167,16 @@ export class InsertBatcher {
     while (this.durableBuffer.length > 0) {
       const chunk = this.durableBuffer.splice(0, this.config.maxBatch);
       const lone = chunk.length === 1 ? chunk[0] : undefined;
-      if (lone) await this.writeLone(lone);
-      else await this.writeBatch(chunk);
+      if (lone) {
+        await this.writeLone(lone);
+      } else {
+        await this.writeBatch(chunk);
+        // Hold the lane one macrotask: the callers just answered (their continuations are
+        // microtasks) insert again into this batch's successor instead of one of them finding
+        // the lane idle and splitting the load into a lone statement and the rest. A lone
+        // statement is not held, so sequential single inserts wait for nothing.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
     }
   }
 

@@ -89,6 +89,28 @@ describe('group-commit inserts (default options)', () => {
     seen.forEach((s, i) => expect(s.i).toBe(i));
   });
 
+  it('closed-loop callers stay one batch: 50 callers × 4 inserts take 5 statements', async () => {
+    h.clear();
+    await Promise.all(
+      Array.from({ length: 50 }, async (_, c) => {
+        for (let round = 0; round < 4; round++) {
+          await h.engine.insert(TargetFsm, { state: { tag: 'loop', c, round } });
+        }
+      }),
+    );
+    // The lone first call, then one statement per round: a batch's answered callers insert
+    // again into the next statement together instead of one of them going alone (which would
+    // split every round in two: 8 statements).
+    expect(h.statements).toEqual([
+      'insert_instance',
+      'insert_instances',
+      'insert_instances',
+      'insert_instances',
+      'insert_instances',
+    ]);
+    expect(await countTagged(db, 'loop')).toBe(200);
+  });
+
   it('a duplicate key in the middle of a batch rejects only its own caller', async () => {
     await h.engine.insert(TargetFsm, {
       state: { tag: 'dup-seed' },
