@@ -6,6 +6,7 @@ import type { DataSource } from 'typeorm';
 import { SqlExecutor, transactionTimeouts } from '../db/sql-executor';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { SchemaVersionError } from '../errors/schema-version.error';
+import { OPTION_TABLE } from '../options/option-table';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { CURRENT_SCHEMA_VERSION } from '../schema/increments';
 import { READ_SCHEMA_VERSION, SHOW_SYNCHRONOUS_COMMIT } from '../sql/schema.sql';
@@ -32,7 +33,7 @@ import type { DurableEventHandler } from '../discovery/durable-event.explorer';
 import { fireAwaitDeadlines } from '../runtime/await-deadlines';
 import { OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import type { PokeTransport } from '../poke/poke-transport.interface';
-import { InsertBatcher } from '../runtime/insert-batcher';
+import { InsertBatcher, type InsertBatcherConfig } from '../runtime/insert-batcher';
 import { PokeEmitter } from '../runtime/poke-emitter';
 import { Reaper } from '../runtime/reaper';
 import { RunAhead } from '../runtime/run-ahead';
@@ -90,8 +91,11 @@ export class EngineRuntime {
   readonly durableEvents: DurableEvents;
   /** Local timers for the await timeouts this node parked (docs/design.md §8.5). */
   readonly awaitDeadlines: WakeUps;
-  /** `insertAsync` / group-commit inserts (docs/design.md §6.5, §26.11), when `insertBatcher` is set. */
-  readonly batcher: InsertBatcher | undefined;
+  /**
+   * Group-commit inserts (docs/design.md §26.11), on by default, and the `insertAsync` buffer
+   * (§6.5) when `insertBatcher` is set.
+   */
+  readonly batcher: InsertBatcher;
   readonly stall: StallDetector;
   /** The node's solo run of poison-pill suspects, shared by its schedulers (docs/design.md §26.5). */
   readonly solo: SoloRun;
@@ -157,11 +161,12 @@ export class EngineRuntime {
           this.logger.warn(`await deadline timer: ${String(err)} (the reaper fires it)`),
       );
     });
-    this.batcher = options.insertBatcher
-      ? new InsertBatcher(this.sql, options.insertBatcher, telemetry, (queues) =>
-          this.pokes.poke(queues),
-        )
-      : undefined;
+    this.batcher = new InsertBatcher(
+      this.sql,
+      insertBatcherConfig(options.insertBatcher),
+      telemetry,
+      (queues) => this.pokes.poke(queues),
+    );
     this.flushers = options.flushers.map(
       (config) =>
         new Flusher(
@@ -339,7 +344,7 @@ export class EngineRuntime {
       this.stats = new StatsSnapshot(this.sql, this.options.stats, this.telemetry);
       this.stats.start();
     }
-    this.batcher?.start();
+    this.batcher.start();
     if (Object.keys(this.options.queues).length > 0) {
       // docs/design.md §17.3: the proof that earlier processes with this nodeId are gone.
       const lock = new NodeLivenessLock({
@@ -417,7 +422,7 @@ export class EngineRuntime {
         ...[...this.schedulers.values()].map((s) => s.drain()),
       ]);
       await Promise.all(this.flushers.map((f) => f.drain()));
-      await this.batcher?.drain();
+      await this.batcher.drain();
       await this.reaper?.stop();
       await this.gc?.stop();
       await this.stats?.stop();
@@ -469,4 +474,15 @@ function retentionOverrides(
     }
   }
   return [...byName].map(([fsm, { retention }]) => ({ fsm, retention }));
+}
+
+/**
+ * The batcher's lanes from the `insertBatcher` option (docs/performance.md "Group-commit
+ * inserts"): given, both as configured; off (the default), no `insertAsync` buffer, and awaited
+ * inserts group-committed with the section's defaults.
+ */
+function insertBatcherConfig(given: ResolvedOptions['insertBatcher']): InsertBatcherConfig {
+  const lanes = given || OPTION_TABLE.insertBatcher.resolve({}, 'insertBatcher', 'insertBatcher');
+  if (lanes === false) throw new Error('gen-durable bug: insertBatcher defaults resolved to off');
+  return { ...lanes, buffered: given !== false };
 }

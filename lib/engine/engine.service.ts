@@ -110,8 +110,9 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
 
   /**
    * Inserts one instance; resolves with its id once committed. `DuplicateError` on an occupied
-   * key. One statement — or, with `insertBatcher: { durable: true }` and no `manager`, a share of
-   * one group-commit statement with concurrent callers (docs/design.md §26.11).
+   * key. One statement — or, by default with no `manager`, no conflict mode, hold or dedup
+   * window, a share of one group-commit statement with concurrent callers (docs/design.md
+   * §26.11; a call alone is written at once by the direct insert's statement).
    */
   async insert<F extends Type<unknown> | string>(
     fsm: F,
@@ -135,8 +136,10 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
         row.held !== true &&
         row.dedupWindowMs === undefined;
       const batcher = this.runtime.batcher;
-      if (given?.manager === undefined && batcher?.takesDurable && plain) {
-        return batcher.insert(row);
+      if (given?.manager === undefined && batcher.takesDurable && plain) {
+        const inserted = await batcher.insert(row); // the batcher pokes due rows per statement
+        if (!inserted.due) this.armWakeUp(row);
+        return inserted.id;
       }
       const client = await this.clientOf(given?.manager);
       const answer = await insertInstance(this.runtime, row, conflict, client);
@@ -188,7 +191,7 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
         buildInsertRow(definition, options, this.runtime.options, 'insertAsync'),
         traceContext,
       );
-      if (this.runtime.batcher?.offer(row)) return;
+      if (this.runtime.batcher.offer(row)) return;
       const inserted = await INSERT_INSTANCE.run(this.runtime.sql, row);
       if (inserted) this.pokeOrArm(inserted, row);
     });

@@ -82,7 +82,10 @@ export interface InsertBatcherOptions {
    * (`false`, the default), and every `insertAsync` inserts durably.
    */
   maxBuffer?: number;
-  /** Also coalesce awaited `insert()` calls into one transaction each. Default false. */
+  /**
+   * Coalesce concurrent awaited `insert()` calls into one statement each (group commit, each
+   * caller answered after its commit). Default true; without `insertBatcher` too.
+   */
   durable?: boolean;
 }
 
@@ -230,7 +233,11 @@ export interface GenDurableOptions {
   drainTimeout?: number;
   /** Group-commit flushers. Default `[{ queues: 'all', maxBatch: 500, maxDelayMs: 0 }]`. */
   flushers?: FlusherOptions[];
-  /** Insert batcher for `insertAsync` (and durable group-commit inserts). Default false. */
+  /**
+   * Insert batcher for `insertAsync` (and group-commit inserts). Default false: `insertAsync`
+   * is not buffered, while awaited inserts are still group-committed with the default
+   * `maxBatch` (turn that off with `{ durable: false }`).
+   */
   insertBatcher?: InsertBatcherOptions | false;
   /**
    * OpenTelemetry spans and metrics, active only while a tracer or meter provider is registered

@@ -358,7 +358,7 @@ export const OPTION_TABLE = {
     default: [{}],
   }),
   insertBatcher: section({
-    doc: '`{defaults}` for `insertAsync`; `durable: true` also coalesces awaited `insert()` calls into one transaction, each caller answered after its commit',
+    doc: '`{defaults}` for `insertAsync`; unset too, awaited `insert()` calls are group-committed (`durable`), each answered after its commit ([performance](docs/performance.md#group-commit-inserts))',
     off: 'by-default',
     fields: {
       maxBatch: integer({ doc: 'inserts per statement at most', min: 1, default: 1000 }),
@@ -373,8 +373,8 @@ export const OPTION_TABLE = {
         default: 10_000,
       }),
       durable: flag({
-        doc: 'also coalesce awaited `insert()` calls (group-commit inserts)',
-        default: false,
+        doc: 'also coalesce awaited `insert()` calls (group-commit inserts); `false` = each awaited insert its own statement',
+        default: true,
       }),
     },
   }),

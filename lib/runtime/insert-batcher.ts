@@ -3,7 +3,12 @@ import { Logger } from '@nestjs/common';
 import type { SqlExecutor } from '../db/sql-executor';
 import type { InsertRow } from '../instance/insert-row';
 import { DuplicateError } from '../errors/duplicate.error';
-import { type InsertedEntry, INSERT_INSTANCES } from '../sql/insert.sql';
+import {
+  type InsertedEntry,
+  type InsertedInstance,
+  INSERT_INSTANCE,
+  INSERT_INSTANCES,
+} from '../sql/insert.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 
 export interface InsertBatcherConfig {
@@ -15,25 +20,33 @@ export interface InsertBatcherConfig {
   readonly maxBuffer: number;
   /** Route awaited `insert()` calls through the group-commit lane (docs/design.md §26.11). */
   readonly durable: boolean;
+  /** Buffer `insertAsync` rows (the lossy lane): only when the `insertBatcher` option is given. */
+  readonly buffered: boolean;
 }
 
 interface DurableWaiter {
   readonly row: InsertRow;
-  readonly resolve: (id: string) => void;
+  readonly resolve: (inserted: InsertedInstance) => void;
   readonly reject: (err: unknown) => void;
 }
 
 /**
- * The insert batcher (docs/design.md §6.5, §26.11), two lanes over INSERT_INSTANCES:
- * - **lossy** (`insertAsync`): rows are buffered and the caller returns at once; the first row
- *   arms a `maxDelayMs` timer (or `maxBatch` rows fire at once), then the writer empties the
- *   buffer in statements of ≤ `maxBatch` rows and pokes the due queues. A failed statement drops
- *   its rows (`insert_batch:error`); buffered rows die with the process.
- * - **durable** (awaited `insert()` with `durable: true`): natural batching like the flusher —
- *   an idle lane writes on the next macrotask (so a burst of calls in one tick shares one
- *   statement), calls arriving during a write form the next one. Each caller settles only
- *   after its statement returned (autocommit = committed): its own id by the returned ordinal,
- *   `DuplicateError` when its keyed entry was dropped, or the statement's error.
+ * The insert batcher (docs/design.md §6.5, §26.11), two lanes:
+ * - **lossy** (`insertAsync`, only with the `insertBatcher` option given): rows are buffered and
+ *   the caller returns at once; the first row arms a `maxDelayMs` timer (or `maxBatch` rows fire
+ *   at once), then the writer empties the buffer in INSERT_INSTANCES statements of ≤ `maxBatch`
+ *   rows and pokes the due queues. A failed statement drops its rows (`insert_batch:error`);
+ *   buffered rows die with the process.
+ * - **durable** (awaited `insert()`, on unless `durable: false`): natural batching like the
+ *   flusher — with no statement of this lane in flight a call is written at once, alone, by
+ *   INSERT_INSTANCE (the statement of a direct insert: a lone insert costs what it did); calls
+ *   arriving while one is in flight form the next statement, INSERT_INSTANCES for two or more.
+ *   After a multi-row statement the lane stays taken for one macrotask, so its answered callers
+ *   who insert again join the next statement together (closed-loop callers stay one batch).
+ *   Each caller settles only after its statement returned (autocommit = committed): its own
+ *   row by the returned ordinal, `DuplicateError` when its keyed entry was dropped (the others
+ *   of the batch keep their ids), or the statement's error — every caller of a failed
+ *   statement is rejected, none acknowledged.
  * Not live before `start()` or once draining: callers then insert directly.
  */
 export class InsertBatcher {
@@ -44,7 +57,6 @@ export class InsertBatcher {
   private asyncTimer: NodeJS.Timeout | undefined;
   private durableBuffer: DurableWaiter[] = [];
   private durableWriter: Promise<void> | undefined;
-  private durableKick: NodeJS.Immediate | undefined;
   private readonly logger = new Logger('GenDurable');
 
   constructor(
@@ -78,7 +90,9 @@ export class InsertBatcher {
    * batcher is not live or `maxBuffer` rows are pending — the caller then inserts durably.
    */
   offer(row: InsertRow): boolean {
-    if (!this.live || this.pendingAsync >= this.config.maxBuffer) return false;
+    if (!this.live || !this.config.buffered || this.pendingAsync >= this.config.maxBuffer) {
+      return false;
+    }
     this.asyncBuffer.push(row);
     if (this.asyncWriter) return true; // the running writer takes it
     if (this.asyncBuffer.length >= this.config.maxBatch) this.triggerAsync();
@@ -86,11 +100,11 @@ export class InsertBatcher {
     return true;
   }
 
-  /** Durable lane: resolves with the row's id once its batch committed. */
-  insert(row: InsertRow): Promise<string> {
-    return new Promise<string>((resolve, reject) => {
+  /** Durable lane: resolves with the written row once its statement committed. */
+  insert(row: InsertRow): Promise<InsertedInstance> {
+    return new Promise<InsertedInstance>((resolve, reject) => {
       this.durableBuffer.push({ row, resolve, reject });
-      this.kickDurable();
+      if (!this.durableWriter) this.startDurableWriter();
     });
   }
 
@@ -104,8 +118,6 @@ export class InsertBatcher {
       this.durableWriter
     ) {
       this.triggerAsync();
-      if (this.durableKick) clearImmediate(this.durableKick);
-      this.durableKick = undefined;
       if (!this.durableWriter && this.durableBuffer.length > 0) this.startDurableWriter();
       await Promise.all([this.asyncWriter, this.durableWriter]);
     }
@@ -142,52 +154,78 @@ export class InsertBatcher {
     }
   }
 
-  private kickDurable(): void {
-    if (this.durableWriter || this.durableKick) return;
-    this.durableKick = setImmediate(() => {
-      this.durableKick = undefined;
-      this.startDurableWriter();
-    });
-  }
-
   private startDurableWriter(): void {
     this.durableWriter = this.writeDurable().finally(() => {
       this.durableWriter = undefined;
+      // A call that arrived after the loop's last check and before this callback found the
+      // writer still set: it is written now, not left until the next call.
+      if (this.durableBuffer.length > 0) this.startDurableWriter();
     });
   }
 
   private async writeDurable(): Promise<void> {
     while (this.durableBuffer.length > 0) {
       const chunk = this.durableBuffer.splice(0, this.config.maxBatch);
-      let rows: InsertedEntry[];
-      try {
-        rows = await INSERT_INSTANCES.run(this.sql, { rows: chunk.map((w) => w.row) });
-      } catch (err) {
-        // Nothing of this statement committed (or its fate is unknown): no caller is acknowledged.
-        this.telemetry.emit(
-          'insert_batch:error',
-          { count: chunk.length },
-          { error: String(err), lane: 'durable' },
-        );
-        for (const waiter of chunk) waiter.reject(err);
-        continue;
+      const lone = chunk.length === 1 ? chunk[0] : undefined;
+      if (lone) {
+        await this.writeLone(lone);
+      } else {
+        await this.writeBatch(chunk);
+        // Hold the lane one macrotask: the callers just answered (their continuations are
+        // microtasks) insert again into this batch's successor instead of one of them finding
+        // the lane idle and splitting the load into a lone statement and the rest. A lone
+        // statement is not held, so sequential single inserts wait for nothing.
+        await new Promise<void>((resolve) => setImmediate(resolve));
       }
-      const byOrd = new Map(rows.map((r) => [r.ord, r.id]));
-      chunk.forEach((waiter, ord) => {
-        const id = byOrd.get(ord);
-        if (id !== undefined) waiter.resolve(id);
-        else if (waiter.row.correlationKey !== null) {
-          waiter.reject(new DuplicateError(waiter.row.correlationKey));
-        }
-        // An unkeyed entry cannot collide: a missing row would be an engine bug, never an ack.
-        else {
-          waiter.reject(
-            new Error(`gen-durable bug: insert batch returned no row for unkeyed entry ${ord}`),
-          );
-        }
-      });
-      this.pokeDue(rows);
     }
+  }
+
+  /** One waiter alone: the direct insert's statement and answers. */
+  private async writeLone(waiter: DurableWaiter): Promise<void> {
+    let inserted: InsertedInstance | null;
+    try {
+      inserted = await INSERT_INSTANCE.run(this.sql, waiter.row);
+    } catch (err) {
+      waiter.reject(err);
+      return;
+    }
+    if (!inserted) {
+      waiter.reject(new DuplicateError(waiter.row.correlationKey ?? ''));
+      return;
+    }
+    waiter.resolve(inserted);
+    if (inserted.due) this.poke(new Set([inserted.queue]));
+  }
+
+  private async writeBatch(chunk: readonly DurableWaiter[]): Promise<void> {
+    let rows: InsertedEntry[];
+    try {
+      rows = await INSERT_INSTANCES.run(this.sql, { rows: chunk.map((w) => w.row) });
+    } catch (err) {
+      // Nothing of this statement committed (or its fate is unknown): no caller is acknowledged.
+      this.telemetry.emit(
+        'insert_batch:error',
+        { count: chunk.length },
+        { error: String(err), lane: 'durable' },
+      );
+      for (const waiter of chunk) waiter.reject(err);
+      return;
+    }
+    const byOrd = new Map(rows.map((r) => [r.ord, r]));
+    chunk.forEach((waiter, ord) => {
+      const row = byOrd.get(ord);
+      if (row !== undefined) waiter.resolve({ id: row.id, queue: row.queue, due: row.due });
+      else if (waiter.row.correlationKey !== null) {
+        waiter.reject(new DuplicateError(waiter.row.correlationKey));
+      }
+      // An unkeyed entry cannot collide: a missing row would be an engine bug, never an ack.
+      else {
+        waiter.reject(
+          new Error(`gen-durable bug: insert batch returned no row for unkeyed entry ${ord}`),
+        );
+      }
+    });
+    this.pokeDue(rows);
   }
 
   private pokeDue(rows: readonly InsertedEntry[]): void {

@@ -51,7 +51,7 @@ describe('insert batcher (insertAsync)', () => {
       }
       // Every call has resolved, and nothing was written yet: the 50 ms timer has not fired.
       expect(h.statements.filter((s) => s.startsWith('insert_'))).toEqual([]);
-      expect(h.engine.runtime.batcher?.pendingAsync).toBe(30);
+      expect(h.engine.runtime.batcher.pendingAsync).toBe(30);
       await eventually(async () => (await doneTagged(db, 'trigger')) === 30, 15_000);
       expect(h.statements.filter((s) => s.startsWith('insert_'))).toEqual(['insert_instances']);
     });
@@ -82,7 +82,7 @@ describe('insert batcher (insertAsync)', () => {
           h.engine.insertAsync(BatchedFsm, { state: { tag: 'bad' }, manager }),
         ).rejects.toBeInstanceOf(InvalidInputError);
       });
-      expect(h.engine.runtime.batcher?.pendingAsync).toBe(0);
+      expect(h.engine.runtime.batcher.pendingAsync).toBe(0);
     });
 
     it('a failed batch is dropped whole and reported; later batches still land', async () => {
@@ -121,7 +121,7 @@ describe('insert batcher (insertAsync)', () => {
         await h.engine.insertAsync(BatchedFsm, { state: { tag: 'buffered', i } });
       }
       expect(await countTagged(db, 'buffered')).toBe(0);
-      expect(h.engine.runtime.batcher?.pendingAsync).toBe(5);
+      expect(h.engine.runtime.batcher.pendingAsync).toBe(5);
 
       await h.engine.insertAsync(BatchedFsm, { state: { tag: 'overflow' } });
       expect(await countTagged(db, 'overflow')).toBe(1);

@@ -240,7 +240,7 @@ describe("README.md's Configuration table is rendered from the table", () => {
       "`[{ queues: 'all', maxBatch: 500, maxDelayMs: 0 }]`",
     );
     expect(byName.get('`insertBatcher`')?.[1]).toMatch(
-      /^`\{ maxBatch: 1000, maxDelayMs: 100, maxBuffer: 10000, durable: false \}` for/,
+      /^`\{ maxBatch: 1000, maxDelayMs: 100, maxBuffer: 10000, durable: true \}` for/,
     );
     expect(byName.get('`limiter`')?.[1]).toContain('url \\| ioredisOptions');
     expect(isPlainObject(defaultValue(OPTION_TABLE.gc, 'gc'))).toBe(true);

@@ -86,11 +86,11 @@ function fsmName(kind: Kind): string {
 }
 
 /**
- * `defaults`, `tuned`, `group-insert`: see the constructor. `otel-off`, `otel-api`,
+ * `defaults`, `tuned`, `direct-insert`: see the constructor. `otel-off`, `otel-api`,
  * `otel-sdk`: tuned, with `otel: { enabled: false }` (the API never loaded), with the API
  * loaded and no provider registered, and with an SDK tracer provider registered.
  */
-type Variant = 'defaults' | 'tuned' | 'group-insert' | 'otel-off' | 'otel-api' | 'otel-sdk';
+type Variant = 'defaults' | 'tuned' | 'direct-insert' | 'otel-off' | 'otel-api' | 'otel-sdk';
 
 /** Accepts every batch and keeps nothing (the SDK's work without a network). */
 class DroppingExporter implements SpanExporter {
@@ -113,9 +113,9 @@ class GenDurableInstance implements Instance {
     private readonly ctx: CaseContext,
     /**
      * `defaults`: the module's defaults (only `queues` and, across processes, `poke` given).
-     * `tuned`: the fast settings of a queue of short jobs, given explicitly. `group-insert`:
-     * tuned plus `insertBatcher: { durable: true }` (awaited inserts share group-commit
-     * statements).
+     * `tuned`: the fast settings of a queue of short jobs, given explicitly. `direct-insert`:
+     * tuned plus `insertBatcher: { durable: false }` (each awaited insert its own statement,
+     * the default before group commit became it: docs/performance.md "Group-commit inserts").
      */
     private readonly variant: Variant = 'defaults',
   ) {}
@@ -151,7 +151,7 @@ class GenDurableInstance implements Instance {
             reaper: false as const,
             gc: false as const,
             prefetch,
-            ...(this.variant === 'group-insert' ? { insertBatcher: { durable: true } } : {}),
+            ...(this.variant === 'direct-insert' ? { insertBatcher: { durable: false } } : {}),
             // Tracing cost (docs/performance.md): otel-off never loads the API (as without the
             // peer installed); otel-api and otel-sdk run with the default `otel`.
             ...(this.variant === 'otel-off' ? { otel: { enabled: false } } : {}),
@@ -304,7 +304,7 @@ export const genDurableAdapter: Adapter = {
   family: 'gen-durable',
   peer: 'gen-durable (this repo, lib/)',
   settings:
-    "defaults: queues { default: C } and nothing else (poke 'postgres' across processes); plain insert(), DataSource pool 10",
+    "defaults: queues { default: C } and nothing else (poke 'postgres' across processes); plain insert() (group-committed by default), DataSource pool 10",
   backend: 'postgres',
   unsupported: {},
   create: async (ctx: CaseContext) => new GenDurableInstance(ctx),
@@ -331,13 +331,16 @@ export const genDurableTuned: Adapter = {
   signals: true,
 };
 
-/** The same engine with group-commit awaited inserts (docs/design.md §26.11); only the insert cases differ. */
-export const genDurableGroupInsert: Adapter = {
-  id: 'gen-durable:group-insert',
+/**
+ * The same engine without group-commit awaited inserts (docs/design.md §26.11, on by default):
+ * each awaited insert is its own statement. Only the insert cases differ.
+ */
+export const genDurableDirectInsert: Adapter = {
+  id: 'gen-durable:direct-insert',
   family: 'gen-durable',
   peer: 'gen-durable (this repo, lib/)',
   settings:
-    'as gen-durable:tuned, plus insertBatcher { durable: true } (awaited insert() calls share group-commit statements)',
+    'as gen-durable:tuned, plus insertBatcher { durable: false } (each awaited insert() its own statement)',
   backend: 'postgres',
   unsupported: {
     drain: 'same engine as gen-durable: only inserts differ',
@@ -349,7 +352,7 @@ export const genDurableGroupInsert: Adapter = {
     signal: 'same engine as gen-durable: measured there',
   },
   signals: true,
-  create: async (ctx: CaseContext) => new GenDurableInstance(ctx, 'group-insert'),
+  create: async (ctx: CaseContext) => new GenDurableInstance(ctx, 'direct-insert'),
 };
 
 /**

@@ -28,7 +28,7 @@ export function loadAdapters(): Loaded {
       const m = require(file) as {
         genDurableAdapter: Adapter;
         genDurableTuned: Adapter;
-        genDurableGroupInsert: Adapter;
+        genDurableDirectInsert: Adapter;
         genDurableOtelOff: Adapter;
         genDurableOtelApi: Adapter;
         genDurableOtelSdk: Adapter;
@@ -36,7 +36,7 @@ export function loadAdapters(): Loaded {
       genDurable = [
         m.genDurableAdapter,
         m.genDurableTuned,
-        m.genDurableGroupInsert,
+        m.genDurableDirectInsert,
         m.genDurableOtelOff,
         m.genDurableOtelApi,
         m.genDurableOtelSdk,

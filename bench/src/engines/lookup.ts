@@ -5,7 +5,7 @@ import type { Adapter } from './types';
 const MODULES: Record<string, [string, string]> = {
   'gen-durable': ['./gen-durable', 'genDurableAdapter'],
   'gen-durable:tuned': ['./gen-durable', 'genDurableTuned'],
-  'gen-durable:group-insert': ['./gen-durable', 'genDurableGroupInsert'],
+  'gen-durable:direct-insert': ['./gen-durable', 'genDurableDirectInsert'],
   raw: ['./raw', 'rawAdapter'],
   'graphile-worker': ['./graphile', 'graphileDefault'],
   'graphile-worker:batched': ['./graphile', 'graphileBatched'],
