@@ -27,7 +27,7 @@ export const OUTCOME_KINDS = {
     tally: 'retry',
   },
   /**
-   * Back off on a 429 (docs/design.md §16.4): the same step again after `retryAfterMs`, state
+   * Back off on a 429 (docs/design.md §16.5): the same step again after `retryAfterMs`, state
    * and attempt unchanged; the flush's after-commit closes the named limits (limiter `throttle`).
    */
   throttle: {

@@ -148,7 +148,7 @@ export interface ThrottleOptions {
 }
 
 /**
- * Back off on a 429 (docs/design.md §16.4): closes the rate limit `limit` and/or the
+ * Back off on a 429 (docs/design.md §16.5): closes the rate limit `limit` and/or the
  * concurrency key `key` cluster-wide for `retryAfterMs` — no node admits a row of it until
  * then — and runs the same step again after it with the state it had and the attempt
  * unchanged (no attempt is spent). The names must be configured (checked when the outcome is

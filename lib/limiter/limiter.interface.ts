@@ -57,7 +57,7 @@ export interface LimitConfig {
 }
 
 /**
- * A limit a `throttle` closes (docs/design.md §16.4): the rate bucket (`rate`) or the gate
+ * A limit a `throttle` closes (docs/design.md §16.5): the rate bucket (`rate`) or the gate
  * (`conc`) of `key`, for `ms` from now (database clock on PostgreSQL, Redis `TIME` on Redis).
  */
 export interface LimitClosure {
@@ -84,7 +84,7 @@ export interface Limiter {
   /** Keeps held slots alive (every heartbeat). */
   renew(slots: readonly LimiterSlot[]): Promise<void>;
   /**
-   * Closes each limit cluster-wide until `ms` from now (docs/design.md §16.4): no admit of any
+   * Closes each limit cluster-wide until `ms` from now (docs/design.md §16.5): no admit of any
    * node grants it a row before then; a later deadline already set is kept. Best-effort like
    * `credit`: a failure is logged, the throttled rows wait out their own delay regardless.
    */

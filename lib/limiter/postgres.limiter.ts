@@ -105,7 +105,7 @@ export class PostgresLimiter implements Limiter {
     return Promise.resolve();
   }
 
-  /** One CLOSE_LIMITS (docs/design.md §16.4); a failure is logged, not thrown. */
+  /** One CLOSE_LIMITS (docs/design.md §16.5); a failure is logged, not thrown. */
   async throttle(closures: readonly LimitClosure[]): Promise<void> {
     if (closures.length === 0) return;
     try {

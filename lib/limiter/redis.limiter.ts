@@ -147,7 +147,7 @@ export class RedisLimiter implements Limiter {
 
   /**
    * Closes gates and buckets until `ms` from now (Redis `TIME`), one CLOSE_SCRIPT run
-   * (docs/design.md §16.4); with Redis down it is dropped and logged (the rows still wait).
+   * (docs/design.md §16.5); with Redis down it is dropped and logged (the rows still wait).
    */
   async throttle(closures: readonly LimitClosure[]): Promise<void> {
     if (closures.length === 0) return;

@@ -22,7 +22,7 @@ function script(name: string, lua: string): RedisScript {
  * entry: id, gate index (0 = none), bucket index (0 = none), weight.
  * - No seed marker (Redis restarted empty or was flushed): answers {-1} and changes nothing;
  *   the caller re-adds the holders Postgres knows, then retries (docs/design.md §26.9).
- * - Closed (docs/design.md §16.4): a gate or bucket whose closed mark exists (a throttle set it,
+ * - Closed (docs/design.md §16.5): a gate or bucket whose closed mark exists (a throttle set it,
  *   CLOSE_SCRIPT; it expires at the deadline) admits nothing: free 0, bucket shut.
  * - Gate: scores ≤ now are pruned (crashed holders expire with their lease); free = cap − size.
  *   In order, a gated entry reserves a rank while free is positive (kept even if its bucket
@@ -101,7 +101,7 @@ return out
 );
 
 /**
- * Throttle (docs/design.md §16.4). KEYS = per closure its closed mark, then its gate sorted set or
+ * Throttle (docs/design.md §16.5). KEYS = per closure its closed mark, then its gate sorted set or
  * rate hash; ARGV = per closure its ms, its kind (`rate` / `conc`) and, for a bucket, the TTL
  * its hash gets past the deadline (its refill time, ms). Sets the mark to expire `ms` from now
  * unless a later deadline is set already; a bucket's hash is drained to 0 tokens stamped at

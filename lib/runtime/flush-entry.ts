@@ -49,7 +49,7 @@ export interface TransitionEntry extends EntryBase {
   readonly concurrencyKey: string | null;
   /** `next` only: run the next step inline on the held claim (FSM default or the outcome's override). */
   readonly inline?: boolean;
-  /** `throttle` only: the limits its commit closes (docs/design.md §16.4). */
+  /** `throttle` only: the limits its commit closes (docs/design.md §16.5). */
   readonly closes?: readonly LimitClosure[];
   /** `continue` only: the renewed lease, ms. */
   readonly leaseMs?: number;

@@ -3,7 +3,7 @@ import type { Telemetry } from '../telemetry/telemetry';
 import type { FlushEffects } from './flush-write';
 
 /**
- * After a flush committed (docs/design.md §16.4): the limits its `throttle` entries close, in
+ * After a flush committed (docs/design.md §16.5): the limits its `throttle` entries close, in
  * one limiter call, then one `limit:throttled` per closed limit. Entries a cancel ended close
  * nothing. Never throws nor waits (the limiter logs its own failures); nothing to close, nothing runs.
  */

@@ -193,7 +193,7 @@ export function historyMark(level: HistoryLevel, kind: EntryKind, thrown: boolea
 }
 
 /**
- * A `throttle` entry (docs/design.md §16.4): the same step after `retryAfterMs`, state and
+ * A `throttle` entry (docs/design.md §16.5): the same step after `retryAfterMs`, state and
  * attempt as they were, closing `closes` once committed. `thrown`: built for a thrown error's
  * `retryAfterMs` (its history mark records it).
  */

@@ -8,7 +8,7 @@ import type { ClaimedRow } from './claimed-row';
 type LimitOptions = Pick<ResolvedOptions, 'rateLimits' | 'concurrencyLimits'>;
 
 /**
- * The limits a `throttle({ limit, key, retryAfterMs })` outcome closes (docs/design.md §16.4).
+ * The limits a `throttle({ limit, key, retryAfterMs })` outcome closes (docs/design.md §16.5).
  * Each name must be configured — `limit` a rate limit, `key` a concurrency limit — or the
  * outcome is refused with an `InvalidInputError` naming it (routed to `onError` like any
  * invalid outcome).

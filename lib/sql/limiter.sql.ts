@@ -136,7 +136,7 @@ export const UPSERT_BUCKET_CONFIGS = sql(
  *   for s < limit mod shards). Shards are laid out as cumulative ranges by availability; the
  *   n-th entry takes the shard whose range holds n, else it is denied. A key whose rows exist
  *   but are all locked by another admit gets nothing this pick. A shard closed by a throttle
- *   (its `last_refill` in the future, CLOSE_LIMITS, docs/design.md §16.4) is not taken: a
+ *   (its `last_refill` in the future, CLOSE_LIMITS, docs/design.md §16.5) is not taken: a
  *   closed key gets nothing until then.
  * - Rate (only entries past their gate): per key, the cumulative weight in order against the
  *   total of the grabbed shards, each refilled to min(shardCap, available + elapsed × shardRate)
@@ -321,7 +321,7 @@ export const ADMIT = sql(
 );
 
 /**
- * Throttle (docs/design.md §16.4): closes each limit `$1` kind / `$2` key for `$3` ms from
+ * Throttle (docs/design.md §16.5): closes each limit `$1` kind / `$2` key for `$3` ms from
  * now(), no schema change — the deadline lives in the counter rows' `last_refill`. Every
  * configured shard of the key is upserted (minted when the key is cold) in (kind, key, shard)
  * order through the PK gen_durable_buckets_pkey, plus any orphan shard beyond the configured

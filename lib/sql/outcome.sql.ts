@@ -137,7 +137,7 @@ const KIND = `(CASE WHEN g.cancel_requested_at IS NULL OR t.kind IN ('done', 'st
  * retried). Every outcome
  * clears the claim and the drawn shard and resets `reaps` and `suspect` (a committed outcome
  * proves the step does not kill its worker, §26.5). RETURNING defines what committed.
- * `throttle` (docs/design.md §16.4) is a `retry` that keeps the state and spends no attempt:
+ * `throttle` (docs/design.md §16.5) is a `retry` that keeps the state and spends no attempt:
  * same step, state and attempt, due `delay_ms` after now(); a thrown error's text goes to
  * `last_error` (a thrown `retryAfterMs`).
  * `sleep` (docs/design.md §27.4) is a `next` due later and without limit options: new step and

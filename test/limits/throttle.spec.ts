@@ -10,10 +10,20 @@ import {
   stop,
   throttle,
 } from '../../lib';
-import { bootEngine, eventually, type Harness } from '../support/engine-harness';
+import { PostgresLimiter } from '../../lib/limiter/postgres.limiter';
+import { bootEngine, eventually, type Harness, sleep } from '../support/engine-harness';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
+import {
+  bucketsOf,
+  entriesOf,
+  executorOf,
+  gate,
+  insertExecuting,
+  rate,
+  recordedTelemetry,
+} from './support/limiter-fixtures';
 
-// Backing off on 429 (docs/design.md §16.4, docs/rate-limiting.md, docs/concurrency.md,
+// Backing off on 429 (docs/design.md §16.5, docs/rate-limiting.md, docs/concurrency.md,
 // docs/jobs.md): a step's `throttle({ limit | key, retryAfterMs })`, or a thrown error carrying
 // `retryAfterMs`, closes the limit cluster-wide until the deadline on both limiter backends,
 // and the instance runs its step again after it without spending an attempt. Two engines
@@ -219,5 +229,69 @@ describe.each(backends)('throttle on the %s limiter', (_backend, limiter) => {
     expect(handled[0]!.error).toBeInstanceOf(InvalidInputError);
     expect(String((handled[0]!.error as Error).message)).toContain('"nope"');
     expect((await row(db, id!)).last_error).toContain('throttle.limit');
+  });
+});
+
+describe('PostgresLimiter.throttle (CLOSE_LIMITS)', () => {
+  let db: TestDatabase;
+  let limiter: PostgresLimiter;
+  const t = recordedTelemetry();
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    limiter = new PostgresLimiter(executorOf(db).sql, t.telemetry, 0);
+    await limiter.syncConfig([gate('g', 3, 2), rate('r', 1000, 1, 4, 2)]);
+  });
+  afterAll(async () => {
+    t.close();
+    await db.drop();
+  });
+
+  it('mints a cold key closed, keeps the later deadline, and the GC reconcile keeps a closed idle gate', async () => {
+    await limiter.throttle([
+      { kind: 'conc', key: 'g:a', ms: 600 },
+      { kind: 'rate', key: 'r:a', ms: 600 },
+    ]);
+    // A shorter closure later does not shorten it.
+    await limiter.throttle([{ kind: 'conc', key: 'g:a', ms: 10 }]);
+    const gates = await bucketsOf(db, 'conc', 'g:a');
+    expect(gates.map((b) => [b.shard, b.capacity, b.available])).toEqual([
+      [0, 2, 2],
+      [1, 1, 1],
+    ]);
+    const rates = await bucketsOf(db, 'rate', 'r:a');
+    expect(rates.map((b) => [b.shard, b.capacity, b.available])).toEqual([
+      [0, 2, 0],
+      [1, 2, 0],
+    ]);
+    const until = (gates[0]!.last_refill as Date).getTime();
+    expect(until - Date.now()).toBeGreaterThan(300);
+
+    // Idle (no holders) and all lockable: without the closure, the GC reconcile would delete
+    // the gate's rows (and the bucket prune the rate rows), losing the deadline.
+    await limiter.reconcile();
+    expect(await bucketsOf(db, 'conc', 'g:a')).toHaveLength(2);
+    expect(await bucketsOf(db, 'rate', 'r:a')).toHaveLength(2);
+
+    const ids = await insertExecuting(db, 2, { gateKey: 'g:a', rateKey: null });
+    const rated = await insertExecuting(db, 2, { rateKey: 'r:a' });
+    expect((await limiter.admit(entriesOf(ids, { gateKey: 'g:a' }), 'limits')).admitted).toEqual(
+      [],
+    );
+    expect((await limiter.admit(entriesOf(rated, { rateKey: 'r:a' }), 'limits')).admitted).toEqual(
+      [],
+    );
+
+    await sleep(Math.max(0, until - Date.now()) + 50);
+    const gated = await limiter.admit(entriesOf(ids, { gateKey: 'g:a' }), 'limits');
+    expect(gated.admitted.map((a) => a.id)).toEqual(ids);
+    // Reopened empty, refilling at 1000/s: a token or two after 50 ms, never the whole burst at once.
+    const granted = await limiter.admit(entriesOf(rated, { rateKey: 'r:a' }), 'limits');
+    expect(granted.admitted.length).toBeGreaterThan(0);
+  });
+
+  it('closes nothing for a name without a config row', async () => {
+    await limiter.throttle([{ kind: 'rate', key: 'unknown:x', ms: 1000 }]);
+    expect(await bucketsOf(db, 'rate', 'unknown:x')).toEqual([]);
   });
 });
