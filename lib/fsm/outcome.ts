@@ -143,7 +143,7 @@ export interface ThrottleOptions {
   readonly limit?: LimitKey;
   /** A concurrency key whose name is a configured concurrency limit. */
   readonly key?: LimitKey;
-  /** How long the limit stays closed and the row waits, ms (integer 1 … {@link MAX_DELAY_MS}). */
+  /** How long the limit stays closed and the row waits, ms (integer 1 … `MAX_DELAY_MS`, 100 years). */
   readonly retryAfterMs: number;
 }
 

@@ -50,7 +50,7 @@ export function throttleClosures(
  */
 export function thrownRetryAfterMs(err: unknown): number | undefined {
   if (typeof err !== 'object' || err === null || !('retryAfterMs' in err)) return undefined;
-  const ms = (err as { retryAfterMs: unknown }).retryAfterMs;
+  const ms = err.retryAfterMs;
   if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) return undefined;
   return Math.min(MAX_DELAY_MS, Math.max(1, Math.ceil(ms)));
 }

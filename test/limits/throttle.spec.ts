@@ -165,7 +165,7 @@ describe.each(backends)('throttle on the %s limiter', (_backend, limiter) => {
     const denied = insert.concurrencyKey ?? insert.rateLimit;
     const followers = await a.engine.insertAll(
       ThrottledFsm,
-      [1, 2, 3].map(() => ({ state: { mode: 'follow' as Mode, part }, ...insert })),
+      [1, 2, 3].map(() => ({ state: { mode: 'follow', part }, ...insert })),
     );
     // The engine that did not throttle claims a follower and its admission is denied.
     await other.waitFor(denial, (e) => e.metadata['key'] === denied, WAIT);
