@@ -132,6 +132,8 @@ export {
   sleep,
   type SleepDuration,
   stop,
+  throttle,
+  type ThrottleOptions,
 } from './fsm/outcome';
 export {
   stepAbortReason,

@@ -65,5 +65,8 @@ export const redisKeys = {
   gate: (prefix: string, key: string): string => `${prefix}conc:${key}`,
   rate: (prefix: string, key: string): string => `${prefix}rate:${key}`,
   seed: (prefix: string): string => `${prefix}seed`,
+  /** A throttle's closed mark of a gate or bucket key (docs/design.md §16.5), expiring at its deadline. */
+  closed: (prefix: string, kind: 'rate' | 'conc', key: string): string =>
+    `${prefix}closed:${kind}:${key}`,
   poke: (prefix: string): string => `${prefix}poke`,
 };

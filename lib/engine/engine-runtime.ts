@@ -16,6 +16,7 @@ import { Executor } from '../runtime/executor';
 import { dueInMs } from '../runtime/flush-entry';
 import { type FlushEffects, Flusher } from '../runtime/flusher';
 import { GarbageCollector } from '../runtime/gc';
+import { closeThrottledLimits } from '../runtime/limit-throttles';
 import { StatsSnapshot } from '../runtime/stats-snapshot';
 import { CronTicker } from '../cron/cron-ticker';
 import { ScheduleFirer } from '../cron/schedule-firer';
@@ -231,6 +232,7 @@ export class EngineRuntime {
     const slots = effects.committed.flatMap((e) => (e.slot ? [e.slot] : []));
     // Best-effort and never throws: a lost credit is a leaked slot the GC reconcile repairs.
     if (slots.length > 0) void this.limiter.credit(slots);
+    closeThrottledLimits(effects, this.limiter, this.telemetry);
     if (effects.settledIds.length > 0) this.watcher.nudge(effects.settledIds);
     if (effects.pokeQueues.size > 0) this.pokes.poke(effects.pokeQueues);
     this.durableEvents.committed(effects.committed, effects.cancelledIds);

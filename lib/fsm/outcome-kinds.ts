@@ -26,6 +26,18 @@ export const OUTCOME_KINDS = {
     pokes: 'whenDue',
     tally: 'retry',
   },
+  /**
+   * Back off on a 429 (docs/design.md §16.5): the same step again after `retryAfterMs`, state
+   * and attempt unchanged; the flush's after-commit closes the named limits (limiter `throttle`).
+   */
+  throttle: {
+    public: true,
+    write: 'transition',
+    terminal: false,
+    consumesAwaited: false,
+    pokes: 'whenDue',
+    tally: 'throttle',
+  },
   await: {
     public: true,
     write: 'park',

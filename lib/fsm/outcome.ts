@@ -37,6 +37,14 @@ export type Outcome =
     }
   | { readonly kind: 'retry'; readonly state: unknown; readonly delayMs: number }
   | {
+      readonly kind: 'throttle';
+      /** The rate limit to close, when given. */
+      readonly limit: LimitKey | undefined;
+      /** The concurrency key to close, when given. */
+      readonly key: LimitKey | undefined;
+      readonly retryAfterMs: number;
+    }
+  | {
       readonly kind: 'sleep';
       readonly step: string;
       readonly state: unknown;
@@ -127,6 +135,41 @@ export function retry<S>(state: S, delayMs = 0): Outcome {
     );
   }
   return brand({ kind: 'retry', state, delayMs });
+}
+
+/** What `throttle()` closes and for how long (docs/rate-limiting.md, "Backing off on 429"). */
+export interface ThrottleOptions {
+  /** A configured rate limit (its name, or `[name, partition]` for one partition's bucket). */
+  readonly limit?: LimitKey;
+  /** A concurrency key whose name is a configured concurrency limit. */
+  readonly key?: LimitKey;
+  /** How long the limit stays closed and the row waits, ms (integer 1 … `MAX_DELAY_MS`, 100 years). */
+  readonly retryAfterMs: number;
+}
+
+/**
+ * Back off on a 429 (docs/design.md §16.5): closes the rate limit `limit` and/or the
+ * concurrency key `key` cluster-wide for `retryAfterMs` — no node admits a row of it until
+ * then — and runs the same step again after it with the state it had and the attempt
+ * unchanged (no attempt is spent). The names must be configured (checked when the outcome is
+ * committed: an unknown one is an `InvalidInputError`, routed to `onError`).
+ */
+export function throttle(options: ThrottleOptions): Outcome {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOutcomeError(
+      `throttle(): options must be { limit | key, retryAfterMs }, got ${String(options)}`,
+    );
+  }
+  const ms: unknown = options.retryAfterMs;
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_DELAY_MS) {
+    throw new InvalidOutcomeError(
+      `throttle(): retryAfterMs must be an integer in 1 … ${MAX_DELAY_MS}, got ${String(ms)}`,
+    );
+  }
+  if (options.limit === undefined && options.key === undefined) {
+    throw new InvalidOutcomeError('throttle(): give a limit, a key or both');
+  }
+  return brand({ kind: 'throttle', limit: options.limit, key: options.key, retryAfterMs: ms });
 }
 
 /** How long a `sleep` lasts: `{ for: ms }` from its commit, or `{ until: Date }`. */

@@ -16,7 +16,7 @@ export const HISTORY_LEVELS: readonly HistoryLevel[] = ['off', 'failures', 'tran
 
 /**
  * What a history row records (docs/operations-control.md "Step history"):
- * - a committed outcome of a step: `next`, `retry`, `await`, `sleep`, `scheduleChildren`,
+ * - a committed outcome of a step: `next`, `retry`, `throttle`, `await`, `sleep`, `scheduleChildren`,
  *   `done`, `stop` (a thrown error routed to a retry or a stop carries `error`);
  * - `cancelled`: the engine ended the row `cancelled` — the owner's flush honoured a cancel
  *   request, or the reaper took back a row whose cancel was requested;
@@ -29,6 +29,7 @@ export const HISTORY_LEVELS: readonly HistoryLevel[] = ['off', 'failures', 'tran
 export type HistoryKind =
   | 'next'
   | 'retry'
+  | 'throttle'
   | 'await'
   | 'sleep'
   | 'scheduleChildren'

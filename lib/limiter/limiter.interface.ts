@@ -56,6 +56,16 @@ export interface LimitConfig {
   readonly shards: number;
 }
 
+/**
+ * A limit a `throttle` closes (docs/design.md §16.5): the rate bucket (`rate`) or the gate
+ * (`conc`) of `key`, for `ms` from now (database clock on PostgreSQL, Redis `TIME` on Redis).
+ */
+export interface LimitClosure {
+  readonly kind: 'rate' | 'conc';
+  readonly key: string;
+  readonly ms: number;
+}
+
 /** What one reconcile changed (docs/design.md §18.2–18.3): rate buckets deleted, gate rows changed. */
 export interface ReconcileResult {
   readonly buckets: number;
@@ -73,6 +83,12 @@ export interface Limiter {
   credit(slots: readonly LimiterSlot[]): Promise<void>;
   /** Keeps held slots alive (every heartbeat). */
   renew(slots: readonly LimiterSlot[]): Promise<void>;
+  /**
+   * Closes each limit cluster-wide until `ms` from now (docs/design.md §16.5): no admit of any
+   * node grants it a row before then; a later deadline already set is kept. Best-effort like
+   * `credit`: a failure is logged, the throttled rows wait out their own delay regardless.
+   */
+  throttle(closures: readonly LimitClosure[]): Promise<void>;
   /** Seeds this node's declarations at boot, sorted by (kind, name). */
   syncConfig(configs: readonly LimitConfig[]): Promise<void>;
   /** GC: prunes idle rate buckets and reconciles gate counters from the executing rows. */

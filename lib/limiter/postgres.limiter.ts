@@ -3,6 +3,7 @@ import { Logger } from '@nestjs/common';
 import { isTransient, type SqlExecutor } from '../db/sql-executor';
 import {
   ADMIT,
+  CLOSE_LIMITS,
   CREDIT_GATES,
   LOCK_GATE_SHARDS,
   PRUNE_RATE_BUCKETS,
@@ -16,6 +17,7 @@ import { AdmitVerdicts } from './admit-verdicts';
 import { upsertLimitConfigs } from './upsert-limit-configs';
 import type {
   AdmitResult,
+  LimitClosure,
   LimitConfig,
   Limiter,
   LimiterEntry,
@@ -101,6 +103,18 @@ export class PostgresLimiter implements Limiter {
 
   renew(): Promise<void> {
     return Promise.resolve();
+  }
+
+  /** One CLOSE_LIMITS (docs/design.md §16.5); a failure is logged, not thrown. */
+  async throttle(closures: readonly LimitClosure[]): Promise<void> {
+    if (closures.length === 0) return;
+    try {
+      await CLOSE_LIMITS.run(this.sql, { closures });
+    } catch (err) {
+      this.logger.warn(
+        `throttle of ${closures.length} limit(s) failed; the throttled rows still wait their delay: ${String(err)}`,
+      );
+    }
   }
 
   syncConfig(configs: readonly LimitConfig[]): Promise<void> {

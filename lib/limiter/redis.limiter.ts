@@ -8,6 +8,7 @@ import type { RedisConnectionOptions } from '../options/gen-durable-options.inte
 import { LIST_GATE_HOLDERS, MARK_REDIS_ADMITTED } from '../sql/limiter.sql';
 import type {
   AdmitResult,
+  LimitClosure,
   LimitConfig,
   Limiter,
   LimiterEntry,
@@ -16,7 +17,13 @@ import type {
 } from './limiter.interface';
 import { AdmitVerdicts } from './admit-verdicts';
 import { upsertLimitConfigs } from './upsert-limit-configs';
-import { ADMIT_SCRIPT, RENEW_SCRIPT, type RedisScript, SEED_SCRIPT } from './redis.scripts';
+import {
+  ADMIT_SCRIPT,
+  CLOSE_SCRIPT,
+  RENEW_SCRIPT,
+  type RedisScript,
+  SEED_SCRIPT,
+} from './redis.scripts';
 import { type RedisCounters, readRedisCounters } from './redis-limiter-counters';
 
 /** Commands defined from redis.scripts.ts, called as (numberOfKeys, ...keys, ...args). */
@@ -138,6 +145,36 @@ export class RedisLimiter implements Limiter {
     }
   }
 
+  /**
+   * Closes gates and buckets until `ms` from now (Redis `TIME`), one CLOSE_SCRIPT run
+   * (docs/design.md §16.5); with Redis down it is dropped and logged (the rows still wait).
+   */
+  async throttle(closures: readonly LimitClosure[]): Promise<void> {
+    if (closures.length === 0) return;
+    try {
+      const client = await this.ready();
+      const keys: string[] = [];
+      const args: (string | number)[] = [];
+      for (const c of closures) {
+        keys.push(
+          redisKeys.closed(this.prefix, c.kind, c.key),
+          c.kind === 'rate' ? redisKeys.rate(this.prefix, c.key) : this.gateKey(c.key),
+        );
+        const policy = c.kind === 'rate' ? this.rates.get(limitName(c.key)) : undefined;
+        const refillMs =
+          policy !== undefined && policy.rate > 0
+            ? Math.ceil((policy.burst / policy.rate) * 1000) + 1000
+            : 3_600_000;
+        args.push(c.ms, c.kind, refillMs);
+      }
+      await this.command(client, CLOSE_SCRIPT)(keys.length, ...keys, ...args);
+    } catch (err) {
+      this.warn(
+        `Redis throttle of ${closures.length} limit(s) failed; the throttled rows still wait their delay: ${String(err)}`,
+      );
+    }
+  }
+
   /** The live gate and bucket counters, at most `cap` keys of each (the limiters view; throws when Redis is not connected). */
   async counters(cap: number): Promise<RedisCounters> {
     return readRedisCounters(await this.ready(), this.prefix, cap);
@@ -168,7 +205,7 @@ export class RedisLimiter implements Limiter {
         ? new RedisClass(this.connection, base)
         : new RedisClass({ ...base, ...(this.connection as RedisOptions) });
     client.on('error', (err: unknown) => this.warn(`Redis limiter connection: ${String(err)}`));
-    for (const s of [ADMIT_SCRIPT, RENEW_SCRIPT, SEED_SCRIPT]) {
+    for (const s of [ADMIT_SCRIPT, RENEW_SCRIPT, SEED_SCRIPT, CLOSE_SCRIPT]) {
       client.defineCommand(s.name, { lua: s.lua });
     }
     this.client = client;
@@ -219,6 +256,8 @@ export class RedisLimiter implements Limiter {
       ...[...gateIndex.keys()].map((k) => this.gateKey(k)),
       ...[...rateIndex.keys()].map((k) => redisKeys.rate(this.prefix, k)),
       redisKeys.seed(this.prefix),
+      ...[...gateIndex.keys()].map((k) => redisKeys.closed(this.prefix, 'conc', k)),
+      ...[...rateIndex.keys()].map((k) => redisKeys.closed(this.prefix, 'rate', k)),
     ];
     const args: (string | number)[] = [gateIndex.size, rateIndex.size, this.leaseTtl];
     for (const key of gateIndex.keys()) args.push(this.gates.get(limitName(key)) ?? 0);

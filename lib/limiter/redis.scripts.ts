@@ -15,11 +15,15 @@ function script(name: string, lua: string): RedisScript {
 
 /**
  * Admission, one atomic script. KEYS = the gate sorted sets `<prefix>conc:<key>` (ng of them), the
- * rate hashes `<prefix>rate:<key>` (nr), then the seed marker. ARGV = ng, nr, leaseTtl ms, then per
+ * rate hashes `<prefix>rate:<key>` (nr), the seed marker, then the closed marks
+ * `<prefix>closed:conc:<key>` of the gates (ng) and `<prefix>closed:rate:<key>` of the buckets
+ * (nr). ARGV = ng, nr, leaseTtl ms, then per
  * gate its capacity, per bucket its rate (tokens/s) and burst, then the entry count and per
  * entry: id, gate index (0 = none), bucket index (0 = none), weight.
  * - No seed marker (Redis restarted empty or was flushed): answers {-1} and changes nothing;
  *   the caller re-adds the holders Postgres knows, then retries (docs/design.md §26.9).
+ * - Closed (docs/design.md §16.5): a gate or bucket whose closed mark exists (a throttle set it,
+ *   CLOSE_SCRIPT; it expires at the deadline) admits nothing: free 0, bucket shut.
  * - Gate: scores ≤ now are pruned (crashed holders expire with their lease); free = cap − size.
  *   In order, a gated entry reserves a rank while free is positive (kept even if its bucket
  *   denies) and is added, score now + leaseTtl, only if finally admitted.
@@ -43,6 +47,7 @@ for i = 1, ng do
   local cap = tonumber(ARGV[p]); p = p + 1
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
   free[i] = cap - redis.call('ZCARD', KEYS[i])
+  if redis.call('EXISTS', KEYS[ng + nr + 1 + i]) == 1 then free[i] = 0 end
 end
 local tokens, rate, burst, shut, used = {}, {}, {}, {}, {}
 for j = 1, nr do
@@ -55,7 +60,7 @@ for j = 1, nr do
   else
     tokens[j] = burst[j]
   end
-  shut[j] = false
+  shut[j] = redis.call('EXISTS', KEYS[ng + nr + 1 + ng + j]) == 1
   used[j] = false
 end
 local n = tonumber(ARGV[p]); p = p + 1
@@ -92,6 +97,36 @@ for j = 1, nr do
   end
 end
 return out
+`,
+);
+
+/**
+ * Throttle (docs/design.md §16.5). KEYS = per closure its closed mark, then its gate sorted set or
+ * rate hash; ARGV = per closure its ms, its kind (`rate` / `conc`) and, for a bucket, the TTL
+ * its hash gets past the deadline (its refill time, ms). Sets the mark to expire `ms` from now
+ * unless a later deadline is set already; a bucket's hash is drained to 0 tokens stamped at
+ * the deadline, so it reopens empty and refills at its rate (as the PostgreSQL limiter does).
+ */
+export const CLOSE_SCRIPT = script(
+  'gdClose',
+  `
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+for i = 1, #KEYS / 2 do
+  local mark = KEYS[i * 2 - 1]
+  local ms = tonumber(ARGV[i * 3 - 2])
+  local left = redis.call('PTTL', mark)
+  if left < ms then
+    redis.call('SET', mark, tostring(now + ms), 'PX', ms)
+    left = ms
+  end
+  if ARGV[i * 3 - 1] == 'rate' then
+    local data = KEYS[i * 2]
+    redis.call('HSET', data, 't', tostring(now + left), 's', '0')
+    redis.call('PEXPIRE', data, left + tonumber(ARGV[i * 3]))
+  end
+end
+return #KEYS / 2
 `,
 );
 

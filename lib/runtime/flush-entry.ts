@@ -1,6 +1,6 @@
 import type { KindsWrittenBy } from '../fsm/outcome-kinds';
 import type { InsertRow } from '../instance/insert-row';
-import type { LimiterSlot } from '../limiter/limiter.interface';
+import type { LimitClosure, LimiterSlot } from '../limiter/limiter.interface';
 
 /** A step's outcome, validated and serialized, ready for the flush transaction (docs/design.md §6.3). */
 export type FlushEntry = TransitionEntry | ParkEntry | FanOutEntry;
@@ -39,7 +39,7 @@ export interface TransitionEntry extends EntryBase {
   readonly stateText: string | null;
   readonly resultText: string | null;
   readonly error: string | null;
-  /** `retry`: the backoff; `sleep` `{ for }`: the sleep, ms (database clock, from the commit). */
+  /** `retry`: the backoff; `throttle`: its `retryAfterMs`; `sleep` `{ for }`: the sleep, ms (database clock, from the commit). */
   readonly delayMs: number;
   /** `sleep` `{ until }`: the instant the row is due; null otherwise. */
   readonly at: Date | null;
@@ -49,6 +49,8 @@ export interface TransitionEntry extends EntryBase {
   readonly concurrencyKey: string | null;
   /** `next` only: run the next step inline on the held claim (FSM default or the outcome's override). */
   readonly inline?: boolean;
+  /** `throttle` only: the limits its commit closes (docs/design.md §16.5). */
+  readonly closes?: readonly LimitClosure[];
   /** `continue` only: the renewed lease, ms. */
   readonly leaseMs?: number;
 }

@@ -13,6 +13,8 @@ import type { ClaimedRow } from './claimed-row';
 import type { EntryKind } from '../fsm/outcome-kinds';
 import type { HistoryLevel } from '../instance/history-entry';
 import type { FlushEntry, HistoryMark, TransitionEntry } from './flush-entry';
+import type { LimitClosure } from '../limiter/limiter.interface';
+import { throttleClosures } from './throttle-closures';
 
 /**
  * Validates an outcome against the FSM and serializes it into a flush entry (docs/design.md §2.4,
@@ -28,7 +30,7 @@ export function outcomeToEntry(
 ): FlushEntry {
   if (!isOutcome(value)) {
     throw new InvalidOutcomeError(
-      `step "${row.step}" of ${row.fsm} returned ${describe(value)}; return next(), retry(), sleep(), awaitSignal(), scheduleChildren(), done() or stop()`,
+      `step "${row.step}" of ${row.fsm} returned ${describe(value)}; return next(), retry(), throttle(), sleep(), awaitSignal(), scheduleChildren(), done() or stop()`,
     );
   }
   const outcome: Outcome = value;
@@ -75,6 +77,10 @@ export function outcomeToEntry(
         stateText: stateText(outcome.state, 'retry.state'),
         delayMs: outcome.delayMs,
       });
+    case 'throttle': {
+      const closes = throttleClosures(options, outcome.limit, outcome.key, outcome.retryAfterMs);
+      return throttleEntry(row, awaitedIds, level, outcome.retryAfterMs, closes, false);
+    }
     case 'sleep':
       return transition(row, awaitedIds, level, 'sleep', {
         nextStep: requireStep(outcome.step),
@@ -184,6 +190,23 @@ export function historyMark(level: HistoryLevel, kind: EntryKind, thrown: boolea
     default:
       return assertNever(level, 'history level');
   }
+}
+
+/**
+ * A `throttle` entry (docs/design.md §16.5): the same step after `retryAfterMs`, state and
+ * attempt as they were, closing `closes` once committed. `thrown`: built for a thrown error's
+ * `retryAfterMs` (its history mark records it).
+ */
+export function throttleEntry(
+  row: ClaimedRow,
+  awaitedIds: readonly string[],
+  level: HistoryLevel,
+  retryAfterMs: number,
+  closes: readonly LimitClosure[],
+  thrown: boolean,
+): TransitionEntry {
+  const entry = transition(row, awaitedIds, level, 'throttle', { delayMs: retryAfterMs });
+  return Object.assign(entry, { closes, history: historyMark(level, 'throttle', thrown) });
 }
 
 function transition(

@@ -403,7 +403,11 @@ export class Scheduler implements SuspectHost, ClaimHost {
     // Refill when the bound held claims back, or when the committed row may be runnable again
     // (found even when pokes are off).
     if (
-      (wasBackpressured || kind === 'next' || kind === 'retry' || kind === 'sleep') &&
+      (wasBackpressured ||
+        kind === 'next' ||
+        kind === 'retry' ||
+        kind === 'throttle' ||
+        kind === 'sleep') &&
       this.refillDue()
     ) {
       this.loop.scheduleRefill();

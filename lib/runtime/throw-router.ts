@@ -9,7 +9,8 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import type { ClaimedRow } from './claimed-row';
 import type { FlushEntry } from './flush-entry';
 import { retryRule } from './job-outcome';
-import { historyMark, outcomeToEntry } from './outcome-entry';
+import { historyMark, outcomeToEntry, throttleEntry } from './outcome-entry';
+import { rowClosures, thrownRetryAfterMs } from './throttle-closures';
 import { rawContext } from './step-contexts';
 import { describeThrown, thrownErrorJson, thrownErrorText } from './step-failure';
 import type { StepRun } from './step-run';
@@ -55,6 +56,17 @@ export class ThrowRouter {
     }
     let entry: FlushEntry;
     let handlerError: unknown;
+    const retryAfterMs = thrownRetryAfterMs(err);
+    if (retryAfterMs !== undefined) {
+      // docs/jobs.md, "Backing off on 429": the row's own limits close and the step runs again
+      // after the delay without spending an attempt; onError is not asked.
+      const closes = rowClosures(row, this.options, retryAfterMs);
+      entry = throttleEntry(row, [], definition.history, retryAfterMs, closes, true);
+      entry = { ...entry, error: text };
+      this.logThrow(row, err, entry, undefined);
+      if (definition.history === 'off') return entry;
+      return Object.assign({}, entry, { thrown: thrownErrorJson(err) });
+    }
     try {
       const state: unknown = original ? original.state : row.state;
       const base = original ?? rawContext(row, run, this.options.maxStateBytes);
@@ -116,6 +128,8 @@ export class ThrowRouter {
       this.logger.error(`${thrown}${because}; the instance fails`, stack);
     } else if (entry.kind === 'retry') {
       this.logger.warn(`${thrown}; retried in ${entry.delayMs} ms`);
+    } else if (entry.kind === 'throttle') {
+      this.logger.warn(`${thrown}; throttled, runs again in ${entry.delayMs} ms`);
     } else {
       this.logger.warn(`${thrown}; onError chose ${entry.kind}`);
     }

@@ -46,6 +46,13 @@ export interface AdmitVerdict {
   readonly rateOk: boolean;
 }
 
+/** One limit CLOSE_LIMITS closes for `ms` from now. */
+export interface LimitClosureRow {
+  readonly kind: 'rate' | 'conc';
+  readonly key: string;
+  readonly ms: number;
+}
+
 /** `n` slots returned to one gate shard (CREDIT_GATES). */
 export interface GateCredit {
   readonly key: string;
@@ -128,10 +135,13 @@ export const UPSERT_BUCKET_CONFIGS = sql(
  *   cold and gets virtual full shards from its config (shard s holds floor(limit/shards), +1
  *   for s < limit mod shards). Shards are laid out as cumulative ranges by availability; the
  *   n-th entry takes the shard whose range holds n, else it is denied. A key whose rows exist
- *   but are all locked by another admit gets nothing this pick.
+ *   but are all locked by another admit gets nothing this pick. A shard closed by a throttle
+ *   (its `last_refill` in the future, CLOSE_LIMITS, docs/design.md §16.5) is not taken: a
+ *   closed key gets nothing until then.
  * - Rate (only entries past their gate): per key, the cumulative weight in order against the
  *   total of the grabbed shards, each refilled to min(shardCap, available + elapsed × shardRate)
- *   (+ the virtual full shards of a cold key): the longest fitting prefix is granted.
+ *   (+ the virtual full shards of a cold key): the longest fitting prefix is granted. A bucket
+ *   closed by a throttle holds 0 tokens and refills from its `last_refill`, in the future.
  * - Only entries admitted by gate AND rate are debited. Gate shards subtract in place; cold
  *   gate shards are minted pre-debited, merging a racing mint through ON CONFLICT DO UPDATE
  *   (an overdraft then trips the CHECK). Grabbed rate shards are scaled by 1 − consumed/total
@@ -160,6 +170,7 @@ export const ADMIT = sql(
      SELECT b.key, b.shard, b.available
        FROM {schema}.gen_durable_buckets b
       WHERE b.kind = 'conc' AND b.key = ANY (ARRAY(SELECT gcfg.key FROM gcfg))
+        AND (b.last_refill IS NULL OR b.last_refill <= now())
       ORDER BY b.key, b.shard
         FOR UPDATE SKIP LOCKED
    ), gcold AS MATERIALIZED (
@@ -310,6 +321,66 @@ export const ADMIT = sql(
 );
 
 /**
+ * Throttle (docs/design.md §16.5): closes each limit `$1` kind / `$2` key for `$3` ms from
+ * now(), no schema change — the deadline lives in the counter rows' `last_refill`. Every
+ * configured shard of the key is upserted (minted when the key is cold) in (kind, key, shard)
+ * order through the PK gen_durable_buckets_pkey, plus any orphan shard beyond the configured
+ * count (PK range scan); configs by their PK:
+ * - rate: `available` 0 and `last_refill` = the deadline: ADMIT refills from it, so the bucket
+ *   holds no token until then and reopens empty, refilling at its rate;
+ * - conc: `last_refill` = the deadline, `available` kept (minted full): ADMIT takes no shard of
+ *   it until then (its in-flight holders still credit their slots).
+ * A later deadline already set is kept (GREATEST). Names without a config row close nothing
+ * (they are never admitted anyway). Waits on row locks (an admit holds them for one
+ * statement); returns the number of rows written.
+ */
+export const CLOSE_LIMITS = sql(
+  'close_limits',
+  `WITH c AS MATERIALIZED (
+     SELECT t.kind, t.key, max(now() + make_interval(secs => t.ms / 1000)) AS until
+       FROM unnest($1::text[], $2::text[], $3::float8[]) AS t(kind, key, ms)
+      GROUP BY t.kind, t.key
+   ), f AS MATERIALIZED (
+     SELECT c.kind, c.key, c.until, cf.capacity,
+            CASE WHEN c.kind = 'conc' THEN LEAST(GREATEST(cf.shards, 1), cf.capacity::int)
+                 ELSE GREATEST(cf.shards, 1) END AS shards
+       FROM c JOIN {schema}.gen_durable_bucket_configs cf ON cf.kind = c.kind AND cf.name = split_part(c.key, ':', 1)
+      WHERE c.kind = 'rate' OR cf.capacity >= 1
+   ), w AS MATERIALIZED (
+     SELECT f.kind, f.key, s.shard, f.until,
+            (CASE WHEN f.kind = 'rate' THEN f.capacity / f.shards
+                  ELSE f.capacity::int / f.shards + CASE WHEN s.shard < f.capacity::int % f.shards THEN 1 ELSE 0 END
+             END)::float8 AS cap
+       FROM f CROSS JOIN LATERAL generate_series(0, f.shards - 1) AS s(shard)
+   ), ins AS (
+     INSERT INTO {schema}.gen_durable_buckets AS b (kind, key, shard, capacity, available, last_refill)
+     SELECT w.kind, w.key, w.shard, w.cap, CASE WHEN w.kind = 'rate' THEN 0 ELSE w.cap END, w.until
+       FROM w
+      ORDER BY w.kind, w.key, w.shard
+     ON CONFLICT (kind, key, shard) DO UPDATE
+        SET available = CASE WHEN b.kind = 'rate' THEN 0 ELSE b.available END,
+            last_refill = GREATEST(b.last_refill, excluded.last_refill)
+     RETURNING b.key
+   ), orphan AS (
+     UPDATE {schema}.gen_durable_buckets b
+        SET available = CASE WHEN b.kind = 'rate' THEN 0 ELSE b.available END,
+            last_refill = GREATEST(b.last_refill, f.until)
+       FROM f
+      WHERE b.kind = f.kind AND b.key = f.key AND b.shard >= f.shards
+     RETURNING b.key
+   )
+   SELECT ((SELECT count(*) FROM ins) + (SELECT count(*) FROM orphan))::int AS changed`,
+  {
+    params: ({ closures }: { readonly closures: readonly LimitClosureRow[] }) => [
+      closures.map((c) => c.kind),
+      closures.map((c) => c.key),
+      closures.map((c) => c.ms),
+    ],
+    decode: (rows: readonly { changed: number }[]) => rows[0]?.changed ?? 0,
+  },
+);
+
+/**
  * Credit (docs/design.md §6.4, §16.2): returns `$3` slots to each gate shard (`$1` key, `$2` shard,
  * pre-aggregated), capped at capacity: available = least(capacity, available + n). Locks the
  * shards in (key, shard) order (waits: a credit must land) through the PK; a shard swept by
@@ -454,7 +525,8 @@ export const LOCK_GATE_SHARDS = sql(
  * Per locked shard:
  * - config gone, or shard ≥ shards (orphan): deleted when it has no holders, else kept;
  * - a key with no holders at all whose rows were all locked here: deleted whole (idle: the
- *   next admit mints it cold, zero lag);
+ *   next admit mints it cold, zero lag) — unless a throttle closed it (a shard's `last_refill`
+ *   in the future, CLOSE_LIMITS): its rows carry the deadline and stay until it passed;
  * - otherwise capacity := the shard's share of the configured limit, and available moves to
  *   target = max(0, capacity − holders): lowered at once (stricter is safe), raised by at most
  *   `$3`, which repairs leaked slots without double-crediting a credit still in flight.
@@ -477,7 +549,9 @@ export const RECONCILE_GATES = sql(
      SELECT k.key, c.capacity::int AS lim, LEAST(GREATEST(c.shards, 1), c.capacity::int) AS shards,
             (SELECT count(*) FROM l WHERE l.key = k.key) AS locked,
             (SELECT count(*) FROM {schema}.gen_durable_buckets b WHERE b.kind = 'conc' AND b.key = k.key) AS present,
-            COALESCE((SELECT sum(h.n) FROM h WHERE h.key = k.key), 0) AS holders
+            COALESCE((SELECT sum(h.n) FROM h WHERE h.key = k.key), 0) AS holders,
+            EXISTS (SELECT 1 FROM {schema}.gen_durable_buckets b
+                     WHERE b.kind = 'conc' AND b.key = k.key AND b.last_refill > now()) AS closed
        FROM (SELECT DISTINCT l.key FROM l) k
        LEFT JOIN {schema}.gen_durable_bucket_configs c ON c.kind = 'conc' AND c.name = split_part(k.key, ':', 1)
                                                    AND c.capacity >= 1
@@ -485,7 +559,7 @@ export const RECONCILE_GATES = sql(
      SELECT l.key, l.shard, l.raise, COALESCE(h.n, 0) AS holders,
             CASE WHEN k.lim IS NULL OR l.shard >= k.shards THEN
                    CASE WHEN COALESCE(h.n, 0) = 0 THEN 'delete' ELSE 'keep' END
-                 WHEN k.holders = 0 AND k.locked = k.present THEN 'delete'
+                 WHEN k.holders = 0 AND k.locked = k.present AND NOT k.closed THEN 'delete'
                  ELSE 'fix' END AS action,
             c.cap, GREATEST(0, c.cap - COALESCE(h.n, 0))::float8 AS target
        FROM l JOIN keys k ON k.key = l.key LEFT JOIN h ON h.key = l.key AND h.shard = l.shard
@@ -515,7 +589,7 @@ export const RECONCILE_GATES = sql(
        CROSS JOIN LATERAL (SELECT k.lim / k.shards + CASE WHEN s.shard < k.lim % k.shards THEN 1 ELSE 0 END AS cap) x
        LEFT JOIN h ON h.key = k.key AND h.shard = s.shard
       WHERE k.lim IS NOT NULL
-        AND NOT (k.holders = 0 AND k.locked = k.present)
+        AND NOT (k.holders = 0 AND k.locked = k.present AND NOT k.closed)
         AND NOT EXISTS (SELECT 1 FROM {schema}.gen_durable_buckets b WHERE b.kind = 'conc' AND b.key = k.key AND b.shard = s.shard)
       ORDER BY k.key, s.shard
      ON CONFLICT (kind, key, shard) DO NOTHING

@@ -131,12 +131,15 @@ const KIND = `(CASE WHEN g.cancel_requested_at IS NULL OR t.kind IN ('done', 'st
                     WHEN ${HELD} THEN 'hold' ELSE 'cancel' END)`;
 
 /**
- * Transitions next / retry / sleep / done / stop for any number of rows in one UPDATE over
+ * Transitions next / retry / throttle / sleep / done / stop for any number of rows in one UPDATE over
  * parallel arrays (PK lookups). Per-row kind drives each column as in docs/design.md §2.4's table;
  * `last_error` is written by a stop, and by a retry that carries an error (a thrown step
  * retried). Every outcome
  * clears the claim and the drawn shard and resets `reaps` and `suspect` (a committed outcome
  * proves the step does not kill its worker, §26.5). RETURNING defines what committed.
+ * `throttle` (docs/design.md §16.5) is a `retry` that keeps the state and spends no attempt:
+ * same step, state and attempt, due `delay_ms` after now(); a thrown error's text goes to
+ * `last_error` (a thrown `retryAfterMs`).
  * `sleep` (docs/design.md §27.4) is a `next` due later and without limit options: new step and
  * state, attempt 0, the key kept, the rate limit cleared, due at `at` when given (an instant,
  * `{ until }`), else `delay_ms` after now() (`{ for }`, database clock).
@@ -166,14 +169,15 @@ function transitionsUpdate(recorded: boolean): string {
                                  WHEN 'retry' THEN g.attempt + 1 ELSE g.attempt END,
           state = CASE WHEN ${KIND} IN ('next', 'retry', 'continue', 'sleep') THEN t.state::jsonb ELSE g.state END,
           result = CASE WHEN ${KIND} = 'done' THEN t.result::jsonb ELSE g.result END,
-          last_error = CASE WHEN ${KIND} = 'stop' OR (${KIND} = 'retry' AND t.error IS NOT NULL) THEN t.error ELSE g.last_error END,
-          awaits = CASE WHEN ${KIND} IN ('retry', 'hold') THEN g.awaits END,
+          last_error = CASE WHEN ${KIND} = 'stop' OR (${KIND} IN ('retry', 'throttle') AND t.error IS NOT NULL) THEN t.error ELSE g.last_error END,
+          awaits = CASE WHEN ${KIND} IN ('retry', 'throttle', 'hold') THEN g.awaits END,
           await_deadline = NULL,
           rate_limit = CASE WHEN ${KIND} IN ('next', 'continue', 'sleep') THEN t.rate_limit ELSE g.rate_limit END,
           weight = CASE WHEN ${KIND} IN ('next', 'continue', 'sleep') THEN t.weight ELSE g.weight END,
           concurrency_key = CASE WHEN ${KIND} IN ('next', 'continue') AND t.set_key THEN t.conc_key ELSE g.concurrency_key END,
           eligible_at = CASE ${KIND} WHEN 'next' THEN now() WHEN 'continue' THEN now()
                                     WHEN 'retry' THEN now() + make_interval(secs => t.delay_ms / 1000)
+                                    WHEN 'throttle' THEN now() + make_interval(secs => t.delay_ms / 1000)
                                     WHEN 'sleep' THEN COALESCE(t.at, now() + make_interval(secs => t.delay_ms / 1000))
                                     ELSE g.eligible_at END,
           locked_by = CASE WHEN ${KIND} IN ('continue', 'hold') THEN g.locked_by END,

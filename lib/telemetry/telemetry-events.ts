@@ -75,6 +75,11 @@ export type TelemetryPayloads = {
     metadata: { key: string; queue: string };
   };
   'rate_limit:contended': { measurements: TelemetryCount; metadata: { queue: string } };
+  /** A committed `throttle` closed a limit (docs/design.md §16.5), once per limit it closed. */
+  'limit:throttled': {
+    measurements: { retryAfterMs: number };
+    metadata: TelemetryRow & { kind: 'rate' | 'conc'; key: string; queue: string };
+  };
   'rate_limit:unknown': {
     measurements: TelemetryCount;
     metadata: { key: string; name: string; fsm: string; step: string };

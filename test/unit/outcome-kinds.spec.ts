@@ -17,6 +17,7 @@ describe('the outcome-kind table', () => {
     const built = {
       next: outcomes.next('a', {}),
       retry: outcomes.retry({}),
+      throttle: outcomes.throttle({ limit: 'api', retryAfterMs: 1000 }),
       sleep: outcomes.sleep('a', {}, { for: 10 }),
       await: outcomes.awaitSignal('go', 'a', {}),
       scheduleChildren: outcomes.scheduleChildren('a', [], {}),
@@ -31,6 +32,31 @@ describe('the outcome-kind table', () => {
   it('feeds each tally counter once, and the drain tally has exactly those counters', () => {
     expect(new Set(TALLY_KINDS).size).toBe(TALLY_KINDS.length);
     expect(Object.keys(emptyTally()).sort()).toEqual(['steps', ...TALLY_KINDS].sort());
+  });
+
+  it('makes a throttle a non-terminal transition of its own tally, due after its delay', () => {
+    expect(OUTCOME_KINDS.throttle).toEqual({
+      public: true,
+      write: 'transition',
+      terminal: false,
+      consumesAwaited: false,
+      pokes: 'whenDue',
+      tally: 'throttle',
+    });
+    // The attempt column keeps g.attempt for a throttle: only retry adds one.
+    expect(FLUSH_TRANSITIONS.text).toMatch(/WHEN 'retry' THEN g\.attempt \+ 1 ELSE g\.attempt END/);
+    expect(FLUSH_TRANSITIONS.text).toContain(
+      "WHEN 'throttle' THEN now() + make_interval(secs => t.delay_ms / 1000)",
+    );
+  });
+
+  it('refuses a throttle without a limit or a key, or with a bad retryAfterMs', () => {
+    expect(() => outcomes.throttle({ retryAfterMs: 10 })).toThrow(/give a limit, a key or both/);
+    for (const bad of [0, -1, 1.5, Number.NaN, outcomes.MAX_DELAY_MS + 1]) {
+      expect(() => outcomes.throttle({ key: 'k', retryAfterMs: bad })).toThrow(/retryAfterMs/);
+    }
+    const ok = outcomes.throttle({ limit: ['api', 7], key: 'k', retryAfterMs: 5 });
+    expect(ok).toMatchObject({ kind: 'throttle', limit: ['api', 7], key: 'k', retryAfterMs: 5 });
   });
 
   it('makes terminals neither poke nor consume presented signals (their riders sweep instead)', () => {
