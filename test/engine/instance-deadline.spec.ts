@@ -153,6 +153,18 @@ describe('instance deadlines, fired by the sweep', () => {
     expect(await sweep()).toBe(0);
   });
 
+  it('a retry of a row the deadline cancelled clears the passed deadline, so it runs', async () => {
+    const { id, queue } = await inserted(CancelFsm, 'park');
+    await overdue(id, 1);
+    expect(await sweep()).toBe(1);
+    await h.engine.retry(id);
+    expect(await rowOf(db, id)).toMatchObject({ status: 'runnable', deadline_at: null });
+    expect(await sweep()).toBe(0);
+    const [row] = await claimRows(h.engine, queue, 1, 'w');
+    expect(await execute(h.engine, row!)).toBe('committed');
+    expect((await rowOf(db, id))['status']).toBe('awaiting_signal');
+  });
+
   it('a parked row past its deadline is cancelled', async () => {
     const { id } = await started(CancelFsm, 'park');
     expect((await rowOf(db, id))['status']).toBe('awaiting_signal');
