@@ -5,6 +5,7 @@ import {
   InvalidInputError,
   next,
   type Outcome,
+  scheduleChildren,
   Step,
   type StepContext,
 } from '../../lib';
@@ -76,6 +77,20 @@ class DefaultFsm {
   }
 }
 
+@DurableFsm({ name: 'dl-parent', queue: 'nowhere' })
+class ParentFsm {
+  @Step() start(ctx: StepContext) {
+    return scheduleChildren(
+      'joined',
+      [DefaultFsm, { fsm: DefaultFsm, deadlineInMs: 15_000, correlationKey: 'dl-child' }],
+      ctx.state,
+    );
+  }
+  @Step() joined() {
+    return done({});
+  }
+}
+
 /** An hour: beyond the poll horizon, so no local timer is armed. */
 const FAR = 3_600_000;
 
@@ -86,7 +101,7 @@ describe('instance deadlines, fired by the sweep', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    h = await bootEngine(db, [CancelFsm, RouteFsm, DefaultFsm], {
+    h = await bootEngine(db, [CancelFsm, RouteFsm, DefaultFsm, ParentFsm], {
       queues: {},
       // A reaper whose only sweep in the test's time is the boot sweep: the tests call it.
       reaper: { interval: 3_600_000 },
@@ -295,6 +310,14 @@ describe('instance deadlines, fired by the sweep', () => {
       deadlineInMs: 13_000,
     });
     expect(await span(skipped)).toBe(13_000);
+    // Children a step schedules: the FSM default, or the child's own options.
+    const parent = await h.engine.insert(ParentFsm, { queue: 'dl-parent' });
+    const [claimed] = await claimRows(h.engine, 'dl-parent', 1, 'w');
+    expect(await execute(h.engine, claimed!)).toBe('committed');
+    const children = (await h.engine.list({ parentId: parent })).items;
+    expect(children).toHaveLength(2);
+    const spans = await Promise.all(children.map((c) => span(c.id)));
+    expect(spans.sort((a, b) => a - b)).toEqual([15_000, FAR]);
     // A row of an FSM without a deadline has none.
     const { id } = await inserted(CancelFsm, 'done');
     await db.pool.query(`UPDATE gen_durable SET deadline_at = NULL WHERE id = $1`, [id]);
@@ -428,6 +451,40 @@ class TimerRouteFsm {
     return done({ expired: true });
   }
 }
+
+describe('instance deadlines through the durable insert batcher', () => {
+  let db: TestDatabase;
+  let t: Harness;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    t = await bootEngine(db, [DefaultFsm], {
+      queues: {},
+      reaper: false,
+      poke: 'none',
+      insertBatcher: { durable: true },
+    });
+  });
+  afterAll(async () => {
+    await t.close();
+    await db.drop();
+  });
+
+  it('a group-committed insert carries its deadline, or the FSM default', async () => {
+    t.clear();
+    const [own, fallback] = await Promise.all([
+      t.engine.insert(DefaultFsm, { deadlineInMs: 4000 }),
+      t.engine.insert(DefaultFsm),
+    ]);
+    expect(t.statements).toContain('insert_instances');
+    expect(t.statements).not.toContain('insert_instance');
+    const span = async (id: string): Promise<number> => {
+      const view = await t.engine.get(id);
+      return view!.deadline!.getTime() - view!.insertedAt.getTime();
+    };
+    expect(await span(own)).toBe(4000);
+    expect(await span(fallback)).toBe(FAR);
+  });
+});
 
 describe('instance deadlines fired by the inserting node', () => {
   let db: TestDatabase;
