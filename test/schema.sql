@@ -1,6 +1,6 @@
 TYPE gen_durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 11
+TABLE gen_durable  -- comment: 12
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -47,12 +47,14 @@ END) STORED
   held_at timestamp with time zone
   held_reason text
   dedup_until timestamp with time zone
+  deadline_at timestamp with time zone
   CONSTRAINT gen_durable_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES gen_durable(id) ON DELETE SET NULL
   CONSTRAINT gen_durable_pkey PRIMARY KEY (id)
   CONSTRAINT gen_durable_state_is_object CHECK ((jsonb_typeof(state) = 'object'::text))
   INDEX ON gen_durable USING btree (await_deadline) WHERE ((status = 'awaiting_signal'::gen_durable_status) AND (await_deadline IS NOT NULL))  -- gen_durable_await_deadline
   INDEX UNIQUE ON gen_durable USING btree (concurrency_key) WHERE ((status = 'executing'::gen_durable_status) AND (concurrency_key IS NOT NULL) AND (concurrency_shard IS NULL))  -- gen_durable_concurrency_active
   INDEX UNIQUE ON gen_durable USING btree (correlation_guard) WHERE (correlation_guard IS NOT NULL)  -- gen_durable_correlation
+  INDEX ON gen_durable USING btree (deadline_at) WHERE ((deadline_at IS NOT NULL) AND (status = ANY (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status])))  -- gen_durable_deadline
   INDEX ON gen_durable USING btree (correlation_key, dedup_until) WHERE (dedup_until IS NOT NULL)  -- gen_durable_dedup
   INDEX ON gen_durable USING btree (id) WHERE (status = 'failed'::gen_durable_status)  -- gen_durable_failed
   INDEX ON gen_durable USING btree (updated_at) WHERE (status <> ALL (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status]))  -- gen_durable_gc

@@ -169,6 +169,7 @@ export async function show(ctx: CliContext, out: Output, target: Target): Promis
     ];
     if (instance.result) lines.push(`  result ${JSON.stringify(instance.result)}`);
     if (instance.lastError) lines.push(`  last error ${instance.lastError}`);
+    if (instance.deadline) lines.push(`  deadline ${instance.deadline.toISOString()}`);
     if (instance.cancelReason) lines.push(`  cancel reason ${instance.cancelReason}`);
     if (instance.heldAt) {
       lines.push(

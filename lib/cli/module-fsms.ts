@@ -74,6 +74,7 @@ export async function readModuleFsms(file: string): Promise<ModuleFsm[]> {
         initial: d.initial,
         steps: [...d.steps.keys()],
         cancelOn: [...d.cancelOn],
+        ...(d.deadline?.ms != null ? { deadlineMs: d.deadline.ms } : {}),
         className: d.metatype.name,
         ...(d.codec ? { stateCodec: d.codec } : {}),
       }))

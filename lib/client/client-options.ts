@@ -22,6 +22,12 @@ export interface ClientFsm {
   readonly steps?: readonly string[];
   /** Signal names that cancel the instance instead of being stored (`@DurableFsm({ cancelOn })`). */
   readonly cancelOn?: readonly string[];
+  /**
+   * The default deadline of its inserts, ms (`@DurableFsm({ deadlineMs })`,
+   * docs/operations-control.md "Instance deadlines"); an insert's `deadline` / `deadlineInMs`
+   * wins. Default none.
+   */
+  readonly deadlineMs?: number;
   /** The FSM's state codec, when it has one (`dump` runs on inserted and retried state). */
   readonly stateCodec?: {
     load(stored: Record<string, unknown>): unknown;

@@ -17,6 +17,7 @@ import { InvalidInputError } from '../errors/invalid-input.error';
 import { NotAvailableError } from '../errors/not-available.error';
 import { DEFAULT_ENGINE_NAME } from '../gen-durable.constants';
 import type { InsertDefinition } from '../instance/build-insert-row';
+import { delayMs } from '../instance/insert-conflict';
 import { pokePayload, pokeSenderToken } from '../poke/poke-channel';
 import { NOTIFY_POKE } from '../sql/poke.sql';
 import type { ClientFsm, GenDurableClientOptions } from './client-options';
@@ -161,6 +162,7 @@ export class ClientRuntime implements ControlRuntime {
       queue: f.queue ?? DEFAULT_QUEUE,
       codec: f.stateCodec,
       steps: f.steps ? new Set(f.steps) : ANY_STEP,
+      ...(f.deadlineMs !== undefined ? { deadline: { ms: f.deadlineMs } } : {}),
     };
   }
 
@@ -208,6 +210,7 @@ function describedFsms(fsms: unknown): ReadonlyMap<string, ClientFsm> {
     if (queue !== undefined && (typeof queue !== 'string' || queue.length === 0)) {
       throw new InvalidInputError(`${path}.queue`, 'must be a non-empty string');
     }
+    if (d['deadlineMs'] !== undefined) delayMs(d['deadlineMs'], 1, `${path}.deadlineMs`);
     for (const list of ['steps', 'cancelOn'] as const) {
       const v = d[list];
       if (v !== undefined && !(Array.isArray(v) && v.every((s) => typeof s === 'string'))) {

@@ -94,6 +94,11 @@ export interface ControlDefinition {
   readonly codec: StateCodec | undefined;
   /** What its step history records (docs/design.md §28.1); absent = the default, `'failures'`. */
   readonly history?: HistoryLevel;
+  /** `@DurableFsm({ onDeadline, deadlineGraceMs })` (docs/operations-control.md "Instance deadlines"); absent = none. */
+  readonly deadline?: {
+    readonly onDeadline: string | null;
+    readonly graceMs: number | null;
+  };
 }
 
 /** The FSM lookups of {@link ControlRuntime} (`FsmRegistry` is one). */

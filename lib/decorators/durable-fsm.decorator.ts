@@ -40,6 +40,23 @@ export interface DurableFsmOptions {
    */
   cancelOn?: readonly string[];
   /**
+   * The default deadline of its instances, ms from the insert (integer ≥ 1); an insert's
+   * `deadline` / `deadlineInMs` wins (docs/operations-control.md "Instance deadlines"). A live
+   * instance past it is cancelled, or moved to `onDeadline`. Default: none.
+   */
+  deadlineMs?: number;
+  /**
+   * The step a live instance past its deadline moves to, runnable at once, instead of being
+   * cancelled (docs/operations-control.md "Instance deadlines"). Default: none (cancel).
+   */
+  onDeadline?: string;
+  /**
+   * How long an instance whose step is executing at its deadline may still commit, ms
+   * (integer ≥ 0): then its claim is fenced and it is cancelled (or moved to `onDeadline`).
+   * Default: the module's `leaseTtl`.
+   */
+  deadlineGraceMs?: number;
+  /**
    * What the step history of its instances records (docs/design.md §28.1;
    * docs/operations-control.md "Step history"): `'off'`, `'failures'` (thrown errors, retries,
    * stops, reaps, poison pills, cancels, manual actions), `'transitions'` (every committed

@@ -7,6 +7,19 @@ import type { DurableStepInterceptor } from '../fsm/step-interceptor';
 
 export type StepFunction = (ctx: StepContext<unknown>) => unknown;
 
+/**
+ * `@DurableFsm({ deadlineMs, onDeadline, deadlineGraceMs })` (docs/operations-control.md
+ * "Instance deadlines"): each null when not declared.
+ */
+export interface FsmDeadline {
+  /** The default deadline of its inserts, ms from the insert. */
+  readonly ms: number | null;
+  /** The step a live instance past its deadline moves to (instead of being cancelled). */
+  readonly onDeadline: string | null;
+  /** How long an executing instance past its deadline may still commit, ms (default: `leaseTtl`). */
+  readonly graceMs: number | null;
+}
+
 /** A registered FSM: one `(name, version)` bound to its provider instance. */
 export interface FsmDefinition {
   readonly name: string;
@@ -20,6 +33,8 @@ export interface FsmDefinition {
   readonly codec: StateCodec | undefined;
   /** Signal names whose delivery cancels the instance (docs/design.md §27.2). */
   readonly cancelOn: ReadonlySet<string>;
+  /** Its instance deadline declarations; absent = none declared. */
+  readonly deadline?: FsmDeadline | undefined;
   /** What its step history records (docs/design.md §28.1). */
   readonly history: HistoryLevel;
   /** Its own retention per status, ms, where it overrides the module's `gc` (empty = none). */

@@ -8,8 +8,9 @@ import { ConfigurationError } from '../errors/configuration.error';
 import type { RetentionOverride } from '../fsm/retention';
 import type { StepContext } from '../fsm/step-context';
 import type { StandardSchemaV1 } from '../fsm/fsm-schemas';
+import { MAX_DELAY_MS } from '../fsm/outcome';
 import type { DurableStepInterceptor } from '../fsm/step-interceptor';
-import type { FsmDefinition, StepFunction } from './fsm-definition';
+import type { FsmDeadline, FsmDefinition, StepFunction } from './fsm-definition';
 import { FsmMetadataAccessor } from './fsm-metadata.accessor';
 import { FsmRegistry } from './fsm.registry';
 import { HISTORY_LEVELS, type HistoryLevel } from '../instance/history-entry';
@@ -255,6 +256,7 @@ export class FsmExplorer {
         'must be an array of non-empty signal names',
       );
     }
+    const deadline = checkDeadline(meta, steps, where);
     const history: unknown = meta.history ?? 'failures';
     if (!HISTORY_LEVELS.includes(history as HistoryLevel)) {
       throw new ConfigurationError(
@@ -288,6 +290,7 @@ export class FsmExplorer {
       name,
       version,
       cancelOn: new Set(cancelOn),
+      ...(deadline ? { deadline } : {}),
       history: history as HistoryLevel,
       retention,
       queue: meta.queue ?? 'default',
@@ -330,6 +333,43 @@ function unavailableScope(fsm: string): ScopedInstanceSource {
         new ConfigurationError(`fsm ${fsm}`, 'a scoped FSM runs only inside the engine'),
       ),
   };
+}
+
+/**
+ * `@DurableFsm({ deadlineMs, onDeadline, deadlineGraceMs })` checked (docs/operations-control.md
+ * "Instance deadlines"): whole ms, `onDeadline` a step of the FSM; undefined when none is declared.
+ */
+function checkDeadline(
+  meta: { deadlineMs?: unknown; onDeadline?: unknown; deadlineGraceMs?: unknown },
+  steps: ReadonlyMap<string, unknown>,
+  where: string,
+): FsmDeadline | undefined {
+  const ms = (value: unknown, min: number, field: string): number | null => {
+    if (value === undefined) return null;
+    if (
+      typeof value !== 'number' ||
+      !Number.isInteger(value) ||
+      value < min ||
+      value > MAX_DELAY_MS
+    ) {
+      throw new ConfigurationError(
+        `${where}.${field}`,
+        `must be an integer number of ms in ${min} … ${MAX_DELAY_MS}, got ${inspect(value)}`,
+      );
+    }
+    return value;
+  };
+  const deadlineMs = ms(meta.deadlineMs, 1, 'deadlineMs');
+  const graceMs = ms(meta.deadlineGraceMs, 0, 'deadlineGraceMs');
+  const onDeadline = meta.onDeadline;
+  if (onDeadline !== undefined && (typeof onDeadline !== 'string' || !steps.has(onDeadline))) {
+    throw new ConfigurationError(
+      `${where}.onDeadline`,
+      `must name a step of the FSM (steps: ${[...steps.keys()].join(', ')}), got ${inspect(onDeadline)}`,
+    );
+  }
+  if (deadlineMs === null && graceMs === null && onDeadline === undefined) return undefined;
+  return { ms: deadlineMs, onDeadline: onDeadline ?? null, graceMs };
 }
 
 /**

@@ -29,9 +29,11 @@ import type { Limiter } from '../limiter/limiter.interface';
 import { createPokeTransport } from '../poke/create-poke-transport';
 import { WakeUps } from '../runtime/wake-ups';
 import type { RetentionOverride } from '../fsm/retention';
+import type { InsertRow } from '../instance/insert-row';
 import { DurableEvents } from '../runtime/durable-events';
 import type { DurableEventHandler } from '../discovery/durable-event.explorer';
 import { fireAwaitDeadlines } from '../runtime/await-deadlines';
+import { fireInstanceDeadlines } from '../control/instance-deadline';
 import { OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import type { PokeTransport } from '../poke/poke-transport.interface';
 import { InsertBatcher, type InsertBatcherConfig } from '../runtime/insert-batcher';
@@ -92,6 +94,11 @@ export class EngineRuntime {
   readonly durableEvents: DurableEvents;
   /** Local timers for the await timeouts this node parked (docs/design.md §8.5). */
   readonly awaitDeadlines: WakeUps;
+  /**
+   * Local timers for the instance deadlines this node inserted, and their graces
+   * (docs/operations-control.md "Instance deadlines"); one key, as `awaitDeadlines`.
+   */
+  readonly instanceDeadlines: WakeUps;
   /**
    * Group-commit inserts (docs/design.md §26.11), on by default, and the `insertAsync` buffer
    * (§6.5) when `insertBatcher` is set.
@@ -160,6 +167,13 @@ export class EngineRuntime {
       void fireAwaitDeadlines(this.sql, this.telemetry, (queues) => this.pokes.poke(queues)).catch(
         (err: unknown) =>
           this.logger.warn(`await deadline timer: ${String(err)} (the reaper fires it)`),
+      );
+    });
+    // Instance deadlines this node inserted (and their graces), fired on time by a local timer;
+    // the reaper's sweep stays the floor (docs/operations-control.md "Instance deadlines").
+    this.instanceDeadlines = new WakeUps(options.maxPollInterval * 10, () => {
+      void this.fireDeadlines().catch((err: unknown) =>
+        this.logger.warn(`instance deadline timer: ${String(err)} (the reaper fires it)`),
       );
     });
     this.batcher = new InsertBatcher(
@@ -243,6 +257,7 @@ export class EngineRuntime {
         if (dueIn > 0) this.wakeUps.arm(e.queue, dueIn);
       }
       if (e.kind === 'await' && e.timeoutMs !== null) this.awaitDeadlines.arm('', e.timeoutMs);
+      if (e.kind === 'scheduleChildren') for (const child of e.children) this.armDeadline(child);
     }
   }
 
@@ -258,6 +273,34 @@ export class EngineRuntime {
           `boot: ${step} could not reach the database (${String(err)}); retrying (${elapsedMs} ms so far, bootTimeout ${this.options.bootTimeout} ms)`,
         ),
     });
+  }
+
+  /** Fires the due instance deadlines (the reaper's sweep, the local timers); how many it acted on. */
+  async fireDeadlines(): Promise<number> {
+    const fired = await fireInstanceDeadlines(this, this.options.leaseTtl);
+    return fired.cancelled + fired.requested + fired.routed;
+  }
+
+  /**
+   * Arms the local timers of `row`'s instance deadline, if it has one (docs/operations-control.md
+   * "Instance deadlines"): at the deadline and when its FSM's grace for an executing row (default
+   * `leaseTtl`) ends. `deadlineInMs` counts on the database clock from the insert, as the timer
+   * does from its commit; an absolute `deadline` is read on this node's clock (a timer that
+   * fires early finds nothing due). Beyond the horizon the reaper's sweep fires it.
+   */
+  armDeadline(row: Pick<InsertRow, 'fsm' | 'deadlineAt' | 'deadlineInMs'>): void {
+    const delayMs =
+      row.deadlineAt != null
+        ? row.deadlineAt.getTime() - Date.now()
+        : row.deadlineInMs != null
+          ? row.deadlineInMs
+          : null;
+    if (delayMs === null) return;
+    const graceMs =
+      this.registry.all().find((d) => d.name === row.fsm)?.deadline?.graceMs ??
+      this.options.leaseTtl;
+    this.instanceDeadlines.arm('', Math.max(1, delayMs));
+    this.instanceDeadlines.arm('', Math.max(1, delayMs) + graceMs + 1);
   }
 
   /** Instance control's wait for after-commit effects: an engine's run in-process, so none is pending. */
@@ -329,6 +372,7 @@ export class EngineRuntime {
             .map((d) => d.name),
         },
         (row, message) => this.durableEvents.failed(row, message),
+        () => this.fireDeadlines(),
       );
       this.reaper.start();
     }
@@ -439,6 +483,7 @@ export class EngineRuntime {
     await this.pokeTransport?.close();
     this.wakeUps.close();
     this.awaitDeadlines.close();
+    this.instanceDeadlines.close();
     this.pokes.close();
     await this.limiter.close();
     this.watcher.close();

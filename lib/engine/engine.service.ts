@@ -139,6 +139,7 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
       if (given?.manager === undefined && batcher.takesDurable && plain) {
         const inserted = await batcher.insert(row); // the batcher pokes due rows per statement
         if (!inserted.due) this.armWakeUp(row);
+        this.armDeadline(row);
         return inserted.id;
       }
       const client = await this.clientOf(given?.manager);
@@ -146,6 +147,7 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
       if ((answer.inserted || answer.debounced) && !given?.manager && row.held !== true) {
         this.pokeOrArm(answer, row);
       }
+      if (answer.inserted) this.armDeadline(row);
       return answer.id;
     });
   }
@@ -154,6 +156,11 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
   private pokeOrArm(inserted: { queue: string; due: boolean }, row: InsertRow): void {
     if (inserted.due) this.runtime.pokes.poke([inserted.queue]);
     else this.armWakeUp(row);
+  }
+
+  /** The local timers of a row's instance deadline (docs/operations-control.md "Instance deadlines"). */
+  private armDeadline(row: InsertRow): void {
+    this.runtime.armDeadline(row);
   }
 
   /**
@@ -191,9 +198,15 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
         buildInsertRow(definition, options, this.runtime.options, 'insertAsync'),
         traceContext,
       );
-      if (this.runtime.batcher.offer(row)) return;
+      if (this.runtime.batcher.offer(row)) {
+        this.armDeadline(row);
+        return;
+      }
       const inserted = await INSERT_INSTANCE.run(this.runtime.sql, row);
-      if (inserted) this.pokeOrArm(inserted, row);
+      if (inserted) {
+        this.pokeOrArm(inserted, row);
+        this.armDeadline(row);
+      }
     });
   }
 
@@ -235,6 +248,7 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
       if (!options.manager) {
         this.runtime.pokes.poke(new Set(inserted.filter((r) => r.due).map((r) => r.queue)));
         if (inserted.some((r) => !r.due)) for (const row of rows) this.armWakeUp(row);
+        for (const r of inserted) this.armDeadline(rows[r.ord] as InsertRow);
       }
       return inserted.map((r) => r.id);
     });

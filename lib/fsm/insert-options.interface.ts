@@ -54,6 +54,15 @@ export interface InsertOptions {
    * Needs `correlationKey`.
    */
   dedupWindowMs?: number;
+  /**
+   * When the instance must have ended (docs/operations-control.md "Instance deadlines"): a
+   * live instance past it is cancelled (an executing one cooperatively, then fenced after its
+   * FSM's `deadlineGraceMs`), or routed to its FSM's `onDeadline` step. Wins over
+   * `deadlineInMs` and the FSM's `deadlineMs`. Default: none.
+   */
+  deadline?: Date;
+  /** The deadline as a delay from the insert, ms (database clock), integer ≥ 1. Wins over the FSM's `deadlineMs`. */
+  deadlineInMs?: number;
   /** `insert` only: insert held; it is never claimed until `release` (docs/operations-control.md). */
   held?: boolean;
   /** Join the caller's TypeORM transaction (insert/insertAll/signal only). */

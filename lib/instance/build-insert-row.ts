@@ -23,7 +23,11 @@ import type { InsertRow } from './insert-row';
 export type InsertDefinition = Pick<
   FsmDefinition,
   'name' | 'version' | 'initial' | 'queue' | 'codec'
-> & { readonly steps: { has(step: string): boolean } };
+> & {
+  readonly steps: { has(step: string): boolean };
+  /** `@DurableFsm({ deadlineMs })`: the default deadline of its inserts, ms; absent = none. */
+  readonly deadline?: { readonly ms: number | null } | undefined;
+};
 
 /** The options an insert is checked against. */
 export type InsertLimits = Pick<ResolvedOptions, 'maxStateBytes' | 'rateLimits'>;
@@ -48,6 +52,8 @@ const INSERT_KEYS = new Set([
   'maxDelayMs',
   'dedupWindowMs',
   'held',
+  'deadline',
+  'deadlineInMs',
 ]);
 
 /** The options only `insert()` takes (docs/identity.md "Conflict modes", "Dedup windows"). */
@@ -193,6 +199,13 @@ export function buildInsertRow(
     }
   }
 
+  let deadlineAt: Date | null = null;
+  let deadlineInMs: number | null = null;
+  if (o.deadline !== undefined) deadlineAt = validDate(o.deadline, `${path}.deadline`);
+  else if (o.deadlineInMs !== undefined) {
+    deadlineInMs = checkedMs(o.deadlineInMs, 1, `${path}.deadlineInMs`);
+  } else if (definition.deadline?.ms != null) deadlineInMs = definition.deadline.ms;
+
   return {
     fsm: definition.name,
     fsmVersion: definition.version,
@@ -209,5 +222,7 @@ export function buildInsertRow(
     weight,
     ...(o.held === true ? { held: true } : {}),
     ...(dedupWindowMs !== null ? { dedupWindowMs } : {}),
+    ...(deadlineAt !== null ? { deadlineAt } : {}),
+    ...(deadlineInMs !== null ? { deadlineInMs } : {}),
   };
 }

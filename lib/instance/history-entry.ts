@@ -24,7 +24,10 @@ export const HISTORY_LEVELS: readonly HistoryLevel[] = ['off', 'failures', 'tran
  * - `poisoned`: the reaper's poison-pill verdict (the row was reaped too often) failed it;
  * - `manual.cancel`, `manual.retry`: an operator's `cancel` / `retry`, with its `actor`;
  * - `manual.fork`: the first row of an instance made by `fork` (docs/design.md §28.3), with its
- *   `actor`; `outcome` names the source (`forked from #<id>`).
+ *   `actor`; `outcome` names the source (`forked from #<id>`);
+ * - `deadline`: the instance deadline moved the row to its FSM's `onDeadline` step
+ *   (`nextStep`; docs/operations-control.md "Instance deadlines"). A deadline that cancels
+ *   records `manual.cancel` with the actor `deadline`.
  */
 export type HistoryKind =
   | 'next'
@@ -40,7 +43,8 @@ export type HistoryKind =
   | 'poisoned'
   | 'manual.cancel'
   | 'manual.retry'
-  | 'manual.fork';
+  | 'manual.fork'
+  | 'deadline';
 
 /** A thrown error as history keeps it: class name, message and stack (at most 8 KiB of text). */
 export interface HistoryError {

@@ -24,6 +24,12 @@ export interface InsertRow {
   readonly held?: boolean;
   /** The key's dedup window from the insert, ms (docs/identity.md "Dedup windows"); absent = none. */
   readonly dedupWindowMs?: number | null;
+  /**
+   * The instance deadline (docs/operations-control.md "Instance deadlines"): an absolute time
+   * (`deadlineAt`), else `deadlineInMs` from the insert on the database clock; both absent = none.
+   */
+  readonly deadlineAt?: Date | null;
+  readonly deadlineInMs?: number | null;
 }
 
 /** `row` carrying `traceContext` (docs/design.md §31); `row` itself when there is none. */

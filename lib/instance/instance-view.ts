@@ -52,6 +52,11 @@ export interface InstanceView {
   readonly heldReason: string | null;
   /** The end of its key's dedup window (`insert({ dedupWindowMs })`, docs/identity.md), or null. */
   readonly dedupUntil: Date | null;
+  /**
+   * The instance deadline (docs/operations-control.md "Instance deadlines"): past it, a live
+   * instance is cancelled or moved to its FSM's `onDeadline` step; null = none (or moved there).
+   */
+  readonly deadline: Date | null;
 }
 
 /** What `EngineService.await` answers (docs/design.md §9). */

@@ -14,8 +14,9 @@ const BATCH = 10_000;
 /**
  * Every `reaper.interval`: expired leases back to runnable with attempt + 1 (rows at the
  * poison-pill cap become suspects, suspects lost during their solo run are failed, §26.5),
- * then overdue await deadlines (docs/design.md §8.5, §17.2). Skip-locked, so several reapers
- * in a cluster are safe.
+ * then overdue await deadlines (docs/design.md §8.5, §17.2), then due instance deadlines
+ * (docs/operations-control.md "Instance deadlines"). Skip-locked (the instance deadlines: each
+ * row locked and checked again), so several reapers in a cluster are safe.
  */
 export class Reaper {
   private readonly periodic: PeriodicTask;
@@ -41,6 +42,8 @@ export class Reaper {
       row: { id: string; fsm: string; step: string },
       message: string,
     ) => void = () => undefined,
+    /** Fires the due instance deadlines (docs/operations-control.md "Instance deadlines"); answers how many it ended or moved. */
+    private readonly fireInstanceDeadlines: () => Promise<number> = () => Promise.resolve(0),
   ) {
     this.periodic = new PeriodicTask(interval, () => this.sweep());
   }
@@ -69,10 +72,16 @@ export class Reaper {
    * counts poison pills failed; rows whose cancel was requested and whose lease ran out are
    * cancelled (docs/design.md §27.2) and counted in neither.
    */
-  async sweep(): Promise<{ reaped: number; poisoned: number; timeouts: number }> {
+  async sweep(): Promise<{
+    reaped: number;
+    poisoned: number;
+    timeouts: number;
+    deadlines: number;
+  }> {
     let reaped = 0;
     let poisoned = 0;
     let timeouts = 0;
+    let deadlines = 0;
     try {
       const queues = new Set<string>();
       // One transaction: a row failed as a poison pill commits together with its inbox consume
@@ -140,10 +149,11 @@ export class Reaper {
       }
       this.poke(queues);
       timeouts = await fireAwaitDeadlines(this.sql, this.telemetry, this.poke);
+      deadlines = await this.fireInstanceDeadlines();
       this.lastSweepAt = Date.now();
     } catch (err) {
       this.logger.error(`reaper sweep failed: ${String(err)}`);
     }
-    return { reaped, poisoned, timeouts };
+    return { reaped, poisoned, timeouts, deadlines };
   }
 }

@@ -10,6 +10,7 @@ import { V008 } from './v008';
 import { V009 } from './v009';
 import { V010 } from './v010';
 import { V011 } from './v011';
+import { V012 } from './v012';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -24,6 +25,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V009,
   V010,
   V011,
+  V012,
 ];
 
 /** The schema version this build of the library needs. */

@@ -38,10 +38,14 @@ export interface InsertedOrHolder extends InsertedInstance {
 
 /** `$16` of INSERT_INSTANCES when no entry carries a trace context: unnest pads it with NULLs. */
 const NO_TRACES: readonly (string | null)[] = Object.freeze([]);
+/** `$17` / `$18` of INSERT_INSTANCES when no entry has a deadline. */
+const NO_DEADLINES: readonly null[] = Object.freeze([]);
 
 /**
- * The `$1`…`$16` of INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER, in column order: `$15`
- * held, `$16` the dedup window in ms or NULL (docs/identity.md "Dedup windows").
+ * The `$1`…`$18` of INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER, in column order: `$15`
+ * held, `$16` the dedup window in ms or NULL (docs/identity.md "Dedup windows"), `$17` the
+ * absolute deadline or NULL, else `$18` the deadline in ms from now or NULL
+ * (docs/operations-control.md "Instance deadlines").
  */
 export function insertRowParams(row: InsertRow): unknown[] {
   return [
@@ -61,12 +65,15 @@ export function insertRowParams(row: InsertRow): unknown[] {
     row.traceContext ?? null,
     row.held === true,
     row.dedupWindowMs ?? null,
+    row.deadlineAt ?? null,
+    row.deadlineInMs ?? null,
   ];
 }
 
 /** The column list every single-row insert writes, in the order of {@link insertRowSelect}. */
 export const INSERT_ROW_COLUMNS = `(fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
-      correlation_scope, concurrency_key, rate_limit, weight, trace_context, held_at, dedup_until)`;
+      correlation_scope, concurrency_key, rate_limit, weight, trace_context, held_at, dedup_until,
+      deadline_at)`;
 
 /**
  * The SELECT list of one row from the parameters of {@link insertRowParams}, numbered from
@@ -81,7 +88,8 @@ export function insertRowSelect(base: number, except = 'NULL::bigint'): string {
             COALESCE(${p(7)}::timestamptz, now() + make_interval(secs => ${p(8)}::float8 / 1000)),
             ${p(9)}::text, string_to_array(${p(10)}::text, ',')::{schema}.gen_durable_status[], ${p(11)}::text,
             ${p(12)}::text, ${p(13)}::float8, ${p(14)}::text, CASE WHEN ${p(15)}::boolean THEN now() END,
-            now() + make_interval(secs => ${p(16)}::float8 / 1000)
+            now() + make_interval(secs => ${p(16)}::float8 / 1000),
+            COALESCE(${p(17)}::timestamptz, now() + make_interval(secs => ${p(18)}::float8 / 1000))
       WHERE (${p(9)}::text IS NULL OR NOT EXISTS (
               SELECT 1 FROM {schema}.gen_durable d
                WHERE d.correlation_key = ${p(9)}::text AND d.dedup_until > now()
@@ -106,7 +114,7 @@ export function keyHolderSelect(base: number): string {
  * One instance. `$4` state is JSON text cast server-side; `$7` an absolute start time or
  * NULL, else now() + `$8` ms (DB clock); `$10` the correlation scope comma-joined.
  * `$14` the W3C trace context of the inserting code or NULL (docs/design.md §31); `$15` held,
- * `$16` dedup window ms or NULL ({@link insertRowSelect}).
+ * `$16` dedup window ms or NULL, `$17`/`$18` the deadline ({@link insertRowParams}).
  * Conflict on the occupied correlation guard (unique index gen_durable_correlation) drops the
  * row, and so does an open dedup window on the key (index gen_durable_dedup, probed only for a
  * keyed row): no row returned ⇒ duplicate. Touches no other table (docs/design.md §3.7).
@@ -163,6 +171,8 @@ export const INSERT_INSTANCE_OR_HOLDER = sql(
  * `$15` = per-entry ordinal, returned as `ord` so callers map each id back to its entry (the
  * group-commit insert batcher, docs/design.md §26.11): an entry whose ordinal is missing was a duplicate.
  * `$16` = per-entry W3C trace context or NULL (docs/design.md §31); empty when no entry has one.
+ * `$17` / `$18` = per-entry deadline, absolute or ms from now (docs/operations-control.md
+ * "Instance deadlines"); empty when no entry has one.
  * NOTE: RETURNING sees only the inserted row, so `e` draws each entry's id from the table's
  * identity sequence up front (materialized: it is volatile and read twice) and the insert
  * writes it explicitly; joining the returned rows to `e` on that id (PK, unique) carries the
@@ -179,17 +189,18 @@ export const INSERT_INSTANCES = sql(
      SELECT nextval(s.seq) AS id, u.*
        FROM s, unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::smallint[],
                       $7::timestamptz[], $8::float8[], $9::text[], $10::text[], $11::text[],
-                      $12::text[], $13::float8[], $14::bigint[], $15::int[], $16::text[])
+                      $12::text[], $13::float8[], $14::bigint[], $15::int[], $16::text[],
+                      $17::timestamptz[], $18::float8[])
          AS u(fsm, fsm_version, step, state, queue, priority, at, delay_ms, ckey, scope, conc,
-              rate, weight, parent_id, ord, trace)
+              rate, weight, parent_id, ord, trace, deadline_at, deadline_ms)
    ), ins AS (
      INSERT INTO {schema}.gen_durable
        (id, fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
-        correlation_scope, concurrency_key, rate_limit, weight, parent_id, trace_context)
+        correlation_scope, concurrency_key, rate_limit, weight, parent_id, trace_context, deadline_at)
      SELECT e.id, e.fsm, e.fsm_version, e.step, e.state::jsonb, e.queue, e.priority,
             COALESCE(e.at, now() + make_interval(secs => e.delay_ms / 1000)), e.ckey,
             string_to_array(e.scope, ',')::{schema}.gen_durable_status[], e.conc, e.rate, e.weight, e.parent_id,
-            e.trace
+            e.trace, COALESCE(e.deadline_at, now() + make_interval(secs => e.deadline_ms / 1000))
        FROM e
       WHERE e.ckey IS NULL OR NOT EXISTS (
               SELECT 1 FROM {schema}.gen_durable d WHERE d.correlation_key = e.ckey AND d.dedup_until > now())
@@ -221,6 +232,8 @@ export const INSERT_INSTANCES = sql(
       const ords = new Array<number>(n);
       // Allocated only once a row carries a trace context: unnest pads a shorter array with NULLs.
       let traces: (string | null)[] | undefined;
+      let deadlineAts: (Date | null)[] | undefined;
+      let deadlineMs: (number | null)[] | undefined;
       for (let i = 0; i < n; i++) {
         const r = rows[i]!;
         fsms[i] = r.fsm;
@@ -243,6 +256,12 @@ export const INSERT_INSTANCES = sql(
           traces ??= new Array<string | null>(n).fill(null);
           traces[i] = trace;
         }
+        if (r.deadlineAt != null || r.deadlineInMs != null) {
+          deadlineAts ??= new Array<Date | null>(n).fill(null);
+          deadlineMs ??= new Array<number | null>(n).fill(null);
+          deadlineAts[i] = r.deadlineAt ?? null;
+          deadlineMs[i] = r.deadlineInMs ?? null;
+        }
       }
       return [
         fsms,
@@ -261,6 +280,8 @@ export const INSERT_INSTANCES = sql(
         parents,
         ords,
         traces ?? NO_TRACES,
+        deadlineAts ?? NO_DEADLINES,
+        deadlineMs ?? NO_DEADLINES,
       ];
     },
     decode: (rows: readonly InsertedRecord[]): InsertedEntry[] => {

@@ -13,7 +13,8 @@ export const INSTANCE_COLUMNS = `id, fsm, fsm_version, step, status, state, resu
        await_deadline, queue, priority, eligible_at, concurrency_key, concurrency_shard, rate_limit,
        weight, locked_by, lease_expires_at, parent_id, children_pending, correlation_key,
        correlation_scope::text[] AS correlation_scope, claim_seq, reaps, cancel_requested_at, cancel_reason, inserted_at, updated_at,
-       progress->'value' AS progress, progress_at, forked_from, held_at, held_reason, dedup_until`;
+       progress->'value' AS progress, progress_at, forked_from, held_at, held_reason, dedup_until,
+       deadline_at`;
 
 /** One instance by id (PK). */
 export const GET_INSTANCE_BY_ID = sql(
@@ -128,6 +129,7 @@ export interface InstanceRecord {
   held_at: Date | null;
   held_reason: string | null;
   dedup_until: Date | null;
+  deadline_at: Date | null;
 }
 
 /** One raw instance row as the public, frozen `InstanceView`. */
@@ -169,6 +171,7 @@ export function toInstanceView(r: InstanceRecord): InstanceView {
     heldAt: r.held_at,
     heldReason: r.held_reason,
     dedupUntil: r.dedup_until,
+    deadline: r.deadline_at,
   });
 }
 

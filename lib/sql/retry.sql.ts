@@ -65,8 +65,9 @@ interface RetryRecord {
  * ids, `$2` the `claim_seq` each was read with, `$3` each row's history record (0 / 1 / 2).
  * Every `failed` or `cancelled` row whose `claim_seq` is still the one read becomes runnable at
  * step `$4` (NULL: its own) with state `$5` (NULL: its own), due at `$6` (NULL: now), `attempt`
- * and `reaps` reset, the cancel request and the claim cleared; `last_error` and progress are
- * kept; a row changed since it was read is answered `status`, untouched. A row that ended while
+ * and `reaps` reset, the cancel request and the claim cleared, an instance deadline that has
+ * passed cleared (docs/operations-control.md "Instance deadlines": else the deadline would end
+ * the retried row at once; one still ahead is kept); `last_error` and progress are kept; a row changed since it was read is answered `status`, untouched. A row that ended while
  * parked on signals (it still carries `awaits`: cancel keeps them, with the deadline, only on a
  * parked row) is parked again when `$4` is NULL: `awaiting_signal` on the same awaits, its
  * deadline re-armed from `$6` (NULL: now) with the original timeout (the old deadline minus the
@@ -121,6 +122,7 @@ export const RETRY_INSTANCES = sql(
                                   THEN COALESCE($6::timestamptz, now()) + GREATEST(g.await_deadline - g.eligible_at, interval '0') END,
             result = NULL,
             cancel_requested_at = NULL, cancel_reason = NULL, held_at = NULL, held_reason = NULL,
+            deadline_at = CASE WHEN g.deadline_at > now() THEN g.deadline_at END,
             locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, started_seq = NULL,
             parent_id = CASE WHEN v.unlink THEN NULL ELSE g.parent_id END,
             updated_at = now()

@@ -118,6 +118,10 @@ export type TelemetryPayloads = {
       children: 'cascade' | 'detach' | 'keep';
     };
   };
+  'instance:deadline': {
+    measurements: { cancelled: number; requested: number; routed: number };
+    metadata: TelemetryNone;
+  };
   'instance:retried': { measurements: TelemetryCount; metadata: TelemetryRow };
   'instance:forked': { measurements: TelemetryCount; metadata: TelemetryRow & { from: string } };
   'instance:purged': {

@@ -430,6 +430,16 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     expect(JSON.parse(live.stderr)).toMatchObject({ error: { code: 'GD_INVALID_INPUT' } });
   });
 
+  it('show: the instance deadline, as text and JSON', async () => {
+    const deadline = new Date('2099-01-02T03:04:05.678Z');
+    const id = await h.engine.insert('waiter', { deadline });
+    expect((await run(['show', id])).stdout).toContain(`  deadline ${deadline.toISOString()}\n`);
+    const shown = json(await run(['show', id, '--json'])) as { instance: { deadline: string } };
+    expect(shown.instance.deadline).toBe(deadline.toISOString());
+    const none = await h.engine.insert('waiter');
+    expect((await run(['show', none])).stdout).not.toContain('  deadline ');
+  });
+
   it('hold and release: list and show say held; release makes it claimable again', async () => {
     const id = await h.engine.insert('waiter', { correlationKey: 'cli-hold' });
     expect(await run(['hold', 'key:cli-hold', '--reason', 'audit'])).toMatchObject({

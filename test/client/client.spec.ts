@@ -99,6 +99,26 @@ describe('GenDurableClient (docs/design.md §32)', () => {
     expect(await terminal(id)).toEqual({ kind: 'done', result: { repaired: true } });
   });
 
+  it('instance deadlines: the described FSM default, and the insert options that win over it', async () => {
+    const described = new GenDurableClient(db.pool, {
+      fsms: { ...FSMS, waiter: { ...FSMS.waiter, deadlineMs: 3_600_000 } },
+    });
+    try {
+      const span = async (id: string): Promise<number> => {
+        const view = await described.get(id);
+        return view!.deadline!.getTime() - view!.insertedAt.getTime();
+      };
+      expect(await span(await described.insert('waiter'))).toBe(3_600_000);
+      expect(await span(await described.insert('waiter', { deadlineInMs: 5000 }))).toBe(5000);
+      expect((await client.get(await client.insert('waiter')))!.deadline).toBeNull();
+      expect(
+        () => new GenDurableClient(db.pool, { fsms: { w: { initial: 'start', deadlineMs: 0 } } }),
+      ).toThrow(/client\.fsms\.w\.deadlineMs/);
+    } finally {
+      await described.close();
+    }
+  });
+
   it('a correlation key: DuplicateError, or the holder with onConflict return', async () => {
     const first = await client.insert('waiter', { correlationKey: 'order-1' });
     await expect(client.insert('waiter', { correlationKey: 'order-1' })).rejects.toThrow(

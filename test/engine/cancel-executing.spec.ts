@@ -292,7 +292,7 @@ describe('cancel of executing rows (docs/design.md §27.2)', () => {
       () => undefined,
     );
     h.clear();
-    expect(await reaper.sweep()).toEqual({ reaped: 0, poisoned: 0, timeouts: 0 });
+    expect(await reaper.sweep()).toEqual({ reaped: 0, poisoned: 0, timeouts: 0, deadlines: 0 });
     expect(h.eventsOf('reaper:cancelled')).toHaveLength(1);
     expect(await rowOf(db, id)).toMatchObject({ status: 'cancelled', attempt: 0, reaps: 0 });
     expect(await rowOf(db, parent)).toMatchObject({ status: 'runnable', children_pending: 0 });

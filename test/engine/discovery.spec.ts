@@ -149,6 +149,27 @@ class BadMaxAttemptsJob {
   }
 }
 
+@DurableFsm({ name: 'bad-on-deadline', onDeadline: 'nowhere' })
+class BadOnDeadlineFsm {
+  @Step() start() {
+    return done({});
+  }
+}
+
+@DurableFsm({ name: 'bad-deadline', deadlineMs: 0 })
+class BadDeadlineJob {
+  perform() {
+    return {};
+  }
+}
+
+@DurableFsm({ name: 'bad-grace', deadlineGraceMs: -1 })
+class BadGraceJob {
+  perform() {
+    return {};
+  }
+}
+
 describe('discovery (docs/design.md §2.2)', () => {
   let db: TestDatabase;
   beforeAll(async () => {
@@ -262,6 +283,14 @@ describe('discovery (docs/design.md §2.2)', () => {
         /transient-scoped/,
       ],
       ['maxAttempts < 1', [BadMaxAttemptsJob], 'fsm inline.maxAttempts', /integer ≥ 1/],
+      [
+        'onDeadline not a step',
+        [BadOnDeadlineFsm],
+        'fsm bad-on-deadline.onDeadline',
+        /must name a step of the FSM \(steps: start\)/,
+      ],
+      ['deadlineMs < 1', [BadDeadlineJob], 'fsm bad-deadline.deadlineMs', /in 1 … /],
+      ['deadlineGraceMs < 0', [BadGraceJob], 'fsm bad-grace.deadlineGraceMs', /in 0 … /],
     ] as [string, Provider[], string, RegExp][])('%s', async (_label, providers, path, message) => {
       const err = await bootError(providers);
       expect(err).toBeInstanceOf(ConfigurationError);

@@ -233,7 +233,7 @@ describe('leases (docs/design.md §17, §25.7)', () => {
         await expireLease(db, childId);
         // Sweeps fail while the join is refused: the child stays as it was, expired.
         const swept = await h.engine.runtime.reaper!.sweep();
-        expect(swept).toEqual({ reaped: 0, poisoned: 0, timeouts: 0 });
+        expect(swept).toEqual({ reaped: 0, poisoned: 0, timeouts: 0, deadlines: 0 });
         expect(await rowOf(db, childId)).toMatchObject({
           status: 'executing',
           reaps: 2,

@@ -101,9 +101,15 @@ class UpgradeCheckoutFsm {
   }
 }
 
-/** A version-9 row as version 11 shows it: its new columns (lib/schema/v011.ts) NULL. */
-function withV11Columns(row: unknown): unknown {
-  return { ...(row as object), held_at: null, held_reason: null, dedup_until: null };
+/** A version-9 row as version 12 shows it: its new columns (lib/schema/v011.ts, v012.ts) NULL. */
+function withNewColumns(row: unknown): unknown {
+  return {
+    ...(row as object),
+    held_at: null,
+    held_reason: null,
+    dedup_until: null,
+    deadline_at: null,
+  };
 }
 
 describe('every object carries the gen_durable prefix (schema version 10)', () => {
@@ -187,7 +193,7 @@ describe('every object carries the gen_durable prefix (schema version 10)', () =
     expect(await readSchemaVersion(conn(db.pool), 'nine')).toBe(CURRENT_SCHEMA_VERSION);
     expect(await dumpSchema(db.pool, 'nine')).toEqual(DUMP);
     expect(await objectsOf(db.pool, 'nine')).toEqual(await objectsOfFreshInstall(db.pool));
-    expect(await rowsOf(db.pool, 'nine', 'gen_durable')).toEqual(instances.map(withV11Columns));
+    expect(await rowsOf(db.pool, 'nine', 'gen_durable')).toEqual(instances.map(withNewColumns));
     expect(await rowsOf(db.pool, 'nine', 'gen_durable_signals')).toEqual(inbox);
     // The identity sequence kept its value under its new name.
     const { rows } = await db.pool.query<{ id: string }>(

@@ -325,7 +325,17 @@ describe('statement parameter builders and decoders (no database)', () => {
     ]);
   });
 
-  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same sixteen parameters; a duplicate decodes as null', () => {
+  it('INSERT_INSTANCES: the deadlines are per-row arrays once an entry has one, empty otherwise', () => {
+    const none = expectArity(INSERT_INSTANCES, { rows: [insertRow({})] });
+    expect(none[16]).toEqual([]);
+    expect(none[17]).toEqual([]);
+    const rows = [insertRow({ deadlineInMs: 500 }), insertRow({ deadlineAt: new Date(0) })];
+    const params = expectArity(INSERT_INSTANCES, { rows });
+    expect(params[16]).toEqual([null, new Date(0)]);
+    expect(params[17]).toEqual([500, null]);
+  });
+
+  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same eighteen parameters; a duplicate decodes as null', () => {
     const row = insertRow({ correlationKey: 'k:1', at: new Date(0), weight: 2 });
     const params = expectArity(INSERT_INSTANCE, row);
     expect(params).toEqual([
@@ -344,6 +354,8 @@ describe('statement parameter builders and decoders (no database)', () => {
       2,
       null,
       false,
+      null,
+      null,
       null,
     ]);
     expect(expectArity(INSERT_INSTANCE_OR_HOLDER, row)).toEqual(params);

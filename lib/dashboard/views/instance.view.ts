@@ -25,6 +25,7 @@ function rowTable(ctx: ViewContext, i: InstanceView): Html {
     ['attempt', String(i.attempt)],
     ['queue', `${i.queue} (priority ${i.priority})`],
     ['eligible at', time(i.eligibleAt)],
+    ['deadline', time(i.deadline)],
     ['correlation key', i.correlationKey ?? '—'],
     [
       'parent',

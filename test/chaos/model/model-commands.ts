@@ -316,6 +316,8 @@ export class ReapCmd implements Cmd {
       reaped: expected.reaped.length,
       poisoned: expected.poisoned.length,
       timeouts: expected.timeouts.length,
+      // The model's rig wires no instance deadlines into its reaper.
+      deadlines: 0,
     });
   }
   toString = (): string => 'Reap()';
