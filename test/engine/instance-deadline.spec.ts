@@ -482,9 +482,9 @@ describe('instance deadlines through the durable insert batcher', () => {
       const view = await t.engine.get(id);
       return view!.deadline!.getTime() - view!.insertedAt.getTime();
     };
-    expect(await span(first!)).toBe(4000);
-    expect(await span(own!)).toBe(4000);
-    expect(await span(fallback!)).toBe(FAR);
+    expect(await span(first)).toBe(4000);
+    expect(await span(own)).toBe(4000);
+    expect(await span(fallback)).toBe(FAR);
   });
 });
 
