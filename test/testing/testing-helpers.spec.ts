@@ -114,6 +114,7 @@ describe('gen-durable/testing', () => {
       scheduleChildren: 0,
       done: 1,
       stop: 0,
+      throttle: 0,
       cancelled: 0,
     });
     await gd.assertDone({ id }, { order: 42, paid: { amount: 100 } });
