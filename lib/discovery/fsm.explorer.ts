@@ -172,6 +172,16 @@ export class FsmExplorer {
     const stepTimeout = checkTimeout(meta.stepTimeout, `${where}.stepTimeout`);
     const steps = new Map<string, StepFunction>();
     const timeouts = new Map<string, number>();
+    const transactional = new Set<string>();
+    if (checkFlag(meta.transactional, `${where}.transactional`)) {
+      if (!isJob) {
+        throw new ConfigurationError(
+          `${where}.transactional`,
+          'applies to a job (perform); mark the steps of an FSM with @Step({ transactional: true })',
+        );
+      }
+      transactional.add('perform');
+    }
     if (isJob) {
       steps.set('perform', (ctx: StepContext<unknown>) =>
         (perform as AnyFunction).call(instance, ctx.state, ctx),
@@ -189,6 +199,9 @@ export class FsmExplorer {
       steps.set(stepName, (ctx) => (method as AnyFunction).call(instance, ctx));
       const timeout = checkTimeout(options?.timeout, `${where}.${stepName}.timeout`) ?? stepTimeout;
       if (timeout !== undefined) timeouts.set(stepName, timeout);
+      if (checkFlag(options?.transactional, `${where}.${stepName}.transactional`)) {
+        transactional.add(stepName);
+      }
     }
     const next = declaredEdges(stepEntries, steps, where);
     const initial = meta.initial ?? (isJob ? 'perform' : 'start');
@@ -264,6 +277,7 @@ export class FsmExplorer {
       metatype,
       steps,
       timeouts,
+      transactional,
       next,
       onError:
         typeof onError === 'function'
@@ -280,6 +294,15 @@ export class FsmExplorer {
       interceptors: stepInterceptors,
     });
   }
+}
+
+/** An optional boolean option: true, or false when absent; anything else fails boot. */
+function checkFlag(value: unknown, path: string): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') {
+    throw new ConfigurationError(path, `must be a boolean, got ${inspect(value)}`);
+  }
+  return value;
 }
 
 /**
