@@ -3,6 +3,7 @@ import { inspect } from 'node:util';
 import type { PoolClient } from 'pg';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 
+import { sendCancelRequest } from '../db/cancel-request';
 import { isConnectionLevel, type SqlExecutor } from '../db/sql-executor';
 import type { EntryKind } from '../fsm/outcome-kinds';
 import { STEP_TRANSACTION_BOUNDS } from '../sql/transaction.sql';
@@ -47,6 +48,8 @@ export class TransactionalSteps {
 export class StepTransaction {
   private runner: QueryRunner | undefined;
   private threw = false;
+  /** The step ran past its timeout and may still be using the connection. */
+  private abandoned = false;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -73,17 +76,23 @@ export class StepTransaction {
     await STEP_TRANSACTION_BOUNDS.run(this.sql, { idleMs: this.idleMs }, this.client(runner));
   }
 
-  /** The step threw (or timed out): its writes roll back whatever its outcome routes to. */
-  stepThrew(): void {
+  /**
+   * The step threw: its writes roll back whatever its outcome routes to. `timedOut`: it ran
+   * past its timeout and may still be running a statement on the connection: that statement is
+   * cancelled (a CancelRequest) and the connection destroyed, the server rolling back with the
+   * session, so no ROLLBACK waits behind a statement stuck on a lock or a sleep.
+   */
+  stepThrew(timedOut: boolean): void {
     this.threw = true;
+    this.abandoned ||= timedOut;
   }
 
   /**
    * Commits `entry` (the step's outcome) with the step's writes, exactly once, and answers as
    * the flusher would. A thrown step, a `retry`/`stop` outcome and a cooperative cancel roll
    * the writes back and commit the entry alone through `commitAlone` (the failure's record,
-   * as today). A stale claim rolls everything back: `stale`. A failure of the write or of the
-   * COMMIT answers `error`: the row stays executing for the reaper, and the step's writes
+   * as today). A stale claim rolls everything back: `stale`. A connection lost under the step,
+   * a failure of the write or of the COMMIT answers `error`: the row stays executing for the reaper, and the step's writes
    * committed together with its outcome or not at all.
    */
   async finish(
@@ -91,10 +100,13 @@ export class StepTransaction {
     commitAlone: (entry: FlushEntry) => Promise<FlushReply>,
   ): Promise<FlushReply> {
     const runner = this.runner;
-    if (runner === undefined || runner.isReleased || this.threw || ROLLED_BACK.has(entry.kind)) {
+    if (runner === undefined || this.threw || ROLLED_BACK.has(entry.kind)) {
       await this.close();
       return commitAlone(entry);
     }
+    // The connection died under the step (the server ended it idle, a reset): its writes went
+    // with it, so its outcome must not commit alone. The reaper re-runs it after the lease.
+    if (runner.isReleased) return 'error';
     try {
       const effects = await writeFlush(this.sql, this.client(runner), [entry]);
       if (!effects.committed.some((e) => e.id === entry.id)) {
@@ -126,6 +138,7 @@ export class StepTransaction {
     const runner = this.runner;
     if (runner === undefined || runner.isReleased) return;
     let broken = failure !== undefined && isConnectionLevel(failure) ? failure : undefined;
+    if (this.abandoned) broken ??= new Error('the transactional step ran past its timeout');
     if (broken === undefined && runner.isTransactionActive) {
       try {
         await runner.rollbackTransaction();
@@ -133,6 +146,7 @@ export class StepTransaction {
         broken = err;
       }
     }
+    if (this.abandoned) sendCancelRequest(this.client(runner));
     if (broken !== undefined && !runner.isReleased) {
       // TypeORM's 'error' listener on the connection releases it with the error: destroyed.
       this.client(runner).emit('error', asError(broken));

@@ -98,6 +98,34 @@ class TxLiveFsm {
   }
 }
 
+@DurableFsm({ name: 'tx-slow', queue: 'tx-hand' })
+class TxSlowFsm {
+  /** Stuck in a statement past its timeout. */
+  @Step({ transactional: true, timeout: 300 })
+  async start(ctx: TransactionalStepContext<Record<string, never>>) {
+    await record(ctx);
+    await ctx.manager.query(`SELECT pg_sleep(30)`);
+    return next('finish', {});
+  }
+  @Step() finish() {
+    return done({});
+  }
+}
+
+@DurableFsm({ name: 'tx-idle', queue: 'tx-hand' })
+class TxIdleFsm {
+  /** Idle in its transaction longer than the lease (5 s here), no timeout. */
+  @Step({ transactional: true })
+  async start(ctx: TransactionalStepContext<Record<string, never>>) {
+    await record(ctx);
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    return next('finish', {});
+  }
+  @Step() finish() {
+    return done({});
+  }
+}
+
 @DurableFsm({ name: 'tx-job', queue: 'tx-hand', transactional: true })
 class TxJob {
   async perform(state: { fail: boolean }, ctx: TransactionalStepContext<{ fail: boolean }>) {
@@ -113,7 +141,7 @@ describe('transactional steps (docs/transactional-steps.md)', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.pool.query(LEDGER_DDL);
-    h = await bootEngine(db, [TxChildFsm, TxFsm, TxLiveFsm, TxJob], {
+    h = await bootEngine(db, [TxChildFsm, TxFsm, TxLiveFsm, TxJob, TxSlowFsm, TxIdleFsm], {
       leaseTtl: 5000,
       queues: { 'tx-live': 2 },
       reaper: { interval: 3_600_000 },
@@ -274,6 +302,38 @@ describe('transactional steps (docs/transactional-steps.md)', () => {
       return rows[0]!.n === 0;
     });
   });
+
+  it('a step past its timeout, stuck in a statement: its connection is dropped, not waited for', async () => {
+    const id = await h.engine.insert(TxSlowFsm, { state: {}, queue: 'tx-slow' });
+    const [row] = await claimRows(h.engine, 'tx-slow', 1, 'slow');
+    const started = Date.now();
+    expect(await execute(h.engine, row!)).toBe('committed');
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(await ledger(id)).toEqual([]);
+    const stored = await rowOf(db, id);
+    expect(stored['status']).toBe('failed');
+    expect(String(stored['last_error'])).toContain('StepTimeoutError');
+    // The server ended the stuck statement with its session.
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND query = 'SELECT pg_sleep(30)' AND state = 'active'`,
+      );
+      return rows[0]!.n === 0;
+    });
+  });
+
+  it('a step idle in its transaction past the lease loses its connection: nothing commits', async () => {
+    const id = await h.engine.insert(TxIdleFsm, { state: {}, queue: 'tx-idle' });
+    const [row] = await claimRows(h.engine, 'tx-idle', 1, 'idle');
+    h.clear();
+    // The server ended the session (idle_in_transaction_session_timeout = the lease): the
+    // outcome cannot be written; the row stays executing for the reaper.
+    expect(await execute(h.engine, row!)).toBe('error');
+    expect(await ledger(id)).toEqual([]);
+    expect(await rowOf(db, id)).toMatchObject({ status: 'executing', step: 'start' });
+    expect(h.eventsOf('executor:crash', id)).toHaveLength(1);
+  }, 20_000);
 
   it('refuses @DurableFsm({ transactional }) on an FSM with steps, at boot', async () => {
     @DurableFsm({ name: 'tx-wrong', queue: 'nowhere', transactional: true })
