@@ -64,5 +64,6 @@ export interface StepContext<S = Record<string, unknown>> {
 
 /** What a transactional step receives: the context with its transaction's `manager`. */
 export interface TransactionalStepContext<S = Record<string, unknown>> extends StepContext<S> {
+  /** The step's TypeORM `EntityManager`, inside the transaction its outcome commits in. */
   readonly manager: EntityManager;
 }
