@@ -98,6 +98,22 @@ class TxLiveFsm {
   }
 }
 
+@DurableFsm({ name: 'tx-inline', queue: 'tx-live', inlineExecution: true })
+class TxInlineFsm {
+  @Step() start() {
+    return next('write', {});
+  }
+  /** Reached by an inline hand-off from `start`; its own `next` is not run ahead. */
+  @Step({ transactional: true })
+  async write(ctx: TransactionalStepContext<Record<string, never>>) {
+    await record(ctx);
+    return next('end', {});
+  }
+  @Step() end() {
+    return done({ ended: true });
+  }
+}
+
 @DurableFsm({ name: 'tx-slow', queue: 'tx-hand' })
 class TxSlowFsm {
   /** Stuck in a statement past its timeout. */
@@ -141,12 +157,16 @@ describe('transactional steps (docs/transactional-steps.md)', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     await db.pool.query(LEDGER_DDL);
-    h = await bootEngine(db, [TxChildFsm, TxFsm, TxLiveFsm, TxJob, TxSlowFsm, TxIdleFsm], {
-      leaseTtl: 5000,
-      queues: { 'tx-live': 2 },
-      reaper: { interval: 3_600_000 },
-      gc: false,
-    });
+    h = await bootEngine(
+      db,
+      [TxChildFsm, TxFsm, TxLiveFsm, TxJob, TxSlowFsm, TxIdleFsm, TxInlineFsm],
+      {
+        leaseTtl: 5000,
+        queues: { 'tx-live': 2 },
+        reaper: { interval: 3_600_000 },
+        gc: false,
+      },
+    );
   });
   afterAll(async () => {
     gates.openAll();
@@ -334,6 +354,36 @@ describe('transactional steps (docs/transactional-steps.md)', () => {
     expect(await rowOf(db, id)).toMatchObject({ status: 'executing', step: 'start' });
     expect(h.eventsOf('executor:crash', id)).toHaveLength(1);
   }, 20_000);
+
+  it('a transactional step reached by an inline hand-off commits its row with its outcome', async () => {
+    const id = await h.engine.insert(TxInlineFsm, { state: {} });
+    expect(await h.engine.await(id, { timeout: 10_000 })).toEqual({
+      kind: 'done',
+      result: { ended: true },
+    });
+    expect(await ledger(id)).toEqual([{ step: 'write', attempt: 0 }]);
+  });
+
+  it('warns at boot when transactional steps could exhaust the pool', async () => {
+    // The test DataSource's pool has 10 connections; 20 steps + the engine's 2 do not fit.
+    const warned = await bootEngine(db, [TxLiveFsm], {
+      name: 'pool-check',
+      queues: { 'tx-live': 20 },
+      reaper: false,
+      gc: false,
+    });
+    try {
+      const warnings = warned.eventsOf('boot:warning').map((e) => String(e.metadata['warning']));
+      expect(warnings).toContainEqual(
+        expect.stringContaining('transactional steps on queue(s) "tx-live" may hold 20'),
+      );
+    } finally {
+      await warned.close();
+    }
+    expect(
+      h.eventsOf('boot:warning').filter((e) => String(e.metadata['warning']).includes('pool')),
+    ).toEqual([]);
+  });
 
   it('refuses @DurableFsm({ transactional }) on an FSM with steps, at boot', async () => {
     @DurableFsm({ name: 'tx-wrong', queue: 'nowhere', transactional: true })
