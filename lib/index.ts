@@ -142,7 +142,7 @@ export {
   type StepAbortReasons,
 } from './fsm/step-abort';
 export { cancel, jobError, type JobResult } from './fsm/job-results';
-export type { ChildView, Signal, StepContext } from './fsm/step-context';
+export type { ChildView, Signal, StepContext, TransactionalStepContext } from './fsm/step-context';
 export { GenDurableMigration } from './schema/gen-durable.migration';
 export {
   type HostAddress,

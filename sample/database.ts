@@ -1,6 +1,7 @@
 import type { TypeOrmModuleOptions } from '@nestjs/typeorm';
 
 import { SetupGenDurable1700000000000 } from './migrations/1700000000000-setup-gen-durable';
+import { CreateSampleOrders1700000000001 } from './migrations/1700000000001-create-sample-orders';
 
 /**
  * The sample's TypeORM connection: `DATABASE_URL` (set by `npm run sample`, which starts an
@@ -18,7 +19,7 @@ export function sampleDatabaseOptions(env: NodeJS.ProcessEnv = process.env): Typ
   return {
     type: 'postgres',
     url,
-    migrations: [SetupGenDurable1700000000000],
+    migrations: [SetupGenDurable1700000000000, CreateSampleOrders1700000000001],
     migrationsRun: true,
     // TCP keepalive on the pool the engine shares (docs/design.md §26.4): a half-open connection is
     // noticed by the kernel instead of hanging a statement until statementTimeout.

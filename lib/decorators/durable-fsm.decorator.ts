@@ -23,6 +23,12 @@ export interface DurableFsmOptions {
   initial?: string;
   /** Run a `next` step in the same executor on the held claim (docs/design.md §7). Default false. */
   inlineExecution?: boolean;
+  /**
+   * Jobs only: `perform` runs in a transaction on the engine's DataSource, with `ctx.manager`,
+   * and its result commits in it (docs/transactional-steps.md); an FSM marks its steps with
+   * `@Step({ transactional: true })` instead. Default false.
+   */
+  transactional?: boolean;
   /** Jobs: executions before a failing job stops. Default 20. */
   maxAttempts?: number;
   /** State codec. Default plain JSON objects. */

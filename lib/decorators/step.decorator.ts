@@ -18,6 +18,13 @@ export interface StepOptions {
    * the step runs. Default: undeclared (the graph draws no edges out of the step).
    */
   next?: readonly string[];
+  /**
+   * Run the step in a transaction on the engine's DataSource (docs/transactional-steps.md):
+   * it receives `ctx.manager`, and its outcome commits in that same transaction, so its
+   * writes through `ctx.manager` happen exactly once. A throw, a `retry` or a `stop` rolls
+   * them back. Never run ahead inline nor group-committed. Default false.
+   */
+  transactional?: boolean;
 }
 
 /** The `next` target that marks a step after which the instance may end (done or stopped). */
@@ -28,7 +35,7 @@ export type StepMetadata = readonly [name: string, property: string | symbol, op
 
 /**
  * Marks a method of a `@DurableFsm()` class as a step. The step name defaults to the method
- * name: `@Step()`, `@Step('name')`, `@Step({ timeout, next })` or `@Step('name', { timeout, next })`. The
+ * name: `@Step()`, `@Step('name')`, `@Step({ timeout, next, transactional })` or `@Step('name', { … })`. The
  * method receives a `StepContext` and returns (or resolves to) an outcome.
  */
 export function Step(nameOrOptions?: string | StepOptions, options?: StepOptions): MethodDecorator {

@@ -46,6 +46,11 @@ export interface FsmDefinition {
   /** step name → its timeout, ms (`@Step({ timeout })`, else `stepTimeout`); absent = none. */
   readonly timeouts: ReadonlyMap<string, number>;
   /**
+   * The steps that run in a transaction with their outcome (`@Step({ transactional })`, a
+   * job's `@DurableFsm({ transactional })`; docs/transactional-steps.md); empty = none.
+   */
+  readonly transactional: ReadonlySet<string>;
+  /**
    * step name → the targets its `@Step({ next })` declares (steps of this FSM, or `'$done'`);
    * a step absent here declared none (docs/design.md §30). Drawn by `engine.graph`.
    */

@@ -204,6 +204,16 @@ export class FsmExplorer {
             const own = await scope.resolve(metatype, ctx);
             return (own[property] as AnyFunction).apply(own, args);
           };
+    const transactional = new Set<string>();
+    if (checkFlag(meta.transactional, `${where}.transactional`)) {
+      if (!isJob) {
+        throw new ConfigurationError(
+          `${where}.transactional`,
+          'applies to a job (perform); mark the steps of an FSM with @Step({ transactional: true })',
+        );
+      }
+      transactional.add('perform');
+    }
     if (isJob) {
       const performs = call('perform', perform as AnyFunction);
       steps.set('perform', (ctx: StepContext<unknown>) => performs(ctx, [ctx.state, ctx]));
@@ -225,6 +235,9 @@ export class FsmExplorer {
       }
       const timeout = checkTimeout(options?.timeout, `${where}.${stepName}.timeout`) ?? stepTimeout;
       if (timeout !== undefined) timeouts.set(stepName, timeout);
+      if (checkFlag(options?.transactional, `${where}.${stepName}.transactional`)) {
+        transactional.add(stepName);
+      }
     }
     const next = declaredEdges(stepEntries, steps, where);
     const initial = meta.initial ?? (isJob ? 'perform' : 'start');
@@ -302,6 +315,7 @@ export class FsmExplorer {
       metatype,
       steps,
       timeouts,
+      transactional,
       next,
       onError:
         typeof onError === 'function'
@@ -370,6 +384,15 @@ function checkDeadline(
   }
   if (deadlineMs === null && graceMs === null && onDeadline === undefined) return undefined;
   return { ms: deadlineMs, onDeadline: onDeadline ?? null, graceMs };
+}
+
+/** An optional boolean option: true, or false when absent; anything else fails boot. */
+function checkFlag(value: unknown, path: string): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') {
+    throw new ConfigurationError(path, `must be a boolean, got ${inspect(value)}`);
+  }
+  return value;
 }
 
 /**

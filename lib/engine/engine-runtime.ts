@@ -40,6 +40,8 @@ import { InsertBatcher, type InsertBatcherConfig } from '../runtime/insert-batch
 import { PokeEmitter } from '../runtime/poke-emitter';
 import { Reaper } from '../runtime/reaper';
 import { RunAhead } from '../runtime/run-ahead';
+import { TransactionalSteps } from '../runtime/transactional-step';
+import { transactionalPoolWarning } from '../runtime/transactional-pool';
 import { buildScheduler } from '../runtime/build-scheduler';
 import { NodeLivenessLock } from '../runtime/node-liveness-lock';
 import { listenerClientClassOf, listenerConnectionOf } from '../poke/postgres.poke-transport';
@@ -212,6 +214,12 @@ export class EngineRuntime {
       runAhead,
       this.otel?.stepTracer,
       (queue) => this.schedulers.get(queue)?.lease.progressPending(),
+      new TransactionalSteps(
+        options.dataSource,
+        this.sql,
+        (queue) => this.flusherFor(queue),
+        options.leaseTtl,
+      ),
     );
     this.solo = new SoloRun(options.leaseTtl);
     this.firer = new ScheduleFirer(
@@ -334,7 +342,15 @@ export class EngineRuntime {
       this.logger.warn(message);
       this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
     }
-    for (const message of unservedQueueWarnings(this.registry, this.options.queues)) {
+    const poolWarning = transactionalPoolWarning(
+      this.registry.all(),
+      this.options.queues,
+      this.sql.pool.options.max ?? DEFAULT_POOL_MAX,
+    );
+    for (const message of [
+      ...unservedQueueWarnings(this.registry, this.options.queues),
+      ...(poolWarning === undefined ? [] : [poolWarning]),
+    ]) {
       this.logger.warn(message);
       this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
     }
@@ -494,6 +510,9 @@ export class EngineRuntime {
 }
 
 /** One warning per queue of a registered FSM that this node, which runs queues, does not run. */
+/** node-postgres' default pool size (`max`), when the DataSource set none. */
+const DEFAULT_POOL_MAX = 10;
+
 function unservedQueueWarnings(
   registry: FsmRegistry,
   queues: Readonly<Record<string, number>>,

@@ -1,3 +1,5 @@
+import type { EntityManager } from 'typeorm';
+
 import type { DurableStatus } from '../gen-durable.constants';
 
 /** A signal in an instance's inbox. */
@@ -52,4 +54,16 @@ export interface StepContext<S = Record<string, unknown>> {
    * it can resume; undefined on a step that stored none.
    */
   readonly lastProgress: unknown;
+  /**
+   * A transactional step's (`@Step({ transactional: true })`, docs/transactional-steps.md)
+   * TypeORM `EntityManager`, inside the transaction its outcome commits in: its writes
+   * commit exactly once, with the outcome, or not at all. Absent in other steps.
+   */
+  readonly manager?: EntityManager;
+}
+
+/** What a transactional step receives: the context with its transaction's `manager`. */
+export interface TransactionalStepContext<S = Record<string, unknown>> extends StepContext<S> {
+  /** The step's TypeORM `EntityManager`, inside the transaction its outcome commits in. */
+  readonly manager: EntityManager;
 }

@@ -24,6 +24,8 @@ import { interceptedStep } from './intercepted-step';
 import { withSchemaOutputs } from './outcome-schemas';
 import { stepContext } from './step-contexts';
 import { ThrowRouter } from './throw-router';
+import type { StepTransaction, TransactionalSteps } from './transactional-step';
+import { isThenable, settledQuietly } from '../util/thenable';
 
 /** The least time the executor waits for a flush's answer before it calls it an error. */
 const MIN_FLUSH_ANSWER_TIMEOUT_MS = 30_000;
@@ -94,6 +96,8 @@ export class Executor {
      * within a second (docs/design.md §28.2). Absent = the heartbeat carries it.
      */
     private readonly onProgress?: (queue: string) => void,
+    /** Transactional steps' transactions (docs/transactional-steps.md); absent = none run here. */
+    private readonly transactions?: TransactionalSteps,
   ) {
     this.throws = new ThrowRouter(registry, options);
   }
@@ -214,13 +218,18 @@ export class Executor {
     const started = performance.now();
     // The row's first step: its first claim, not an inline continuation (docs/design.md §31).
     const span = this.stepTracer?.startStep(row, row === held && row.claimSeq === '1');
+    // A transactional step (docs/transactional-steps.md): no run-ahead, no group commit.
+    const txn = definition.transactional.has(row.step)
+      ? this.transactions?.begin(definition.timeouts.get(row.step))
+      : undefined;
     let entry: FlushEntry;
     try {
       entry =
         span === undefined
-          ? await this.produce(row, definition, options)
-          : await span.within(() => this.produce(row, definition, options, span));
+          ? await this.produce(row, definition, options, txn)
+          : await span.within(() => this.produce(row, definition, options, txn, span));
     } catch (err) {
+      await txn?.close(err);
       span?.end('crash');
       return this.crash(row, `internal error building the outcome: ${String(err)}`);
     }
@@ -259,6 +268,7 @@ export class Executor {
     if (
       entry.kind === 'next' &&
       entry.inline === true &&
+      txn === undefined &&
       this.runAhead &&
       options.chain?.() === true
     ) {
@@ -268,7 +278,7 @@ export class Executor {
       if (step.kind === 'crash') return this.crash(row, step.error);
     }
     options.onStepsDone?.();
-    const reply = await this.commit(entry);
+    const reply = txn ? await txn.finish(entry, (e) => this.commit(e)) : await this.commit(entry);
     if (reply === 'stale') {
       this.telemetry.emit(
         'outcome:stale',
@@ -324,6 +334,7 @@ export class Executor {
     row: ClaimedRow,
     definition: FsmDefinition,
     options: ExecuteOptions,
+    txn: StepTransaction | undefined,
     span?: StepSpan,
   ): Promise<FlushEntry> {
     const awaited = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)) : [];
@@ -331,6 +342,7 @@ export class Executor {
     const run = new StepRun(row, definition.timeouts.get(row.step), this.progressPending);
     let ctx: StepContext<unknown> | undefined;
     try {
+      if (txn !== undefined) await txn.open();
       ctx = stepContext(
         row,
         definition,
@@ -339,6 +351,7 @@ export class Executor {
         row.children,
         run,
         this.options.maxStateBytes,
+        txn?.manager,
       );
       const step = definition.steps.get(row.step);
       if (!step) throw new UnknownStepError(definition.name, row.step);
@@ -366,6 +379,7 @@ export class Executor {
       }
       return outcomeToEntry(outcome, row, definition, this.registry, this.options, awaitedIds);
     } catch (err) {
+      txn?.stepThrew(run.overdue() !== undefined);
       span?.thrown(err);
       return this.throws.route(err, row, definition, ctx, run);
     }
@@ -403,7 +417,7 @@ export class Executor {
       this.emitAbort(run);
       // Settled = it returned or threw late (the engine saw it): nothing is left running.
       if (!settled && isThenable(pending) && err === timedOut) {
-        options.onAbandoned?.(Promise.resolve(pending).then(ignore, ignore));
+        options.onAbandoned?.(settledQuietly(pending));
       }
       throw timedOut;
     } finally {
@@ -427,13 +441,3 @@ export class Executor {
     );
   }
 }
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    (typeof value === 'object' || typeof value === 'function') &&
-    value !== null &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
-}
-
-function ignore(): void {}

@@ -54,6 +54,21 @@ export class Flusher {
     });
   }
 
+  /**
+   * A transactional step's entry committed in the step's own transaction, not in a flush of
+   * this flusher (docs/transactional-steps.md): runs the after-commit effects a flush of it
+   * would have run (pokes, settled awaits, the gate credit) and answers its reply.
+   */
+  committedApart(entry: FlushEntry, effects: FlushEffects): FlushReply {
+    try {
+      this.afterCommit(effects);
+    } catch (err) {
+      this.logger.error(`after-commit effects failed: ${String(err)}`);
+    }
+    if (effects.cancelledIds.includes(entry.id)) return 'cancelled';
+    return effects.committed.some((e) => e.id === entry.id) ? 'committed' : 'stale';
+  }
+
   /** Flushes everything pending (shutdown). */
   async drain(): Promise<void> {
     if (this.delayTimer) {

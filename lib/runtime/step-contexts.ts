@@ -1,3 +1,5 @@
+import type { EntityManager } from 'typeorm';
+
 import type { FsmDefinition } from '../discovery/fsm-definition';
 import type { Signal, StepContext } from '../fsm/step-context';
 import { toJsonText } from '../serialization/json-value';
@@ -6,7 +8,8 @@ import type { StepRun } from './step-run';
 
 /**
  * The StepContext of a claimed row's step: its state loaded by the FSM's codec, the signals it
- * awaited and its children, a lazy abort signal and `ctx.progress` (docs/design.md §2, §28.2).
+ * awaited and its children, a lazy abort signal and `ctx.progress` (docs/design.md §2, §28.2);
+ * a transactional step's `manager` (docs/transactional-steps.md), present only then.
  */
 export function stepContext(
   row: ClaimedRow,
@@ -16,12 +19,13 @@ export function stepContext(
   children: ClaimedRow['children'],
   run: StepRun,
   maxStateBytes: number,
+  manager?: EntityManager,
 ): StepContext<unknown> {
   // The row's state was parsed for this claim alone: no copy needed.
   const state: unknown = definition.codec ? definition.codec.load(row.state) : row.state;
   // A flat literal: `{ ...spread, more }` is slow on Node 20 (see outcome-entry.ts). The
   // signal is a getter: its AbortController is made only if the step reads it.
-  return Object.freeze({
+  const ctx: { -readonly [K in keyof StepContext<unknown>]: StepContext<unknown>[K] } = {
     id: row.id,
     fsm: row.fsm,
     fsmVersion: row.fsmVersion,
@@ -36,7 +40,9 @@ export function stepContext(
     },
     progress: reporter(run, maxStateBytes),
     lastProgress: row.lastProgress,
-  });
+  };
+  if (manager !== undefined) ctx.manager = manager;
+  return Object.freeze(ctx);
 }
 
 /** A context of the row as claimed (no codec), for `onError` when the step never got one. */

@@ -6,6 +6,7 @@ import { EngineService, GenDurableModule } from '../../lib';
 import { GenDurableTesting } from '../../lib/testing';
 import { trackResource } from '../../test/support/open-resources';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database';
+import { SAMPLE_ORDERS_DDL } from '../migrations/1700000000001-create-sample-orders';
 import { CheckoutFsm } from './checkout.fsm';
 import { InventoryService } from './inventory.service';
 import { LineItemFsm } from './line-item.fsm';
@@ -18,6 +19,7 @@ describe('CheckoutFsm', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
+    await db.pool.query(SAMPLE_ORDERS_DDL);
     const moduleRef = await Test.createTestingModule({
       imports: [
         GenDurableModule.forRoot({
@@ -77,6 +79,9 @@ describe('CheckoutFsm', () => {
         ],
       },
     );
+    // The transactional `paid` step's row committed with the outcome.
+    const { rows } = await db.pool.query(`SELECT order_id, total, reference FROM sample_orders`);
+    expect(rows).toEqual([{ order_id: 'o-1', total: 18, reference: 'psp-1' }]);
   });
 
   it('fails the order when a line cannot be reserved', async () => {
@@ -92,6 +97,10 @@ describe('CheckoutFsm', () => {
   });
 
   it('fails on a payment timeout and on a wrong amount', async () => {
+    const orders = async () =>
+      (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM sample_orders`)).rows[0]!
+        .n;
+    const before = await orders();
     const late = await engine.insert(CheckoutFsm, order([{ sku: 'mug', qty: 1 }]));
     await gd.drain();
     expect(await gd.fireTimeouts()).toBe(1);
@@ -106,5 +115,7 @@ describe('CheckoutFsm', () => {
     await engine.signal({ id: wrong }, 'payment_confirmed', { amount: 1, reference: 'psp-2' });
     await gd.drain();
     await gd.assertFailed({ id: wrong }, 'paid 1, expected 9');
+    // A stopped `paid` wrote no order row.
+    expect(await orders()).toBe(before);
   });
 });

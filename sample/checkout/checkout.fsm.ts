@@ -6,6 +6,7 @@ import {
   Step,
   type StepContext,
   stop,
+  type TransactionalStepContext,
 } from '../../lib';
 
 import type { Reservation } from './inventory.service';
@@ -28,7 +29,9 @@ export interface PaymentConfirmation {
  * 1. `start` fans out one `line-item` child per line (reservations run in parallel);
  * 2. `reserved` runs once every line finished: a failed line fails the order, else the order
  *    parks on `payment_confirmed` for at most `paymentTimeoutMs`;
- * 3. `paid` runs on the payment (or on the timeout, with nothing awaited).
+ * 3. `paid` runs on the payment (or on the timeout, with nothing awaited). It is transactional
+ *    (docs/transactional-steps.md): the order's row in `sample_orders` commits with the
+ *    instance's `done`, exactly once; a stop rolls it back.
  */
 @DurableFsm({ name: 'checkout', queue: 'checkout' })
 export class CheckoutFsm {
@@ -51,7 +54,8 @@ export class CheckoutFsm {
     });
   }
 
-  @Step({ next: ['$done'] }) paid(ctx: StepContext<CheckoutState>) {
+  @Step({ next: ['$done'], transactional: true })
+  async paid(ctx: TransactionalStepContext<CheckoutState>) {
     const payment = ctx.awaited[0];
     if (!payment) return stop('payment timed out');
     const lines = ctx.children.map((child) => child.result as Reservation);
@@ -60,6 +64,10 @@ export class CheckoutFsm {
     if (confirmation.amount !== total) {
       return stop(`paid ${confirmation.amount}, expected ${total}`);
     }
+    await ctx.manager.query(
+      `INSERT INTO sample_orders (order_id, total, reference) VALUES ($1, $2, $3)`,
+      [ctx.state.orderId, total, confirmation.reference],
+    );
     return done({ total, reference: confirmation.reference, lines: lines.map((l) => ({ ...l })) });
   }
 }

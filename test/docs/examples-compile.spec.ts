@@ -13,6 +13,7 @@ const DOCS = [
   'cron.md',
   'schemas.md',
   'interceptors.md',
+  'transactional-steps.md',
 ];
 
 describe('doc examples compile', () => {

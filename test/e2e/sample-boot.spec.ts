@@ -45,7 +45,10 @@ describe('sample app', () => {
     );
     expect(Number(rows[0]?.version)).toBe(CURRENT_SCHEMA_VERSION);
     const migrations = await db.pool.query<{ name: string }>('SELECT name FROM migrations');
-    expect(migrations.rows.map((r) => r.name)).toEqual(['SetupGenDurable1700000000000']);
+    expect(migrations.rows.map((r) => r.name)).toEqual([
+      'SetupGenDurable1700000000000',
+      'CreateSampleOrders1700000000001',
+    ]);
   });
 
   it('serves the Terminus health endpoints', async () => {

@@ -8,6 +8,7 @@ import {
   scheduleChildren,
   Step,
   type StepContext,
+  type TransactionalStepContext,
 } from '../../lib';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { forkWorker, killAll } from '../support/fork-worker';
@@ -91,6 +92,20 @@ class Trivial {
   }
 }
 
+/** A transactional step (docs/transactional-steps.md): its row commits with its outcome. */
+@DurableFsm({ name: 'bounced_tx' })
+class Transactional {
+  @Step({ transactional: true })
+  async start(ctx: TransactionalStepContext<{ fail: boolean }>) {
+    await ctx.manager.query(`INSERT INTO bounced_ledger (instance_id) VALUES ($1)`, [ctx.id]);
+    if (ctx.state.fail) throw new Error('rolled back');
+    return next('end', ctx.state);
+  }
+  @Step() end() {
+    return done({});
+  }
+}
+
 /** The same trivial job on its own queue, for the direct drain beside the bounced one. */
 @DurableFsm({ name: 'direct_trivial', queue: 'direct' })
 class DirectTrivial {
@@ -133,7 +148,9 @@ describe('through PgBouncer (transaction pooling, preparedStatements: false)', (
     db = await createTestDatabase();
     bouncer = await startPgBouncer(db.url);
     bounced = throughBouncer(db, bouncer);
-    t = await bootEngine(bounced, [Counter, Waiter, Child, Parent, Keyed, Limited, Trivial], {
+    await db.pool.query(`CREATE TABLE bounced_ledger (instance_id bigint NOT NULL)`);
+    const fsms = [Counter, Waiter, Child, Parent, Keyed, Limited, Trivial, Transactional];
+    t = await bootEngine(bounced, fsms, {
       preparedStatements: false,
       queues: { default: 20 },
       rateLimits: { slow: { allowed: 50, period: 1, burst: 5 } },
@@ -154,6 +171,17 @@ describe('through PgBouncer (transaction pooling, preparedStatements: false)', (
       kind: 'done',
       result: { n: 3 },
     });
+  });
+
+  it('commits a transactional step with its outcome, exactly once; a throw rolls it back', async () => {
+    const ok = await t.engine.insert(Transactional, { state: { fail: false } });
+    const bad = await t.engine.insert(Transactional, { state: { fail: true } });
+    expect(await t.engine.await(ok, { timeout: 10_000 })).toEqual({ kind: 'done', result: {} });
+    expect(await t.engine.await(bad, { timeout: 10_000 })).toMatchObject({ kind: 'failed' });
+    const { rows } = await db.pool.query<{ id: string }>(
+      `SELECT instance_id::text AS id FROM bounced_ledger ORDER BY instance_id`,
+    );
+    expect(rows).toEqual([{ id: ok }]);
   });
 
   it('parks on a signal and wakes on delivery (dedup included)', async () => {

@@ -1,0 +1,165 @@
+import { inspect } from 'node:util';
+
+import type { PoolClient } from 'pg';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+
+import { sendCancelRequest } from '../db/cancel-request';
+import { isConnectionLevel, type SqlExecutor } from '../db/sql-executor';
+import type { EntryKind } from '../fsm/outcome-kinds';
+import { STEP_TRANSACTION_BOUNDS } from '../sql/transaction.sql';
+import { faultPoint, FAULTS_ENABLED } from './fault-points';
+import type { FlushEntry, FlushReply } from './flush-entry';
+import type { Flusher } from './flusher';
+import { writeFlush } from './flush-write';
+
+/**
+ * The outcomes whose step's writes roll back (docs/transactional-steps.md): a retry and a stop
+ * are failures, and a `cancel` entry is a cancelled step. The entry then commits alone, through
+ * the flusher, as a plain step's would.
+ */
+const ROLLED_BACK: ReadonlySet<EntryKind> = new Set<EntryKind>(['retry', 'stop', 'cancel']);
+
+/**
+ * Opens the transactions of transactional steps (docs/transactional-steps.md) on the engine's
+ * DataSource: always its primary, never a read replica (`readDataSource` is not used here).
+ */
+export class TransactionalSteps {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly sql: SqlExecutor,
+    private readonly flusherFor: (queue: string) => Flusher,
+    /** The lease, ms: the least idle-in-transaction bound (see {@link StepTransaction.open}). */
+    private readonly leaseTtl: number,
+  ) {}
+
+  /** A transaction for one run of a transactional step, not yet opened; `timeoutMs` = its timeout. */
+  begin(timeoutMs: number | undefined): StepTransaction {
+    const idleMs = Math.max(this.leaseTtl, timeoutMs ?? 0);
+    return new StepTransaction(this.dataSource, this.sql, this.flusherFor, idleMs);
+  }
+}
+
+/**
+ * One transactional step's transaction: opened before the step runs, its `manager` handed to
+ * the step, then either the step's outcome written in it by the flush's own statements
+ * (`writeFlush`: ownership and `claim_seq` fencing, history, children, inbox consumption,
+ * join) and committed once, or rolled back. Not reusable.
+ */
+export class StepTransaction {
+  private runner: QueryRunner | undefined;
+  private threw = false;
+  /** The step ran past its timeout and may still be using the connection. */
+  private abandoned = false;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly sql: SqlExecutor,
+    private readonly flusherFor: (queue: string) => Flusher,
+    private readonly idleMs: number,
+  ) {}
+
+  /** The step's EntityManager, bound to the transaction's connection; undefined before `open`. */
+  get manager(): EntityManager | undefined {
+    return this.runner?.manager;
+  }
+
+  /**
+   * Checks out a pooled connection through TypeORM (its `pg` pool is the engine's), begins the
+   * transaction and bounds how long it may sit idle: the lease or the step's timeout, whichever
+   * is longer (docs/transactional-steps.md "Timeouts"). A failure here is a step throw.
+   */
+  async open(): Promise<void> {
+    const runner = this.dataSource.createQueryRunner('master');
+    this.runner = runner;
+    await runner.connect();
+    await runner.startTransaction();
+    await STEP_TRANSACTION_BOUNDS.run(this.sql, { idleMs: this.idleMs }, this.client(runner));
+  }
+
+  /**
+   * The step threw: its writes roll back whatever its outcome routes to. `timedOut`: it ran
+   * past its timeout and may still be running a statement on the connection: that statement is
+   * cancelled (a CancelRequest) and the connection destroyed, the server rolling back with the
+   * session, so no ROLLBACK waits behind a statement stuck on a lock or a sleep.
+   */
+  stepThrew(timedOut: boolean): void {
+    this.threw = true;
+    this.abandoned ||= timedOut;
+  }
+
+  /**
+   * Commits `entry` (the step's outcome) with the step's writes, exactly once, and answers as
+   * the flusher would. A thrown step, a `retry`/`stop` outcome and a cooperative cancel roll
+   * the writes back and commit the entry alone through `commitAlone` (the failure's record,
+   * as today). A stale claim rolls everything back: `stale`. A connection lost under the step,
+   * a failure of the write or of the COMMIT answers `error`: the row stays executing for the reaper, and the step's writes
+   * committed together with its outcome or not at all.
+   */
+  async finish(
+    entry: FlushEntry,
+    commitAlone: (entry: FlushEntry) => Promise<FlushReply>,
+  ): Promise<FlushReply> {
+    const runner = this.runner;
+    if (runner === undefined || this.threw || ROLLED_BACK.has(entry.kind)) {
+      await this.close();
+      return commitAlone(entry);
+    }
+    // The connection died under the step (the server ended it idle, a reset): its writes went
+    // with it, so its outcome must not commit alone. The reaper re-runs it after the lease.
+    if (runner.isReleased) return 'error';
+    try {
+      const effects = await writeFlush(this.sql, this.client(runner), [entry]);
+      if (!effects.committed.some((e) => e.id === entry.id)) {
+        await this.close();
+        return 'stale';
+      }
+      if (effects.cancelledIds.includes(entry.id)) {
+        // A cancel was requested while the step ran: the instance ends cancelled, and nothing
+        // of the step persists (the flusher's statement ends it, as for a plain step).
+        await this.close();
+        return commitAlone(entry);
+      }
+      await runner.commitTransaction();
+      if (FAULTS_ENABLED) await faultPoint('flush.afterCommit', { ids: [entry.id] });
+      await runner.release();
+      return this.flusherFor(entry.queue).committedApart(entry, effects);
+    } catch (err) {
+      await this.close(err);
+      return 'error';
+    }
+  }
+
+  /**
+   * Rolls back (when still open) and returns the connection to the pool; one that failed at
+   * the connection level, or whose ROLLBACK failed, is destroyed (docs/reliability.md, F-R1).
+   * Never throws.
+   */
+  async close(failure?: unknown): Promise<void> {
+    const runner = this.runner;
+    if (runner === undefined || runner.isReleased) return;
+    let broken = failure !== undefined && isConnectionLevel(failure) ? failure : undefined;
+    if (this.abandoned) broken ??= new Error('the transactional step ran past its timeout');
+    if (broken === undefined && runner.isTransactionActive) {
+      try {
+        await runner.rollbackTransaction();
+      } catch (err) {
+        broken = err;
+      }
+    }
+    if (this.abandoned) sendCancelRequest(this.client(runner));
+    if (broken !== undefined && !runner.isReleased) {
+      // TypeORM's 'error' listener on the connection releases it with the error: destroyed.
+      this.client(runner).emit('error', asError(broken));
+    }
+    if (!runner.isReleased) await runner.release();
+  }
+
+  /** The `pg` client the runner holds (TypeORM's PostgreSQL runner keeps it there). */
+  private client(runner: QueryRunner): PoolClient {
+    return (runner as unknown as { databaseConnection: PoolClient }).databaseConnection;
+  }
+}
+
+function asError(value: unknown): Error {
+  return value instanceof Error ? value : new Error(inspect(value));
+}
