@@ -8,7 +8,8 @@ import {
   InvalidInputError,
   Step,
 } from '../../lib';
-import { renderStatement, type Statement } from '../../lib/sql/statement';
+import type { Statement } from '../../lib/sql/statement';
+import { explainRan } from '../support/explain-plan';
 import { COUNT_INSTANCES, countDriver, LIST_INSTANCES, listDriver } from '../../lib/sql/query.sql';
 import { resolveInstanceFilter } from '../../lib/control/instance-filter';
 import { bootEngine, type Harness } from '../support/engine-harness';
@@ -337,24 +338,7 @@ describe('list and count (docs/design.md §27.7)', () => {
 
     /** Index names of plan nodes that ran (Actual Loops > 0), and seq scans that ran. */
     async function indexesUsed(statement: Statement, params: unknown[]): Promise<string[]> {
-      const { rows } = await client.query<{ 'QUERY PLAN': unknown }>({
-        text: `EXPLAIN (ANALYZE, FORMAT JSON) ${renderStatement(statement, 'public')}`,
-        values: params,
-      });
-      const used = new Set<string>();
-      const walk = (node: Record<string, unknown>): void => {
-        const loops = Number(node['Actual Loops'] ?? 0);
-        if (typeof node['Index Name'] === 'string' && loops > 0) used.add(node['Index Name']);
-        if (node['Node Type'] === 'Seq Scan' && loops > 0) {
-          used.add(`seq:${String(node['Relation Name'])}`);
-        }
-        for (const child of (node['Plans'] as Record<string, unknown>[] | undefined) ?? []) {
-          walk(child);
-        }
-      };
-      const plan = (rows[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan;
-      walk(plan);
-      return [...used].sort();
+      return (await explainRan(client, statement, params)).used;
     }
 
     /** The list statement as `list(filter)` runs it (its driver chosen by listDriver). */

@@ -1,7 +1,8 @@
 import type { PoolClient } from 'pg';
 
 import { DUE_INSTANCE_DEADLINES, ROUTE_DEADLINE } from '../../lib/sql/deadline.sql';
-import { renderStatement, type Statement } from '../../lib/sql/statement';
+import type { Statement } from '../../lib/sql/statement';
+import { explainRan } from '../support/explain-plan';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The instance-deadline statements keep their indexes (docs/operations-control.md "Instance
@@ -39,24 +40,7 @@ describe('instance-deadline plans', () => {
   ): Promise<{ used: string[]; rows: number }> {
     await client.query('BEGIN');
     try {
-      const { rows } = await client.query<{ 'QUERY PLAN': unknown }>({
-        text: `EXPLAIN (ANALYZE, FORMAT JSON) ${renderStatement(statement, 'public')}`,
-        values: params,
-      });
-      const used = new Set<string>();
-      const walk = (node: Record<string, unknown>): void => {
-        const loops = Number(node['Actual Loops'] ?? 0);
-        if (typeof node['Index Name'] === 'string' && loops > 0) used.add(node['Index Name']);
-        if (node['Node Type'] === 'Seq Scan' && loops > 0) {
-          used.add(`seq:${String(node['Relation Name'])}`);
-        }
-        for (const child of (node['Plans'] as Record<string, unknown>[] | undefined) ?? []) {
-          walk(child);
-        }
-      };
-      const plan = (rows[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan;
-      walk(plan);
-      return { used: [...used].sort(), rows: Number(plan['Actual Rows']) };
+      return await explainRan(client, statement, params);
     } finally {
       await client.query('ROLLBACK');
     }

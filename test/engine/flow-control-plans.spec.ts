@@ -3,6 +3,7 @@ import type { PoolClient } from 'pg';
 import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
 import { INSERT_INSTANCE } from '../../lib/sql/insert.sql';
 import { renderStatement, type Statement } from '../../lib/sql/statement';
+import { explainRan } from '../support/explain-plan';
 import type { InsertRow } from '../../lib/instance/insert-row';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -41,23 +42,7 @@ describe('flow-control plans', () => {
   async function indexesUsed(statement: Statement, params: unknown[]): Promise<string[]> {
     await client.query('BEGIN');
     try {
-      const { rows } = await client.query<{ 'QUERY PLAN': unknown }>({
-        text: `EXPLAIN (ANALYZE, FORMAT JSON) ${renderStatement(statement, 'public')}`,
-        values: params,
-      });
-      const used = new Set<string>();
-      const walk = (node: Record<string, unknown>): void => {
-        const loops = Number(node['Actual Loops'] ?? 0);
-        if (typeof node['Index Name'] === 'string' && loops > 0) used.add(node['Index Name']);
-        if (node['Node Type'] === 'Seq Scan' && loops > 0) {
-          used.add(`seq:${String(node['Relation Name'])}`);
-        }
-        for (const child of (node['Plans'] as Record<string, unknown>[] | undefined) ?? []) {
-          walk(child);
-        }
-      };
-      walk((rows[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
-      return [...used].sort();
+      return (await explainRan(client, statement, params)).used;
     } finally {
       await client.query('ROLLBACK');
     }
