@@ -13,6 +13,7 @@ import {
   FLUSH_TRANSITIONS,
   FLUSH_TRANSITIONS_RECORDED,
   JOIN_PARENTS,
+  LOCK_FLUSH_ROWS,
   RECHECK_PARKS,
   type SignalPair,
 } from '../sql/outcome.sql';
@@ -117,6 +118,20 @@ export async function writeFlush(
     const row = historyRow(e, status);
     if (row !== null) (history ??= []).push(row);
   };
+
+  // 0. lock order: every row this flush may write, in one ascending pass, before any write
+  if (needsLockPass(entries, transitions, parks, fanOuts)) {
+    await LOCK_FLUSH_ROWS.run(
+      sql,
+      {
+        ids: entries.map((e) => e.id),
+        terminalIds: entries
+          .filter((e) => e.parentId !== null && OUTCOME_KINDS[e.kind].terminal)
+          .map((e) => e.id),
+      },
+      tx,
+    );
+  }
 
   // 1. transitions (their history rows in the same statement when one must be recorded)
   if (transitions.length > 0) {
@@ -224,6 +239,24 @@ export async function writeFlush(
     settledIds,
     cancelledIds,
   };
+}
+
+/**
+ * Whether the flush takes its row locks first, in one id-ordered pass (LOCK_FLUSH_ROWS,
+ * docs/design.md §6.3 step 0): when its rows are written by more than one statement
+ * (transitions, parks, fan-outs each lock their own rows in id order, but one after the other)
+ * or when it may join a parent (any row with a parent: a terminal outcome, or a cancel request
+ * read under the lock, ends it). A flush of one statement's rows and no parent locks them in
+ * that statement's id order already.
+ */
+function needsLockPass(
+  entries: readonly FlushEntry[],
+  transitions: readonly FlushEntry[],
+  parks: readonly FlushEntry[],
+  fanOuts: readonly FlushEntry[],
+): boolean {
+  const groups = [transitions, parks, fanOuts].filter((g) => g.length > 0).length;
+  return groups > 1 || entries.some((e) => e.parentId !== null);
 }
 
 /**

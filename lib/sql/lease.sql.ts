@@ -229,12 +229,16 @@ export const RELEASE_CLAIMS = sql(
  * `reaped` (runnable again), `poisoned` (failed, its error the verdict) or `cancelled` — with the
  * lost worker, claim and attempt, unless its FSM is in `$4` (level `'off'`); with its state
  * when in `$5` (`'full'`). An FSM this node does not know records at the default level.
+ * The reaper never waits for a lock: a row that ends here with a parent takes its parent's lock
+ * skip-locked too (`parents`, gen_durable_pkey) and is left for the next sweep when the parent
+ * is busy, since JOIN_PARENTS follows in the same transaction and a cancel of that child holds
+ * the parent while it waits for the child (docs/design.md §6.3, lock order).
  */
 export const REAP_EXPIRED = sql(
   'reap_expired',
   `WITH expired AS (
      SELECT id, reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq AS counts, suspect, reaps,
-            locked_by, attempt
+            locked_by, attempt, parent_id, cancel_requested_at IS NOT NULL AS requested
        FROM {schema}.gen_durable
       WHERE status = 'executing' AND lease_expires_at < now()
       ORDER BY id
@@ -242,8 +246,14 @@ export const REAP_EXPIRED = sql(
       FOR NO KEY UPDATE SKIP LOCKED
    ), verdict AS (
      SELECT id, counts, counts AND suspect AS poisoned,
-            counts AND NOT suspect AND reaps + 1 >= $1 AS suspected, locked_by AS lost_worker, attempt AS lost_attempt
+            counts AND NOT suspect AND reaps + 1 >= $1 AS suspected, locked_by AS lost_worker, attempt AS lost_attempt,
+            parent_id, (counts AND suspect) OR requested AS ends
        FROM expired
+   ), parents AS (
+     SELECT p.id FROM {schema}.gen_durable p
+      WHERE p.id = ANY (ARRAY(SELECT v.parent_id FROM verdict v WHERE v.ends AND v.parent_id IS NOT NULL))
+      ORDER BY p.id
+      FOR NO KEY UPDATE OF p SKIP LOCKED
    ), reaped AS (
    UPDATE {schema}.gen_durable g
       SET status = (CASE WHEN g.cancel_requested_at IS NOT NULL THEN 'cancelled'
@@ -261,6 +271,7 @@ export const REAP_EXPIRED = sql(
           locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, updated_at = now()
      FROM verdict v
     WHERE g.id = v.id
+      AND (NOT v.ends OR v.parent_id IS NULL OR v.parent_id IN (SELECT id FROM parents))
    RETURNING g.id, g.status, g.parent_id, g.queue, g.fsm, g.step, g.reaps, v.suspected AND g.cancel_requested_at IS NULL AS suspected,
              g.claim_seq, g.last_error, v.lost_worker, v.lost_attempt,
              CASE WHEN g.fsm = ANY (COALESCE($5::text[], '{}')) THEN g.state END AS full_state

@@ -452,6 +452,39 @@ export const CONSUME_INBOXES = sql(
 );
 
 /**
+ * Flush lock order (docs/design.md §6.3 step 0): before its first write, a flush transaction
+ * whose rows span several statements or may join a parent locks, in one pass in id order, its
+ * own rows `$1` and the parents it may decrement: those of `$2` (entries whose outcome is
+ * terminal) and of any of its rows whose cancel was requested (such a row ends `cancelled`
+ * whatever its outcome, §27.2). Cancel, retry and this lock all take instance rows in one
+ * ascending pass, and the reaper only skip-locks, so none of them can wait on each other in a
+ * cycle: without it a flush held its child while it waited for the parent that a cancel of the
+ * child, holding the parent, was waiting to take the child after. The parents are read without
+ * a lock first; a cancel request committed after that read leaves its parent to the join's own
+ * lock (still in id order among parents). PK lookups (gen_durable_pkey).
+ */
+export const LOCK_FLUSH_ROWS = sql(
+  'lock_flush_rows',
+  `WITH b AS (
+     SELECT id, parent_id, cancel_requested_at IS NOT NULL AS requested
+       FROM {schema}.gen_durable WHERE id = ANY ($1::bigint[])
+   )
+   SELECT g.id FROM {schema}.gen_durable g
+    WHERE g.id = ANY ($1::bigint[])
+       OR g.id = ANY (ARRAY(SELECT b.parent_id FROM b
+                             WHERE b.parent_id IS NOT NULL AND (b.requested OR b.id = ANY ($2::bigint[]))))
+    ORDER BY g.id
+      FOR NO KEY UPDATE OF g`,
+  {
+    params: (i: { readonly ids: readonly string[]; readonly terminalIds: readonly string[] }) => [
+      i.ids,
+      i.terminalIds,
+    ],
+    decode: noRows,
+  },
+);
+
+/**
  * Child join (docs/design.md §6.3 step 5): `$1` = parent id of each terminal child (repeats count).
  * Parents are locked in id order, decremented once by their count; one at ≤ 0 while
  * awaiting_children becomes runnable, eligible now. Returns the parents woken.

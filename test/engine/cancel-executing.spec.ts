@@ -162,6 +162,7 @@ describe('cancel of executing rows (docs/design.md §27.2)', () => {
     expect(h.statements).toEqual([
       'flush_transitions',
       'begin',
+      'lock_flush_rows',
       'flush_transitions',
       'consume_inboxes',
       'join_parents',

@@ -1,3 +1,5 @@
+import '../chaos/support/enable-faults';
+
 import {
   awaitSignal,
   done,
@@ -8,13 +10,13 @@ import {
   type StepContext,
 } from '../../lib';
 import type { ClaimedRow } from '../../lib/runtime/claimed-row';
+import { armFault, onFaultHit, releaseFaults } from '../../lib/runtime/fault-points';
 import { LOAD_ENRICHMENT } from '../../lib/sql/claim.sql';
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { flushEntry, submitTogether } from '../support/flush-entries';
 import {
   claimOn,
-  holdRowLock,
   isBlockedBy,
   openRawSession,
   type RawSession,
@@ -115,29 +117,49 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
   }
 
   /**
-   * Submits `entry` for `row` to the engine's flusher together with a fan-out of `blocker`,
-   * whose row lock session `b` holds: resolves once the flush transaction has written `row`
-   * and waits on `b`, with the flusher's backend pid and the flush's replies.
+   * Submits `entry` for `row` to the engine's flusher together with a fan-out of `blocker` (so
+   * that it is a flush transaction, not the solo UPDATE), paused at `flush.beforeCommit`:
+   * resolves once the transaction has written both rows and waits to commit, with the
+   * flusher's backend pid (the one open transaction that wrote: the node's liveness lock
+   * holds another, without an xid), the flush's replies and the function that lets it commit.
    */
   async function flushHeldOpen(
     row: ClaimedRow,
     entryOutcome: Parameters<typeof flushEntry>[2],
     blocker: ClaimedRow,
   ) {
-    await holdRowLock(b, blocker.id);
+    armFault({ point: 'flush.beforeCommit', action: { kind: 'pause' }, ids: [row.id], times: 1 });
+    const paused = new Promise<void>((resolve) => {
+      const off = onFaultHit((hit) => {
+        if (hit.point !== 'flush.beforeCommit') return;
+        off();
+        resolve();
+      });
+    });
     const replies = submitTogether(t.engine, [
       flushEntry(t.engine, row, entryOutcome),
       flushEntry(t.engine, blocker, scheduleChildren('woken', [], {})),
     ]);
-    const [flusherPid] = await waitUntilBlockedBy(db, b.pid);
-    return { flusherPid: flusherPid!, replies };
+    await paused;
+    const { rows } = await db.pool.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity
+        WHERE datname = current_database() AND state = 'idle in transaction'
+          AND backend_xid IS NOT NULL AND pid <> ALL ($1::int[])`,
+      [[a.pid, b.pid]],
+    );
+    expect(rows).toHaveLength(1);
+    return {
+      flusherPid: rows[0]!.pid,
+      replies,
+      commit: () => releaseFaults('flush.beforeCommit'),
+    };
   }
 
   describe('signal vs park', () => {
     it('park first: delivery waits on the parked, uncommitted row and flips it once the park commits', async () => {
       const [row, blocker] = await claimedManualRows(2);
       t.clear();
-      const { flusherPid, replies } = await flushHeldOpen(
+      const { flusherPid, replies, commit } = await flushHeldOpen(
         row!,
         awaitSignal('go', 'woken', {}, { timeout: 60_000 }),
         blocker!,
@@ -154,7 +176,7 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
       expect(await inbox(row!.id)).toEqual([]);
       expect((await status(row!.id))!.status).toBe('executing');
 
-      await b.exec('COMMIT');
+      commit();
       expect(await replies).toEqual(['committed', 'committed']);
       await delivery;
       // The delivery's CASE was re-evaluated on the parked row after the lock: no lost wake-up.
@@ -240,7 +262,11 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
       it(`terminal first: delivery by ${by} waits, then answers NoTargetError and stores nothing`, async () => {
         const key = `race:terminal:${by}`;
         const [row, blocker] = await claimedManualRows(2, { correlationKey: key });
-        const { flusherPid, replies } = await flushHeldOpen(row!, done({ ok: true }), blocker!);
+        const { flusherPid, replies, commit } = await flushHeldOpen(
+          row!,
+          done({ ok: true }),
+          blocker!,
+        );
 
         const delivery = t.engine.signal(
           by === 'id' ? { id: row!.id } : { correlationKey: key },
@@ -254,7 +280,7 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
         );
         const [waiter] = await waitUntilBlockedBy(db, flusherPid);
         expect(await isBlockedBy(db, waiter!, flusherPid)).toBe(true);
-        await b.exec('COMMIT');
+        commit();
         expect(await replies).toEqual(['committed', 'committed']);
         expect(await settled).toBeInstanceOf(NoTargetError);
         // No orphaned "delivered" signal on the finished instance.

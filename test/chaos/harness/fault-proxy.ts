@@ -29,6 +29,7 @@ export const FLUSH_COMMIT_NEEDLES: readonly Buffer[] = [
 
 /** Needles for statements that only run inside a flush transaction (they take row locks). */
 export const IN_FLUSH_NEEDLES: readonly Buffer[] = [
+  Buffer.from('/lock_flush_rows\0'),
   Buffer.from('/join_parents\0'),
   Buffer.from('/flush_parks\0'),
   Buffer.from('/fanout_lock_parents\0'),

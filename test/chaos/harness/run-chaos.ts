@@ -4,7 +4,7 @@
 // and the monitor; runs a fault-free control phase, then the seeded nemesis during the feed;
 // heals everything, drains, audits the ledgers and prints the headline of docs/reliability.md §5.3.
 // Writes test/chaos/report.json; exits 1 when any hard invariant of §5.1 is not 0.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 import { Client, Pool } from 'pg';
@@ -792,6 +792,7 @@ async function main(): Promise<void> {
   for (const [k, v] of Object.entries(result.examples)) {
     process.stdout.write(`Examples of ${k}: ${JSON.stringify(v).slice(0, 2000)}\n`);
   }
+  if (monitor.deadlocks > 0) printDeadlockReports(cluster.logFile);
   process.stdout.write(
     `\n${headline}\n${Object.keys(result.hard).length - failed.length} passed, ${failed.length} failed. report: ${report}\n`,
   );
@@ -805,6 +806,27 @@ async function main(): Promise<void> {
   await cluster.destroy(keep || failed.length > 0);
   if (failed.length > 0) log(`kept ${cluster.baseDir} and ${artifacts} for inspection`);
   process.exit(failed.length > 0 ? 1 : 0);
+}
+
+/**
+ * Prints each `deadlock detected` report from the server's log with the lines Postgres writes
+ * after it (DETAIL names both processes and their statements; CONTEXT, STATEMENT), so a CI run
+ * that fails on F-DEADLOCK shows which statements crossed without needing the kept folder.
+ */
+function printDeadlockReports(logFile: string): void {
+  let lines: string[];
+  try {
+    lines = readFileSync(logFile, 'utf8').split('\n');
+  } catch {
+    return;
+  }
+  for (let i = 0; i < lines.length; i++) {
+    if (!lines[i]!.includes('deadlock detected')) continue;
+    process.stdout.write(`Deadlock report from ${logFile}:\n`);
+    for (let j = Math.max(0, i - 6); j < Math.min(lines.length, i + 14); j++) {
+      process.stdout.write(`  ${lines[j]!.slice(0, 1500)}\n`);
+    }
+  }
 }
 
 for (const kind of ['uncaughtException', 'unhandledRejection'] as const) {
