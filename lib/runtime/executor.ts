@@ -379,7 +379,7 @@ export class Executor {
       }
       return outcomeToEntry(outcome, row, definition, this.registry, this.options, awaitedIds);
     } catch (err) {
-      txn?.stepThrew(run.overdue() !== undefined);
+      txn?.stepThrew(run.overdue() !== undefined, err);
       span?.thrown(err);
       return this.throws.route(err, row, definition, ctx, run);
     }
