@@ -179,7 +179,7 @@ export const PROFILES: Record<string, Profile> = {
       tree: 1,
       spinner: 1,
       pill: 1,
-      transactional: 6_100,
+      transactional: 6_300,
       duplicateShare: 0.2,
       lateSignals: 10,
       ...CHAOS_ACTIONS,
@@ -187,7 +187,7 @@ export const PROFILES: Record<string, Profile> = {
     feedMs: 90_000,
     faultStartMs: 3_000,
     faultEndMs: 95_000,
-    drainMs: 120_000,
+    drainMs: 300_000,
     budget: {
       sigkill: 15,
       sigstop: 5,
