@@ -18,6 +18,7 @@ export interface ClaimPlan {
   readonly buffers: number;
   /** Shared buffers of the pick index scan (the first scan of gen_durable_pick). */
   readonly pickBuffers: number;
+  /** Rows the claim's UPDATE took (0 when the workers' own claims held every candidate). */
   readonly rowsClaimed: number;
   readonly text: string;
 }
@@ -27,13 +28,17 @@ const buffersOf = (line: string | undefined): number => {
   return m ? Number(m[1] ?? 0) + Number(m[2] ?? 0) : NaN;
 };
 
-/** Parses the text plan: the first Buffers line is the top node's (cumulative). */
+/**
+ * Parses the text plan: the first Buffers line is the top node's (cumulative); the rows claimed
+ * are the UPDATE's (the statement's own top row count includes the pause row of an empty claim).
+ */
 export function readClaimPlan(label: string, lines: readonly string[]): ClaimPlan {
   const exec = lines.map((l) => /Execution Time: ([\d.]+) ms/.exec(l)).find((m) => m);
   const pickAt = lines.findIndex((l) => l.includes('gen_durable_pick'));
   const pickBuffersLine = lines.slice(pickAt + 1).find((l) => l.includes('Buffers:'));
   const top = lines.find((l) => l.includes('Buffers:'));
-  const rows = /actual time=[\d.]+\.\.[\d.]+ rows=(\d+)/.exec(lines[0] ?? '');
+  const update = lines.find((l) => l.includes('Update on gen_durable'));
+  const rows = /actual time=[\d.]+\.\.[\d.]+ rows=(\d+)/.exec(update ?? '');
   return {
     label,
     executionMs: exec ? Number(exec[1]) : NaN,
