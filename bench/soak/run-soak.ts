@@ -22,6 +22,7 @@ import { DataSource } from 'typeorm';
 import { EngineService, GenDurableModule } from '../../lib';
 import { migrateUp } from '../../lib/schema/migrator';
 import { type ClaimPlan, explainClaim } from './claim-plan';
+import { checkCommits } from './commit-check';
 import { HorizonPin, RepeatableReadReaders } from './horizon-holders';
 import { OfferedInserter } from './offered-inserter';
 import { phaseOfWindow, phaseSchedule, type PhaseName, windowCount } from './phase-schedule';
@@ -63,7 +64,7 @@ function gitCommit(): string | undefined {
   }
 }
 
-/** Counts what the table holds for the soak's FSM once the backlog is done. */
+/** Counts what the table holds for the soak's FSM once the backlog has had its drain time. */
 async function verify(
   client: Client,
   offered: number,
@@ -75,29 +76,27 @@ async function verify(
     done: string;
     exact: string;
     long: string;
+    live: string;
   }>(
     `SELECT count(*) AS rows,
             count(*) FILTER (WHERE status = 'done') AS done,
             count(*) FILTER (WHERE status = 'done' AND result->'trail' = '["a","b","c"]'::jsonb) AS exact,
             count(*) FILTER (WHERE jsonb_array_length(coalesce(result->'trail', state->'trail', '[]'::jsonb))
-                                   > CASE status WHEN 'done' THEN 3 ELSE 2 END) AS long
+                                   > CASE status WHEN 'done' THEN 3 ELSE 2 END) AS long,
+            count(*) FILTER (WHERE status NOT IN ('done', 'failed', 'cancelled')) AS live
        FROM gen_durable WHERE fsm = 'soak3'`,
   );
   const r = rows[0]!;
-  const [count, done, exact, long] = [r.rows, r.done, r.exact, r.long].map(Number) as [
-    number,
-    number,
-    number,
-    number,
-  ];
+  const [count, done, exact, long, live] = [r.rows, r.done, r.exact, r.long, r.live].map(
+    Number,
+  ) as [number, number, number, number, number];
   return {
     offered,
     inserted,
     rows: count,
     done,
     exact,
-    lost: Math.max(0, inserted - exact - long),
-    duplicated: long + Math.max(0, count - inserted),
+    ...checkCommits({ inserted, rows: count, done, exact, long, live }),
     reruns: ledger.reruns,
     insertErrors,
   };
@@ -287,7 +286,7 @@ async function main(): Promise<number> {
     const v = verification;
     print('');
     print(
-      `verification: ${v.inserted} inserted, ${v.done} done, ${v.exact} with trail a,b,c; ${v.lost} lost, ${v.duplicated} duplicated; ${v.reruns} step re-runs; ${v.insertErrors} insert errors`,
+      `verification: ${v.inserted} inserted, ${v.done} done, ${v.exact} with trail a,b,c, ${v.unfinished} unfinished after the drain; ${v.lost} lost, ${v.duplicated} duplicated; ${v.reruns} step re-runs; ${v.insertErrors} insert errors`,
     );
     for (const t of result.targets) {
       print(

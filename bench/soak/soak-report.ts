@@ -18,6 +18,8 @@ export interface Verification {
   readonly done: number;
   /** Done with the trail a, b, c exactly. */
   readonly exact: number;
+  /** Still live when the drain time ran out (slow, not lost). */
+  readonly unfinished: number;
   readonly lost: number;
   readonly duplicated: number;
   /** Step runs beyond an instance's first run of that step. */
@@ -148,7 +150,7 @@ export function markdown(r: SoakResult): string {
   out.push('');
   const v = r.verification;
   out.push(
-    `Verification: ${v.offered} instances offered, ${v.inserted} inserted, ${v.rows} rows, ${v.done} done, ${v.exact} with the trail a, b, c; ${v.lost} lost, ${v.duplicated} duplicated, ${v.reruns} step re-runs, ${v.insertErrors} insert errors. Readers: ${r.readerReads.count} reads, mean ${num(r.readerReads.meanMs, 0)} ms.`,
+    `Verification: ${v.offered} instances offered, ${v.inserted} inserted, ${v.rows} rows, ${v.done} done, ${v.exact} with the trail a, b, c, ${v.unfinished} unfinished after the drain; ${v.lost} lost, ${v.duplicated} duplicated, ${v.reruns} step re-runs, ${v.insertErrors} insert errors. Readers: ${r.readerReads.count} reads, mean ${num(r.readerReads.meanMs, 0)} ms.`,
   );
   out.push('');
   out.push(

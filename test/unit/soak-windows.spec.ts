@@ -1,4 +1,5 @@
 import { readClaimPlan } from '../../bench/soak/claim-plan';
+import { checkCommits } from '../../bench/soak/commit-check';
 import {
   phaseAt,
   phaseOfWindow,
@@ -214,5 +215,32 @@ describe('soak claim plan', () => {
       pickBuffers: 700,
       rowsClaimed: 8,
     });
+  });
+});
+
+describe('soak commit check', () => {
+  const clean = { inserted: 100, rows: 100, done: 100, exact: 100, long: 0, live: 0 };
+
+  it('finds nothing wrong when every instance is done with the trail a, b, c', () => {
+    expect(checkCommits(clean)).toEqual({ lost: 0, duplicated: 0, unfinished: 0 });
+  });
+
+  it('counts a missing row, a failed row or a short trail as lost, a live row as unfinished', () => {
+    expect(checkCommits({ ...clean, rows: 99, done: 99, exact: 99 }).lost).toBe(1);
+    expect(checkCommits({ ...clean, done: 98, exact: 98 }).lost).toBe(2);
+    expect(checkCommits({ ...clean, done: 97, exact: 97, live: 3 })).toEqual({
+      lost: 0,
+      duplicated: 0,
+      unfinished: 3,
+    });
+  });
+
+  it('counts a repeated step or an extra row as duplicated, not lost', () => {
+    expect(checkCommits({ ...clean, exact: 99, long: 1 })).toEqual({
+      lost: 0,
+      duplicated: 1,
+      unfinished: 0,
+    });
+    expect(checkCommits({ ...clean, rows: 101, done: 101 }).duplicated).toBe(1);
   });
 });
