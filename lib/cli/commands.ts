@@ -286,7 +286,10 @@ export async function hold(
   target: Target,
   reason: string | undefined,
 ): Promise<void> {
-  const result = await ctx.client.hold(target, reason === undefined ? {} : { reason });
+  const result = await ctx.client.hold(target, {
+    ...(reason === undefined ? {} : { reason }),
+    actor: cliActor(),
+  });
   out.result(result, () =>
     result.changed
       ? `held: ${result.id} (no node claims it until released)`
@@ -295,7 +298,7 @@ export async function hold(
 }
 
 export async function release(ctx: CliContext, out: Output, target: Target): Promise<void> {
-  const result = await ctx.client.release(target);
+  const result = await ctx.client.release(target, { actor: cliActor() });
   out.result(result, () =>
     result.changed ? `released: ${result.id}` : `not held: ${result.id} (nothing to release)`,
   );

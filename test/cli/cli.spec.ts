@@ -456,6 +456,11 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     expect((await run(['release', id])).stdout).toBe(`not held: ${id} (nothing to release)\n`);
     await gd.drain();
     expect((await h.engine.get(id))?.status).toBe('awaiting_signal');
+    const manual = (await h.engine.history(id)).filter((e) => e.kind.startsWith('manual.'));
+    expect(manual.map((e) => [e.kind, e.actor?.startsWith('cli:')])).toEqual([
+      ['manual.release', true],
+      ['manual.hold', true],
+    ]);
     await h.engine.cancel(id);
     const ended = await run(['hold', id, '--json']);
     expect(ended.code).toBe(2);
