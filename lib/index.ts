@@ -83,7 +83,7 @@ export type {
   CancelResult,
 } from './control/cancel-options';
 export type { RetryOptions } from './control/retry-options';
-export type { HoldOptions, HoldResult } from './control/hold-options';
+export type { HoldOptions, HoldResult, ReleaseOptions } from './control/hold-options';
 export type {
   BulkOptions,
   BulkResult,

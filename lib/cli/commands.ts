@@ -286,7 +286,10 @@ export async function hold(
   target: Target,
   reason: string | undefined,
 ): Promise<void> {
-  const result = await ctx.client.hold(target, reason === undefined ? {} : { reason });
+  const result = await ctx.client.hold(target, {
+    ...(reason === undefined ? {} : { reason }),
+    actor: cliActor(),
+  });
   out.result(result, () =>
     result.changed
       ? `held: ${result.id} (no node claims it until released)`
@@ -294,8 +297,23 @@ export async function hold(
   );
 }
 
+/**
+ * "Why isn't it running?" (docs/dashboard-data.md, `engine.explain`): every reason, blocking
+ * ones first and marked `*`, with the instance deadline and what it will do. The CLI's client
+ * has no FSM classes: a deadline's action says "cancelled, or moved to onDeadline".
+ */
+export async function explain(ctx: CliContext, out: Output, target: Target): Promise<void> {
+  const e = await ctx.client.explain(target);
+  out.result(e, () =>
+    [
+      `instance ${e.id}: ${e.fsm}@${e.version} at step ${e.step}, ${e.status} (queue ${e.queue}, read ${e.at.toISOString()})`,
+      ...e.reasons.map((r) => `${r.blocking ? '*' : '-'} ${r.code}: ${r.text}`),
+    ].join('\n'),
+  );
+}
+
 export async function release(ctx: CliContext, out: Output, target: Target): Promise<void> {
-  const result = await ctx.client.release(target);
+  const result = await ctx.client.release(target, { actor: cliActor() });
   out.result(result, () =>
     result.changed ? `released: ${result.id}` : `not held: ${result.id} (nothing to release)`,
   );

@@ -235,6 +235,18 @@ export function buildProgram(runner: Runner, write: (text: string) => void): Com
 
   configure(
     program
+      .command('explain')
+      .description(
+        "why isn't it running: every reason (blocking ones first, marked *), the hold and the instance deadline",
+      )
+      .argument('<target>', 'instance id, or key:<correlationKey>'),
+  ).action(async (target: string, _o: unknown, cmd: Command) => {
+    const to = commands.parseTarget(target);
+    await runner(globals(cmd), (ctx, out) => commands.explain(ctx, out, to));
+  });
+
+  configure(
+    program
       .command('release')
       .description('release a held instance: claimable again')
       .argument('<target>', 'instance id, or key:<correlationKey>'),

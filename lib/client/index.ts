@@ -40,7 +40,7 @@ export type { ScheduleView } from '../cron/schedule-spec';
 export type { BulkResult, CancelAllOptions, RetryAllOptions } from '../control/bulk-options';
 export type { CancelOptions } from '../control/cancel-options';
 export type { RetryOptions } from '../control/retry-options';
-export type { HoldOptions, HoldResult } from '../control/hold-options';
+export type { HoldOptions, HoldResult, ReleaseOptions } from '../control/hold-options';
 export type { PurgeAllOptions, PurgeAllResult, PurgeOptions } from '../control/purge-options';
 export type { ForkOptions } from '../control/fork-options';
 export type { Explanation } from '../control/explanation';

@@ -10,6 +10,7 @@ export type ExplainCode =
   | 'lease_expired'
   | 'cancel_requested'
   | 'held'
+  | 'deadline'
   | 'not_yet_eligible'
   | 'awaiting_signal'
   | 'awaiting_children'

@@ -9,13 +9,13 @@ import { INSERT_HISTORY } from '../sql/history.sql';
 import { readResolved } from './read-target';
 import type { ControlRuntime } from './control-runtime';
 import { insertInstance } from './insert-instance';
-import { nonEmptyText, oneOf, optionsObject } from './input-checks';
+import { flag, nonEmptyText, oneOf, optionsObject } from './input-checks';
 import { actorOf } from './instance-history';
 import { type ResolvedTarget, targetLabel } from './target';
 
 export type { ForkOptions } from './fork-options';
 
-const KEYS = ['step', 'state', 'fromHistory', 'version', 'actor'];
+const KEYS = ['step', 'state', 'fromHistory', 'version', 'actor', 'held'];
 const VERSIONS = ['latest', 'same'] as const;
 
 /** What a fork inserted: the new id, and its queue and dueness for the caller's poke. */
@@ -32,7 +32,8 @@ export interface ForkAnswer {
  * `version: 'same'` — through the insert path (`buildInsertRow`: step checked, state policies;
  * INSERT_INSTANCE: limits, trace context) and marks it `forked_from` the source, both in one
  * transaction. The fork keeps the source's queue, priority, concurrency key, rate limit and
- * weight, and no correlation key (the source may still hold it). The source is untouched.
+ * weight, and no correlation key (the source may still hold it; so no dedup window either);
+ * `held: true` inserts it held. The source is untouched.
  * Typed errors, nothing written: `NoTargetError` (no source), `InvalidInputError` (bad options,
  * a history row that is missing, another instance's or without state, a throwing `state`
  * function), `FsmNotRegisteredError`, `UnknownStepError`.
@@ -98,6 +99,7 @@ export async function forkInstance(
         priority: source.priority,
         ...(source.concurrencyKey !== null && { concurrencyKey: source.concurrencyKey }),
         ...(source.rateLimit !== null && { rateLimit: source.rateLimit, weight: source.weight }),
+        ...(o.held && { held: true }),
       },
       runtime.options,
       'fork',
@@ -146,6 +148,7 @@ function forkInput(options: unknown): {
   fromHistory: string | undefined;
   sameVersion: boolean;
   actor: string | undefined;
+  held: boolean;
 } {
   const o = optionsObject(options, KEYS, 'fork.options') ?? {};
   const step = nonEmptyText(o['step'], 'fork.step');
@@ -168,5 +171,6 @@ function forkInput(options: unknown): {
     state: o['state'],
     fromHistory: fromHistory,
     sameVersion: version === 'same',
+    held: flag(o['held'], 'fork.held'),
   };
 }

@@ -29,4 +29,9 @@ export interface ForkOptions<S = Record<string, unknown>> {
    * (FSMs whose history level is not `'off'`). Default: none.
    */
   actor?: string;
+  /**
+   * Insert the fork held (docs/operations-control.md "Hold and release"): no node claims it
+   * until `release`, so it can be inspected first. Default false.
+   */
+  held?: boolean;
 }

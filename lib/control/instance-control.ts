@@ -28,7 +28,7 @@ import { deliverSignal } from './deliver-signal';
 import type { Explanation } from './explanation';
 import { forkInstance } from './fork-instance';
 import { holdInstance, releaseInstance } from './hold-instance';
-import type { HoldOptions, HoldResult } from './hold-options';
+import type { HoldOptions, HoldResult, ReleaseOptions } from './hold-options';
 import type { ForkOptions } from './fork-options';
 import { purgeInstance } from './purge-instance';
 import type { PurgeAllOptions, PurgeAllResult, PurgeOptions } from './purge-options';
@@ -287,7 +287,8 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    * `cancel` and `retry` work on it (a retry clears the hold). An executing instance finishes
    * its step (an inline chain may run its next steps on the same claim) and is not claimed
    * again. `changed` is false when it was already held (`reason`, when given, replaces the
-   * stored one). One statement. `NoTargetError` for a missing target, `InvalidInputError` for
+   * stored one). One statement, which records a `manual.hold` history row with the `actor`
+   * and `reason` (docs/design.md §28.1). `NoTargetError` for a missing target, `InvalidInputError` for
    * an ended one.
    */
   async hold(target: Target, options?: HoldOptions): Promise<HoldResult> {
@@ -297,13 +298,14 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
 
   /**
    * Releases a held instance (docs/operations-control.md "Hold and release"): claimable again,
-   * its queue poked when it is due. `changed` is false when it was not held. One statement.
+   * its queue poked when it is due. `changed` is false when it was not held. One statement,
+   * which records a `manual.release` history row with the `actor` and `reason`.
    * `NoTargetError` for a missing target.
    */
-  async release(target: Target): Promise<HoldResult> {
+  async release(target: Target, options?: ReleaseOptions): Promise<HoldResult> {
     const to = resolveTarget(target, 'release.target');
     const runtime = this.controlRuntime();
-    const result = await releaseInstance(runtime, to);
+    const result = await releaseInstance(runtime, to, options);
     await runtime.settle();
     return result;
   }

@@ -12,6 +12,15 @@ export interface ExplainContext {
   readonly serves?: (queue: string) => boolean;
   /** The gate and rate backend: `'redis'` keeps its counters out of PostgreSQL. */
   readonly limiter?: 'postgres' | 'redis';
+  /**
+   * What the instance deadline does to an instance of this FSM version (docs/operations-control.md
+   * "Instance deadlines"): its `onDeadline` step (null: it is cancelled) and the grace of an
+   * executing step, ms; undefined when this node does not register it.
+   */
+  readonly deadline?: (
+    fsm: string,
+    version: number,
+  ) => { readonly onDeadline: string | null; readonly graceMs: number } | undefined;
 }
 
 const iso = (d: Date): string => d.toISOString();
@@ -81,6 +90,7 @@ export function reasonsOf(r: ExplainRecord, context: ExplainContext = {}): Expla
       { heldAt: r.heldAt, reason: r.heldReason },
     );
   }
+  if (r.deadlineAt !== null) deadlineReason(r, context, add);
   if (r.status === 'executing') {
     const expired = r.leaseExpiresAt !== null && r.leaseExpiresAt.getTime() < r.now.getTime();
     if (expired) {
@@ -159,6 +169,40 @@ type Add = (
   text: string,
   details?: ExplainReason['details'],
 ) => void;
+
+/**
+ * The instance deadline of a live row (docs/operations-control.md "Instance deadlines"): when,
+ * whether it has passed, and what it does — moves the row to its FSM's `onDeadline` step, or
+ * cancels it (an executing step asked to stop, fenced after the grace). Never blocking: it
+ * ends the instance, it does not keep it from running. Without the FSM's declaration (a client,
+ * a node that does not register it) the action is told as the FSM decides.
+ */
+function deadlineReason(r: ExplainRecord, context: ExplainContext, add: Add): void {
+  const at = r.deadlineAt as Date;
+  const ms = at.getTime() - r.now.getTime();
+  const overdue = ms <= 0;
+  const declared = context.deadline?.(r.fsm, r.version);
+  const action =
+    declared === undefined ? null : declared.onDeadline === null ? 'cancel' : 'onDeadline';
+  const what =
+    action === 'onDeadline'
+      ? `it moves to step ${declared!.onDeadline}`
+      : action === 'cancel'
+        ? r.status === 'executing'
+          ? `its running step is asked to stop and it is cancelled (fenced ${Math.round(declared!.graceMs / 1000)} s after the deadline if the step still runs)`
+          : 'it is cancelled (children cascaded)'
+        : "it is cancelled, or moved to its FSM's onDeadline step when the FSM declares one";
+  const when = overdue
+    ? `its deadline passed at ${iso(at)} (${Math.ceil(-ms / 1000)} s ago): the next deadline firing (a node's timer or the reaper's sweep) acts — ${what}`
+    : `its deadline is ${iso(at)} (in ${Math.ceil(ms / 1000)} s): if it has not ended by then, ${what}`;
+  add('deadline', false, when, {
+    deadline: at,
+    overdue,
+    action,
+    step: action === 'onDeadline' ? declared!.onDeadline : null,
+    graceMs: declared?.graceMs ?? null,
+  });
+}
 
 function runnableReasons(r: ExplainRecord, context: ExplainContext, add: Add): void {
   let blocked = false;

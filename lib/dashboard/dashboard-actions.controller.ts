@@ -66,15 +66,17 @@ export class DashboardActionsController {
   @Post('instances/:id/hold')
   @Redirect()
   hold(@Param('id') id: string, @Req() req: DashboardRequest): Promise<RedirectTo> {
-    return this.run(req, 3, `instances/${encodeURIComponent(id)}`, () =>
-      this.actions.hold(id, bodyOf(req)),
+    return this.run(req, 3, `instances/${encodeURIComponent(id)}`, (actor) =>
+      this.actions.hold(id, bodyOf(req), actor),
     );
   }
 
   @Post('instances/:id/release')
   @Redirect()
   release(@Param('id') id: string, @Req() req: DashboardRequest): Promise<RedirectTo> {
-    return this.run(req, 3, `instances/${encodeURIComponent(id)}`, () => this.actions.release(id));
+    return this.run(req, 3, `instances/${encodeURIComponent(id)}`, (actor) =>
+      this.actions.release(id, actor),
+    );
   }
 
   /** Back to the list: the instance is gone. */

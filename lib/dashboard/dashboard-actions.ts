@@ -81,14 +81,17 @@ export class DashboardActions {
   }
 
   /** Holds a live instance (docs/operations-control.md "Hold and release"). */
-  async hold(id: string, form: FormFields): Promise<string> {
+  async hold(id: string, form: FormFields, actor: string | undefined): Promise<string> {
     const reason = text(form, 'reason');
-    const r = await this.engine.hold(id, reason !== undefined ? { reason } : {});
+    const r = await this.engine.hold(id, {
+      ...(reason !== undefined ? { reason } : {}),
+      ...actorOf(actor),
+    });
     return r.changed ? `held #${id}: no node claims it until released` : `#${id} was already held`;
   }
 
-  async release(id: string): Promise<string> {
-    const r = await this.engine.release(id);
+  async release(id: string, actor: string | undefined): Promise<string> {
+    const r = await this.engine.release(id, actorOf(actor));
     return r.changed ? `released #${id}` : `#${id} was not held`;
   }
 

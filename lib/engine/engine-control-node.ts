@@ -8,11 +8,11 @@ import type { ResolvedOptions } from '../options/resolved-options';
  * An engine's {@link ControlNode} (docs/design.md §32): its registry's `@DurableFsm`
  * definitions, the limiter it runs (the Redis limiter's live counters when it is Redis), and
  * the node-local facts `explain` reports — whether this node registers an FSM version and runs
- * a scheduler of a queue.
+ * a scheduler of a queue, and what an FSM's instance deadline does.
  */
 export function engineControlNode(
   registry: FsmRegistry,
-  options: Pick<ResolvedOptions, 'limiter'>,
+  options: Pick<ResolvedOptions, 'limiter' | 'leaseTtl'>,
   limiter: Limiter,
   schedulers: { has(queue: string): boolean },
 ): ControlNode {
@@ -26,6 +26,14 @@ export function engineControlNode(
       registered: (fsm, version) => registry.find(fsm, version) !== undefined,
       serves: (queue) => schedulers.has(queue),
       limiter: backend,
+      deadline: (fsm, version) => {
+        const d = registry.find(fsm, version);
+        if (d === undefined) return undefined;
+        return {
+          onDeadline: d.deadline?.onDeadline ?? null,
+          graceMs: d.deadline?.graceMs ?? options.leaseTtl,
+        };
+      },
     },
   };
 }

@@ -110,9 +110,9 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
 
   /**
    * Inserts one instance; resolves with its id once committed. `DuplicateError` on an occupied
-   * key. One statement — or, by default with no `manager`, no conflict mode, hold or dedup
-   * window, a share of one group-commit statement with concurrent callers (docs/design.md
-   * §26.11; a call alone is written at once by the direct insert's statement).
+   * key. One statement — or, by default with no `manager` and no conflict mode, a share of one
+   * group-commit statement with concurrent callers (docs/design.md §26.11; a call alone is
+   * written at once by the direct insert's statement), held or with a dedup window too.
    */
   async insert<F extends Type<unknown> | string>(
     fsm: F,
@@ -131,14 +131,11 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
         traceContext,
       );
       const conflict = insertConflictOf(checked ?? {}, 'insert');
-      const plain =
-        (conflict.mode === 'error' || row.correlationKey === null) &&
-        row.held !== true &&
-        row.dedupWindowMs === undefined;
+      const plain = conflict.mode === 'error' || row.correlationKey === null;
       const batcher = this.runtime.batcher;
       if (given?.manager === undefined && batcher.takesDurable && plain) {
         const inserted = await batcher.insert(row); // the batcher pokes due rows per statement
-        if (!inserted.due) this.armWakeUp(row);
+        if (!inserted.due && row.held !== true) this.armWakeUp(row);
         this.armDeadline(row);
         return inserted.id;
       }
@@ -204,7 +201,7 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
       }
       const inserted = await INSERT_INSTANCE.run(this.runtime.sql, row);
       if (inserted) {
-        this.pokeOrArm(inserted, row);
+        if (row.held !== true) this.pokeOrArm(inserted, row);
         this.armDeadline(row);
       }
     });
@@ -247,7 +244,9 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
       const inserted = await INSERT_INSTANCES.run(this.runtime.sql, { rows }, client);
       if (!options.manager) {
         this.runtime.pokes.poke(new Set(inserted.filter((r) => r.due).map((r) => r.queue)));
-        if (inserted.some((r) => !r.due)) for (const row of rows) this.armWakeUp(row);
+        if (inserted.some((r) => !r.due)) {
+          for (const row of rows) if (row.held !== true) this.armWakeUp(row);
+        }
         for (const r of inserted) this.armDeadline(rows[r.ord] as InsertRow);
       }
       return inserted.map((r) => r.id);

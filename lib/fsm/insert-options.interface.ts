@@ -49,9 +49,10 @@ export interface InsertOptions {
   /** With `onConflict: 'debounce'`: the latest start counted from the first insert, ms (≥ `debounceMs`). Default: unbounded. */
   maxDelayMs?: number;
   /**
-   * `insert` only: the key stays taken for this long after the insert, ms, whatever the
-   * instance's status (docs/identity.md "Dedup windows"), in addition to `correlationScope`.
-   * Needs `correlationKey`.
+   * The key stays taken for this long after the insert, ms, whatever the instance's status
+   * (docs/identity.md "Dedup windows"), in addition to `correlationScope`. Needs
+   * `correlationKey`. Every insert path takes it (`insert`, `insertAll` entries, `insertAsync`,
+   * children, `GenDurableClient.insert`).
    */
   dedupWindowMs?: number;
   /**
@@ -63,7 +64,11 @@ export interface InsertOptions {
   deadline?: Date;
   /** The deadline as a delay from the insert, ms (database clock), integer ≥ 1. Wins over the FSM's `deadlineMs`. */
   deadlineInMs?: number;
-  /** `insert` only: insert held; it is never claimed until `release` (docs/operations-control.md). */
+  /**
+   * Insert held: it is never claimed until `release` (docs/operations-control.md "Hold and
+   * release"). Every insert path takes it (`insert`, `insertAll` entries, `insertAsync`,
+   * children, `GenDurableClient.insert`).
+   */
   held?: boolean;
   /** Join the caller's TypeORM transaction (insert/insertAll/signal only). */
   manager?: EntityManager;

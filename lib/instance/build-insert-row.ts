@@ -56,8 +56,11 @@ const INSERT_KEYS = new Set([
   'deadlineInMs',
 ]);
 
-/** The options only `insert()` takes (docs/identity.md "Conflict modes", "Dedup windows"). */
-const INSERT_ONLY = ['onConflict', 'debounceMs', 'maxDelayMs', 'dedupWindowMs', 'held'] as const;
+/**
+ * The options only `insert()` takes (docs/identity.md "Conflict modes"): the other insert
+ * paths answer inserted ids only. `held` and `dedupWindowMs` are taken by every path.
+ */
+const INSERT_ONLY = ['onConflict', 'debounceMs', 'maxDelayMs'] as const;
 
 /**
  * A Date inside years 1 … 9999 (PostgreSQL's timestamptz range holds it): a Date outside it

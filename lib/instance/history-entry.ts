@@ -23,6 +23,8 @@ export const HISTORY_LEVELS: readonly HistoryLevel[] = ['off', 'failures', 'tran
  * - `reaped`: the reaper took back an expired lease and made the row runnable again;
  * - `poisoned`: the reaper's poison-pill verdict (the row was reaped too often) failed it;
  * - `manual.cancel`, `manual.retry`: an operator's `cancel` / `retry`, with its `actor`;
+ * - `manual.hold`, `manual.release`: an operator's `hold` / `release` (outcome `held` /
+ *   `released`), with its `actor`, and its `reason` as `error` `{ name: 'reason', message }`;
  * - `manual.fork`: the first row of an instance made by `fork` (docs/design.md §28.3), with its
  *   `actor`; `outcome` names the source (`forked from #<id>`);
  * - `deadline`: the instance deadline moved the row to its FSM's `onDeadline` step
@@ -44,6 +46,8 @@ export type HistoryKind =
   | 'manual.cancel'
   | 'manual.retry'
   | 'manual.fork'
+  | 'manual.hold'
+  | 'manual.release'
   | 'deadline';
 
 /** A thrown error as history keeps it: class name, message and stack (at most 8 KiB of text). */

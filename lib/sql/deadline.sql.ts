@@ -11,6 +11,11 @@ export interface DueDeadline {
   readonly requested: boolean;
   /** How long past its deadline it is, ms (database clock). */
   readonly overdueMs: number;
+  /**
+   * Its deadline as the database's text (microseconds kept: a `Date` would drop them): with
+   * `id`, the keyset cursor of the next page.
+   */
+  readonly deadlineKey: string;
 }
 
 interface DueDeadlineRecord {
@@ -20,27 +25,46 @@ interface DueDeadlineRecord {
   status: DurableStatus;
   requested: boolean;
   overdue_ms: number;
+  deadline_key: string;
+}
+
+/** What DUE_INSTANCE_DEADLINES is asked: the FSMs, the page size, and where the page starts. */
+export interface DueDeadlinesInput {
+  readonly fsms: readonly string[];
+  readonly limit: number;
+  /** The last row of the previous page (`deadlineAt`, `id`), or absent for the first page. */
+  readonly after?: { readonly deadlineKey: string; readonly id: string } | null;
 }
 
 /**
  * The instance-deadline sweep's scan (docs/operations-control.md "Instance deadlines"): live
  * rows of the FSMs `$1` (the ones this node knows: only it can tell an `onDeadline` step) whose
- * `deadline_at` has passed, most overdue first, at most `$2` (index gen_durable_deadline,
- * partial on live rows with a deadline). Reads without locks: each row's action
+ * `deadline_at` has passed, most overdue first (then by id), at most `$2`, after the keyset
+ * cursor (`$3` deadline as text, exact to the microsecond, `$4` id; NULL: from the start), so a sweep pages past rows it left
+ * alone (executing within their grace) (index gen_durable_deadline, partial on live rows with
+ * a deadline: the cursor is a range of it). Reads without locks: each row's action
  * (CANCEL_INSTANCES, ROUTE_DEADLINE) locks it and checks it again.
  */
 export const DUE_INSTANCE_DEADLINES = sql(
   'due_instance_deadlines',
   `SELECT id, fsm, fsm_version, status, cancel_requested_at IS NOT NULL AS requested,
-          GREATEST(0, EXTRACT(EPOCH FROM now() - deadline_at) * 1000)::float8 AS overdue_ms
+          GREATEST(0, EXTRACT(EPOCH FROM now() - deadline_at) * 1000)::float8 AS overdue_ms,
+          deadline_at::text AS deadline_key
      FROM {schema}.gen_durable
     WHERE deadline_at IS NOT NULL AND deadline_at <= now()
+      AND deadline_at >= COALESCE($3::timestamptz, '-infinity'::timestamptz)
+      AND ($3::timestamptz IS NULL OR (deadline_at, id) > ($3::timestamptz, $4::bigint))
       AND status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
       AND fsm = ANY ($1::text[])
-    ORDER BY deadline_at
+    ORDER BY deadline_at, id
     LIMIT $2`,
   {
-    params: (i: { readonly fsms: readonly string[]; readonly limit: number }) => [i.fsms, i.limit],
+    params: (i: DueDeadlinesInput) => [
+      i.fsms,
+      i.limit,
+      i.after?.deadlineKey ?? null,
+      i.after?.id ?? null,
+    ],
     decode: (rows: readonly DueDeadlineRecord[]): DueDeadline[] =>
       rows.map((r) => ({
         id: r.id,
@@ -49,6 +73,7 @@ export const DUE_INSTANCE_DEADLINES = sql(
         status: r.status,
         requested: r.requested,
         overdueMs: Number(r.overdue_ms),
+        deadlineKey: r.deadline_key,
       })),
   },
 );

@@ -33,6 +33,8 @@ export interface ExplainRecord {
   /** When it was held (docs/operations-control.md "Hold and release"), or null. */
   readonly heldAt: Date | null;
   readonly heldReason: string | null;
+  /** Its instance deadline (docs/operations-control.md "Instance deadlines"), or null. */
+  readonly deadlineAt: Date | null;
   readonly updatedAt: Date;
   /** Names of the inbox's unconsumed signals (distinct, at most 100). */
   readonly inbox: readonly string[];
@@ -83,6 +85,7 @@ interface RawExplain {
   cancel_reason: string | null;
   held_at: Date | null;
   held_reason: string | null;
+  deadline_at: Date | null;
   updated_at: Date;
   inbox: string[] | null;
   key_holder: string | null;
@@ -126,6 +129,7 @@ function explainOf(r: RawExplain): ExplainRecord {
     cancelReason: r.cancel_reason,
     heldAt: r.held_at,
     heldReason: r.held_reason,
+    deadlineAt: r.deadline_at,
     updatedAt: r.updated_at,
     inbox: r.inbox ?? [],
     keyHolder: r.key_holder,
@@ -183,7 +187,7 @@ export const EXPLAIN_INSTANCE = sql(
    SELECT r.id::text, r.fsm, r.fsm_version, r.step, r.status::text, r.queue, r.priority, r.eligible_at,
           now() AS now, r.attempt, r.awaits, r.await_deadline, r.children_pending,
           r.concurrency_key, r.rate_limit, r.weight, r.locked_by, r.lease_expires_at, r.last_error,
-          r.cancel_requested_at, r.cancel_reason, r.held_at, r.held_reason, r.updated_at,
+          r.cancel_requested_at, r.cancel_reason, r.held_at, r.held_reason, r.deadline_at, r.updated_at,
           ARRAY(SELECT DISTINCT s.name FROM (
                   SELECT s.name FROM {schema}.gen_durable_signals s
                    WHERE s.target_id = r.id AND s.consumed_at IS NULL ORDER BY s.id LIMIT 100) s

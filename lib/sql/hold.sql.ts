@@ -1,12 +1,20 @@
 import type { DurableStatus } from '../gen-durable.constants';
 import { sql } from './statement';
 
-/** The target of HOLD_INSTANCE / RELEASE_INSTANCE: an id, or (null id) a correlation key. */
+/**
+ * The target of HOLD_INSTANCE / RELEASE_INSTANCE: an id, or (null id) a correlation key, and
+ * what their history row records (docs/design.md §28.1).
+ */
 export interface HoldInput {
   readonly id: string | null;
   readonly correlationKey: string | null;
-  /** HOLD_INSTANCE only: the reason stored, or null. */
+  /** The reason: HOLD stores it on the row; both record it in their history row. Or null. */
   readonly reason?: string | null;
+  /** Who asked: the history row's `actor`, or null. */
+  readonly actor?: string | null;
+  /** FSM names whose history is `'off'` (no row) and `'full'` (a row with the state). */
+  readonly historyOff?: readonly string[];
+  readonly historyFull?: readonly string[];
 }
 
 /** What HOLD_INSTANCE / RELEASE_INSTANCE answered for the target they found. */
@@ -58,12 +66,43 @@ const decode = (rows: readonly HoldRecord[]): HoldAnswer | null => {
 };
 
 /**
+ * The history row of a hold or release (docs/design.md §28.1), over the CTE `u` that returns
+ * the written row (`id`, `fsm`, `step`, `attempt`, `state`): kind `kind`, outcome `outcome`,
+ * the reason `$3` as `error` `{ name: 'reason', message, stack: null }` (as a `stop(reason)`
+ * records its reason), actor `$6`; with the state when its FSM is in `$5` (`'full'`), none when
+ * in `$4` (`'off'`). `when` further limits which written rows record. Index
+ * gen_durable_history_instance.
+ */
+function recordHold(kind: string, outcome: string, when = 'true'): string {
+  return `INSERT INTO {schema}.gen_durable_history (instance_id, kind, step, attempt, outcome, error, state, actor)
+     SELECT u.id, '${kind}', u.step, u.attempt, '${outcome}',
+            CASE WHEN $3::text IS NOT NULL
+                 THEN jsonb_build_object('name', 'reason', 'message', $3::text, 'stack', NULL) END,
+            CASE WHEN u.fsm = ANY ($5::text[]) THEN u.state END, $6::text
+       FROM u
+      WHERE NOT (u.fsm = ANY ($4::text[])) AND ${when}`;
+}
+
+/** `$1`…`$6` of HOLD_INSTANCE and RELEASE_INSTANCE (see {@link recordHold}). */
+function historyParams(i: HoldInput): unknown[] {
+  return [
+    i.id,
+    i.correlationKey,
+    i.reason ?? null,
+    i.historyOff ?? [],
+    i.historyFull ?? [],
+    i.actor ?? null,
+  ];
+}
+
+/**
  * Holds one live instance (docs/operations-control.md "Hold and release"), one statement:
  * `held_at` set (kept from an earlier hold), `held_reason` `$3` (an earlier reason kept when
  * `$3` is NULL). Its WHERE re-checks the live status on the locked version, so a row that ended
  * meanwhile is not held (`changed` false). The claim skips a held row (CLAIM_RUNNABLE); an
- * executing row finishes its step and is not claimed again. By primary key, or the key's
- * occupant by gen_durable_correlation. No row: no target.
+ * executing row finishes its step and is not claimed again. A hold that held the row, or
+ * gave a reason, records a `manual.hold` history row ({@link recordHold}). By primary key, or
+ * the key's occupant by gen_durable_correlation. No row: no target.
  */
 export const HOLD_INSTANCE = sql(
   'hold_instance',
@@ -73,12 +112,14 @@ export const HOLD_INSTANCE = sql(
             updated_at = now()
        FROM t
       WHERE g.id = t.id AND g.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
-     RETURNING g.id
+     RETURNING g.id, g.fsm, g.step, g.attempt, g.state
+   ), recorded AS (
+     ${recordHold('manual.hold', 'held', '(NOT (SELECT t.held FROM t) OR $3::text IS NOT NULL)')}
    )
    SELECT t.id::text, t.fsm, t.status, t.queue, t.held, EXISTS (SELECT 1 FROM u) AS changed, false AS due
      FROM t`,
   {
-    params: (i: HoldInput) => [i.id, i.correlationKey, i.reason ?? null],
+    params: (i: HoldInput) => historyParams(i),
     decode,
   },
 );
@@ -86,7 +127,8 @@ export const HOLD_INSTANCE = sql(
 /**
  * Releases one held instance (docs/operations-control.md "Hold and release"), one statement:
  * `held_at` and `held_reason` cleared; `due` when it is runnable and due, so the caller pokes
- * its queue. A row not held answers `changed` false. By primary key, or the key's occupant by
+ * its queue; a `manual.release` history row ({@link recordHold}; `$3` the release's reason, not
+ * stored on the row). A row not held answers `changed` false and records nothing. By primary key, or the key's occupant by
  * gen_durable_correlation. A signal delivered while it was held is in its inbox: the claim
  * that takes it presents it. No row: no target.
  */
@@ -97,13 +139,16 @@ export const RELEASE_INSTANCE = sql(
         SET held_at = NULL, held_reason = NULL, updated_at = now()
        FROM t
       WHERE g.id = t.id AND g.held_at IS NOT NULL
-     RETURNING g.id, g.status = 'runnable' AND g.eligible_at <= now() AS due
+     RETURNING g.id, g.fsm, g.step, g.attempt, g.state,
+               g.status = 'runnable' AND g.eligible_at <= now() AS due
+   ), recorded AS (
+     ${recordHold('manual.release', 'released')}
    )
    SELECT t.id::text, t.fsm, t.status, t.queue, t.held, EXISTS (SELECT 1 FROM u) AS changed,
           COALESCE((SELECT u.due FROM u), false) AS due
      FROM t`,
   {
-    params: (i: HoldInput) => [i.id, i.correlationKey],
+    params: (i: HoldInput) => historyParams(i),
     decode,
   },
 );

@@ -38,7 +38,7 @@ export interface InsertedOrHolder extends InsertedInstance {
 
 /** `$16` of INSERT_INSTANCES when no entry carries a trace context: unnest pads it with NULLs. */
 const NO_TRACES: readonly (string | null)[] = Object.freeze([]);
-/** `$17` / `$18` of INSERT_INSTANCES when no entry has a deadline. */
+/** `$17` / `$18` of INSERT_INSTANCES when no entry has a deadline, `$19` / `$20` no hold / window. */
 const NO_DEADLINES: readonly null[] = Object.freeze([]);
 
 /**
@@ -125,7 +125,7 @@ export const INSERT_INSTANCE = sql(
      ${INSERT_ROW_COLUMNS}
    ${insertRowSelect(0)}
    ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
-   RETURNING id, queue, eligible_at <= now() AS due`,
+   RETURNING id, queue, eligible_at <= now() AND held_at IS NULL AS due`,
   {
     params: insertRowParams,
     /** The inserted row, or null: the key was occupied (a duplicate). */
@@ -149,7 +149,7 @@ export const INSERT_INSTANCE_OR_HOLDER = sql(
        ${INSERT_ROW_COLUMNS}
      ${insertRowSelect(0)}
      ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
-     RETURNING id, queue, eligible_at <= now() AS due
+     RETURNING id, queue, eligible_at <= now() AND held_at IS NULL AS due
    )
    SELECT id, queue, due, true AS inserted FROM ins
    UNION ALL
@@ -172,7 +172,12 @@ export const INSERT_INSTANCE_OR_HOLDER = sql(
  * group-commit insert batcher, docs/design.md §26.11): an entry whose ordinal is missing was a duplicate.
  * `$16` = per-entry W3C trace context or NULL (docs/design.md §31); empty when no entry has one.
  * `$17` / `$18` = per-entry deadline, absolute or ms from now (docs/operations-control.md
- * "Instance deadlines"); empty when no entry has one.
+ * "Instance deadlines"); empty when no entry has one. `$19` = per-entry held (inserted held,
+ * docs/operations-control.md "Hold and release"; a held row is never `due`), `$20` = per-entry
+ * dedup window in ms (docs/identity.md "Dedup windows"); each empty when no entry has one. An
+ * entry whose key an earlier entry of the batch (lower ordinal) takes with a window drops like a
+ * duplicate: the statement's snapshot cannot see that entry's row (checked only when `$20` is
+ * not empty, so a batch without windows runs the plan it ran before).
  * NOTE: RETURNING sees only the inserted row, so `e` draws each entry's id from the table's
  * identity sequence up front (materialized: it is volatile and read twice) and the insert
  * writes it explicitly; joining the returned rows to `e` on that id (PK, unique) carries the
@@ -190,23 +195,27 @@ export const INSERT_INSTANCES = sql(
        FROM s, unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::smallint[],
                       $7::timestamptz[], $8::float8[], $9::text[], $10::text[], $11::text[],
                       $12::text[], $13::float8[], $14::bigint[], $15::int[], $16::text[],
-                      $17::timestamptz[], $18::float8[])
+                      $17::timestamptz[], $18::float8[], $19::boolean[], $20::float8[])
          AS u(fsm, fsm_version, step, state, queue, priority, at, delay_ms, ckey, scope, conc,
-              rate, weight, parent_id, ord, trace, deadline_at, deadline_ms)
+              rate, weight, parent_id, ord, trace, deadline_at, deadline_ms, held, dedup_ms)
    ), ins AS (
      INSERT INTO {schema}.gen_durable
        (id, fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
-        correlation_scope, concurrency_key, rate_limit, weight, parent_id, trace_context, deadline_at)
+        correlation_scope, concurrency_key, rate_limit, weight, parent_id, trace_context, deadline_at,
+        held_at, dedup_until)
      SELECT e.id, e.fsm, e.fsm_version, e.step, e.state::jsonb, e.queue, e.priority,
             COALESCE(e.at, now() + make_interval(secs => e.delay_ms / 1000)), e.ckey,
             string_to_array(e.scope, ',')::{schema}.gen_durable_status[], e.conc, e.rate, e.weight, e.parent_id,
-            e.trace, COALESCE(e.deadline_at, now() + make_interval(secs => e.deadline_ms / 1000))
+            e.trace, COALESCE(e.deadline_at, now() + make_interval(secs => e.deadline_ms / 1000)),
+            CASE WHEN e.held THEN now() END, now() + make_interval(secs => e.dedup_ms / 1000)
        FROM e
-      WHERE e.ckey IS NULL OR NOT EXISTS (
+      WHERE e.ckey IS NULL OR (NOT EXISTS (
               SELECT 1 FROM {schema}.gen_durable d WHERE d.correlation_key = e.ckey AND d.dedup_until > now())
+            AND (cardinality($20::float8[]) = 0 OR NOT EXISTS (
+              SELECT 1 FROM e w WHERE w.ckey = e.ckey AND w.dedup_ms IS NOT NULL AND w.ord < e.ord)))
       ORDER BY e.ckey, e.ord
      ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
-     RETURNING id, queue, correlation_key, parent_id, eligible_at <= now() AS due
+     RETURNING id, queue, correlation_key, parent_id, eligible_at <= now() AND held_at IS NULL AS due
    )
    SELECT ins.id, ins.queue, ins.correlation_key, ins.parent_id, ins.due, e.ord
      FROM ins JOIN e ON e.id = ins.id
@@ -234,6 +243,8 @@ export const INSERT_INSTANCES = sql(
       let traces: (string | null)[] | undefined;
       let deadlineAts: (Date | null)[] | undefined;
       let deadlineMs: (number | null)[] | undefined;
+      let held: boolean[] | undefined;
+      let dedupMs: (number | null)[] | undefined;
       for (let i = 0; i < n; i++) {
         const r = rows[i]!;
         fsms[i] = r.fsm;
@@ -262,6 +273,14 @@ export const INSERT_INSTANCES = sql(
           deadlineAts[i] = r.deadlineAt ?? null;
           deadlineMs[i] = r.deadlineInMs ?? null;
         }
+        if (r.held === true) {
+          held ??= new Array<boolean>(n).fill(false);
+          held[i] = true;
+        }
+        if (r.dedupWindowMs != null) {
+          dedupMs ??= new Array<number | null>(n).fill(null);
+          dedupMs[i] = r.dedupWindowMs;
+        }
       }
       return [
         fsms,
@@ -282,6 +301,8 @@ export const INSERT_INSTANCES = sql(
         traces ?? NO_TRACES,
         deadlineAts ?? NO_DEADLINES,
         deadlineMs ?? NO_DEADLINES,
+        held ?? NO_DEADLINES,
+        dedupMs ?? NO_DEADLINES,
       ];
     },
     decode: (rows: readonly InsertedRecord[]): InsertedEntry[] => {

@@ -440,6 +440,28 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     expect((await run(['show', none])).stdout).not.toContain('  deadline ');
   });
 
+  it('explain: every reason, the hold and the instance deadline, as text and JSON', async () => {
+    const deadline = new Date('2099-01-02T03:04:05.678Z');
+    const id = await h.engine.insert('waiter', { deadline, held: true });
+    const shown = await run(['explain', id]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^instance ${id}: waiter@1 at step start, runnable`));
+    expect(shown.stdout).toContain('\n* held: it is held since ');
+    expect(shown.stdout).toContain(`\n- deadline: its deadline is ${deadline.toISOString()} (in `);
+    const answered = json(await run(['explain', id, '--json'])) as {
+      reasons: { code: string; details: Record<string, unknown> }[];
+    };
+    expect(answered.reasons.map((r) => r.code)).toEqual(
+      expect.arrayContaining(['held', 'deadline']),
+    );
+    expect(answered.reasons.find((r) => r.code === 'deadline')?.details).toMatchObject({
+      deadline: deadline.toISOString(),
+      overdue: false,
+    });
+    expect((await run(['explain', '999999999'])).code).toBe(1);
+    await h.engine.cancel(id);
+  });
+
   it('hold and release: list and show say held; release makes it claimable again', async () => {
     const id = await h.engine.insert('waiter', { correlationKey: 'cli-hold' });
     expect(await run(['hold', 'key:cli-hold', '--reason', 'audit'])).toMatchObject({
@@ -456,6 +478,11 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     expect((await run(['release', id])).stdout).toBe(`not held: ${id} (nothing to release)\n`);
     await gd.drain();
     expect((await h.engine.get(id))?.status).toBe('awaiting_signal');
+    const manual = (await h.engine.history(id)).filter((e) => e.kind.startsWith('manual.'));
+    expect(manual.map((e) => [e.kind, e.actor?.startsWith('cli:')])).toEqual([
+      ['manual.release', true],
+      ['manual.hold', true],
+    ]);
     await h.engine.cancel(id);
     const ended = await run(['hold', id, '--json']);
     expect(ended.code).toBe(2);

@@ -24,6 +24,16 @@ class ExplainJob {
   }
 }
 
+@DurableFsm({ name: 'explain-expiring', queue: 'xq', onDeadline: 'expired' })
+class ExpiringJob {
+  @Step() start() {
+    return awaitSignal('go', 'expired', {});
+  }
+  @Step() expired() {
+    return done({});
+  }
+}
+
 function codes(e: Explanation): ExplainCode[] {
   return e.reasons.map((r) => r.code);
 }
@@ -33,7 +43,7 @@ describe('engine.explain (docs/design.md §30)', () => {
   let h: Harness;
   beforeAll(async () => {
     db = await createTestDatabase();
-    h = await bootEngine(db, [ExplainJob], {
+    h = await bootEngine(db, [ExplainJob, ExpiringJob], {
       queues: { served: 1 },
       reaper: false,
       gc: false,
@@ -193,6 +203,39 @@ describe('engine.explain (docs/design.md §30)', () => {
   it('a row of a queue this node serves has no queue_not_served', async () => {
     const id = await row(`queue = 'served', eligible_at = now() + interval '1 hour'`);
     expect(codes(await explain(id))).toEqual(['not_yet_eligible']);
+  });
+
+  it('the instance deadline: when, whether it passed, and what it does (cancel or onDeadline)', async () => {
+    const ahead = await h.engine.insert(ExplainJob, { deadlineInMs: 3_600_000 });
+    const e = await explain(ahead);
+    const reason = e.reasons.find((r) => r.code === 'deadline');
+    expect(reason).toMatchObject({
+      blocking: false,
+      details: { overdue: false, action: 'cancel', step: null, graceMs: h.engine.options.leaseTtl },
+    });
+    expect(reason?.details['deadline']).toBeInstanceOf(Date);
+    expect(reason?.text).toMatch(
+      /^its deadline is .* \(in 3600 s\): if it has not ended by then, it is cancelled/,
+    );
+    const passed = await row(`deadline_at = now() - interval '5 minutes'`, {
+      deadlineInMs: 3_600_000,
+    });
+    expect((await explain(passed)).reasons.find((r) => r.code === 'deadline')).toMatchObject({
+      blocking: false,
+      details: { overdue: true, action: 'cancel' },
+      text: expect.stringMatching(
+        /^its deadline passed at .* \(30\d s ago\): the next deadline firing/,
+      ),
+    });
+    const routed = await h.engine.insert(ExpiringJob, { deadlineInMs: 3_600_000 });
+    expect((await explain(routed)).reasons.find((r) => r.code === 'deadline')).toMatchObject({
+      details: { overdue: false, action: 'onDeadline', step: 'expired' },
+      text: expect.stringContaining('it moves to step expired'),
+    });
+    // Without one, no reason; an ended row answers only `terminal`.
+    expect(codes(await explain(await h.engine.insert(ExplainJob, {})))).not.toContain('deadline');
+    await h.engine.cancel(ahead);
+    expect(codes(await explain(ahead))).toEqual(['terminal']);
   });
 
   it('ended rows: terminal with the error or cancel reason; an unknown target is NoTargetError', async () => {

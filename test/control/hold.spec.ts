@@ -175,6 +175,54 @@ describe('hold and release (docs/operations-control.md)', () => {
     }
   });
 
+  it('hold and release write history rows with their actor and reason (docs/design.md §28.1)', async () => {
+    const id = await h.engine.insert(ParkFsm, { state: { park: true } });
+    await parked(id);
+    await h.engine.hold(id, { reason: 'fraud review', actor: 'alice' });
+    await h.engine.hold(id); // already held, no reason: nothing new to record
+    await h.engine.hold(id, { reason: 'still reviewing', actor: 'bob' });
+    await h.engine.release(id, { actor: 'carol', reason: 'cleared' });
+    await h.engine.release(id, { actor: 'carol' }); // not held: nothing to record
+    const rows = (await h.engine.history(id)).filter((e) => e.kind.startsWith('manual.'));
+    expect(
+      rows.reverse().map((e) => ({
+        kind: e.kind,
+        step: e.step,
+        outcome: e.outcome,
+        actor: e.actor,
+        reason: e.error?.message ?? null,
+      })),
+    ).toEqual([
+      {
+        kind: 'manual.hold',
+        step: 'finish',
+        outcome: 'held',
+        actor: 'alice',
+        reason: 'fraud review',
+      },
+      {
+        kind: 'manual.hold',
+        step: 'finish',
+        outcome: 'held',
+        actor: 'bob',
+        reason: 'still reviewing',
+      },
+      {
+        kind: 'manual.release',
+        step: 'finish',
+        outcome: 'released',
+        actor: 'carol',
+        reason: 'cleared',
+      },
+    ]);
+    expect(rows[0]?.error).toEqual({ name: 'reason', message: 'fraud review', stack: null });
+    await expect(h.engine.hold(id, { actor: '' })).rejects.toThrow(InvalidInputError);
+    await expect(
+      h.engine.release(id, { who: 'x' } as unknown as { actor: string }),
+    ).rejects.toThrow(InvalidInputError);
+    await h.engine.cancel(id);
+  });
+
   it('refuses a missing target and bad options', async () => {
     await expect(h.engine.hold('999999999')).rejects.toThrow(NoTargetError);
     await expect(h.engine.release('999999999')).rejects.toThrow(NoTargetError);

@@ -53,6 +53,21 @@ describe('instance-deadline plans', () => {
     expect(rows).toBe(20);
   });
 
+  it('a later page of the sweep (its keyset cursor) scans gen_durable_deadline too', async () => {
+    const { rows: cursor } = await db.pool.query<{ key: string; id: string }>(
+      `SELECT deadline_at::text AS key, id FROM gen_durable
+        WHERE status = 'runnable' AND deadline_at < now() ORDER BY deadline_at, id LIMIT 1 OFFSET 4`,
+    );
+    const input = {
+      fsms: ['plan'],
+      limit: 1000,
+      after: { deadlineKey: cursor[0]!.key, id: cursor[0]!.id },
+    };
+    const { used, rows } = await run(DUE_INSTANCE_DEADLINES, DUE_INSTANCE_DEADLINES.params(input));
+    expect(used).toEqual(['gen_durable_deadline']);
+    expect(rows).toBe(15);
+  });
+
   it('the move to onDeadline locks its row by primary key', async () => {
     const { rows } = await db.pool.query<{ id: string }>(
       `SELECT id FROM gen_durable WHERE status = 'runnable' AND deadline_at < now() LIMIT 1`,

@@ -254,6 +254,51 @@ describe('instance deadlines, fired by the sweep', () => {
     expect(await rowOf(db, id)).toMatchObject({ status: 'runnable', step: 'expired' });
   });
 
+  it('one sweep pages through 2 500 overdue rows: 1 000 it leaves alone, then 1 500 it cancels', async () => {
+    // The most overdue page: executing rows of an onDeadline FSM within their grace, left
+    // alone. Behind them 1 500 runnable rows to cancel: one sweep reads them by its keyset
+    // pages (docs/operations-control.md "Instance deadlines"), not one page per interval.
+    const waiting = await h.engine.insertAll(
+      RouteFsm,
+      Array.from({ length: 1000 }, (_, i) => ({
+        state: { kind: 'done', tag: `wait-${i}` },
+        queue: 'dl-page-exec',
+        deadlineInMs: FAR,
+      })),
+    );
+    expect(await claimRows(h.engine, 'dl-page-exec', 1000, 'pager')).toHaveLength(1000);
+    const backlog = await h.engine.insertAll(
+      CancelFsm,
+      Array.from({ length: 1500 }, (_, i) => ({
+        state: { kind: 'done', tag: `b-${i}` },
+        queue: 'dl-page',
+        deadlineInMs: FAR,
+      })),
+    );
+    await db.pool.query(
+      `UPDATE gen_durable SET deadline_at = now() - interval '30 seconds' WHERE id = ANY ($1::bigint[])`,
+      [waiting],
+    );
+    await db.pool.query(
+      `UPDATE gen_durable SET deadline_at = now() - interval '10 seconds' WHERE id = ANY ($1::bigint[])`,
+      [backlog],
+    );
+    expect(await sweep()).toBeGreaterThanOrEqual(1500);
+    const { rows } = await db.pool.query<{ status: string; n: number }>(
+      `SELECT status::text, count(*)::int AS n FROM gen_durable WHERE id = ANY ($1::bigint[])
+        GROUP BY status ORDER BY status`,
+      [[...waiting, ...backlog]],
+    );
+    expect(rows).toEqual([
+      { status: 'cancelled', n: 1500 },
+      { status: 'executing', n: 1000 },
+    ]);
+    // Out of the later tests' sweeps: the executing rows lose their deadline.
+    await db.pool.query(`UPDATE gen_durable SET deadline_at = NULL WHERE id = ANY ($1::bigint[])`, [
+      waiting,
+    ]);
+  }, 90_000);
+
   it('onDeadline: an executing row is left alone within its grace, then fenced and moved', async () => {
     const { id, tag, queue, reply } = await started(RouteFsm, 'next');
     const before = await rowOf(db, id);

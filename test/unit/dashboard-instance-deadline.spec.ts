@@ -1,3 +1,4 @@
+import type { Explanation } from '../../lib/control/explanation';
 import type { InstanceView } from '../../lib/instance/instance-view';
 import { instanceView } from '../../lib/dashboard/views/instance.view';
 
@@ -48,7 +49,10 @@ function instance(deadline: Date | null): InstanceView {
   };
 }
 
-function page(deadline: Date | null): string {
+function page(
+  deadline: Date | null,
+  explanation: Explanation | { readonly error: string } = { error: 'gone' },
+): string {
   return instanceView(
     { base: '', csrf: 'token', canAct: false, engine: 'default' },
     {
@@ -57,7 +61,7 @@ function page(deadline: Date | null): string {
       children: [],
       moreChildren: false,
       history: [],
-      explanation: { error: 'gone' },
+      explanation,
       steps: [],
     },
   ).text;
@@ -70,5 +74,29 @@ describe('dashboard instance page: deadline', () => {
       /<th>deadline<\/th>\s*<td><time datetime="2099-05-06T07:08:09.123Z"[^>]*>2099-05-06 07:08:09<\/time>/,
     );
     expect(page(null)).toMatch(/<th>deadline<\/th>\s*<td><span class="muted">—<\/span>/);
+  });
+
+  it("shows explain's deadline reason among the reasons", () => {
+    const deadline = new Date('2099-05-06T07:08:09.123Z');
+    const text = `its deadline is ${deadline.toISOString()} (in 60 s): if it has not ended by then, it moves to step expired`;
+    const html = page(deadline, {
+      id: '1',
+      fsm: 'order',
+      version: 1,
+      status: 'runnable',
+      step: 'start',
+      queue: 'default',
+      at,
+      reasons: [
+        {
+          code: 'deadline',
+          text,
+          blocking: false,
+          details: { deadline, overdue: false, action: 'onDeadline', step: 'expired' },
+        },
+      ],
+    });
+    expect(html).toMatch(/<span class="badge"\s*>deadline<\/span\s*>/);
+    expect(html).toContain('it moves to step expired');
   });
 });

@@ -212,6 +212,16 @@ export function describeDashboard(adapter: 'express' | 'fastify'): void {
       await page.waitForSelector(`.flash:has-text("released #${seeded.tree}")`);
       expect(await held()).toEqual({ held: false, reason: null });
       expect(await status(seeded.tree)).toBe('awaiting_signal');
+      // Both buttons recorded their history row (docs/operations-control.md "Hold and release").
+      const recorded = await db.pool.query<{ kind: string; reason: string | null }>(
+        `SELECT kind, error->>'message' AS reason FROM gen_durable_history
+          WHERE instance_id = $1 AND kind IN ('manual.hold', 'manual.release') ORDER BY id`,
+        [seeded.tree],
+      );
+      expect(recorded.rows).toEqual([
+        { kind: 'manual.hold', reason: 'from the browser' },
+        { kind: 'manual.release', reason: null },
+      ]);
       expect(await page.locator('button:has-text("Hold instance")').count()).toBe(1);
       expect(problems).toEqual([]);
       await ctx.close();
