@@ -6,8 +6,11 @@
  *
  *   N=20000 C=10 OPTS='{"prefetch":0}' KIND=job npm run profile:drain
  *
- * N jobs (KIND=job), request-scoped jobs (KIND=scoped) or 3-step machines (KIND=fsm3) are inserted with one insertAll, then a
- * worker with `queues: { default: C }` plus the JSON module options OPTS drains them. Uses
+ * N jobs (KIND=job), request-scoped jobs (KIND=scoped), transactional jobs (KIND=tx: `perform`
+ * runs in a transaction with its outcome, docs/transactional-steps.md; it writes nothing) or
+ * 3-step machines (KIND=fsm3) are inserted with one insertAll, then a worker with
+ * `queues: { default: C }` plus the JSON module options OPTS drains them (a pool of 10, or
+ * C + 4 for KIND=tx, whose steps each hold a connection). Uses
  * DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
  */
 import 'reflect-metadata';
@@ -41,7 +44,7 @@ const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as
 
 const N = Number(process.env['N'] ?? 20_000);
 const C = Number(process.env['C'] ?? 50);
-const KIND = (['fsm3', 'scoped'] as const).find((k) => k === process.env['KIND']) ?? 'job';
+const KIND = (['fsm3', 'scoped', 'tx'] as const).find((k) => k === process.env['KIND']) ?? 'job';
 const OPTS = JSON.parse(process.env['OPTS'] ?? '{}') as Partial<GenDurableOptions>;
 
 let finals = 0;
@@ -68,6 +71,16 @@ class ProfJob {
 @Injectable({ scope: Scope.REQUEST })
 @DurableFsm({ name: 'prof_scoped' })
 class ProfScoped {
+  perform(): undefined {
+    start();
+    final();
+    return undefined;
+  }
+}
+
+/** KIND=tx: the same job, transactional (docs/transactional-steps.md), writing nothing. */
+@DurableFsm({ name: 'prof_tx', transactional: true })
+class ProfTx {
   perform(): undefined {
     start();
     final();
@@ -114,13 +127,14 @@ async function main(): Promise<void> {
   await admin.query(`CREATE DATABASE ${name}`);
   const url = new URL(server);
   url.pathname = `/${name}`;
-  const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: 10 } });
+  const poolMax = KIND === 'tx' ? C + 4 : 10;
+  const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: poolMax } });
   try {
     await ds.initialize();
     await migrateUp({ query: (text, params) => ds.query(text, params), inTransaction: false });
     @Module({
       imports: [GenDurableModule.forRoot({ dataSource: ds, queues: { default: C }, ...OPTS })],
-      providers: [ProfJob, Prof3, ProfScoped],
+      providers: [ProfJob, Prof3, ProfScoped, ProfTx],
     })
     class ProfModule {}
     const picks: number[] = [];
@@ -133,7 +147,7 @@ async function main(): Promise<void> {
       if (count > 0) picks.push(count);
     });
     await app.init();
-    const cls = KIND === 'fsm3' ? Prof3 : KIND === 'scoped' ? ProfScoped : ProfJob;
+    const cls = { fsm3: Prof3, scoped: ProfScoped, tx: ProfTx, job: ProfJob }[KIND];
     timings.clear();
     await engine.insertAll(
       cls,

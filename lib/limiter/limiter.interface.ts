@@ -13,6 +13,12 @@ export interface LimiterEntry {
   readonly rateKey: string | null;
   /** Tokens the step takes (> 0). */
   readonly weight: number;
+  /**
+   * The claim's holder name on the Redis limiter's gates: the row id and the claim's
+   * `claim_seq` (`id:seq`, {@link gateHolder}), so that a late credit of the row's previous
+   * claim cannot remove the holder of its next one (docs/design.md §16.3). Absent = the id.
+   */
+  readonly holder?: string;
 }
 
 /**
@@ -24,6 +30,16 @@ export interface LimiterSlot {
   readonly key: string;
   readonly shard: number;
   readonly id: string;
+  /**
+   * The Redis sorted-set member this slot is (the entry's `holder`); absent when the slot was
+   * rebuilt from a row (a fenced cancel), whose credit then removes any holder of that row.
+   */
+  readonly holder?: string;
+}
+
+/** The Redis gate holder name of one claim: row id and claim_seq (docs/design.md §16.3). */
+export function gateHolder(id: string, claimSeq: string): string {
+  return `${id}:${claimSeq}`;
 }
 
 /** Per-key counts of one admit, for `concurrency:throttled` and `rate_limit:throttled`. */

@@ -6,20 +6,22 @@ import type { SqlExecutor } from '../db/sql-executor';
 import { limitName } from '../fsm/limit-key';
 import type { RedisConnectionOptions } from '../options/gen-durable-options.interface';
 import { LIST_GATE_HOLDERS, MARK_REDIS_ADMITTED } from '../sql/limiter.sql';
-import type {
-  AdmitResult,
-  LimitClosure,
-  LimitConfig,
-  Limiter,
-  LimiterEntry,
-  LimiterSlot,
-  ReconcileResult,
+import {
+  type AdmitResult,
+  gateHolder,
+  type LimitClosure,
+  type LimitConfig,
+  type Limiter,
+  type LimiterEntry,
+  type LimiterSlot,
+  type ReconcileResult,
 } from './limiter.interface';
 import { AdmitVerdicts } from './admit-verdicts';
 import { upsertLimitConfigs } from './upsert-limit-configs';
 import {
   ADMIT_SCRIPT,
   CLOSE_SCRIPT,
+  CREDIT_ROW_SCRIPT,
   RENEW_SCRIPT,
   type RedisScript,
   SEED_SCRIPT,
@@ -119,9 +121,19 @@ export class RedisLimiter implements Limiter {
     try {
       const client = await this.ready();
       const pipeline = client.pipeline();
-      for (const s of slots) pipeline.zrem(this.gateKey(s.key), s.id);
-      const results = await pipeline.exec();
-      const failed = results?.find(([err]) => err);
+      const rebuilt = slots.filter((s) => s.holder === undefined);
+      for (const s of slots) {
+        if (s.holder !== undefined) pipeline.zrem(this.gateKey(s.key), s.holder);
+      }
+      const results = (await pipeline.exec()) ?? [];
+      if (rebuilt.length > 0) {
+        await this.command(client, CREDIT_ROW_SCRIPT)(
+          rebuilt.length,
+          ...rebuilt.map((s) => this.gateKey(s.key)),
+          ...rebuilt.map((s) => s.id),
+        );
+      }
+      const failed = results.find(([err]) => err);
       if (failed) throw failed[0] as Error;
     } catch (err) {
       this.warn(
@@ -138,7 +150,7 @@ export class RedisLimiter implements Limiter {
         slots.length,
         ...slots.map((s) => this.gateKey(s.key)),
         this.leaseTtl,
-        ...slots.map((s) => s.id),
+        ...slots.map((s) => s.holder ?? s.id),
       );
     } catch (err) {
       this.warn(`Redis renew of ${slots.length} slot(s) failed: ${String(err)}`);
@@ -205,7 +217,7 @@ export class RedisLimiter implements Limiter {
         ? new RedisClass(this.connection, base)
         : new RedisClass({ ...base, ...(this.connection as RedisOptions) });
     client.on('error', (err: unknown) => this.warn(`Redis limiter connection: ${String(err)}`));
-    for (const s of [ADMIT_SCRIPT, RENEW_SCRIPT, SEED_SCRIPT, CLOSE_SCRIPT]) {
+    for (const s of [ADMIT_SCRIPT, RENEW_SCRIPT, SEED_SCRIPT, CLOSE_SCRIPT, CREDIT_ROW_SCRIPT]) {
       client.defineCommand(s.name, { lua: s.lua });
     }
     this.client = client;
@@ -268,7 +280,7 @@ export class RedisLimiter implements Limiter {
     args.push(entries.length);
     for (const e of entries) {
       args.push(
-        e.id,
+        e.holder ?? e.id,
         e.gateKey === null ? 0 : (gateIndex.get(e.gateKey) ?? 0),
         e.rateKey === null ? 0 : (rateIndex.get(e.rateKey) ?? 0),
         e.weight,
@@ -309,7 +321,10 @@ export class RedisLimiter implements Limiter {
       try {
         const holders = await LIST_GATE_HOLDERS.run(this.sql);
         const keys = [redisKeys.seed(this.prefix), ...holders.map((h) => this.gateKey(h.key))];
-        const args = holders.flatMap((h) => [h.id, Math.ceil(h.remainingMs)]);
+        const args = holders.flatMap((h) => [
+          gateHolder(h.id, h.claimSeq),
+          Math.ceil(h.remainingMs),
+        ]);
         await this.command(client, SEED_SCRIPT)(keys.length, ...keys, ...args);
         this.logger.log(`Redis limiter seeded with ${holders.length} gate holder(s) from Postgres`);
       } finally {
@@ -326,7 +341,8 @@ export class RedisLimiter implements Limiter {
       if (e.gateKey !== null) v.gate(e.gateKey, code !== 2);
       if (e.rateKey !== null && code !== 2) v.rate(e.rateKey, code === 1);
       if (code === 1) {
-        v.admit(e.id, e.gateKey === null ? null : { key: e.gateKey, shard: 1, id: e.id });
+        const slot = { key: e.gateKey ?? '', shard: 1, id: e.id, holder: e.holder ?? e.id };
+        v.admit(e.id, e.gateKey === null ? null : slot);
       } else v.deny(e.id);
     });
     return v.result();

@@ -19,7 +19,8 @@ function script(name: string, lua: string): RedisScript {
  * `<prefix>closed:conc:<key>` of the gates (ng) and `<prefix>closed:rate:<key>` of the buckets
  * (nr). ARGV = ng, nr, leaseTtl ms, then per
  * gate its capacity, per bucket its rate (tokens/s) and burst, then the entry count and per
- * entry: id, gate index (0 = none), bucket index (0 = none), weight.
+ * entry: holder name (`id:seq`, the member it becomes), gate index (0 = none), bucket index
+ * (0 = none), weight.
  * - No seed marker (Redis restarted empty or was flushed): answers {-1} and changes nothing;
  *   the caller re-adds the holders Postgres knows, then retries (docs/design.md §26.9).
  * - Closed (docs/design.md §16.5): a gate or bucket whose closed mark exists (a throttle set it,
@@ -131,9 +132,32 @@ return #KEYS / 2
 );
 
 /**
+ * Credit of slots rebuilt from a row (a fenced cancel, which knows the row but not the claim's
+ * holder name): removes every holder of each row id, the bare id (a holder re-seeded from an
+ * older build) and any `id:seq`. KEYS = gate sorted sets, ARGV = one row id per key (same
+ * order). A gate set holds at most its capacity of live members plus expired ones, so the scan
+ * of each is small.
+ */
+export const CREDIT_ROW_SCRIPT = script(
+  'gdCreditRow',
+  `
+local removed = 0
+for i = 1, #KEYS do
+  local id = ARGV[i]
+  local prefix = id .. ':'
+  removed = removed + redis.call('ZREM', KEYS[i], id)
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do
+    if string.sub(m, 1, #prefix) == prefix then removed = removed + redis.call('ZREM', KEYS[i], m) end
+  end
+end
+return removed
+`,
+);
+
+/**
  * Heartbeat renewal: raises the score of live holders to now + leaseTtl and never re-adds a
- * member that is gone (ZADD XX GT). KEYS = gate sorted sets, ARGV = leaseTtl ms, then one id
- * per key (same order).
+ * member that is gone (ZADD XX GT). KEYS = gate sorted sets, ARGV = leaseTtl ms, then one
+ * holder name (`id:seq`) per key (same order).
  */
 export const RENEW_SCRIPT = script(
   'gdRenew',
@@ -149,7 +173,8 @@ return #KEYS
 
 /**
  * Re-seeding after Redis lost its data (docs/design.md §26.9). KEYS = the seed marker, then one gate
- * sorted set per holder; ARGV = per holder its id and remaining lease in ms (from Postgres).
+ * sorted set per holder; ARGV = per holder its name (`id:seq`) and remaining lease in ms (from
+ * Postgres).
  * Adds each holder that is not there yet (ZADD NX; a live score is never lowered), then sets
  * the marker, in one atomic step: no admit runs between the re-add and the marker. The marker
  * lives a day, so a database that is gone leaves nothing behind; the daily re-seed it causes

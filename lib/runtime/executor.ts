@@ -409,7 +409,7 @@ export class Executor {
       // Its writes, even of a step that threw or timed out, commit (or fail) before its outcome.
       const streams = run.settleStreams();
       if (streams !== undefined) await streams;
-      txn?.stepThrew(run.overdue() !== undefined);
+      txn?.stepThrew(run.overdue() !== undefined, err);
       span?.thrown(err);
       return this.throws.route(err, row, definition, ctx, run);
     }

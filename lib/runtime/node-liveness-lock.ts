@@ -110,7 +110,12 @@ export class NodeLivenessLock {
           await client.connect();
           await client.query(this.timed(NODE_LOCK_BEGIN.text));
           await client.query(this.timed(NODE_LOCK_SETTINGS.text));
-          return NODE_LOCK_TRY.run(this.runnerOn(client), { key: this.options.key });
+          const taken = await NODE_LOCK_TRY.run(this.runnerOn(client), { key: this.options.key });
+          // The try ran through the extended protocol: its unnamed portal, and the snapshot it
+          // holds, would stay open until the next message and pin the xmin horizon for a
+          // whole ping interval. A simple-protocol statement destroys it at once.
+          await client.query(this.timed(NODE_LOCK_PING.text));
+          return taken;
         })(),
         CONNECT_TIMEOUT_MS,
         () => new Error(`node liveness lock: no answer within ${CONNECT_TIMEOUT_MS} ms`),

@@ -1,5 +1,5 @@
 import type { SqlExecutor } from '../db/sql-executor';
-import type { Limiter, LimiterSlot } from '../limiter/limiter.interface';
+import { gateHolder, type Limiter, type LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { type ClaimBatch, CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
@@ -91,6 +91,7 @@ export class Picker {
         gateKey: r.gated ? r.concurrencyKey : null,
         rateKey: r.rateLimit,
         weight: r.weight,
+        holder: gateHolder(r.id, r.claimSeq),
       })),
       queue,
     );

@@ -1,5 +1,5 @@
 import { limitName } from '../fsm/limit-key';
-import type { Limiter, LimiterSlot } from '../limiter/limiter.interface';
+import { gateHolder, type Limiter, type LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
@@ -103,7 +103,15 @@ export class RunAhead {
       let admitted: { id: string; slot: LimiterSlot | null } | undefined;
       try {
         const result = await this.limiter.admit(
-          [{ id: current.id, gateKey, rateKey: entry.rateLimit, weight: entry.weight }],
+          [
+            {
+              id: current.id,
+              gateKey,
+              rateKey: entry.rateLimit,
+              weight: entry.weight,
+              holder: gateHolder(current.id, current.claimSeq),
+            },
+          ],
           current.queue,
         );
         emitThrottled(this.telemetry, result.throttled, current.queue);

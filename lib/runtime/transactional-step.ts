@@ -48,6 +48,8 @@ export class TransactionalSteps {
 export class StepTransaction {
   private runner: QueryRunner | undefined;
   private threw = false;
+  /** The connection-level error the step threw: its transaction's connection was lost. */
+  private connectionError: unknown;
   /** The step ran past its timeout and may still be using the connection. */
   private abandoned = false;
 
@@ -82,9 +84,13 @@ export class StepTransaction {
    * cancelled (a CancelRequest) and the connection destroyed, the server rolling back with the
    * session, so no ROLLBACK waits behind a statement stuck on a lock or a sleep.
    */
-  stepThrew(timedOut: boolean): void {
+  stepThrew(timedOut: boolean, error?: unknown): void {
     this.threw = true;
     this.abandoned ||= timedOut;
+    // TypeORM wraps the driver's error (QueryFailedError.driverError).
+    const driverError = (error as { driverError?: unknown } | undefined)?.driverError;
+    if (isConnectionLevel(error)) this.connectionError ??= error;
+    else if (isConnectionLevel(driverError)) this.connectionError ??= driverError;
   }
 
   /**
@@ -100,6 +106,20 @@ export class StepTransaction {
     commitAlone: (entry: FlushEntry) => Promise<FlushReply>,
   ): Promise<FlushReply> {
     const runner = this.runner;
+    // The step threw because its transaction's connection died (a reset, a killed backend, a
+    // Postgres restart): that is not the step's failure, so no attempt is spent and nothing is
+    // recorded as its error. Its writes went with the connection; the row stays executing for
+    // the reaper, which runs the step again, as after a crash.
+    // TypeORM releases the runner when its connection reports an error while idle, and the
+    // step's next statement then throws that the runner was released: the same loss.
+    if (
+      this.threw &&
+      runner !== undefined &&
+      (this.connectionError !== undefined || runner.isReleased)
+    ) {
+      await this.close(this.connectionError);
+      return 'error';
+    }
     if (runner === undefined || this.threw || ROLLED_BACK.has(entry.kind)) {
       await this.close();
       return commitAlone(entry);

@@ -86,6 +86,8 @@ export interface GateRaise extends GateShard {
 export interface GateHolder {
   readonly id: string;
   readonly key: string;
+  /** The holding claim's fencing token: with the id, its Redis holder name. */
+  readonly claimSeq: string;
   readonly remainingMs: number;
 }
 
@@ -636,7 +638,7 @@ export const MARK_REDIS_ADMITTED = sql(
  */
 export const LIST_GATE_HOLDERS = sql(
   'list_gate_holders',
-  `SELECT g.id, g.concurrency_key AS key,
+  `SELECT g.id, g.concurrency_key AS key, g.claim_seq,
           GREATEST(0, extract(epoch FROM g.lease_expires_at - now()) * 1000)::float8 AS remaining_ms
      FROM {schema}.gen_durable g
     WHERE g.status = 'executing' AND g.lease_expires_at IS NOT NULL
@@ -644,11 +646,13 @@ export const LIST_GATE_HOLDERS = sql(
     ORDER BY g.id`,
   {
     params: noParams,
-    decode: (rows: readonly { id: string; key: string; remaining_ms: number }[]): GateHolder[] => {
+    decode: (
+      rows: readonly { id: string; key: string; claim_seq: string; remaining_ms: number }[],
+    ): GateHolder[] => {
       const out = new Array<GateHolder>(rows.length);
       for (let i = 0; i < rows.length; i++) {
         const r = rows[i]!;
-        out[i] = { id: r.id, key: r.key, remainingMs: r.remaining_ms };
+        out[i] = { id: r.id, key: r.key, claimSeq: r.claim_seq, remainingMs: r.remaining_ms };
       }
       return out;
     },

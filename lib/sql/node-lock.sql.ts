@@ -38,5 +38,9 @@ export const NODE_LOCK_TRY = sql(
   },
 );
 
-/** Liveness probe of the lock's connection, every `heartbeatInterval`. */
+/**
+ * Liveness probe of the lock's connection, every `heartbeatInterval`, and once right after
+ * NODE_LOCK_TRY: sent as a simple query (no parameters), it destroys the try's unnamed portal,
+ * whose snapshot would otherwise hold back the xmin horizon until the next ping.
+ */
 export const NODE_LOCK_PING = sql('node_lock_ping', `SELECT 1`);

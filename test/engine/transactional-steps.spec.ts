@@ -27,7 +27,7 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 // production pick on queues no scheduler serves (every interleaving explicit), except the
 // cancel case, which needs a scheduler's heartbeat.
 
-type Mode = 'next' | 'throw' | 'retry' | 'stop' | 'children' | 'done';
+type Mode = 'next' | 'throw' | 'retry' | 'stop' | 'children' | 'done' | 'query';
 type TxState = {
   mode: Mode;
   gate?: boolean;
@@ -77,6 +77,10 @@ class TxFsm {
         return scheduleChildren('finish', [{ fsm: TxChildFsm, queue: 'nowhere' }], ctx.state);
       case 'done':
         return done({ ok: true });
+      case 'query':
+        // A statement after the gate: it fails when the connection was lost meanwhile.
+        await ctx.manager.query('SELECT 1');
+        return next('finish', ctx.state);
     }
   }
   @Step() finish(ctx: StepContext<TxState>) {
@@ -278,6 +282,32 @@ describe('transactional steps (docs/transactional-steps.md)', () => {
     expect(String(stored['last_error'])).toContain('boom after the write');
     // The failure went through the flusher: its statement outside the step's transaction.
     expect(h.statements).toContain('flush_transitions_recorded');
+  });
+
+  it("a step that throws because its transaction's connection died spends no attempt: the reaper re-runs it", async () => {
+    const { id, row } = await claimed({ mode: 'query', gate: true }, 'killed');
+    const reply = execute(h.engine, row);
+    await gates.reached(`${id}:0`);
+    // The step's own transaction (it wrote its ledger row: it has an xid) loses its backend.
+    const { rows } = await db.pool.query<{ killed: boolean }>(
+      `SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
+        WHERE datname = current_database() AND state = 'idle in transaction'
+          AND backend_xid IS NOT NULL AND query LIKE 'INSERT INTO tx_ledger%'`,
+    );
+    expect(rows.map((r) => r.killed)).toEqual([true]);
+    h.clear();
+    gates.open(`${id}:0`);
+    // Its `SELECT 1` threw a connection-level error: not the step's failure, so nothing is
+    // recorded and no attempt is spent; the row stays executing for the reaper.
+    expect(await reply).toBe('error');
+    expect(await ledger(id)).toEqual([]);
+    const stored = await rowOf(db, id);
+    expect(stored).toMatchObject({ status: 'executing', step: 'start', attempt: 0 });
+    expect(stored['last_error']).toBeNull();
+    expect(h.statements).not.toContain('flush_transitions_recorded');
+    expect(h.eventsOf('executor:crash', id)).toHaveLength(1);
+    await expire(id);
+    expect(await rowOf(db, id)).toMatchObject({ status: 'runnable', step: 'start' });
   });
 
   it.each([

@@ -157,7 +157,9 @@ if (!url) {
               0,
               '-1',
             )
-          ).sort(),
+          )
+            .map((m) => m.split(':')[0])
+            .sort(),
         ).toEqual([holder, second].sort());
       } finally {
         probe.disconnect();

@@ -2,7 +2,11 @@ import { randomBytes } from 'node:crypto';
 
 import { Redis } from 'ioredis';
 
-import type { LimitConfig } from '../../lib/limiter/limiter.interface';
+import {
+  gateHolder,
+  type LimitConfig,
+  type LimiterEntry,
+} from '../../lib/limiter/limiter.interface';
 import { defaultRedisPrefix, RedisNamespace } from '../../lib/db/engine-namespace';
 import { RedisLimiter } from '../../lib/limiter/redis.limiter';
 import { trackResource } from '../support/open-resources';
@@ -79,8 +83,8 @@ if (!url) {
       const ids = await insertExecuting(db, 3, { gateKey: 'g2:a' });
       const result = await limiter.admit(entriesOf(ids, { gateKey: 'g2:a' }), 'limits');
       expect(result.admitted).toEqual([
-        { id: ids[0], slot: { key: 'g2:a', shard: 1, id: ids[0] } },
-        { id: ids[1], slot: { key: 'g2:a', shard: 1, id: ids[1] } },
+        { id: ids[0], slot: { key: 'g2:a', shard: 1, id: ids[0], holder: ids[0] } },
+        { id: ids[1], slot: { key: 'g2:a', shard: 1, id: ids[1], holder: ids[1] } },
       ]);
       expect(result.denied).toEqual([ids[2]]);
       expect(result.throttled).toEqual([{ kind: 'conc', key: 'g2:a', wanted: 3, granted: 2 }]);
@@ -111,6 +115,33 @@ if (!url) {
           (a) => a.id,
         ),
       ).toEqual([more[0]]);
+    });
+
+    it("a late credit of a row's previous claim leaves the holder of its next claim", async () => {
+      // Limit 2. Row r's step ended and committed; before its node credited that claim's slot,
+      // another node claimed r again (claim_seq 2) and admitted it. The late credit of claim 1
+      // must not remove claim 2's holder, or the gate would admit two more beside it.
+      const [r] = await insertExecuting(db, 1, { gateKey: 'g2:late' });
+      const entry = (seq: number): LimiterEntry => ({
+        id: r!,
+        gateKey: 'g2:late',
+        rateKey: null,
+        weight: 1,
+        holder: gateHolder(r!, String(seq)),
+      });
+      const first = await limiter.admit([entry(1)], 'limits');
+      const second = await limiter.admit([entry(2)], 'limits');
+      expect(second.admitted.map((a) => a.slot?.holder)).toEqual([`${r}:2`]);
+      await limiter.credit([first.admitted[0]!.slot!]);
+      expect(await raw.zrange(`${ns()}conc:g2:late`, 0, '-1')).toEqual([`${r}:2`]);
+      const others = await insertExecuting(db, 2, { gateKey: 'g2:late' });
+      expect(
+        (await limiter.admit(entriesOf(others, { gateKey: 'g2:late' }), 'limits')).admitted,
+      ).toHaveLength(1);
+      // A slot rebuilt from the row (a fenced cancel knows no holder name) frees every holder
+      // of that row.
+      await limiter.credit([{ key: 'g2:late', shard: 1, id: r! }]);
+      expect(await raw.zrange(`${ns()}conc:g2:late`, 0, '-1')).toEqual([others[0]]);
     });
 
     it('holders whose lease score passed expire (a crashed holder frees its slot)', async () => {
@@ -238,7 +269,8 @@ if (!url) {
             admitted = r.admitted;
             denied = r.denied;
             // The two admitted holders are back; the merely claimed row is not one of them.
-            expect(members.sort()).toEqual([...holders].sort());
+            // Seeded under their claims' names (`id:claim_seq`).
+            expect(members.map((m) => m.split(':')[0]).sort()).toEqual([...holders].sort());
             expect(members).not.toContain(claimedElsewhere[0]);
             break;
           }

@@ -13,6 +13,7 @@ import {
   Step,
   type StepContext,
   stop,
+  type TransactionalStepContext,
 } from '../../../lib';
 import type { LedgerWriter } from './ledger';
 
@@ -266,6 +267,35 @@ export class ChaosPill {
   }
 }
 
+/**
+ * Transactional steps (docs/transactional-steps.md): each of its three steps inserts one row in
+ * `chaos.tx_effects` through `ctx.manager`, so the row commits with the step's outcome or not
+ * at all. I-TX-EFFECTS holds the effects to the committed transitions: one row per committed
+ * step (its execution id), none for an execution that did not commit, never two per step.
+ */
+@DurableFsm({ name: 'chaos_tx', queue: 'tx', initial: 't1' })
+export class ChaosTx {
+  constructor(@Inject(LEDGER) private readonly ledger: LedgerWriter) {}
+  private step(ctx: TransactionalStepContext<Base>, to: string | null): Promise<Outcome> {
+    return recorded(this.ledger, ctx, null, async (exec, seq) => {
+      await ctx.manager.query(
+        `INSERT INTO chaos.tx_effects (exec_id, instance_id, step_seq) VALUES ($1, $2, $3)`,
+        [exec, ctx.id, seq],
+      );
+      return to === null ? done({ seq, exec }) : next(to, { ...ctx.state, seq, exec });
+    });
+  }
+  @Step({ transactional: true }) t1(ctx: TransactionalStepContext<Base>) {
+    return this.step(ctx, 't2');
+  }
+  @Step({ transactional: true }) t2(ctx: TransactionalStepContext<Base>) {
+    return this.step(ctx, 't3');
+  }
+  @Step({ transactional: true }) t3(ctx: TransactionalStepContext<Base>) {
+    return this.step(ctx, null);
+  }
+}
+
 export const CHAOS_FSMS = [
   ChaosLinear,
   ChaosRetrier,
@@ -276,4 +306,5 @@ export const CHAOS_FSMS = [
   ChaosSpinner,
   ChaosFailer,
   ChaosPill,
+  ChaosTx,
 ];

@@ -15,7 +15,7 @@ export interface Audit {
 const EXPECTED_SEQ = `CASE f.fsm
   WHEN 'chaos_linear' THEN 5 WHEN 'chaos_retrier' THEN 4 WHEN 'chaos_parker' THEN 2
   WHEN 'chaos_fanout' THEN 2 WHEN 'chaos_child' THEN 2 WHEN 'chaos_spinner' THEN 2
-  WHEN 'chaos_failer' THEN 2
+  WHEN 'chaos_failer' THEN 2 WHEN 'chaos_tx' THEN 3
   WHEN 'chaos_tree' THEN CASE WHEN (f.result->>'level')::int >= 2 THEN 1 ELSE 2 END
   WHEN 'chaos_pill' THEN 0 END`;
 
@@ -150,6 +150,36 @@ export async function audit(
      SELECT c.id, c.new_seq, c.claim_seq, c.exec, e.claim_seq AS exec_claim, e.worker FROM committed c
        LEFT JOIN chaos.executions e ON e.exec_id::text = c.exec
       WHERE e.exec_id IS NULL OR e.instance_id <> c.id OR e.step_seq <> c.new_seq OR e.claim_seq IS DISTINCT FROM c.claim_seq`,
+  );
+  // I-TX-EFFECTS (docs/transactional-steps.md): chaos_tx's database effects are exactly its
+  // committed transitions: every committed step has its effect row (same execution), no
+  // execution that did not commit left one (its writes rolled back with it), and no step has
+  // two. GC'd instances keep their history and effects (chaos.deleted has the fsm).
+  const txEffects = `WITH ${FINAL}, ${COMMITTED},
+      txc AS (SELECT c.id, c.new_seq, c.exec FROM committed c JOIN final f ON f.id = c.id WHERE f.fsm = 'chaos_tx'),
+      bad AS (
+        SELECT 'missing' AS what, t.id, t.new_seq AS seq, t.exec FROM txc t
+         WHERE NOT EXISTS (SELECT 1 FROM chaos.tx_effects x WHERE x.exec_id::text = t.exec)
+        UNION ALL
+        SELECT 'uncommitted', x.instance_id, x.step_seq, x.exec_id::text FROM chaos.tx_effects x
+         WHERE NOT EXISTS (SELECT 1 FROM txc t WHERE t.exec = x.exec_id::text)
+        UNION ALL
+        SELECT 'duplicate', x.instance_id, x.step_seq, min(x.exec_id::text) FROM chaos.tx_effects x
+         GROUP BY x.instance_id, x.step_seq HAVING count(*) > 1)
+    SELECT %s FROM bad`;
+  await check(
+    'I-TX-EFFECTS',
+    txEffects.replace('%s', 'count(*) AS n'),
+    txEffects.replace('%s', 'what, id, seq, exec'),
+  );
+  figures['transactional steps committed'] = await one(
+    pool,
+    `WITH ${FINAL}, ${COMMITTED}
+     SELECT count(*) AS n FROM committed c JOIN final f ON f.id = c.id WHERE f.fsm = 'chaos_tx'`,
+  );
+  figures['transactional effect rows'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.tx_effects`,
   );
   // I-REEXEC-EXPLAINED: every execution that did not commit overlaps a fault on its worker
   // (or a cluster-wide one), ±2 s. A link reset after a commit explains nothing: the flush

@@ -66,6 +66,14 @@ CREATE TABLE chaos.events (
   detail text
 );
 CREATE TABLE chaos.counters (key text PRIMARY KEY, n int NOT NULL);
+-- chaos_tx's database effects, written through ctx.manager in the step's own transaction.
+CREATE TABLE chaos.tx_effects (
+  exec_id uuid NOT NULL,
+  instance_id bigint NOT NULL,
+  step_seq int NOT NULL,
+  at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX tx_effects_exec ON chaos.tx_effects (exec_id);
 CREATE TABLE chaos.history (
   hid bigserial PRIMARY KEY,
   id bigint NOT NULL,

@@ -8,6 +8,8 @@ export interface Profile {
   readonly workers: number;
   readonly concurrency: number;
   readonly childConcurrency: number;
+  /** Queue `tx` per worker: chaos_tx's transactional steps, each holding a pooled connection. */
+  readonly txConcurrency: number;
   /** The fault-free control phase before the faults (its re-executions must be 0). */
   readonly control: Workload;
   readonly workload: Workload;
@@ -32,6 +34,7 @@ const CONTROL: Workload = {
   tree: 0,
   spinner: 0,
   pill: 0,
+  transactional: 20,
   duplicateShare: 0.2,
   lateSignals: 5,
   failer: 0,
@@ -60,6 +63,7 @@ export const PROFILES: Record<string, Profile> = {
     workers: 3,
     concurrency: 6,
     childConcurrency: 3,
+    txConcurrency: 2,
     control: {
       ...CONTROL,
       linear: 20,
@@ -79,6 +83,7 @@ export const PROFILES: Record<string, Profile> = {
       tree: 1,
       spinner: 1,
       pill: 1,
+      transactional: 30,
       duplicateShare: 0.2,
       lateSignals: 5,
       ...CHAOS_ACTIONS,
@@ -112,6 +117,7 @@ export const PROFILES: Record<string, Profile> = {
     workers: 3,
     concurrency: 6,
     childConcurrency: 3,
+    txConcurrency: 2,
     control: CONTROL,
     workload: {
       linear: 500,
@@ -123,6 +129,7 @@ export const PROFILES: Record<string, Profile> = {
       tree: 3,
       spinner: 2,
       pill: 1,
+      transactional: 150,
       duplicateShare: 0.2,
       lateSignals: 20,
       ...CHAOS_ACTIONS,
@@ -149,12 +156,63 @@ export const PROFILES: Record<string, Profile> = {
     gcRetentionMs: 45_000,
     statementTimeoutMs: 3_000,
   },
+  /**
+   * Transactional steps under the fault catalogue (issue: exactly-once database effects): the
+   * R1 faults over a workload of mostly chaos_tx instances, ≥ 18 000 transactional steps in one
+   * run; I-TX-EFFECTS holds their database effects to the committed transitions.
+   */
+  T1: {
+    name: 'T1',
+    title: 'T1 transactional chaos',
+    workers: 3,
+    concurrency: 4,
+    childConcurrency: 2,
+    txConcurrency: 6,
+    control: CONTROL,
+    workload: {
+      linear: 100,
+      keyed: 40,
+      hotKeys: 5,
+      retrier: 30,
+      parker: 80,
+      fanout: 5,
+      tree: 1,
+      spinner: 1,
+      pill: 1,
+      transactional: 6_300,
+      duplicateShare: 0.2,
+      lateSignals: 10,
+      ...CHAOS_ACTIONS,
+    },
+    feedMs: 90_000,
+    faultStartMs: 3_000,
+    faultEndMs: 95_000,
+    drainMs: 300_000,
+    budget: {
+      sigkill: 15,
+      sigstop: 5,
+      backendKill: 20,
+      pgImmediate: 1,
+      pgFast: 0,
+      blackhole: 1,
+      redisKill: 1,
+      flushExit: 2,
+      pgOutage: 0,
+      linkReset: 5,
+      flushBlackhole: 1,
+      pgBlip: 1,
+    },
+    redis: true,
+    gcRetentionMs: 45_000,
+    statementTimeoutMs: 3_000,
+  },
   R2: {
     name: 'R2',
     title: 'R2 soak',
     workers: 3,
     concurrency: 8,
     childConcurrency: 4,
+    txConcurrency: 2,
     control: CONTROL,
     workload: {
       linear: 12_000,
@@ -166,6 +224,7 @@ export const PROFILES: Record<string, Profile> = {
       tree: 10,
       spinner: 20,
       pill: 3,
+      transactional: 3_000,
       duplicateShare: 0.2,
       lateSignals: 200,
       ...CHAOS_ACTIONS,

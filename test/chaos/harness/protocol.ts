@@ -9,6 +9,8 @@ export interface WorkerConfig {
   readonly redisUrl: string | null;
   readonly concurrency: number;
   readonly childConcurrency: number;
+  /** Concurrency of queue `tx` (chaos_tx's transactional steps, each holding a connection). */
+  readonly txConcurrency: number;
   readonly reaper: boolean;
   readonly gc: boolean;
   readonly gcRetentionMs: number;
@@ -28,6 +30,8 @@ export interface Workload {
   readonly tree: number;
   readonly spinner: number;
   readonly pill: number;
+  /** chaos_tx instances: three transactional steps each (docs/transactional-steps.md). */
+  readonly transactional: number;
   /** Share of parker signals sent twice with the same dedup key (S22). */
   readonly duplicateShare: number;
   /** Signals of a name nobody awaits, sent to finished parkers (S25: must be refused). */

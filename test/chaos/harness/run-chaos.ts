@@ -180,6 +180,7 @@ async function main(): Promise<void> {
       redisUrl: redis?.url ?? null,
       concurrency: profile.concurrency,
       childConcurrency: profile.childConcurrency,
+      txConcurrency: profile.txConcurrency,
       reaper: true,
       gc: i === profile.workers,
       gcRetentionMs: profile.gcRetentionMs,
@@ -768,7 +769,7 @@ async function main(): Promise<void> {
     recoveries: recoveryDetail,
     profile: profile.name,
     seed,
-    command: `npm run ${profile.name === 'R1' ? 'test:chaos' : 'chaos:soak'} -- --seed ${seed}${contention ? ' --contention' : ''}`,
+    command: `${replayScript(profile.name)} -- --seed ${seed}${contention ? ' --contention' : ''}`,
     contention,
     headline,
     hard: result.hard,
@@ -806,6 +807,19 @@ async function main(): Promise<void> {
   await cluster.destroy(keep || failed.length > 0);
   if (failed.length > 0) log(`kept ${cluster.baseDir} and ${artifacts} for inspection`);
   process.exit(failed.length > 0 ? 1 : 0);
+}
+
+/** The npm script that runs `profile` (docs/reliability.md §3.5). */
+function replayScript(profile: string): string {
+  const scripts: Record<string, string> = {
+    R1: 'test:chaos',
+    R2: 'chaos:soak',
+    T1: 'chaos:transactional',
+  };
+  const script = scripts[profile];
+  return script
+    ? `npm run ${script}`
+    : `node -r ./test/support/ts-register.cjs test/chaos/harness/run-chaos.ts --profile ${profile}`;
 }
 
 /**

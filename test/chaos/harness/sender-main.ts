@@ -96,6 +96,7 @@ function plan(): Job[] {
   for (let i = 0; i < w.parker; i++) jobs.push({ fsm: 'chaos_parker', state: { seq: 0 } });
   for (let i = 0; i < w.fanout; i++) jobs.push({ fsm: 'chaos_fanout', state: { seq: 0 } });
   for (let i = 0; i < w.tree; i++) jobs.push({ fsm: 'chaos_tree', state: { seq: 0, level: 0 } });
+  for (let i = 0; i < w.transactional; i++) jobs.push({ fsm: 'chaos_tx', state: { seq: 0 } });
   for (const [i, job] of jobs.entries()) {
     const tree = job.fsm === 'chaos_fanout' || job.fsm === 'chaos_tree';
     jobs[i] = withCancel(job, tree ? w.treeCancelShare : w.cancelShare);

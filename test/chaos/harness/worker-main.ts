@@ -90,7 +90,8 @@ async function main(): Promise<void> {
   const dataSource = new DataSource({
     type: 'postgres',
     url: cfg.databaseUrl,
-    poolSize: 10,
+    // The engine's own connections plus one per transactional step that can run at once.
+    poolSize: 10 + cfg.txConcurrency,
     applicationName: `gd-${cfg.name}-engine`,
     extra: {
       keepAlive: true,
@@ -114,7 +115,11 @@ async function main(): Promise<void> {
         dataSource,
         name: 'chaos',
         nodeId: cfg.name,
-        queues: { default: cfg.concurrency, children: cfg.childConcurrency },
+        queues: {
+          default: cfg.concurrency,
+          children: cfg.childConcurrency,
+          tx: cfg.txConcurrency,
+        },
         poke: cfg.redisUrl ? { redis: cfg.redisUrl } : 'postgres',
         leaseTtl: LEASE_MS,
         heartbeatInterval: 500,

