@@ -167,6 +167,13 @@ export {
   GenDurableCallbacksModule,
   type CallbacksModuleOptions,
 } from './callbacks/callbacks.module';
+export { GenDurableStreamsModule, type StreamsModuleOptions } from './streams/streams.module';
+export type {
+  DurableStream,
+  ReadStreamOptions,
+  StreamChunk,
+  StreamInfo,
+} from './fsm/durable-stream';
 export {
   GenDurableExceptionFilter,
   type GenDurableErrorBody,

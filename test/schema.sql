@@ -1,6 +1,6 @@
 TYPE gen_durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 12
+TABLE gen_durable  -- comment: 13
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -158,6 +158,28 @@ TABLE gen_durable_stats
   oldest_runnable_at timestamp with time zone
   CONSTRAINT gen_durable_stats_pkey PRIMARY KEY (at, queue)
   INDEX UNIQUE ON gen_durable_stats USING btree (at, queue)  -- gen_durable_stats_pkey
+
+TABLE gen_durable_stream_heads
+  instance_id bigint NOT NULL
+  name text NOT NULL
+  next_seq bigint NOT NULL
+  claim_seq bigint NOT NULL
+  batch text NOT NULL
+  updated_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT gen_durable_stream_heads_instance_id_fkey FOREIGN KEY (instance_id) REFERENCES gen_durable(id) ON DELETE CASCADE
+  CONSTRAINT gen_durable_stream_heads_pkey PRIMARY KEY (instance_id, name)
+  INDEX UNIQUE ON gen_durable_stream_heads USING btree (instance_id, name)  -- gen_durable_stream_heads_pkey
+
+TABLE gen_durable_streams
+  instance_id bigint NOT NULL
+  name text NOT NULL
+  seq bigint NOT NULL
+  chunk jsonb NOT NULL
+  claim_seq bigint NOT NULL
+  created_at timestamp with time zone NOT NULL DEFAULT now()
+  CONSTRAINT gen_durable_streams_instance_id_fkey FOREIGN KEY (instance_id) REFERENCES gen_durable(id) ON DELETE CASCADE
+  CONSTRAINT gen_durable_streams_pkey PRIMARY KEY (instance_id, name, seq)
+  INDEX UNIQUE ON gen_durable_streams USING btree (instance_id, name, seq)  -- gen_durable_streams_pkey
 
 TRIGGER gen_durable_mark_signaled AFTER INSERT ON gen_durable_signals FOR EACH ROW EXECUTE FUNCTION gen_durable_mark_signaled()
 

@@ -287,7 +287,7 @@ export function buildProgram(runner: Runner, write: (text: string) => void): Com
       program
         .command('purge')
         .description(
-          'delete an ended (done, failed, cancelled) instance with its inbox and history, or with --all every ended one the filters match',
+          'delete an ended (done, failed, cancelled) instance with its inbox, history and streams, or with --all every ended one the filters match',
         )
         .argument('[target]', 'instance id, or key:<correlationKey>')
         .option('--all', 'purge every ended instance the filter flags match (none: every one)')

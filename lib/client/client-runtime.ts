@@ -11,6 +11,7 @@ import type {
   ControlRuntime,
 } from '../control/control-runtime';
 import { pollAwait } from '../control/poll-await';
+import { pollStreamWaiter } from '../control/read-stream';
 import type { ScheduleRegistry } from '../cron/schedules';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import { InvalidInputError } from '../errors/invalid-input.error';
@@ -51,6 +52,8 @@ export class ClientRuntime implements ControlRuntime {
     nudge: (): void => undefined,
     await: (id, timeoutMs, until) => pollAwait(this.sql, id, timeoutMs, until),
   };
+  /** No engine's watcher here: a stream reader re-reads after a pause (docs/streams.md). */
+  readonly streamWaiter = pollStreamWaiter;
   readonly limiter = { credit: (): Promise<void> => Promise.resolve() };
   readonly wakeUps = { arm: (): boolean => false };
   readonly awaitDeadlines = { arm: (): boolean => false };

@@ -18,6 +18,7 @@ export type {
   RegisteredFsm,
 } from '../control/instance-control';
 export type { Target } from '../control/target';
+export type { ReadStreamOptions, StreamChunk, StreamInfo } from '../fsm/durable-stream';
 export type { AwaitResult, InstanceView } from '../instance/instance-view';
 export type { AwaitInstanceOptions } from '../control/await-options';
 export type { AwaitUntil } from '../instance/await-answer';

@@ -39,6 +39,12 @@ export interface ControlRuntime {
     nudge(ids: Iterable<string>): void;
     await(id: string, timeoutMs: number, until: AwaitUntil): Promise<AwaitResult>;
   };
+  /**
+   * A stream reader's wait between two reads (docs/streams.md): the engine's watcher (woken by
+   * its own appends and outcomes, and one batched probe per `await.tick`), or the client's
+   * pause (`pollStreamWaiter`).
+   */
+  readonly streamWaiter: StreamWaiter;
   readonly limiter: { credit(slots: readonly LimiterSlot[]): Promise<void> };
   readonly wakeUps: { arm(queue: string, delayMs: number): boolean };
   /** The local timer that fires await deadlines (docs/design.md §8.5): a retry that parks again arms it. */
@@ -50,6 +56,18 @@ export interface ControlRuntime {
   readonly node: ControlNode;
   /** Waits for the after-commit effects sent so far (the client's NOTIFY pokes); the engine's resolves at once. */
   settle(): Promise<void>;
+}
+
+/** The wait of a stream reader (`StreamWatcher` is the engine's). */
+export interface StreamWaiter {
+  /**
+   * Resolves when stream `name` of instance `id` may hold a chunk at offset `next` or the
+   * instance may have ended, at the latest after a pause, or once `signal` aborts; never
+   * rejects. `idle`: how many reads in a row found nothing new (the client's pause grows with it).
+   */
+  wait(id: string, name: string, next: number, idle: number, signal?: AbortSignal): Promise<void>;
+  /** The engine is shutting down: a reader stops at its next wait (the client's is never closed). */
+  readonly closed?: boolean;
 }
 
 /** The producer-span runner of {@link ControlRuntime} (`Otel` is one). */

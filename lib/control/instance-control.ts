@@ -14,6 +14,7 @@ import type {
 } from '../instance/queue-status';
 import type { InboxSignal } from '../instance/inbox-signal';
 import type { LiveFsmVersion } from '../instance/live-fsm-version';
+import type { ReadStreamOptions, StreamChunk, StreamInfo } from '../fsm/durable-stream';
 import { READ_INBOX } from '../sql/dashboard.sql';
 import { HEALTH_RUNNABLE_BACKLOG } from '../sql/health.sql';
 import { LIVE_FSM_VERSIONS } from '../sql/verify.sql';
@@ -48,6 +49,7 @@ import { QueueControl } from './queue-control';
 import { readLimiterStatus } from './read-limiter-status';
 import { readOverview } from './read-stats-overview';
 import { readResolved, readTarget, targetId } from './read-target';
+import { readStreamChunks, readStreamInfo, resolveReadStream } from './read-stream';
 import { retryInstance } from './retry-instance';
 import type { RetryOptions } from './retry-options';
 import type { StatsOverview, StatsOverviewOptions } from './stats-overview';
@@ -81,7 +83,7 @@ const DEFAULT_BACKLOG_CAP = 10_000;
 
 /**
  * Instance control, once for every face (docs/design.md §27, §32): get, list, count, history,
- * inbox, signal, cancel, hold, release, retry, fork, purge, the bulk actions, queue pause / resume / status, explain,
+ * inbox, streams, signal, cancel, hold, release, retry, fork, purge, the bulk actions, queue pause / resume / status, explain,
  * stats, limiter status, step counts, graph. `EngineService` and `GenDurableClient` extend it,
  * each handing its {@link ControlRuntime} (the engine's, or one over the client's pool) through
  * `controlRuntime()`, read at each call (the engine's runtime is built at module init, after
@@ -167,6 +169,45 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
     const id = 'id' in to ? to.id : (await readResolved(runtime.sql, to))?.id;
     if (id === undefined) return { kind: 'not_found' };
     return runtime.watcher.await(id, timeoutMs, until);
+  }
+
+  /**
+   * The chunks of stream `name` of an instance (docs/streams.md), from offset `from` (default 0)
+   * in offset order, each exactly once and without a gap: an async iterable to read with
+   * `for await`. It reads what is committed, then (`follow`, the default) waits for chunks
+   * written later — woken at once by this engine's own appends and outcomes, else by one
+   * batched probe per `await.tick` (the client re-reads after 25 ms, doubling to 250 ms) —
+   * and ends once the instance has ended and every chunk was read. A reader that stops and
+   * starts again with `from` = the offset after the last one it received misses and repeats
+   * nothing, whatever happened to the nodes meanwhile. `target`: an id, `{ id }` or
+   * `{ correlationKey }` (resolved once, as `await` does). `InvalidInputError` at the call for
+   * bad arguments; `NoTargetError` from the first read when no instance answers; an instance
+   * deleted while followed (GC, purge) ends the iteration. `signal` ends it when aborted. An
+   * engine that shuts down makes its followers throw `NotAvailableError` (not an end).
+   */
+  readStream<T = unknown>(
+    target: Target,
+    name: string,
+    options?: ReadStreamOptions,
+  ): AsyncIterable<StreamChunk<T>> {
+    const checked = resolveReadStream(target, name, options);
+    const runtime = this.controlRuntime();
+    return readStreamChunks<T>(
+      runtime.sql,
+      runtime.streamWaiter,
+      checked.to,
+      checked.name,
+      checked.options,
+    );
+  }
+
+  /**
+   * How many chunks stream `name` of an instance holds (`length`: the next chunk's offset, 0
+   * for a stream never written) and whether the instance ended (docs/streams.md). One
+   * statement (two by key). `NoTargetError` when no instance answers the target.
+   */
+  async streamInfo(target: Target, name: string): Promise<StreamInfo> {
+    return readStreamInfo(this.controlRuntime().sql, target, name);
   }
 
   /**
@@ -385,7 +426,7 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
   }
 
   /**
-   * Deletes an ended (done, failed or cancelled) instance with its inbox and history
+   * Deletes an ended (done, failed or cancelled) instance with its inbox, history and streams
    * (docs/design.md §27.8; docs/operations-control.md "Purging"), as GC would once its
    * retention passed: one read, then one skip-locked delete. The history goes with the row, so
    * the record of the purge is the `instance:purged` event naming `actor`. Typed errors,

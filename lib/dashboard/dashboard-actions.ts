@@ -103,7 +103,7 @@ export class DashboardActions {
     return this.engine.fork(id, { ...options, ...actorOf(actor) });
   }
 
-  /** Deletes an ended instance with its inbox and history; the `instance:purged` event names the actor. */
+  /** Deletes an ended instance with its inbox, history and streams; the `instance:purged` event names the actor. */
   async purge(id: string, actor: string | undefined): Promise<string> {
     await this.engine.purge(id, actorOf(actor));
     return `purged #${id}`;

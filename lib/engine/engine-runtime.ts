@@ -37,6 +37,8 @@ import { fireInstanceDeadlines } from '../control/instance-deadline';
 import { OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import type { PokeTransport } from '../poke/poke-transport.interface';
 import { InsertBatcher, type InsertBatcherConfig } from '../runtime/insert-batcher';
+import { StreamBatcher } from '../runtime/stream-batcher';
+import { StreamWatcher } from '../runtime/stream-watcher';
 import { PokeEmitter } from '../runtime/poke-emitter';
 import { Reaper } from '../runtime/reaper';
 import { RunAhead } from '../runtime/run-ahead';
@@ -67,7 +69,7 @@ export function poolOf(dataSource: DataSource): Pool {
 
 /**
  * Everything one engine runs: SQL executor, flushers, executor, schedulers, reaper, GC,
- * await watcher, poke emitter, stall detector. Built at module init, started at bootstrap,
+ * await watcher, stream writer and watcher, poke emitter, stall detector. Built at module init, started at bootstrap,
  * drained and released at shutdown (docs/design.md §2.1, §17.4).
  */
 export class EngineRuntime {
@@ -106,6 +108,10 @@ export class EngineRuntime {
    * (§6.5) when `insertBatcher` is set.
    */
   readonly batcher: InsertBatcher;
+  /** Group commit of `ctx.stream(name).write` (docs/streams.md). */
+  readonly streamWriter: StreamBatcher;
+  /** Stream readers' waits on this node (docs/streams.md): instance control's `streamWaiter`. */
+  readonly streamWaiter: StreamWatcher;
   readonly stall: StallDetector;
   /** The node's solo run of poison-pill suspects, shared by its schedulers (docs/design.md §26.5). */
   readonly solo: SoloRun;
@@ -148,6 +154,13 @@ export class EngineRuntime {
       ? new SqlExecutor(poolOf(options.readDataSource), executorOptions)
       : this.sql;
     this.watcher = new AwaitWatcher(this.sql, options.await.tick);
+    this.streamWaiter = new StreamWatcher(this.sql, options.await.tick);
+    this.streamWriter = new StreamBatcher(
+      this.sql,
+      telemetry,
+      (streams) => this.streamWaiter.appended(streams),
+      options.leaseTtl / 2,
+    );
     const namespace = new RedisNamespace(this.sql, options.name, options.redisPrefix);
     this.pokeTransport = createPokeTransport(options, this.sql, namespace);
     const transport = this.pokeTransport;
@@ -220,6 +233,7 @@ export class EngineRuntime {
         (queue) => this.flusherFor(queue),
         options.leaseTtl,
       ),
+      this.streamWriter,
     );
     this.solo = new SoloRun(options.leaseTtl);
     this.firer = new ScheduleFirer(
@@ -255,7 +269,11 @@ export class EngineRuntime {
     // Best-effort and never throws: a lost credit is a leaked slot the GC reconcile repairs.
     if (slots.length > 0) void this.limiter.credit(slots);
     closeThrottledLimits(effects, this.limiter, this.telemetry);
-    if (effects.settledIds.length > 0) this.watcher.nudge(effects.settledIds);
+    if (effects.settledIds.length > 0) {
+      this.watcher.nudge(effects.settledIds);
+      // A stream's readers end with its instance (docs/streams.md).
+      this.streamWaiter.nudgeInstances(effects.settledIds);
+    }
     if (effects.pokeQueues.size > 0) this.pokes.poke(effects.pokeQueues);
     this.durableEvents.committed(effects.committed, effects.cancelledIds);
     // A row made runnable later (a retry backoff, a sleep) wakes its queue when it is due.
@@ -483,12 +501,17 @@ export class EngineRuntime {
   /** Stop claiming, release buffers, wait for in-flight steps, flush (docs/design.md §17.4). Idempotent. */
   drain(): Promise<void> {
     this.drained ??= (async () => {
+      // Stream readers stop now (NotAvailableError, not an end): an SSE response they feed
+      // ends, so the host's HTTP server, closed before the engine, is not held open by it.
+      this.streamWaiter.close();
       // The ticker stops firing as the schedulers stop claiming (both at once: liveness reads
       // the schedulers' draining status right after drain() is called).
       await Promise.all([
         this.ticker?.stop(),
         ...[...this.schedulers.values()].map((s) => s.drain()),
       ]);
+      // A step's writes settle before its outcome: nothing is left here once the steps ended.
+      await this.streamWriter.drain();
       await Promise.all(this.flushers.map((f) => f.drain()));
       await this.batcher.drain();
       await this.reaper?.stop();

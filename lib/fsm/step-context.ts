@@ -1,6 +1,7 @@
 import type { EntityManager } from 'typeorm';
 
 import type { DurableStatus } from '../gen-durable.constants';
+import type { DurableStream } from './durable-stream';
 
 /** A signal in an instance's inbox. */
 export interface Signal {
@@ -54,6 +55,14 @@ export interface StepContext<S = Record<string, unknown>> {
    * it can resume; undefined on a step that stored none.
    */
   readonly lastProgress: unknown;
+  /**
+   * The instance's durable stream `name` (docs/streams.md): `write(chunk)` appends a JSON chunk
+   * and resolves with its offset once committed; readers follow it with `engine.readStream`.
+   * The chunks are kept with the instance. A step that runs again (a retry, a reap after a
+   * crash) appends after what its earlier runs committed: check `ctx.attempt` to mark a restart.
+   * `InvalidInputError` for a name that is not a non-empty string of at most 200 characters.
+   */
+  stream(name: string): DurableStream;
   /**
    * A transactional step's (`@Step({ transactional: true })`, docs/transactional-steps.md)
    * TypeORM `EntityManager`, inside the transaction its outcome commits in: its writes

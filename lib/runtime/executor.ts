@@ -19,6 +19,8 @@ import type { Flusher } from './flusher';
 import { outcomeToEntry } from './outcome-entry';
 import type { RunAhead } from './run-ahead';
 import { StepRun } from './step-run';
+import type { StreamBatcher } from './stream-batcher';
+import { StepStreams } from './step-streams';
 import { jobOutcome } from './job-outcome';
 import { interceptedStep } from './intercepted-step';
 import { withSchemaOutputs } from './outcome-schemas';
@@ -98,9 +100,23 @@ export class Executor {
     private readonly onProgress?: (queue: string) => void,
     /** Transactional steps' transactions (docs/transactional-steps.md); absent = none run here. */
     private readonly transactions?: TransactionalSteps,
+    /** The engine's stream writes (docs/streams.md); absent = `ctx.stream` is not available. */
+    private readonly streams?: StreamBatcher,
   ) {
     this.throws = new ThrowRouter(registry, options);
   }
+
+  /** A run's `ctx.stream` writers, under its claim (docs/streams.md). */
+  private readonly openStreams = (run: StepRun): StepStreams | undefined => {
+    const worker = run.row.worker;
+    if (this.streams === undefined || worker === undefined) return undefined;
+    const { id, fsm, step, claimSeq } = run.row;
+    return new StepStreams(
+      this.streams,
+      { id, fsm, step, claimSeq, worker },
+      this.options.maxStateBytes,
+    );
+  };
 
   private readonly throws: ThrowRouter;
   private readonly progressPending = (run: StepRun): void => {
@@ -339,7 +355,12 @@ export class Executor {
   ): Promise<FlushEntry> {
     const awaited = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)) : [];
     const awaitedIds = awaited.map((s) => s.id);
-    const run = new StepRun(row, definition.timeouts.get(row.step), this.progressPending);
+    const run = new StepRun(
+      row,
+      definition.timeouts.get(row.step),
+      this.progressPending,
+      this.openStreams,
+    );
     let ctx: StepContext<unknown> | undefined;
     try {
       if (txn !== undefined) await txn.open();
@@ -371,6 +392,12 @@ export class Executor {
       } else {
         value = await this.runTimed(step, ctx, run, options, interceptors);
       }
+      // docs/streams.md: the step's writes commit before its outcome; a failed one fails it.
+      const streams = run.settleStreams();
+      if (streams !== undefined) {
+        const failed = await streams;
+        if (failed !== undefined) throw failed.error;
+      }
       let outcome = definition.kind === 'job' ? jobOutcome(value, ctx, definition) : value;
       if (definition.resultSchema !== undefined || this.registry.hasStateSchemas) {
         // docs/schemas.md: a refused result or child state is a step throw, through onError.
@@ -379,6 +406,9 @@ export class Executor {
       }
       return outcomeToEntry(outcome, row, definition, this.registry, this.options, awaitedIds);
     } catch (err) {
+      // Its writes, even of a step that threw or timed out, commit (or fail) before its outcome.
+      const streams = run.settleStreams();
+      if (streams !== undefined) await streams;
       txn?.stepThrew(run.overdue() !== undefined, err);
       span?.thrown(err);
       return this.throws.route(err, row, definition, ctx, run);

@@ -8,7 +8,8 @@ import type { StepRun } from './step-run';
 
 /**
  * The StepContext of a claimed row's step: its state loaded by the FSM's codec, the signals it
- * awaited and its children, a lazy abort signal and `ctx.progress` (docs/design.md §2, §28.2);
+ * awaited and its children, a lazy abort signal, `ctx.progress` (docs/design.md §2, §28.2) and
+ * `ctx.stream` (docs/streams.md);
  * a transactional step's `manager` (docs/transactional-steps.md), present only then.
  */
 export function stepContext(
@@ -40,6 +41,7 @@ export function stepContext(
     },
     progress: reporter(run, maxStateBytes),
     lastProgress: row.lastProgress,
+    stream: (name: string) => run.stream(name),
   };
   if (manager !== undefined) ctx.manager = manager;
   return Object.freeze(ctx);
@@ -66,6 +68,7 @@ export function rawContext(
     },
     progress: reporter(run, maxStateBytes),
     lastProgress: row.lastProgress,
+    stream: (name: string) => run.stream(name),
   };
 }
 

@@ -1,5 +1,8 @@
+import { NotAvailableError } from '../errors/not-available.error';
 import { StepTimeoutError } from '../errors/step-timeout.error';
+import type { DurableStream } from '../fsm/durable-stream';
 import type { StepAbortReason } from '../fsm/step-abort';
+import type { StepStreams, StreamsSettled } from './step-streams';
 
 /** What a run knows of its row, for its timeout error. */
 interface RunRow {
@@ -35,6 +38,9 @@ export class StepRun {
    * (docs/design.md §28.2). One per running step, so at most one pending value per row.
    */
   pendingProgress: string | undefined;
+  /** The run's `ctx.stream` writers, made on the first `ctx.stream()` (docs/streams.md). */
+  private streams: StepStreams | undefined;
+  private streamsEnded = false;
 
   constructor(
     readonly row: RunRow,
@@ -42,7 +48,37 @@ export class StepRun {
     readonly timeoutMs: number | undefined,
     /** Told when a `ctx.progress` value becomes pending (none was), to store it soon. */
     private readonly onPending?: (run: StepRun) => void,
+    /** Makes the run's stream writers; absent = `ctx.stream` is not available here. */
+    private readonly openStreams?: (run: StepRun) => StepStreams | undefined,
   ) {}
+
+  /** `ctx.stream(name)`: the run's writer of stream `name` (docs/streams.md). */
+  stream(name: string): DurableStream {
+    let streams = this.streams;
+    if (streams === undefined) {
+      streams = this.openStreams?.(this);
+      if (streams === undefined) {
+        throw new NotAvailableError(
+          'ctx.stream',
+          'this step does not run under a claim of an engine that writes streams',
+        );
+      }
+      this.streams = streams;
+      // Opened after the step returned (its onError): its writes are refused as any late one.
+      if (this.streamsEnded) void streams.settle();
+    }
+    return streams.stream(name);
+  }
+
+  /**
+   * The step settled or was abandoned: later writes are refused, and the pending ones are
+   * waited for; the first failure of any, or undefined. Undefined at once when the step opened
+   * no stream (no promise, no hop).
+   */
+  settleStreams(): Promise<StreamsSettled> | undefined {
+    this.streamsEnded = true;
+    return this.streams?.settle();
+  }
 
   /** `ctx.progress` reported `text` (valid JSON): the latest value, pending until stored. */
   reportProgress(text: string): void {

@@ -83,6 +83,8 @@ export class ThrowRouter {
         signal: base.signal,
         progress: (value: unknown) => base.progress(value),
         lastProgress: base.lastProgress,
+        // The step's writes ended with it: onError's are refused (docs/streams.md).
+        stream: (name: string) => base.stream(name),
       };
       let outcome: unknown;
       if (definition.onError) outcome = await definition.onError(err, ctx);

@@ -11,6 +11,7 @@ import { V009 } from './v009';
 import { V010 } from './v010';
 import { V011 } from './v011';
 import { V012 } from './v012';
+import { V013 } from './v013';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -26,6 +27,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V010,
   V011,
   V012,
+  V013,
 ];
 
 /** The schema version this build of the library needs. */

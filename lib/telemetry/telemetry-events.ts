@@ -109,6 +109,8 @@ export type TelemetryPayloads = {
     measurements: TelemetryCount;
     metadata: { error: string; lane: 'async' | 'durable' };
   };
+  'stream:error': { measurements: TelemetryCount; metadata: { error: string } };
+  'stream:refused': { measurements: TelemetryCount; metadata: TelemetryRow & { name: string } };
   'executor:crash': { measurements: TelemetryCount; metadata: TelemetryRow & { error: string } };
   'instance:cancelled': {
     measurements: { cancelled: number; requested: number; alreadyTerminal: number };

@@ -14,6 +14,7 @@ const DOCS = [
   'schemas.md',
   'interceptors.md',
   'transactional-steps.md',
+  'streams.md',
 ];
 
 describe('doc examples compile', () => {

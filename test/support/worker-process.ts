@@ -11,6 +11,7 @@ import { DataSource } from 'typeorm';
 import { EngineService, GenDurableModule, type GenDurableOptions } from '../../lib';
 import { CrashyFsm, LEDGER_DATA_SOURCE, WORKER_NAME } from './fixtures/crash.fsm';
 import { PillFsm } from './fixtures/pill.fsm';
+import { StreamerFsm } from './fixtures/streamer.fsm';
 import { TxLedgerFsm } from './fixtures/tx-ledger.fsm';
 
 /** What the parent passes in the `GD_WORKER` environment variable (JSON). */
@@ -65,6 +66,7 @@ async function main(): Promise<void> {
       CrashyFsm,
       PillFsm,
       TxLedgerFsm,
+      StreamerFsm,
       { provide: LEDGER_DATA_SOURCE, useValue: dataSource },
       { provide: WORKER_NAME, useValue: config.name },
       EventForwarder,

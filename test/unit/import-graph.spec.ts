@@ -80,6 +80,7 @@ export const ALLOWED_EDGES: Readonly<Record<string, readonly string[]>> = {
   cli: ['client', 'control', 'discovery', 'schema'],
   health: ['engine', 'sql'],
   callbacks: ['engine'],
+  streams: ['engine'],
   http: [],
   testing: ['control', 'engine', 'instance', 'sql'],
   index: [
@@ -92,6 +93,7 @@ export const ALLOWED_EDGES: Readonly<Record<string, readonly string[]>> = {
     'instance',
     'schema',
     'callbacks',
+    'streams',
     'http',
   ],
 };

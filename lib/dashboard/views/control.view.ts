@@ -169,7 +169,8 @@ const BULK_LABELS: Readonly<Record<BulkAction, { verb: string; effect: string }>
   retry: { verb: 'Retry', effect: 'retried (failed and cancelled ones)' },
   purge: {
     verb: 'Purge',
-    effect: 'deleted with their inbox and history (ended ones; children of a live parent are kept)',
+    effect:
+      'deleted with their inbox, history and streams (ended ones; children of a live parent are kept)',
   },
 };
 

@@ -253,10 +253,12 @@ function actions(ctx: ViewContext, d: InstanceDetail): Html {
         ctx,
         `${at}/purge`,
         html`<h3>Purge</h3>
-          <p class="muted">Deletes the instance with its inbox and history, as GC would.</p>
+          <p class="muted">
+            Deletes the instance with its inbox, history and streams, as GC would.
+          </p>
           <button type="submit" class="danger">Purge instance</button>`,
         {
-          confirm: `Purge instance #${i.id}? Its row, inbox and history are deleted.`,
+          confirm: `Purge instance #${i.id}? Its row, inbox, history and streams are deleted.`,
           cls: 'action',
         },
       ),
