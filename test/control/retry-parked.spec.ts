@@ -82,9 +82,17 @@ describe('retry of an instance that ended parked (docs/design.md §27.3)', () =>
   });
 
   it('re-arms its timeout from the retry with the original duration, and it fires', async () => {
-    const id = await cancelledWhileParked({ order: 'ord-b', timeout: 1_500 });
-    // The cancelled row keeps the deadline it had, so the original timeout can be re-armed.
-    await new Promise((r) => setTimeout(r, 1_700));
+    // Parked with a long timeout, so that nothing but the cancel can end the park however
+    // slow the machine is; the cancelled row is then given the deadline a 1.5 s park made
+    // 1.7 s ago would have left (passed 0.2 s ago). The cancelled row keeps the deadline it
+    // had, so the original duration (deadline − park time) can be re-armed.
+    const id = await cancelledWhileParked({ order: 'ord-b', timeout: 60_000 });
+    await db.pool.query(
+      `UPDATE gen_durable SET eligible_at = now() - interval '1700 ms',
+                              await_deadline = now() - interval '200 ms'
+        WHERE id = $1`,
+      [id],
+    );
     const before = Date.now();
     await h.engine.retry(id);
     const row = await rowOf(db, id);
@@ -152,6 +160,16 @@ describe('retry of an instance that ended parked (docs/design.md §27.3)', () =>
     });
     await h.engine.cancel(id);
     await h.engine.retry(id);
-    expect(await rowOf(db, id)).toMatchObject({ status: 'runnable', awaits: null });
+    // Runnable and due at once: a scheduler may already have claimed it, so the row is not
+    // read here. Its retry's record says it went back to its step, and that step ran: it
+    // parked on `paid` anew.
+    const history = await h.engine.history(id);
+    expect(history.find((e) => e.kind === 'manual.retry')).toMatchObject({
+      step: 'start',
+      nextStep: 'start',
+      outcome: 'runnable',
+    });
+    expect(await h.engine.await(id, { timeout: 10_000 })).toMatchObject({ kind: 'awaiting' });
+    expect(await rowOf(db, id)).toMatchObject({ status: 'awaiting_signal', step: 'ship' });
   });
 });
