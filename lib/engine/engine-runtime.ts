@@ -46,6 +46,7 @@ import { TransactionalSteps } from '../runtime/transactional-step';
 import { transactionalPoolWarning } from '../runtime/transactional-pool';
 import { buildScheduler } from '../runtime/build-scheduler';
 import { NodeLivenessLock } from '../runtime/node-liveness-lock';
+import { PriorityAging } from '../runtime/priority-aging';
 import { listenerClientClassOf, listenerConnectionOf } from '../poke/postgres.poke-transport';
 import type { Scheduler } from '../runtime/scheduler';
 import { StepLauncher } from '../runtime/step-launcher';
@@ -117,6 +118,8 @@ export class EngineRuntime {
   readonly solo: SoloRun;
   reaper: Reaper | undefined;
   gc: GarbageCollector | undefined;
+  /** Priority aging (docs/operations.md "Priority aging"), on a GC node when configured. */
+  priorityAging: PriorityAging | undefined;
   /** The once-a-minute stats snapshot, on a maintenance node (docs/design.md §30). */
   stats: StatsSnapshot | undefined;
   /** One tick over the schedule table; testing's `fireSchedules(at)` calls it too (docs/design.md §29). */
@@ -425,6 +428,14 @@ export class EngineRuntime {
         retentionOverrides(this.registry),
       );
       this.gc.start();
+      if (this.options.priorityAging) {
+        this.priorityAging = new PriorityAging(
+          this.sql,
+          this.options.priorityAging,
+          this.telemetry,
+        );
+        this.priorityAging.start();
+      }
     }
     if (this.options.stats && (this.options.reaper !== false || this.options.gc !== false)) {
       this.stats = new StatsSnapshot(this.sql, this.options.stats, this.telemetry);
@@ -516,6 +527,7 @@ export class EngineRuntime {
       await this.batcher.drain();
       await this.reaper?.stop();
       await this.gc?.stop();
+      await this.priorityAging?.stop();
       await this.stats?.stop();
     })();
     return this.drained;

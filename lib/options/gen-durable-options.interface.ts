@@ -35,6 +35,18 @@ export interface GcOptions {
   batch?: number;
 }
 
+/** Priority aging (docs/operations.md "Priority aging"). */
+export interface PriorityAgingOptions {
+  /** ms a runnable row waits (due, untouched) before it gains one priority step. Required. */
+  after: number;
+  /** The most urgent priority aging can give (lower runs first). Default 0. */
+  floor?: number;
+  /** ms between passes. Default 10 000. */
+  interval?: number;
+  /** Rows raised per pass at most; a full pass runs again at once. Default 1 000. */
+  batch?: number;
+}
+
 /** The once-a-minute stats snapshot (docs/design.md §30, docs/dashboard-data.md). */
 export interface StatsOptions {
   /** ms between checks that the current minute's snapshot is written (≥ 1 000; above 60 000 minutes go missing). Default 15 000. */
@@ -200,6 +212,11 @@ export interface GenDurableOptions {
    * 604 800 000, cancelledRetention: 86 400 000, batch: 10 000 }`.
    */
   gc?: GcOptions | false;
+  /**
+   * Priority aging on the GC node (docs/operations.md "Priority aging"): runnable rows that
+   * waited `after` ms gain one priority step per `after` ms, up to `floor`. Default `false`.
+   */
+  priorityAging?: PriorityAgingOptions | false;
   /**
    * The dashboard's once-a-minute per-queue counts (docs/dashboard-data.md), written on a node
    * with a reaper or GC. Default `{ interval: 15 000, retention: 86 400 000, cap: 10 000 }`;

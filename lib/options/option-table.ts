@@ -293,6 +293,29 @@ export const OPTION_TABLE = {
       }),
     },
   }),
+  priorityAging: section({
+    doc: 'on the GC node, runnable rows that waited `after` ms gain one priority step (lower runs first) per `after` ms of waiting, up to `floor`, so low-priority work cannot starve behind a steady urgent stream; the claim is unchanged; `false` = none ([operations](docs/operations.md#priority-aging))',
+    off: 'by-default',
+    fields: {
+      after: integer({
+        doc: 'ms a runnable row waits (due and untouched) before it gains one priority step',
+        min: 1,
+        unit: 'ms',
+        default: REQUIRED,
+      }),
+      floor: integer({
+        doc: 'the most urgent priority aging can give',
+        min: -32_768,
+        default: 0,
+      }),
+      interval: duration({ doc: 'ms between passes', min: 1, default: 10_000 }),
+      batch: integer({
+        doc: 'rows raised per pass at most; a full pass runs again at once',
+        min: 1,
+        default: 1_000,
+      }),
+    },
+  }),
   stats: section({
     doc: "once-a-minute per-queue counts in gen_durable_stats for the dashboard's overview, written by the first maintenance node (reaper or GC on) to reach each minute ([dashboard data](docs/dashboard-data.md)); `false` = none from this node",
     off: 'allowed',

@@ -70,3 +70,66 @@ export const GC_DELETE = sql(
      AND status NOT IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`,
   { params: (i: { readonly ids: readonly string[] }) => [i.ids], decode: affectedRows },
 );
+
+/** The queues whose rows one priority-aging pass raised (AGE_PRIORITIES), each once. */
+export interface AgedQueues {
+  readonly count: number;
+  readonly queues: readonly string[];
+}
+
+/**
+ * Priority aging ([operations](docs/operations.md#priority-aging)): runnable rows, not held,
+ * that have been due for at least `$2` ms and untouched for as long (`updated_at`: each step
+ * of aging touches it, so a row gains one step per `$2` ms of waiting) move one priority step
+ * up (`priority - 1`), never past `$1`; at most `$3` rows per pass, longest-waiting first in
+ * each (queue, priority). Driven by gen_durable_pick `(queue, priority, eligible_at)`, the
+ * claim's own index, without touching its order: a skip scan finds each (queue, priority)
+ * above `$1` holding runnable rows (one probe per pair), and each pair's due range is read in
+ * index order. Skip-locked: a row being claimed or signalled is left for the next pass.
+ */
+export const AGE_PRIORITIES = sql(
+  'age_priorities',
+  `WITH RECURSIVE pairs AS (
+     (SELECT queue, priority FROM {schema}.gen_durable
+       WHERE status = 'runnable' AND priority > $1::smallint
+       ORDER BY queue, priority LIMIT 1)
+     UNION ALL
+     SELECT n.queue, n.priority FROM pairs p, LATERAL (
+       SELECT g.queue, g.priority FROM {schema}.gen_durable g
+        WHERE g.status = 'runnable' AND g.priority > $1::smallint
+          AND (g.queue, g.priority) > (p.queue, p.priority)
+        ORDER BY g.queue, g.priority LIMIT 1) n
+   ), due AS (
+     SELECT c.id FROM pairs p, LATERAL (
+       SELECT g.id FROM {schema}.gen_durable g
+        WHERE g.status = 'runnable' AND g.queue = p.queue AND g.priority = p.priority
+          AND g.eligible_at <= now() - make_interval(secs => $2::float8 / 1000)
+          AND g.updated_at <= now() - make_interval(secs => $2::float8 / 1000)
+          AND g.held_at IS NULL
+        ORDER BY g.eligible_at
+        LIMIT $3) c
+     LIMIT $3
+   ), locked AS (
+     SELECT g.id FROM {schema}.gen_durable g JOIN due ON due.id = g.id
+      WHERE g.status = 'runnable'
+      ORDER BY g.id
+        FOR NO KEY UPDATE OF g SKIP LOCKED
+   ), aged AS (
+     UPDATE {schema}.gen_durable g
+        SET priority = GREATEST($1::smallint, g.priority - 1), updated_at = now()
+       FROM locked WHERE g.id = locked.id
+     RETURNING g.queue
+   )
+   SELECT count(*)::int AS count, COALESCE(array_agg(DISTINCT queue), '{}') AS queues FROM aged`,
+  {
+    params: (i: { readonly floor: number; readonly afterMs: number; readonly batch: number }) => [
+      i.floor,
+      i.afterMs,
+      i.batch,
+    ],
+    decode: (rows: readonly { count: number; queues: string[] }[]): AgedQueues => ({
+      count: rows[0]?.count ?? 0,
+      queues: rows[0]?.queues ?? [],
+    }),
+  },
+);

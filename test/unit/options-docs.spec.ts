@@ -222,6 +222,7 @@ const INTERFACE_PATHS: Record<string, string> = {
   FlusherOptions: 'flushers[]',
   ReaperOptions: 'reaper',
   GcOptions: 'gc',
+  PriorityAgingOptions: 'priorityAging',
   AwaitOptions: 'await',
   InsertBatcherOptions: 'insertBatcher',
   RateLimitOptions: 'rateLimits.*',

@@ -166,6 +166,7 @@ describe('option table: the resolver follows it', () => {
       'await',
       'reaper',
       'gc',
+      'priorityAging',
       'stats',
       'schedules',
       'insertBatcher',
