@@ -87,6 +87,9 @@ export function assistantPage(instanceId: string, streamsPath: string): string {
   }
 
   function open() {
+    // How many EventSources the page opened (the first, and one per give-up): the browser's own
+    // reconnections, with Last-Event-ID, do not count.
+    $('connection').dataset.opened = String(Number($('connection').dataset.opened ?? 0) + 1);
     const source = new EventSource(next === 0 ? config.stream : config.stream + '?from=' + next);
     source.onopen = () => { $('connection').textContent = 'streaming'; };
     source.onmessage = (event) => render(Number(event.lastEventId), JSON.parse(event.data));
