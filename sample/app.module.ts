@@ -2,11 +2,13 @@ import { Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 
-import { GenDurableModule } from '../lib';
+import { GenDurableCallbacksModule, GenDurableModule, GenDurableStreamsModule } from '../lib';
 import { GenDurableDashboardModule } from '../lib/dashboard';
 import { GenDurableHealthModule } from '../lib/health';
 
 import { AppController } from './app.controller';
+import { SAMPLE_STREAMS_PATH } from './assistant/assistant.controller';
+import { AssistantModule } from './assistant/assistant.module';
 import { CheckoutModule } from './checkout/checkout.module';
 import { DashboardDemoSeeder } from './dashboard/dashboard-demo-seeder';
 import { DemoDashboardGuard } from './dashboard/demo-dashboard.guard';
@@ -20,8 +22,8 @@ import { HealthController } from './health/health.controller';
 
 /**
  * The sample app: TypeORM on DATABASE_URL with the gen-durable migration run at boot, the
- * engine over TypeORM's DataSource, Terminus health endpoints, the dashboard at /durable, and
- * the sample FSMs.
+ * engine over TypeORM's DataSource, Terminus health endpoints, the dashboard at /durable, the
+ * SSE route of durable streams and the signed callbacks route, and the sample FSMs.
  */
 @Module({
   imports: [
@@ -39,6 +41,13 @@ import { HealthController } from './health/health.controller';
       access: () => 'all',
       actor: () => 'sample-demo',
     }),
+    // The assistant's stream over SSE (docs/streams.md) and its signed approval URLs
+    // (docs/callbacks.md). Open for the demo: no guards, so anyone who can reach the sample
+    // reads any instance's stream; a real app passes guards that check the caller may read
+    // that instance. The callbacks route needs none beyond the signed token it checks.
+    GenDurableStreamsModule.register({ path: SAMPLE_STREAMS_PATH }),
+    GenDurableCallbacksModule.register({ path: 'durable/callbacks' }),
+    AssistantModule,
     CheckoutModule,
     NotificationsModule,
     ReportsModule,
