@@ -1,7 +1,6 @@
 import type { PoolClient } from 'pg';
 
 import { done, DurableFsm, next, type Outcome, Step, type StepContext } from '../../lib';
-import { Reaper } from '../../lib/runtime/reaper';
 import {
   bootEngine,
   claimRows,
@@ -46,7 +45,7 @@ describe('lock order: a child and a cancel holding its parent never deadlock', (
     db = await createTestDatabase();
     h = await bootEngine(db, [ChildFsm, ParentFsm], {
       queues: {},
-      reaper: false,
+      reaper: { interval: 3_600_000 },
       gc: false,
       poke: 'none',
     });
@@ -146,15 +145,8 @@ describe('lock order: a child and a cancel holding its parent never deadlock', (
       `UPDATE gen_durable SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
       [child],
     );
-    const runtime = h.engine.runtime;
-    const reaper = new Reaper(
-      runtime.sql,
-      3_600_000,
-      5,
-      runtime.telemetry,
-      () => undefined,
-      () => undefined,
-    );
+    // The engine's own reaper, whose timer never fires here (interval of an hour).
+    const reaper = h.engine.runtime.reaper!;
     const holder = await holdRow(parent);
     try {
       // The sweep does not wait for the parent: it leaves the child as it was, and completes

@@ -55,6 +55,22 @@ const CHAOS_ACTIONS = {
   cancelDelayMs: 2_500,
 } as const;
 
+/** R1's fault budget, shared by T1 (the same catalogue over transactional steps). */
+const R1_FAULTS: FaultBudget = {
+  sigkill: 15,
+  sigstop: 5,
+  backendKill: 20,
+  pgImmediate: 1,
+  pgFast: 0,
+  blackhole: 1,
+  redisKill: 1,
+  flushExit: 2,
+  pgOutage: 0,
+  linkReset: 5,
+  flushBlackhole: 1,
+  pgBlip: 1,
+};
+
 export const PROFILES: Record<string, Profile> = {
   /** A short run for working on the harness itself (not a reliability claim). */
   dev: {
@@ -138,20 +154,7 @@ export const PROFILES: Record<string, Profile> = {
     faultStartMs: 3_000,
     faultEndMs: 75_000,
     drainMs: 60_000,
-    budget: {
-      sigkill: 15,
-      sigstop: 5,
-      backendKill: 20,
-      pgImmediate: 1,
-      pgFast: 0,
-      blackhole: 1,
-      redisKill: 1,
-      flushExit: 2,
-      pgOutage: 0,
-      linkReset: 5,
-      flushBlackhole: 1,
-      pgBlip: 1,
-    },
+    budget: R1_FAULTS,
     redis: true,
     gcRetentionMs: 45_000,
     statementTimeoutMs: 3_000,
@@ -188,20 +191,7 @@ export const PROFILES: Record<string, Profile> = {
     faultStartMs: 3_000,
     faultEndMs: 95_000,
     drainMs: 300_000,
-    budget: {
-      sigkill: 15,
-      sigstop: 5,
-      backendKill: 20,
-      pgImmediate: 1,
-      pgFast: 0,
-      blackhole: 1,
-      redisKill: 1,
-      flushExit: 2,
-      pgOutage: 0,
-      linkReset: 5,
-      flushBlackhole: 1,
-      pgBlip: 1,
-    },
+    budget: R1_FAULTS,
     redis: true,
     gcRetentionMs: 45_000,
     statementTimeoutMs: 3_000,
