@@ -7,6 +7,7 @@
  */
 import { Client } from 'pg';
 
+import { CLAIM_FLOOR_SLACK_MS } from '../../lib/runtime/claim-floor';
 import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
 import { renderStatement } from '../../lib/sql/statement';
 
@@ -34,7 +35,9 @@ const buffersOf = (line: string | undefined): number => {
  */
 export function readClaimPlan(label: string, lines: readonly string[]): ClaimPlan {
   const exec = lines.map((l) => /Execution Time: ([\d.]+) ms/.exec(l)).find((m) => m);
-  const pickAt = lines.findIndex((l) => l.includes('gen_durable_pick'));
+  // The candidates' scan: the gen_durable_pick scan under CTE cand (the head probe has one too).
+  const candAt = lines.findIndex((l) => l.includes('CTE cand'));
+  const pickAt = lines.findIndex((l, k) => k > candAt && l.includes('gen_durable_pick'));
   const pickBuffersLine = lines.slice(pickAt + 1).find((l) => l.includes('Buffers:'));
   const top = lines.find((l) => l.includes('Buffers:'));
   const update = lines.find((l) => l.includes('Update on gen_durable'));
@@ -49,27 +52,60 @@ export function readClaimPlan(label: string, lines: readonly string[]): ClaimPla
   };
 }
 
-export async function explainClaim(url: string, label: string, limit: number): Promise<ClaimPlan> {
+/**
+ * The claim's plan twice, each rolled back: as a full scan from the head of the pick index,
+ * and as a claim from the floor a scheduler would hold then (docs/design.md §5.3.1): the
+ * oldest runnable, unheld row, read first, less the 250 ms slack. Labels: `label` and
+ * `label (floor)`.
+ */
+export async function explainClaim(
+  url: string,
+  label: string,
+  limit: number,
+): Promise<ClaimPlan[]> {
   const client = new Client({ connectionString: url, application_name: 'gd-soak-explain' });
   client.on('error', () => undefined);
   await client.connect();
   try {
     await client.query('BEGIN');
-    const input = {
+    const base = {
       queue: 'default',
       limit,
       worker: 'gd-soak-explain',
       leaseMs: 60_000,
       gates: [],
     };
-    const { rows } = await client.query<{ 'QUERY PLAN': string }>(
-      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${renderStatement(CLAIM_RUNNABLE, 'public')}`,
-      CLAIM_RUNNABLE.params(input),
+    // The floor's head, as the head probe finds it (bench-only read; the engine's is in the claim).
+    const { rows: heads } = await client.query<{ priority: number; at: Date }>(
+      `SELECT priority, LEAST(eligible_at, now()) AS at FROM gen_durable
+        WHERE queue = 'default' AND status = 'runnable' AND held_at IS NULL
+        ORDER BY priority, eligible_at LIMIT 1`,
     );
-    return readClaimPlan(
-      label,
-      rows.map((r) => r['QUERY PLAN']),
-    );
+    const head = heads[0] ?? { priority: 0, at: new Date() };
+    const from = {
+      priority: head.priority,
+      scanFrom: new Date(head.at.getTime() - CLAIM_FLOOR_SLACK_MS),
+      headFrom: head.at,
+    };
+    const plans: ClaimPlan[] = [];
+    for (const [name, input] of [
+      [label, base],
+      [`${label} (floor)`, { ...base, from }],
+    ] as const) {
+      await client.query('SAVEPOINT plan');
+      const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+        `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${renderStatement(CLAIM_RUNNABLE, 'public')}`,
+        CLAIM_RUNNABLE.params(input),
+      );
+      await client.query('ROLLBACK TO SAVEPOINT plan');
+      plans.push(
+        readClaimPlan(
+          name,
+          rows.map((r) => r['QUERY PLAN']),
+        ),
+      );
+    }
+    return plans;
   } finally {
     await client.query('ROLLBACK').catch(() => undefined);
     await client.end();

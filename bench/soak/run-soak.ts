@@ -183,16 +183,16 @@ async function main(): Promise<number> {
       if (next !== phase) {
         if (next === 'pinned') {
           pin = await HorizonPin.open(dbUrl);
-          plans.push(await explainClaim(dbUrl, 'pin start', opts.concurrency));
+          plans.push(...(await explainClaim(dbUrl, 'pin start', opts.concurrency)));
         } else if (next === 'readers') {
-          plans.push(await explainClaim(dbUrl, 'readers start', opts.concurrency));
+          plans.push(...(await explainClaim(dbUrl, 'readers start', opts.concurrency)));
           readers = await RepeatableReadReaders.start(
             dbUrl,
             opts.readers,
             2 * opts.windowSeconds * 1000,
           );
         } else if (next === 'recovery') {
-          plans.push(await explainClaim(dbUrl, 'pin end', opts.concurrency));
+          plans.push(...(await explainClaim(dbUrl, 'pin end', opts.concurrency)));
           const last = windows[windows.length - 1];
           if (!last || last.pinXids === null || last.pinXids <= 0) {
             throw new Error(`the pin held no XID at its end (age ${String(last?.pinXids)})`);
@@ -234,7 +234,7 @@ async function main(): Promise<number> {
       offered0 = offered;
       steps0 = steps;
     }
-    plans.push(await explainClaim(dbUrl, 'recovery end', opts.concurrency));
+    plans.push(...(await explainClaim(dbUrl, 'recovery end', opts.concurrency)));
     await inserter.stop();
     const drainBy = performance.now() + opts.drainSeconds * 1000;
     while (ledger.instancesFinished < inserter.inserted && performance.now() < drainBy) {

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
+import { ClaimFloor } from './claim-floor';
 import type { ClaimedRow } from './claimed-row';
 import type { Picker } from './picker';
 
@@ -52,9 +53,13 @@ export class ClaimLoop {
   /** The last pick claimed fewer rows than it wanted: nothing runnable was left behind. */
   private drainedQueue = false;
   private refillTimer: NodeJS.Immediate | undefined;
+  /** The full scan owed to rows behind the claim floor (docs/design.md §5.3.1). */
+  private floorTimer: NodeJS.Timeout | undefined;
   private interval: number;
   /** Claim statements run so far: a poll tick that ran none may probe the pause. */
   private claims = 0;
+  /** Where this queue's next claim starts (docs/design.md §5.3.1). */
+  private readonly floor = new ClaimFloor();
   private readonly logger = new Logger('GenDurable');
 
   constructor(
@@ -83,6 +88,8 @@ export class ClaimLoop {
     this.closePokeWindow();
     if (this.refillTimer) clearImmediate(this.refillTimer);
     this.refillTimer = undefined;
+    if (this.floorTimer) clearTimeout(this.floorTimer);
+    this.floorTimer = undefined;
     if (this.picking) await this.picking.catch(() => undefined);
   }
 
@@ -141,6 +148,23 @@ export class ClaimLoop {
     });
   }
 
+  /**
+   * A short claim from the floor may have left rows behind it: one full scan as soon as its
+   * budget allows (docs/design.md §5.3.1), unless one is already due.
+   */
+  private owePass(): void {
+    if (this.floorTimer) return;
+    const delay = this.floor.fullScanDelay(Date.now());
+    if (delay === undefined) return;
+    this.floorTimer = setTimeout(
+      () => {
+        this.floorTimer = undefined;
+        if (this.host.isRunning() && this.host.demand() > 0) void this.pick(false);
+      },
+      Math.ceil(delay) + 1,
+    );
+  }
+
   schedulePoll(delay: number): void {
     if (!this.host.isRunning()) return;
     this.clearPoll();
@@ -186,7 +210,12 @@ export class ClaimLoop {
         if (demand <= 0 || (demand < Math.min(host.minDemand(), capacity) && !host.idle())) return;
         this.claims += 1;
         const pickStarted = performance.now();
-        const { rows, paused } = await this.picker.pickBatch(host.queue, demand, host.workerId);
+        const { rows, paused } = await this.picker.pickBatch(
+          host.queue,
+          demand,
+          host.workerId,
+          this.floor,
+        );
         const pickMs = performance.now() - pickStarted;
         fetched += rows.length;
         this.drainedQueue = rows.length < demand;
@@ -199,6 +228,7 @@ export class ClaimLoop {
         );
         // A paused queue's claim took nothing: wait for the poll, a poke or a resume.
         if (paused) return;
+        if (this.drainedQueue) this.owePass();
         // Empty, unless a poke or completion arrived meanwhile: then scan once more.
         if (rows.length === 0) continue;
         if (fromPoke) this.interval = this.options.pollInterval;

@@ -4,6 +4,7 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import { type ClaimBatch, CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
+import type { ClaimFloor } from './claim-floor';
 import type { ClaimedRow } from './claimed-row';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import { emitThrottled } from './throttle-telemetry';
@@ -40,22 +41,29 @@ export class Picker {
   /**
    * One pick, with the queue's pause as the claim read it (docs/design.md §27.6): a paused
    * queue claims nothing and answers `paused: true`; the scheduler learns the pause from it.
+   * With a `floor` (the scheduler's, one per queue), the claim starts at it when its budget
+   * allows and teaches it the head it saw (docs/design.md §5.3.1); without one it scans from
+   * the head of the index, as the testing drain and the specs do.
    */
   async pickBatch(
     queue: string,
     batch: number,
     worker: string,
+    floor?: ClaimFloor,
   ): Promise<{ rows: ClaimedRow[]; paused: boolean }> {
-    let claim: ClaimBatch = { rows: [], paused: false };
+    let claim: ClaimBatch | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
+        const from = floor?.start(Date.now());
         claim = await CLAIM_RUNNABLE.run(this.sql, {
           queue,
           limit: batch,
           worker,
           leaseMs: this.options.leaseTtl,
           gates: this.gates,
+          from,
         });
+        floor?.learn(claim.head, claim.dbNow, from === undefined, claim.execMs, Date.now());
         break;
       } catch (err) {
         if ((err as { constraint?: string }).constraint !== ARBITER_INDEX) throw err;
@@ -63,14 +71,16 @@ export class Picker {
         if (attempt >= CLAIM_ATTEMPTS) return { rows: [], paused: false };
       }
     }
+    if (claim === undefined) return { rows: [], paused: false };
     const rows: ClaimedRow[] = claim.rows;
     if (rows.length === 0) return { rows, paused: claim.paused };
     if (FAULTS_ENABLED) {
       await faultPoint('pick.afterClaim', { ids: rows.map((r) => r.id), worker });
     }
     try {
-      return { rows: await this.admit(queue, worker, rows), paused: false };
+      return { rows: await this.admit(queue, worker, rows, floor), paused: false };
     } catch (err) {
+      floor?.reset();
       await this.release(worker, rows).catch(() => undefined);
       throw err;
     }
@@ -82,7 +92,12 @@ export class Picker {
    * released by one guarded statement and reported per key (`concurrency:throttled`,
    * `rate_limit:throttled`). Returns the rows to run, in claim order.
    */
-  async admit(queue: string, worker: string, rows: ClaimedRow[]): Promise<ClaimedRow[]> {
+  async admit(
+    queue: string,
+    worker: string,
+    rows: ClaimedRow[],
+    floor?: ClaimFloor,
+  ): Promise<ClaimedRow[]> {
     const limited = rows.filter((r) => r.gated || r.rateLimit !== null);
     if (limited.length === 0) return rows;
     const result = await this.limiter.admit(
@@ -99,6 +114,8 @@ export class Picker {
     const slots = new Map(result.admitted.map((a) => [a.id, a.slot]));
     for (const row of rows) if (slots.has(row.id)) row.slot = slots.get(row.id) ?? null;
     if (result.denied.length === 0) return rows;
+    // The denied rows go back to runnable at their place, which may be behind the floor.
+    floor?.reset();
     const denied = new Set(result.denied);
     await this.release(
       worker,

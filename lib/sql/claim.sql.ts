@@ -10,6 +10,27 @@ export interface ClaimInput {
   readonly leaseMs: number;
   /** This node's gate names: a keyed row under one is admitted by the limiter, not the arbiter. */
   readonly gates: readonly string[];
+  /**
+   * Where in the pick index's `(priority, eligible_at)` order to start (docs/design.md §5.3.1),
+   * or undefined to scan from the head of the index (a full scan).
+   */
+  readonly from?: ClaimStart | undefined;
+}
+
+/** A bounded claim's start: the queue's claim floor (lib/runtime/claim-floor.ts). */
+export interface ClaimStart {
+  readonly priority: number;
+  /** The candidates' scan starts at `(priority, scanFrom)`: the floor less its slack. */
+  readonly scanFrom: Date;
+  /** The head probe starts at `(priority, headFrom)`: the floor itself. */
+  readonly headFrom: Date;
+}
+
+/** The oldest runnable row a claim saw from its start (docs/design.md §5.3.1). */
+export interface ClaimHead {
+  readonly priority: number;
+  /** Its `eligible_at`, or the statement's `now()` when that is later. */
+  readonly at: Date;
 }
 
 /** A row claimed by CLAIM_RUNNABLE, with its enrichment snapshot. */
@@ -64,6 +85,15 @@ export interface ClaimRow {
 export interface ClaimBatch {
   readonly rows: ClaimRow[];
   readonly paused: boolean;
+  /** The oldest runnable, unheld row at or after the claim's start, or undefined for none. */
+  readonly head: ClaimHead | undefined;
+  /** The statement's `now()`. */
+  readonly dbNow: Date;
+  /**
+   * How long the statement ran on the server, in ms: from its start to the projection of its
+   * last answer row (after the candidates' scan, the update and the head probe).
+   */
+  readonly execMs: number;
 }
 
 /** A held row's enrichment as LOAD_ENRICHMENT re-reads it. */
@@ -103,12 +133,29 @@ interface ClaimRecord {
   trace_context?: string | null;
   /** The progress this step reported in an earlier run (docs/design.md §28.2), or NULL. */
   last_progress?: unknown;
+  head_priority: number | null;
+  head_at: Date | null;
+  db_now: Date;
+  exec_ms: string;
 }
 
-/** The one row of a claim that took nothing: no id, only the pause flag. */
+/** The one row of a claim that took nothing: no id, only the pause flag and the head. */
 interface EmptyClaimRecord {
   id: null;
   paused: boolean;
+  head_priority: number | null;
+  head_at: Date | null;
+  db_now: Date;
+  exec_ms: string;
+}
+
+/** The columns every row of a claim's answer carries (docs/design.md §5.3.1). */
+interface ClaimHeadColumns {
+  head_priority: number | null;
+  head_at: Date | null;
+  db_now: Date;
+  /** Milliseconds from the statement's start to this row's projection (numeric, as text). */
+  exec_ms: string;
 }
 
 interface EnrichmentRecord {
@@ -136,9 +183,20 @@ interface ChildRecord {
 
 /**
  * The claim (docs/design.md §5.3), one statement. `$1` queue, `$2` batch, `$3` worker id, `$4` lease
- * ms, `$5` this node's gate names.
- * - cand: the pick index gen_durable_pick scanned by queue equality in (priority, eligible_at)
- *   order, locked in-scan FOR NO KEY UPDATE SKIP LOCKED (skip-locked never waits). The K = 1
+ * ms, `$5` this node's gate names, `$6`–`$8` the claim floor (docs/design.md §5.3.1): the
+ * candidates' scan starts at `($6, $7)` and the head probe at `($6, $8)` in the pick index's
+ * `(priority, eligible_at)` order; `(-32768, -infinity)` for both is a full scan from the head.
+ * - head: the oldest runnable, unheld row at or after the floor, in the statement's snapshot,
+ *   unlocked (a row another claim holds still counts): a LIMIT 1 scan of gen_durable_pick
+ *   seeking to `(queue, $6, $8)` by the row comparison. It answers the next claim's floor, so
+ *   a bounded claim never walks the index entries of rows that left `runnable` before its
+ *   previous claim (under a pinned xmin horizon they cannot be pruned, and each costs a heap
+ *   visit). Its `at` is capped at `now()`, so a future head never lifts the floor past rows
+ *   that become due now. Every answer row carries it (`head_priority`, `head_at`), `db_now`, and
+ *   `exec_ms`, the time from the statement's start to the row's projection (the latest of them
+ *   is the claim's server-side cost, which engages the floor).
+ * - cand: the pick index gen_durable_pick scanned by queue equality from `($6, $7)` (a seek by
+ *   the row comparison) in (priority, eligible_at) order, locked in-scan FOR NO KEY UPDATE SKIP LOCKED (skip-locked never waits). The K = 1
  *   guard drops a keyed, non-gated candidate whose key already executes, by a LATERAL LIMIT 1
  *   probe of gen_durable_concurrency_active (it repeats the arbiter's predicate, so the probe
  *   is index-only).
@@ -173,6 +231,13 @@ export const CLAIM_RUNNABLE = sql(
   'claim_runnable',
   `WITH pause AS (
      SELECT EXISTS (SELECT 1 FROM {schema}.gen_durable_paused_queues p WHERE p.queue = $1) AS paused
+   ), head AS (
+     SELECT h.priority, LEAST(h.eligible_at, now()) AS at
+       FROM {schema}.gen_durable h
+      WHERE h.queue = $1 AND h.status = 'runnable' AND h.held_at IS NULL
+        AND (h.priority, h.eligible_at) >= ($6::smallint, $8::timestamptz)
+      ORDER BY h.priority, h.eligible_at
+      LIMIT 1
    ), cand AS (
      SELECT g.ctid AS tid, g.id, g.concurrency_key, g.priority, g.eligible_at,
             COALESCE(g.concurrency_name = ANY ($5::text[]), false) AS gated
@@ -185,6 +250,7 @@ export const CLAIM_RUNNABLE = sql(
           LIMIT 1
        ) k ON g.concurrency_key IS NOT NULL AND NOT COALESCE(g.concurrency_name = ANY ($5::text[]), false)
       WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now() AND k.busy IS NULL
+        AND (g.priority, g.eligible_at) >= ($6::smallint, $7::timestamptz)
         AND g.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
       ORDER BY g.priority, g.eligible_at
       LIMIT $2
@@ -212,22 +278,50 @@ export const CLAIM_RUNNABLE = sql(
    SELECT c.id, c.fsm, c.fsm_version, c.step, c.state, c.attempt, c.awaits, c.queue, c.priority,
           c.concurrency_key, c.concurrency_shard, c.rate_limit, c.weight, c.claim_seq, c.parent_id,
           c.gated, c.reaps, c.suspect, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children,
-          pause.paused, c.trace_context, c.last_progress
+          pause.paused, c.trace_context, c.last_progress,
+          (SELECT head.priority FROM head) AS head_priority, (SELECT head.at FROM head) AS head_at,
+          now() AS db_now,
+          extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000 AS exec_ms
      FROM pause LEFT JOIN claimed c ON true
     ORDER BY c.priority, c.eligible_at, c.id`,
   {
-    params: (i: ClaimInput) => [i.queue, i.limit, i.worker, i.leaseMs, i.gates],
+    params: (i: ClaimInput) => [
+      i.queue,
+      i.limit,
+      i.worker,
+      i.leaseMs,
+      i.gates,
+      i.from?.priority ?? LOWEST_PRIORITY,
+      i.from?.scanFrom ?? '-infinity',
+      i.from?.headFrom ?? '-infinity',
+    ],
     decode: (rows: readonly (ClaimRecord | EmptyClaimRecord)[], i: ClaimInput): ClaimBatch => {
       const out: ClaimRow[] = [];
+      let execMs = 0;
       for (let k = 0; k < rows.length; k++) {
         const r = rows[k]!;
-        // The row of an empty claim: no id, only the pause flag.
+        // The row of an empty claim: no id, only the pause flag and the head.
         if (r.id !== null) out.push(claimRow(r, i.worker));
+        const ms = Number(r.exec_ms);
+        if (ms > execMs) execMs = ms;
       }
-      return { rows: out, paused: rows[0]?.paused === true };
+      const first: ClaimHeadColumns | undefined = rows[0];
+      return {
+        rows: out,
+        paused: rows[0]?.paused === true,
+        head:
+          first !== undefined && first.head_priority !== null && first.head_at !== null
+            ? { priority: first.head_priority, at: first.head_at }
+            : undefined,
+        dbNow: first?.db_now ?? new Date(),
+        execMs,
+      };
     },
   },
 );
+
+/** The least `smallint`: a start at it (with `-infinity`) is the head of the pick index. */
+const LOWEST_PRIORITY = -32768;
 
 /**
  * The enrichment alone, one statement for any number of held rows (`$1` ids): what the claim

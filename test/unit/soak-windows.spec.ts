@@ -194,10 +194,14 @@ describe('soak flags', () => {
 });
 
 describe('soak claim plan', () => {
-  it('reads execution time, the top buffers and the pick index scan buffers', () => {
+  it('reads execution time, the top buffers and the candidates’ pick index scan buffers (not the head probe’s)', () => {
     const plan = readClaimPlan('pin end', [
       'Sort (actual time=3.1..3.2 rows=10 loops=1)',
       '  Buffers: shared hit=900 read=12',
+      '  CTE head',
+      '    ->  Limit (actual time=0.1..0.1 rows=1 loops=1)',
+      '          ->  Index Scan using gen_durable_pick on gen_durable h (actual time=0.1..0.1 rows=1 loops=1)',
+      '                Buffers: shared hit=5',
       '  CTE cand',
       '    ->  Limit (actual time=0.1..2.0 rows=10 loops=1)',
       '          ->  LockRows (actual time=0.1..2.0 rows=10 loops=1)',

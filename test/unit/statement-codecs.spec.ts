@@ -74,9 +74,24 @@ const insertRow = (over: Partial<InsertRow>): InsertRow => ({
 });
 
 describe('statement parameter builders and decoders (no database)', () => {
-  it('CLAIM_RUNNABLE: $1 queue, $2 limit, $3 worker, $4 lease, $5 gates; rows carry the worker and frozen enrichment', () => {
+  it('CLAIM_RUNNABLE: $1 queue, $2 limit, $3 worker, $4 lease, $5 gates, $6–$8 the floor (the head of the index without one); rows carry the worker and frozen enrichment', () => {
     const input = { queue: 'q', limit: 10, worker: 'node-a', leaseMs: 30_000, gates: ['pool'] };
-    expect(expectArity(CLAIM_RUNNABLE, input)).toEqual(['q', 10, 'node-a', 30_000, ['pool']]);
+    expect(expectArity(CLAIM_RUNNABLE, input)).toEqual([
+      'q',
+      10,
+      'node-a',
+      30_000,
+      ['pool'],
+      -32768,
+      '-infinity',
+      '-infinity',
+    ]);
+    const scanFrom = new Date('2026-12-05T01:00:00.000Z');
+    const headFrom = new Date('2026-12-05T01:00:00.250Z');
+    expect(
+      CLAIM_RUNNABLE.params({ ...input, from: { priority: 3, scanFrom, headFrom } }).slice(5),
+    ).toEqual([3, scanFrom, headFrom]);
+    const dbNow = new Date('2026-12-05T01:00:01.000Z');
     const claim = CLAIM_RUNNABLE.decode(
       [
         {
@@ -100,6 +115,10 @@ describe('statement parameter builders and decoders (no database)', () => {
           gated: true,
           inbox: [{ id: '9', name: 'go', payload: { a: 1 } }],
           paused: false,
+          head_priority: 0,
+          head_at: headFrom,
+          db_now: dbNow,
+          exec_ms: '0.75',
           children: [
             {
               id: '6',
@@ -133,11 +152,19 @@ describe('statement parameter builders and decoders (no database)', () => {
           inbox: null,
           children: null,
           paused: false,
+          head_priority: 0,
+          head_at: headFrom,
+          db_now: dbNow,
+          exec_ms: '1.5',
         },
       ],
       input,
     );
     expect(claim.paused).toBe(false);
+    expect(claim.head).toEqual({ priority: 0, at: headFrom });
+    expect(claim.dbNow).toBe(dbNow);
+    // The claim's server-side time: the latest projection.
+    expect(claim.execMs).toBe(1.5);
     const [row, bare] = claim.rows;
     expect(row).toMatchObject({
       id: '5',
@@ -164,13 +191,21 @@ describe('statement parameter builders and decoders (no database)', () => {
 
   it('CLAIM_RUNNABLE: a claim that took nothing answers one row without an id, carrying the pause', () => {
     const input = { queue: 'q', limit: 10, worker: 'node-a', leaseMs: 30_000, gates: [] };
-    expect(CLAIM_RUNNABLE.decode([{ id: null, paused: true }], input)).toEqual({
+    const dbNow = new Date('2026-12-05T01:00:01.000Z');
+    const none = { head_priority: null, head_at: null, db_now: dbNow, exec_ms: '0.25' };
+    expect(CLAIM_RUNNABLE.decode([{ id: null, paused: true, ...none }], input)).toEqual({
       rows: [],
       paused: true,
+      head: undefined,
+      dbNow,
+      execMs: 0.25,
     });
-    expect(CLAIM_RUNNABLE.decode([{ id: null, paused: false }], input)).toEqual({
+    expect(CLAIM_RUNNABLE.decode([{ id: null, paused: false, ...none }], input)).toEqual({
       rows: [],
       paused: false,
+      head: undefined,
+      dbNow,
+      execMs: 0.25,
     });
   });
 

@@ -1,0 +1,176 @@
+import type { PoolClient } from 'pg';
+
+import { CLAIM_RUNNABLE, type ClaimBatch, type ClaimInput } from '../../lib/sql/claim.sql';
+import { renderStatement } from '../../lib/sql/statement';
+import { createTestDatabase, type TestDatabase } from '../support/test-database';
+
+// The claim floor on a real PostgreSQL (docs/design.md §5.3.1). Under a pinned xmin horizon the
+// pick index keeps an entry for every row that left `runnable`, and a claim that scans from the
+// head visits each one's heap tuple; a claim that starts at the floor its previous claim
+// learned does not. Rows that become runnable behind the floor wait for the next full scan.
+// Each claim runs in a transaction the test rolls back unless it says otherwise.
+
+describe('the claim floor', () => {
+  let db: TestDatabase;
+  let client: PoolClient;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    client = await db.pool.connect();
+  });
+  afterAll(async () => {
+    client.release();
+    await db.drop();
+  });
+
+  const base = { limit: 10, worker: 'w', leaseMs: 30_000, gates: [] };
+
+  async function claim(input: ClaimInput, keep = false): Promise<ClaimBatch> {
+    await client.query('BEGIN');
+    try {
+      const { rows } = await client.query({
+        text: renderStatement(CLAIM_RUNNABLE, 'public'),
+        values: CLAIM_RUNNABLE.params(input),
+      });
+      return CLAIM_RUNNABLE.decode(rows as never[], input);
+    } finally {
+      await client.query(keep ? 'COMMIT' : 'ROLLBACK');
+    }
+  }
+
+  /** Shared buffers (hit + read) the claim touched, from EXPLAIN (ANALYZE, BUFFERS), rolled back. */
+  async function buffers(input: ClaimInput): Promise<number> {
+    await client.query('BEGIN');
+    try {
+      const { rows } = await client.query<{ 'QUERY PLAN': { Plan: Record<string, number> }[] }>({
+        text: `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${renderStatement(CLAIM_RUNNABLE, 'public')}`,
+        values: CLAIM_RUNNABLE.params(input),
+      });
+      const plan = rows[0]!['QUERY PLAN'][0]!.Plan;
+      return plan['Shared Hit Blocks']! + plan['Shared Read Blocks']!;
+    } finally {
+      await client.query('ROLLBACK');
+    }
+  }
+
+  it('under a pinned horizon, a claim from the floor skips the entries a full scan visits', async () => {
+    const queue = 'pinned';
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at)
+       SELECT 'f', 'a', $1, now() - interval '1 hour' + i * interval '1 ms'
+         FROM generate_series(1, 20000) i`,
+      [queue],
+    );
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at)
+       SELECT 'f', 'a', $1, now() - interval '1 minute' + i * interval '1 ms'
+         FROM generate_series(1, 5) i`,
+      [queue],
+    );
+    // The pin: a transaction that took an XID, held open (a forgotten BEGIN after a write).
+    const pin = await db.pool.connect();
+    try {
+      await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await pin.query('SELECT txid_current()');
+      // 20 000 rows leave runnable while the pin holds their old versions alive.
+      await db.pool.query(
+        `UPDATE gen_durable SET status = 'done' WHERE queue = $1 AND eligible_at < now() - interval '30 minutes'`,
+        [queue],
+      );
+
+      const full = await claim({ ...base, queue });
+      expect(full.rows).toHaveLength(5);
+      expect(full.head).toBeDefined();
+      const head = full.head!;
+      const from = {
+        priority: head.priority,
+        scanFrom: new Date(head.at.getTime() - 250),
+        headFrom: head.at,
+      };
+      const bounded = await claim({ ...base, queue, from });
+      expect(bounded.rows.map((r) => r.id)).toEqual(full.rows.map((r) => r.id));
+      expect(bounded.head).toEqual(head);
+
+      const fullBuffers = await buffers({ ...base, queue });
+      const boundedBuffers = await buffers({ ...base, queue, from });
+      // The full scan visits the heap pages of 20 000 dead-but-pinned versions; the bounded
+      // one only those of the five live rows.
+      expect(fullBuffers).toBeGreaterThan(100);
+      expect(boundedBuffers * 5).toBeLessThan(fullBuffers);
+    } finally {
+      await pin.query('ROLLBACK');
+      pin.release();
+    }
+  });
+
+  it('a row made runnable behind the floor is left to the next full scan', async () => {
+    const queue = 'behind';
+    await db.pool.query(`INSERT INTO gen_durable (fsm, step, queue) VALUES ('f', 'a', $1)`, [
+      queue,
+    ]);
+    const first = await claim({ ...base, queue }, true);
+    expect(first.rows).toHaveLength(1);
+    const head = first.head!;
+    const from = {
+      priority: head.priority,
+      scanFrom: new Date(head.at.getTime() - 250),
+      headFrom: head.at,
+    };
+    // A row whose place is an hour before the floor (a reaped row keeps its place; so does a
+    // released or an unheld one).
+    const {
+      rows: [late],
+    } = await db.pool.query<{ id: string }>(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at)
+       VALUES ('f', 'a', $1, now() - interval '1 hour') RETURNING id::text`,
+      [queue],
+    );
+    const bounded = await claim({ ...base, queue, from });
+    expect(bounded.rows).toEqual([]);
+    // …and it does not appear as the head either: the floor stays where it was found.
+    expect(bounded.head).toBeUndefined();
+    const again = await claim({ ...base, queue });
+    expect(again.rows.map((r) => r.id)).toEqual([late!.id]);
+    expect(again.head).toMatchObject({ priority: 0 });
+  });
+
+  it('the head is the oldest runnable row: a row another claim holds counts, a held row does not, a future one is capped at now', async () => {
+    const queue = 'head';
+    const {
+      rows: [held, locked, next],
+    } = await db.pool.query<{ id: string }>(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at, held_at)
+       VALUES ('f', 'a', $1, now() - interval '3 minutes', now()),
+              ('f', 'a', $1, now() - interval '2 minutes', NULL),
+              ('f', 'a', $1, now() - interval '1 minute', NULL)
+       RETURNING id::text`,
+      [queue],
+    );
+    const other = await db.pool.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query('SELECT 1 FROM gen_durable WHERE id = $1 FOR NO KEY UPDATE', [locked!.id]);
+      const seen = await claim({ ...base, queue });
+      // The locked row is skipped by the candidates but still holds the floor.
+      expect(seen.rows.map((r) => r.id)).toEqual([next!.id]);
+      const { rows } = await db.pool.query<{ eligible_at: Date }>(
+        'SELECT eligible_at FROM gen_durable WHERE id = $1',
+        [locked!.id],
+      );
+      expect(seen.head).toEqual({ priority: 0, at: rows[0]!.eligible_at });
+      expect(held).toBeDefined();
+    } finally {
+      await other.query('ROLLBACK');
+      other.release();
+    }
+
+    const future = 'future';
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, priority, eligible_at) VALUES ('f', 'a', $1, 3, now() + interval '1 hour')`,
+      [future],
+    );
+    const ahead = await claim({ ...base, queue: future });
+    expect(ahead.rows).toEqual([]);
+    expect(ahead.head).toEqual({ priority: 3, at: ahead.dbNow });
+  });
+});
