@@ -22,6 +22,8 @@ export interface SoakOptions {
   /** Where the JSON result goes (the Markdown beside it); default bench/results/soak-<time>. */
   readonly out: string | undefined;
   readonly short: boolean;
+  /** `gen-durable` (the engine), or `pgq`: PgQ 3.5 as the no-bloat reference (PostgreSQL 15 only). */
+  readonly engine: 'gen-durable' | 'pgq';
 }
 
 const DEFAULTS = {
@@ -66,6 +68,7 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
     '--pg',
     '--drain-seconds',
     '--out',
+    '--engine',
   ];
   for (const flag of given.keys()) {
     if (!known.includes(flag)) throw new Error(`unknown flag ${flag} (known: ${known.join(', ')})`);
@@ -77,7 +80,17 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
   const phaseSeconds = num('--phase-seconds', base.phaseSeconds);
   const pg = num('--pg', base.pg);
   if (pg !== 15 && pg !== 17 && pg !== 18) throw new Error(`--pg is 15, 17 or 18, got ${pg}`);
+  const engine = given.get('--engine') ?? 'gen-durable';
+  if (engine !== 'gen-durable' && engine !== 'pgq') {
+    throw new Error(`--engine is gen-durable or pgq, got ${engine}`);
+  }
+  if (engine === 'pgq' && pg !== 15) {
+    throw new Error(
+      `--engine pgq runs on PostgreSQL 15 only (Debian's postgresql-15-pgq3), got --pg ${pg}`,
+    );
+  }
   return {
+    engine,
     rate: num('--rate', base.rate),
     concurrency: num('--concurrency', base.concurrency),
     phaseSeconds,
