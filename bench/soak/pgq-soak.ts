@@ -9,7 +9,8 @@
  * `--rate` is events per second here (the engine's is steps per second). PgQ never updates or
  * deletes an event: a queue rotates over three event tables and TRUNCATEs the oldest once every
  * consumer has passed it, so the event tables hold no dead tuples; the rotation period is set to
- * the phase length so that rotations happen within a short run (PgQ's default is 2 hours).
+ * a quarter of the phase length (at least 5 s) so that several rotations, and so TRUNCATEs of
+ * consumed events, happen within a short run (PgQ's default is 2 hours).
  */
 import { Client } from 'pg';
 
@@ -275,9 +276,10 @@ export async function runPgqSoak(
   try {
     await setup.query('CREATE EXTENSION pgq');
     await setup.query('SELECT pgq.create_queue($1)', [QUEUE]);
+    const rotationS = Math.max(5, opts.phaseSeconds / 4);
     await setup.query(`SELECT pgq.set_queue_config($1, 'rotation_period', $2)`, [
       QUEUE,
-      `${opts.phaseSeconds} seconds`,
+      `${rotationS} seconds`,
     ]);
     await setup.query('SELECT pgq.register_consumer($1, $2)', [QUEUE, CONSUMER]);
     const { rows: ext } = await setup.query<{ extversion: string }>(
@@ -288,7 +290,7 @@ export async function runPgqSoak(
       [QUEUE],
     );
     print(
-      `pgq ${ext[0]?.extversion}: queue ${QUEUE} (${pfx[0]?.queue_data_pfx}), rotation period ${opts.phaseSeconds} s, ticker every ${TICKER_MS} ms`,
+      `pgq ${ext[0]?.extversion}: queue ${QUEUE} (${pfx[0]?.queue_data_pfx}), rotation period ${rotationS} s, ticker every ${TICKER_MS} ms`,
     );
     const readerSql = `SELECT count(*) FROM ${pfx[0]!.queue_data_pfx}`;
     const schedule = phaseSchedule(opts.phaseSeconds, opts.recoverySeconds, opts.windowSeconds);
