@@ -285,27 +285,26 @@ async function explainControlWrites(client: Client, parentId: string): Promise<v
 
 /**
  * Reads by correlation key (docs/identity.md "Finding an instance by key"): a live key (the
- * occupant, gen_durable_correlation), a key only the most recently ended row carries (then
- * gen_durable_gc backward from the newest end: found at once) and a key nobody carries (the whole of gen_durable_gc: the
- * worst case, no index has `correlation_key` itself).
+ * occupant, gen_durable_correlation), a key only the most recently ended row carries and a key
+ * nobody carries (both then gen_durable_ended_key, the key's range read backward).
  */
 async function explainKeyReads(client: Client): Promise<void> {
   const live = ['runnable', 'executing', 'awaiting_signal', 'awaiting_children'];
   await client.query(
     `INSERT INTO gen_durable (fsm, step, correlation_key, correlation_scope)
-     VALUES ('order', 'start', 'order:live', $1::durable_status[])`,
+     VALUES ('order', 'start', 'order:live', $1::gen_durable_status[])`,
     [live],
   );
   await client.query(
     `INSERT INTO gen_durable (fsm, step, status, correlation_key, correlation_scope, updated_at)
-     VALUES ('order', 'ship', 'done', 'order:ended', $1::durable_status[], now())`,
+     VALUES ('order', 'ship', 'done', 'order:ended', $1::gen_durable_status[], now())`,
     [live],
   );
   await client.query('ANALYZE gen_durable');
   for (const [title, key] of [
     ['a live key', 'order:live'],
     ['a key only a recently ended row carries', 'order:ended'],
-    ['a key nobody carries (every terminal row walked)', 'order:none'],
+    ['a key nobody carries', 'order:none'],
   ] as const) {
     await explain(
       client,

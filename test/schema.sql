@@ -1,6 +1,6 @@
 TYPE gen_durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 13
+TABLE gen_durable  -- comment: 14
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -56,6 +56,7 @@ END) STORED
   INDEX UNIQUE ON gen_durable USING btree (correlation_guard) WHERE (correlation_guard IS NOT NULL)  -- gen_durable_correlation
   INDEX ON gen_durable USING btree (deadline_at) WHERE ((deadline_at IS NOT NULL) AND (status = ANY (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status])))  -- gen_durable_deadline
   INDEX ON gen_durable USING btree (correlation_key, dedup_until) WHERE (dedup_until IS NOT NULL)  -- gen_durable_dedup
+  INDEX ON gen_durable USING btree (correlation_key, updated_at) WHERE ((status <> ALL (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status])) AND (correlation_key IS NOT NULL))  -- gen_durable_ended_key
   INDEX ON gen_durable USING btree (id) WHERE (status = 'failed'::gen_durable_status)  -- gen_durable_failed
   INDEX ON gen_durable USING btree (updated_at) WHERE (status <> ALL (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status]))  -- gen_durable_gc
   INDEX ON gen_durable USING btree (lease_expires_at) WHERE (status = 'executing'::gen_durable_status)  -- gen_durable_lease
@@ -103,6 +104,16 @@ TABLE gen_durable_history
   CONSTRAINT gen_durable_history_pkey PRIMARY KEY (id)
   INDEX ON gen_durable_history USING btree (instance_id, id)  -- gen_durable_history_instance
   INDEX UNIQUE ON gen_durable_history USING btree (id)  -- gen_durable_history_pkey
+
+TABLE gen_durable_index_builds
+  name text NOT NULL
+  version integer NOT NULL
+  started_at timestamp with time zone NOT NULL
+  finished_at timestamp with time zone
+  attempts integer NOT NULL
+  error text
+  CONSTRAINT gen_durable_index_builds_pkey PRIMARY KEY (name)
+  INDEX UNIQUE ON gen_durable_index_builds USING btree (name)  -- gen_durable_index_builds_pkey
 
 TABLE gen_durable_paused_queues
   queue text NOT NULL

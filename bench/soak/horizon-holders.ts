@@ -46,7 +46,12 @@ export class RepeatableReadReaders {
 
   private constructor(private readonly clients: Client[]) {}
 
-  static async start(url: string, count: number, everyMs: number): Promise<RepeatableReadReaders> {
+  static async start(
+    url: string,
+    count: number,
+    everyMs: number,
+    sql = 'SELECT status, count(*) FROM gen_durable GROUP BY status',
+  ): Promise<RepeatableReadReaders> {
     const clients: Client[] = [];
     for (let i = 0; i < count; i++) {
       const client = new Client({ connectionString: url, application_name: `gd-soak-reader-${i}` });
@@ -56,19 +61,19 @@ export class RepeatableReadReaders {
       clients.push(client);
     }
     const readers = new RepeatableReadReaders(clients);
-    clients.forEach((client, i) => readers.schedule(client, (everyMs * i) / count, everyMs));
+    clients.forEach((client, i) => readers.schedule(client, sql, (everyMs * i) / count, everyMs));
     return readers;
   }
 
   /** Reads now and every `everyMs` after `delayMs` (staggered), skipping while one runs. */
-  private schedule(client: Client, delayMs: number, everyMs: number): void {
+  private schedule(client: Client, sql: string, delayMs: number, everyMs: number): void {
     let running = false;
     const read = (): void => {
       if (running || this.stopped) return;
       running = true;
       const t0 = performance.now();
       const p = client
-        .query('SELECT status, count(*) FROM gen_durable GROUP BY status')
+        .query(sql)
         .then(
           () => void this.readMs.push(performance.now() - t0),
           () => undefined,

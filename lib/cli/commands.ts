@@ -7,7 +7,12 @@ import type { InstanceFilter } from '../control/instance-filter';
 import { instancePosition } from '../control/instance-position';
 import type { InstanceView } from '../instance/instance-view';
 import type { RetryOptions } from '../control/retry-options';
-import { type MigrationConnection, migrateUp, readSchemaVersion } from '../schema/migrator';
+import {
+  type MigrationConnection,
+  migrateUp,
+  readSchemaIndexBuilds,
+  readSchemaVersion,
+} from '../schema/migrator';
 import { CURRENT_SCHEMA_VERSION } from '../schema/increments';
 import type { Target } from '../control/target';
 import type { CliContext } from './cli-context';
@@ -65,16 +70,29 @@ export async function migrate(
       `--version ${target}: this build knows versions 1 … ${CURRENT_SCHEMA_VERSION}`,
     );
   }
-  const [from, to] = await withMigrationConnection(ctx, async (conn) => {
+  const [from, to, built] = await withMigrationConnection(ctx, async (conn) => {
     const before = await readSchemaVersion(conn, schema);
+    const known = Math.min(before, CURRENT_SCHEMA_VERSION);
+    const ready = (await readSchemaIndexBuilds(conn, schema, known))
+      .filter((i) => i.state === 'valid')
+      .map((i) => i.name);
     await migrateUp(conn, { schema, version: target });
-    return [before, await readSchemaVersion(conn, schema)] as const;
+    const after = await readSchemaVersion(conn, schema);
+    const now = await readSchemaIndexBuilds(conn, schema, Math.min(after, CURRENT_SCHEMA_VERSION));
+    const fresh = now
+      .filter((i) => i.state === 'valid' && !ready.includes(i.name))
+      .map((i) => i.name);
+    return [before, after, before === 0 ? [] : fresh] as const;
   });
-  out.result({ schema, from, to, latest: CURRENT_SCHEMA_VERSION }, () =>
-    from === to
-      ? `schema ${schema}: at version ${to}, nothing to do`
-      : `schema ${schema}: migrated from version ${from} to ${to}`,
-  );
+  out.result({ schema, from, to, latest: CURRENT_SCHEMA_VERSION, built }, () => {
+    const head =
+      from === to && built.length === 0
+        ? `schema ${schema}: at version ${to}, nothing to do`
+        : from === to
+          ? `schema ${schema}: at version ${to}`
+          : `schema ${schema}: migrated from version ${from} to ${to}`;
+    return built.length === 0 ? head : `${head}; indexes built online: ${built.join(', ')}`;
+  });
 }
 
 export async function status(
@@ -479,7 +497,7 @@ export async function schedules(
 
 /** One finding of `verify`. */
 export interface VerifyProblem {
-  readonly kind: 'schema' | 'unregistered';
+  readonly kind: 'schema' | 'index' | 'unregistered';
   readonly message: string;
 }
 
@@ -489,8 +507,22 @@ export async function verify(
   moduleFsms: readonly ModuleFsm[] | undefined,
 ): Promise<void> {
   const schema = ctx.options.schema;
-  const installed = await withMigrationConnection(ctx, (conn) => readSchemaVersion(conn, schema));
+  const [installed, indexes] = await withMigrationConnection(ctx, async (conn) => {
+    const version = await readSchemaVersion(conn, schema);
+    const known = Math.min(version, CURRENT_SCHEMA_VERSION);
+    return [version, await readSchemaIndexBuilds(conn, schema, known)] as const;
+  });
   const problems: VerifyProblem[] = [];
+  for (const index of indexes) {
+    if (index.state === 'valid') continue;
+    problems.push({
+      kind: 'index',
+      message:
+        index.state === 'building'
+          ? `index ${index.name} is being built (a concurrent build is in progress): wait for it to finish`
+          : `index ${index.name} is ${index.state}${index.error !== null ? ` (last build failed: ${index.error})` : ''}: run gen-durable migrate to build it`,
+    });
+  }
   if (installed !== CURRENT_SCHEMA_VERSION) {
     problems.push({
       kind: 'schema',
@@ -514,6 +546,7 @@ export async function verify(
   const value = {
     ok: problems.length === 0,
     schema: { name: schema, installed, required: CURRENT_SCHEMA_VERSION },
+    indexes: indexes.map((i) => ({ name: i.name, state: i.state, error: i.error })),
     live,
     registered: moduleFsms?.map((f) => ({ fsm: f.name, version: f.version, class: f.className })),
     problems,
@@ -522,6 +555,9 @@ export async function verify(
     const lines = [
       `schema ${schema}: version ${installed} (this build needs ${CURRENT_SCHEMA_VERSION})`,
     ];
+    if (indexes.length > 0) {
+      lines.push(`online indexes: ${indexes.map((i) => `${i.name} ${i.state}`).join(', ')}`);
+    }
     lines.push(
       `live instances by FSM version: ${live.map((v) => `${v.fsm}@${v.version} ×${v.instances}`).join(', ') || 'none'}`,
     );

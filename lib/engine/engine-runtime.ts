@@ -9,6 +9,7 @@ import { SchemaVersionError } from '../errors/schema-version.error';
 import { OPTION_TABLE } from '../options/option-table';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { CURRENT_SCHEMA_VERSION } from '../schema/increments';
+import { readIndexBuilds } from '../schema/index-builds';
 import { READ_SCHEMA_VERSION, SHOW_SYNCHRONOUS_COMMIT } from '../sql/schema.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import { AwaitWatcher } from '../runtime/await-watcher';
@@ -350,6 +351,14 @@ export class EngineRuntime {
     );
     if (installed !== CURRENT_SCHEMA_VERSION) {
       throw new SchemaVersionError(this.options.schema, installed, CURRENT_SCHEMA_VERSION);
+    }
+    const indexes = await this.onBoot('index build check', () =>
+      readIndexBuilds(this.sql, this.options.schema, installed),
+    );
+    for (const index of indexes.filter((i) => i.state !== 'valid')) {
+      const message = `index ${index.name} of schema "${this.options.schema}" is ${index.state}: an online build did not finish (run the migration again to build it; docs/schema.md "Online index builds")`;
+      this.logger.warn(message);
+      this.telemetry.emit('boot:warning', { count: 1 }, { warning: message });
     }
     const sync = await this.onBoot('synchronous_commit check', () =>
       SHOW_SYNCHRONOUS_COMMIT.run(this.sql),

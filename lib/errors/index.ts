@@ -12,6 +12,7 @@ export * from './no-target.error';
 export * from './not-available.error';
 export * from './payload-too-large.error';
 export * from './schema-version.error';
+export * from './index-build.error';
 export * from './step-cancelled.error';
 export * from './step-timeout.error';
 export * from './unknown-step.error';

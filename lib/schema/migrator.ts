@@ -1,9 +1,17 @@
 import {
   COUNT_SCHEMA_CONTENTS,
+  FORGET_INDEX_BUILDS,
+  type IndexBuild,
   LOCK_SCHEMA_MIGRATION,
   READ_SCHEMA_VERSION,
 } from '../sql/schema.sql';
 import { quoteIdent, renderStatement, type StatementRunner } from '../sql/statement';
+import {
+  buildIndexesInTransaction,
+  buildIndexesOnline,
+  dropIndexText,
+  readIndexBuilds,
+} from './index-builds';
 import { CURRENT_SCHEMA_VERSION, SCHEMA_INCREMENTS } from './increments';
 import type { SchemaIncrement } from './schema-increment';
 
@@ -92,6 +100,18 @@ export function readSchemaVersion(conn: MigrationConnection, schema: string): Pr
   return READ_SCHEMA_VERSION.run(runnerOf(conn, schema), { schema });
 }
 
+/**
+ * Where the online index builds of `schema` at version `installed` stand (docs/schema.md
+ * "Online index builds"): one entry per index an installed increment builds online.
+ */
+export function readSchemaIndexBuilds(
+  conn: MigrationConnection,
+  schema: string,
+  installed: number,
+): Promise<IndexBuild[]> {
+  return readIndexBuilds(runnerOf(conn, schema), schema, installed);
+}
+
 async function inTransaction(conn: MigrationConnection, fn: () => Promise<void>): Promise<void> {
   if (conn.inTransaction) return fn();
   await conn.query('BEGIN');
@@ -107,7 +127,12 @@ async function inTransaction(conn: MigrationConnection, fn: () => Promise<void>)
 /**
  * Applies the missing increments up to `version` (default latest) under a schema-scoped
  * advisory lock in one transaction; a no-op when already there. Safe to run twice and from
- * two processes at once.
+ * two processes at once. Then builds the increments' online indexes (docs/schema.md "Online
+ * index builds"): after the commit with `CREATE INDEX CONCURRENTLY`, one at a time, rebuilding
+ * any a failed or interrupted build left INVALID; inside the transaction instead on a run from
+ * nothing (the tables are empty) or when the caller holds the transaction
+ * (`conn.inTransaction`). An online build needs `conn` to be one session (not a transaction-mode
+ * pooler) and throws IndexBuildError when it fails, after the increments committed.
  */
 export async function migrateUp(
   conn: MigrationConnection,
@@ -120,18 +145,27 @@ export async function migrateUp(
       `gen-durable migration: version must be an integer in 0..${CURRENT_SCHEMA_VERSION}`,
     );
   }
+  const runner = runnerOf(conn, schema);
+  const callerTransaction = conn.inTransaction;
+  let online = !callerTransaction;
   await inTransaction(conn, async () => {
-    await LOCK_SCHEMA_MIGRATION.run(runnerOf(conn, schema), { schema });
+    await LOCK_SCHEMA_MIGRATION.run(runner, { schema });
     await conn.query(render(CREATE_SCHEMA, schema));
     const installed = await readSchemaVersion(conn, schema);
-    if (installed >= target) return;
-    const passedOver = renamesPassedOver(installed === 0, target);
-    for (const increment of SCHEMA_INCREMENTS) {
-      if (increment.version <= installed || increment.version > target) continue;
-      for (const ddl of statementsOf(increment, 'up', passedOver, schema)) await conn.query(ddl);
+    if (installed === 0) online = false;
+    if (installed < target) {
+      const passedOver = renamesPassedOver(installed === 0, target);
+      for (const increment of SCHEMA_INCREMENTS) {
+        if (increment.version <= installed || increment.version > target) continue;
+        for (const ddl of statementsOf(increment, 'up', passedOver, schema)) await conn.query(ddl);
+      }
     }
-    await conn.query(render(SET_VERSION, schema).replace('{version}', String(target)));
+    if (!online) await buildIndexesInTransaction(conn, runner, schema, target);
+    if (installed < target) {
+      await conn.query(render(SET_VERSION, schema).replace('{version}', String(target)));
+    }
   });
+  if (online) await buildIndexesOnline(conn, runner, schema, target);
 }
 
 /**
@@ -153,6 +187,11 @@ export async function migrateDown(
     const passedOver = renamesPassedOver(target === 0, installed);
     for (const increment of [...SCHEMA_INCREMENTS].reverse()) {
       if (increment.version > installed || increment.version <= target) continue;
+      const online = (increment.concurrentIndexes ?? []).map((i) => i.name);
+      if (online.length > 0) {
+        for (const name of online) await conn.query(dropIndexText(name, schema));
+        await FORGET_INDEX_BUILDS.run(runnerOf(conn, schema), { names: online });
+      }
       for (const ddl of statementsOf(increment, 'down', passedOver, schema)) await conn.query(ddl);
     }
     if (target > 0) {

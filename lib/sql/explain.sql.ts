@@ -152,7 +152,7 @@ function explainOf(r: RawExplain): ExplainRecord {
 /**
  * One instance (`$1` id, else the instance correlation key `$2` addresses: its live occupant,
  * else the most recent ended one, {@link keyTargetId}; primary key, or gen_durable_correlation
- * then gen_durable_gc) and what it waits on:
+ * then gen_durable_ended_key) and what it waits on:
  * - inbox: distinct unconsumed names (gen_durable_signals_inbox, `target_id` equality, ≤ 100 rows);
  * - K = 1 holder: gen_durable_concurrency_active (unique on the executing key without shard);
  * - gate: its config (gen_durable_bucket_configs_pkey), counters (gen_durable_buckets_pkey,

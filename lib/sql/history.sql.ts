@@ -63,7 +63,7 @@ export const READ_HISTORY = sql('read_history', readHistoryText('$1'), codec);
 /**
  * A page of history of the instance correlation key `$1` addresses: its live occupant, else the
  * most recent ended instance with the key ({@link keyTargetId}: gen_durable_correlation, then
- * gen_durable_gc), by PK, then gen_durable_history_instance.
+ * gen_durable_ended_key), by PK, then gen_durable_history_instance.
  */
 export const READ_HISTORY_BY_KEY = sql(
   'read_history_by_key',

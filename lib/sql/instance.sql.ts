@@ -32,11 +32,10 @@ const LIVE_STATUSES = `('runnable', 'executing', 'awaiting_signal', 'awaiting_ch
  * 1. the key's current occupant (unique index gen_durable_correlation on `correlation_guard`):
  *    the live instance, or a finished holder under a terminal-inclusive scope;
  * 2. else the instance that ended most recently with that key among those whose scope was
- *    not empty (an empty scope is a label, never an address): gen_durable_gc (updated_at)
- *    WHERE not live, walked backward from the newest end, stopping at the first row with the
- *    key. No index has `correlation_key` itself (ARCHITECTURE.md §3), so a key that no ended
- *    row carries reads that index to its end: a miss costs a scan of the terminal rows (GC
- *    keeps them `gc.retention`). The second branch runs only when the first finds nothing.
+ *    not empty (an empty scope is a label, never an address): gen_durable_ended_key
+ *    (correlation_key, updated_at) WHERE not live AND correlation_key IS NOT NULL (version 14,
+ *    built online), read backward from the key's newest end; the empty-scope rows of the key
+ *    are filtered there. The second branch runs only when the first finds nothing.
  * Signals never use it: they go to the occupant only, and only while it is live (DELIVER_SIGNAL).
  */
 export function keyTargetId(param: string): string {
@@ -53,7 +52,7 @@ export function keyTargetId(param: string): string {
 /**
  * The instance a correlation key addresses (`get`, `retry`, `fork` by key; docs/design.md §11):
  * the live occupant wins, else the most recent ended instance with that key
- * ({@link keyTargetId}: gen_durable_correlation, then gen_durable_gc), then the row by PK.
+ * ({@link keyTargetId}: gen_durable_correlation, then gen_durable_ended_key), then the row by PK.
  * Null when no instance with a non-empty scope carries the key (never inserted, or collected).
  */
 export const GET_INSTANCE_BY_KEY = sql(

@@ -175,12 +175,18 @@ describe('gen-durable CLI (docs/cli.md)', () => {
         `problem: schema public is at version 0, this build needs ${CURRENT_SCHEMA_VERSION}: run gen-durable migrate`,
       );
       const partial = json(await run(['migrate', '--version', '3', '--json', ...url]));
-      expect(partial).toEqual({ schema: 'public', from: 0, to: 3, latest: CURRENT_SCHEMA_VERSION });
+      expect(partial).toEqual({
+        schema: 'public',
+        from: 0,
+        to: 3,
+        latest: CURRENT_SCHEMA_VERSION,
+        built: [],
+      });
       expect((await run(['verify', ...url])).code).toBe(1);
       const up = await run(['migrate', ...url]);
       expect(up).toMatchObject({ code: 0 });
       expect(up.stdout).toBe(
-        `schema public: migrated from version 3 to ${CURRENT_SCHEMA_VERSION}\n`,
+        `schema public: migrated from version 3 to ${CURRENT_SCHEMA_VERSION}; indexes built online: gen_durable_ended_key\n`,
       );
       const again = await run(['migrate', ...url]);
       expect(again.stdout).toBe(
@@ -192,6 +198,48 @@ describe('gen-durable CLI (docs/cli.md)', () => {
         live: [],
       });
       expect((await run(['migrate', '--version', '99', ...url])).code).toBe(2);
+    });
+
+    it('verify exits 1 naming an index a failed online build left INVALID; migrate rebuilds it', async () => {
+      const url = ['--url', fresh.url];
+      // A real failed CONCURRENTLY build under the index's name: two ended rows with one key
+      // and one end time violate a UNIQUE variant, which PostgreSQL leaves behind INVALID.
+      await fresh.pool.query('DROP INDEX gen_durable_ended_key');
+      await fresh.pool.query(
+        `INSERT INTO gen_durable (fsm, step, status, correlation_key, updated_at)
+         VALUES ('f', 's', 'done', 'twice', '2026-01-01'), ('f', 's', 'done', 'twice', '2026-01-01')`,
+      );
+      await expect(
+        fresh.pool.query(
+          `CREATE UNIQUE INDEX CONCURRENTLY gen_durable_ended_key ON gen_durable (correlation_key, updated_at)
+            WHERE status NOT IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
+              AND correlation_key IS NOT NULL`,
+        ),
+      ).rejects.toThrow(/could not create unique index/);
+      const failing = await run(['verify', ...url]);
+      expect(failing.code).toBe(1);
+      expect(failing.stdout).toContain('online indexes: gen_durable_ended_key invalid');
+      expect(failing.stdout).toContain(
+        'problem: index gen_durable_ended_key is invalid: run gen-durable migrate to build it',
+      );
+      const report = json(await run(['verify', '--json', ...url]));
+      expect(report).toMatchObject({
+        ok: false,
+        indexes: [{ name: 'gen_durable_ended_key', state: 'invalid' }],
+        problems: [{ kind: 'index' }],
+      });
+      const repair = await run(['migrate', ...url]);
+      expect(repair.stdout).toBe(
+        `schema public: at version ${CURRENT_SCHEMA_VERSION}; indexes built online: gen_durable_ended_key\n`,
+      );
+      expect((await run(['verify', ...url])).code).toBe(0);
+      const { rows } = await fresh.pool.query<{ attempts: number; unique: boolean }>(
+        `SELECT b.attempts, i.indisunique AS unique FROM gen_durable_index_builds b
+           JOIN pg_class c ON c.relname = b.name JOIN pg_index i ON i.indexrelid = c.oid
+          WHERE b.name = 'gen_durable_ended_key'`,
+      );
+      expect(rows).toEqual([{ attempts: 2, unique: false }]);
+      await fresh.pool.query(`DELETE FROM gen_durable WHERE correlation_key = 'twice'`);
     });
 
     it('verify --module fails while live instances run an FSM version the module lacks', async () => {

@@ -189,7 +189,17 @@ describe('soak flags', () => {
     ).toMatchObject({ rate: 500, phaseSeconds: 60, recoverySeconds: 60, pg: 17, out: 'x.json' });
     expect(() => parseSoakOptions(['--rates', '5'])).toThrow('unknown flag --rates');
     expect(() => parseSoakOptions(['--rate', 'fast'])).toThrow('positive number');
-    expect(() => parseSoakOptions(['--pg', '16'])).toThrow('15 or 17');
+    expect(() => parseSoakOptions(['--pg', '16'])).toThrow('15, 17 or 18');
+    expect(parseSoakOptions(['--pg', '18'])).toMatchObject({ pg: 18 });
+  });
+
+  it('--engine: gen-durable by default, pgq on PostgreSQL 15 only', () => {
+    expect(parseSoakOptions([])).toMatchObject({ engine: 'gen-durable' });
+    expect(parseSoakOptions(['--engine', 'pgq'])).toMatchObject({ engine: 'pgq', pg: 15 });
+    expect(() => parseSoakOptions(['--engine', 'pgq', '--pg', '18'])).toThrow(
+      '--engine pgq runs on PostgreSQL 15 only',
+    );
+    expect(() => parseSoakOptions(['--engine', 'river'])).toThrow('gen-durable or pgq');
   });
 });
 
