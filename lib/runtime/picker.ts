@@ -1,7 +1,7 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import { gateHolder, type Limiter, type LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { type ClaimBatch, CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
+import { type ClaimBatch, CLAIM_FAIR, CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
@@ -32,6 +32,21 @@ export class Picker {
   /** This node's gate names, passed to every claim. */
   private readonly gates: readonly string[];
 
+  /**
+   * The queues whose claims are fair (CLAIM_FAIR, docs/many-tenants.md "Fair claims by key"):
+   * a queue enters when a plain claim returns a keyed row, and leaves when a fair claim finds
+   * no fairness head left. A plain queue never leaves CLAIM_RUNNABLE.
+   */
+  private readonly fairQueues = new Set<string>();
+
+  /**
+   * Makes the claims of `queues` fair from the next one (their FSMs declare
+   * `@DurableFsm({ fairnessKey })`); a queue found without fairness heads goes back to plain.
+   */
+  declareFair(queues: Iterable<string>): void {
+    for (const q of queues) this.fairQueues.add(q);
+  }
+
   /** {@link pickBatch}'s rows: what the testing drain and the specs run. */
   async pick(queue: string, batch: number, worker: string): Promise<ClaimedRow[]> {
     return (await this.pickBatch(queue, batch, worker)).rows;
@@ -49,13 +64,20 @@ export class Picker {
     let claim: ClaimBatch = { rows: [], paused: false };
     for (let attempt = 1; ; attempt++) {
       try {
-        claim = await CLAIM_RUNNABLE.run(this.sql, {
+        const input = {
           queue,
           limit: batch,
           worker,
           leaseMs: this.options.leaseTtl,
           gates: this.gates,
-        });
+        };
+        if (this.fairQueues.has(queue)) {
+          claim = await CLAIM_FAIR.run(this.sql, input);
+          if (claim.fair === false) this.fairQueues.delete(queue);
+        } else {
+          claim = await CLAIM_RUNNABLE.run(this.sql, input);
+          if (claim.rows.some((r) => r.fairnessKey != null)) this.fairQueues.add(queue);
+        }
         break;
       } catch (err) {
         if ((err as { constraint?: string }).constraint !== ARBITER_INDEX) throw err;
