@@ -250,9 +250,11 @@ export const CLAIM_RUNNABLE = sql(
  *   gen_durable_fair_keys_walk), locked FOR NO KEY UPDATE SKIP LOCKED: a head another claim
  *   holds is skipped (two claims serve disjoint keys and never wait on each other). A
  *   concurrent insert's FOR KEY SHARE on a head does not conflict with that lock.
- * - probe: per head, its oldest `$2` due rows by a LATERAL LIMIT probe of gen_durable_fair_pick
- *   (queue, key, priority, eligible_at), with the K = 1 guard and the held filter of
- *   CLAIM_RUNNABLE. Unlocked: only the rows picked below are locked.
+ * - probe: per head, its oldest `$2` due, unheld rows by a LATERAL LIMIT probe of
+ *   gen_durable_fair_pick (queue, key, priority, eligible_at), then the K = 1 guard of
+ *   CLAIM_RUNNABLE on those: the guard runs after the LIMIT, so a key whose rows wait behind one
+ *   busy K = 1 key costs `$2` index tuples, never a walk of its backlog (docs/performance.md
+ *   "Known limits" #1). Unlocked: only the rows picked below are locked.
  * - plain: the queue's rows without a key, looked for only among the first 4 × `$2` due rows
  *   of gen_durable_pick (bounded: behind a keyed backlog such a row waits until it reaches the
  *   front); they count as one more key at the lowest walked `vtime`, weight 1.
@@ -262,10 +264,12 @@ export const CLAIM_RUNNABLE = sql(
  * - locked: the picked rows locked by ctid, FOR NO KEY UPDATE SKIP LOCKED, re-checked runnable
  *   and not held (a row another claim took meanwhile is skipped, or fails the re-check).
  * - kept / claimed: as CLAIM_RUNNABLE (one row per raw K = 1 key; the lease, claim_seq).
- * - advance: each walked head advances by the cost of the rows it was served; a head whose
+ * - moves / advance: each walked head advances by the cost of the rows it was served; a head whose
  *   probe found nothing due goes behind this round (the largest finish picked, else the
  *   largest walked `vtime`, plus 1), so keys without due work leave the window and an idle key
  *   that gets work again starts level with the others instead of spending a saved-up credit.
+ *   The heads are updated by ctid (a TID scan of the rows `heads` locked, never a scan of the
+ *   table).
  * - pause, enrichment, suspect, trace context, progress: as CLAIM_RUNNABLE.
  */
 export const CLAIM_FAIR = sql(
@@ -273,7 +277,7 @@ export const CLAIM_FAIR = sql(
   `WITH pause AS (
      SELECT EXISTS (SELECT 1 FROM {schema}.gen_durable_paused_queues p WHERE p.queue = $1) AS paused
    ), heads AS (
-     SELECT f.fairness_key, f.vtime
+     SELECT f.ctid AS tid, f.fairness_key, f.vtime
        FROM {schema}.gen_durable_fair_keys f
       WHERE f.queue = $1 AND NOT (SELECT pause.paused FROM pause)
       ORDER BY f.vtime
@@ -283,14 +287,17 @@ export const CLAIM_FAIR = sql(
      SELECT h.fairness_key AS fkey, h.vtime, c.*
        FROM heads h
        CROSS JOIN LATERAL (
-         SELECT g.ctid AS tid, g.id, g.priority, g.eligible_at, g.fairness_weight,
+         SELECT g.tid, g.id, g.priority, g.eligible_at, g.fairness_weight,
                 COALESCE(g.concurrency_name = ANY ($5::text[]), false) AS gated
-           FROM {schema}.gen_durable g
+           FROM (SELECT x.ctid AS tid, x.id, x.priority, x.eligible_at, x.fairness_weight,
+                        x.concurrency_key, x.concurrency_name
+                   FROM {schema}.gen_durable x
+                  WHERE x.queue = $1 AND x.fairness_key = h.fairness_key AND x.status = 'runnable'
+                    AND x.eligible_at <= now() AND x.held_at IS NULL
+                  ORDER BY x.priority, x.eligible_at
+                  LIMIT $2) g
            ${busyProbe('g')}
-          WHERE g.queue = $1 AND g.fairness_key = h.fairness_key AND g.status = 'runnable'
-            AND g.eligible_at <= now() AND k.busy IS NULL AND g.held_at IS NULL
-          ORDER BY g.priority, g.eligible_at
-          LIMIT $2
+          WHERE k.busy IS NULL
        ) c
    ), plain AS (
      SELECT NULL::text AS fkey, (SELECT min(h.vtime) FROM heads h) AS vtime, c.tid, c.id,
@@ -345,15 +352,19 @@ export const CLAIM_FAIR = sql(
        FROM claimed c
       WHERE c.fairness_key IS NOT NULL
       GROUP BY c.fairness_key
-   ), advance AS (
-     UPDATE {schema}.gen_durable_fair_keys f
-        SET vtime = CASE WHEN s.cost IS NOT NULL THEN f.vtime + s.cost
-                         ELSE GREATEST(f.vtime, COALESCE((SELECT max(p.finish) FROM pick p),
-                                                         (SELECT max(h2.vtime) FROM heads h2)) + 1) END
+   ), moves AS (
+     SELECT h.tid,
+            COALESCE(h.vtime + s.cost,
+                     GREATEST(h.vtime, COALESCE((SELECT max(p.finish) FROM pick p),
+                                                (SELECT max(h2.vtime) FROM heads h2)) + 1)) AS vtime
        FROM heads h
        LEFT JOIN served s ON s.fairness_key = h.fairness_key
-      WHERE f.queue = $1 AND f.fairness_key = h.fairness_key
-        AND (s.cost IS NOT NULL OR NOT EXISTS (SELECT 1 FROM probe pr WHERE pr.fkey = h.fairness_key))
+      WHERE s.cost IS NOT NULL OR NOT EXISTS (SELECT 1 FROM probe pr WHERE pr.fkey = h.fairness_key)
+   ), advance AS (
+     UPDATE {schema}.gen_durable_fair_keys f
+        SET vtime = m.vtime
+       FROM moves m
+      WHERE f.ctid = m.tid AND f.ctid = ANY (ARRAY(SELECT m2.tid FROM moves m2))
       RETURNING 1
    )
    SELECT c.id, c.fsm, c.fsm_version, c.step, c.state, c.attempt, c.awaits, c.queue, c.priority,

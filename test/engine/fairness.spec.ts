@@ -1,5 +1,7 @@
 import { done, DurableFsm, InvalidInputError, Step } from '../../lib';
-import { bootEngine, claimRows, type Harness } from '../support/engine-harness';
+import { CLAIM_FAIR } from '../../lib/sql/claim.sql';
+import { bootEngine, claimRows, eventually, type Harness } from '../support/engine-harness';
+import { explainRan } from '../support/explain-plan';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // Fair claims by key (docs/many-tenants.md "Fair claims by key"): within a queue and priority
@@ -184,5 +186,56 @@ describe('fairness keys', () => {
       `SELECT fairness_key FROM gen_durable_fair_keys WHERE queue = 'fair-paths'`,
     );
     expect(heads.rows.map((r) => r.fairness_key)).toEqual(['override']);
+  });
+
+  it('insertAsync (the group-commit batcher) stores the key and the weight too', async () => {
+    await h.engine.insertAsync(TenantFsm, {
+      state: { tenant: 'async' },
+      queue: 'fair-async',
+      fairnessWeight: 4,
+    });
+    const rows = await eventually(async () => {
+      const { rows: found } = await db.pool.query<{
+        fairness_key: string;
+        fairness_weight: number;
+      }>(`SELECT fairness_key, fairness_weight FROM gen_durable WHERE queue = 'fair-async'`);
+      return found.length > 0 ? found : undefined;
+    });
+    expect(rows).toEqual([{ fairness_key: 'async', fairness_weight: 4 }]);
+  });
+
+  it('a key whose rows wait behind a busy K = 1 key costs a bounded probe, and others are served', async () => {
+    await h.engine.insertAll(TenantFsm, [
+      ...Array.from({ length: 60 }, () => ({
+        state: { tenant: 'hot' },
+        queue: 'fair-hot',
+        concurrencyKey: 'hot-k1',
+      })),
+      ...Array.from({ length: 3 }, () => ({ state: { tenant: 'cold' }, queue: 'fair-hot' })),
+    ]);
+    // The first claim (plain, the queue is not declared) takes one hot row: `hot-k1` executes.
+    const first = await claimRows(h.engine, 'fair-hot', 1, 'w1');
+    expect(first.map((r) => r.fairnessKey)).toEqual(['hot']);
+    const next = await claimRows(h.engine, 'fair-hot', 10, 'w1');
+    expect(next.map((r) => r.fairnessKey)).toEqual(['cold', 'cold', 'cold']);
+    // The plan: heads by gen_durable_fair_keys_walk, rows by gen_durable_fair_pick, no seq scan
+    // of gen_durable; the hot key's probe reads at most the batch (10) of its 59 waiting rows.
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const input = { queue: 'fair-hot', limit: 10, worker: 'w', leaseMs: 1000, gates: [] };
+      const { used } = await explainRan(client, CLAIM_FAIR, CLAIM_FAIR.params(input));
+      expect(used).toContain('gen_durable_fair_pick');
+      expect(used).not.toContain('seq:gen_durable');
+      const { rows } = await client.query<{ 'QUERY PLAN': unknown }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) SELECT 1 FROM (SELECT x.id FROM gen_durable x
+           WHERE x.queue = 'fair-hot' AND x.fairness_key = 'hot' AND x.status = 'runnable'
+           ORDER BY x.priority, x.eligible_at LIMIT 10) q`,
+      );
+      expect(JSON.stringify(rows[0]!['QUERY PLAN'])).toContain('gen_durable_fair_pick');
+      await client.query('ROLLBACK');
+    } finally {
+      client.release();
+    }
   });
 });
