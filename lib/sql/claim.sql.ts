@@ -262,7 +262,10 @@ export const CLAIM_RUNNABLE = sql(
  *   1 / `fairness_weight` of its key's rows up to it; the batch is the `$2` candidates first by
  *   (priority, finish, eligible_at, id): weighted round robin across keys within a priority.
  * - locked: the picked rows locked by ctid, FOR NO KEY UPDATE SKIP LOCKED, re-checked runnable
- *   and not held (a row another claim took meanwhile is skipped, or fails the re-check).
+ *   and not held (a row another claim took meanwhile is skipped, or fails the re-check). The
+ *   `ctid = ANY (ARRAY(…))` here and in `claimed` pins a TID scan: a join on ctid alone let the
+ *   planner hash-join a seq scan of gen_durable for batches of ~200 (prefetch) on a table
+ *   whose statistics predate a large insert.
  * - kept / claimed: as CLAIM_RUNNABLE (one row per raw K = 1 key; the lease, claim_seq).
  * - moves / advance: each walked head advances by the cost of the rows it was served; a head whose
  *   probe found nothing due goes behind this round (the largest finish picked, else the
@@ -326,7 +329,8 @@ export const CLAIM_FAIR = sql(
      SELECT g.ctid AS tid, g.concurrency_key, g.priority, g.eligible_at, g.id, p.gated
        FROM pick p
        JOIN {schema}.gen_durable g ON g.ctid = p.tid
-      WHERE g.status = 'runnable' AND g.held_at IS NULL
+      WHERE g.ctid = ANY (ARRAY(SELECT p2.tid FROM pick p2))
+        AND g.status = 'runnable' AND g.held_at IS NULL
       FOR NO KEY UPDATE OF g SKIP LOCKED
    ), kept AS (
      SELECT c.tid, c.gated
@@ -341,7 +345,7 @@ export const CLAIM_FAIR = sql(
             concurrency_shard = CASE WHEN kept.gated THEN 0 END,
             claim_seq = g.claim_seq + 1, updated_at = now()
        FROM kept
-      WHERE g.ctid = kept.tid
+      WHERE g.ctid = kept.tid AND g.ctid = ANY (ARRAY(SELECT k2.tid FROM kept k2))
       RETURNING g.id, g.fsm, g.fsm_version, g.step, g.state, g.attempt, g.awaits, g.queue,
                 g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
                 g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, g.suspect, g.trace_context,
