@@ -263,9 +263,10 @@ export const CLAIM_RUNNABLE = sql(
  *   (priority, finish, eligible_at, id): weighted round robin across keys within a priority.
  * - locked: the picked rows locked by ctid, FOR NO KEY UPDATE SKIP LOCKED, re-checked runnable
  *   and not held (a row another claim took meanwhile is skipped, or fails the re-check). The
- *   `ctid = ANY (ARRAY(…))` here and in `claimed` pins a TID scan: a join on ctid alone let the
- *   planner hash-join a seq scan of gen_durable for batches of ~200 (prefetch) on a table
- *   whose statistics predate a large insert.
+ *   `ctid = ANY (ARRAY(…))` here and in `claimed` pins a TID scan. Without it, claims of ~200
+ *   rows (prefetch) on a table whose statistics predated a 1 000 000-row insert ran ~18×
+ *   slower (docs/performance.md "Noisy neighbour"), most likely a hash join over a seq scan
+ *   of gen_durable (that plan was not captured).
  * - kept / claimed: as CLAIM_RUNNABLE (one row per raw K = 1 key; the lease, claim_seq).
  * - moves / advance: each walked head advances by the cost of the rows it was served; a head whose
  *   probe found nothing due goes behind this round (the largest finish picked, else the
