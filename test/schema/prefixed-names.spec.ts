@@ -103,7 +103,7 @@ class UpgradeCheckoutFsm {
 
 /**
  * A version-9 row as the current version shows it: its new columns (lib/schema/v011.ts,
- * v012.ts, v014.ts) NULL, its fairness weight the default 1.
+ * v012.ts, v015.ts) NULL, its fairness weight the default 1.
  */
 function withNewColumns(row: unknown): unknown {
   return {

@@ -1,7 +1,7 @@
 import type { SchemaIncrement } from './schema-increment';
 
 /**
- * Version 14: fairness keys (docs/many-tenants.md "Fair claims by key").
+ * Version 15: fairness keys (docs/many-tenants.md "Fair claims by key").
  * - `gen_durable.fairness_key` / `fairness_weight`: the insert's `fairnessKey` (NULL = none)
  *   and `fairnessWeight` (integer ≥ 1, default 1). Added with a constant default: nothing is
  *   rewritten.
@@ -22,8 +22,8 @@ import type { SchemaIncrement } from './schema-increment';
  *   'runnable' AND fairness_key IS NOT NULL`: the per-key LATERAL probe of the fair claim, in
  *   the pick order of gen_durable_pick. Partial on keyed rows: plain rows never enter it.
  */
-export const V014: SchemaIncrement = {
-  version: 14,
+export const V015: SchemaIncrement = {
+  version: 15,
   up: [
     `ALTER TABLE {schema}.gen_durable ADD COLUMN fairness_key text,
        ADD COLUMN fairness_weight int NOT NULL DEFAULT 1`,
