@@ -1,6 +1,6 @@
 TYPE gen_durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 14
+TABLE gen_durable  -- comment: 15
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -48,6 +48,8 @@ END) STORED
   held_reason text
   dedup_until timestamp with time zone
   deadline_at timestamp with time zone
+  fairness_key text
+  fairness_weight integer NOT NULL DEFAULT 1
   CONSTRAINT gen_durable_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES gen_durable(id) ON DELETE SET NULL
   CONSTRAINT gen_durable_pkey PRIMARY KEY (id)
   CONSTRAINT gen_durable_state_is_object CHECK ((jsonb_typeof(state) = 'object'::text))
@@ -58,6 +60,7 @@ END) STORED
   INDEX ON gen_durable USING btree (correlation_key, dedup_until) WHERE (dedup_until IS NOT NULL)  -- gen_durable_dedup
   INDEX ON gen_durable USING btree (correlation_key, updated_at) WHERE ((status <> ALL (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status])) AND (correlation_key IS NOT NULL))  -- gen_durable_ended_key
   INDEX ON gen_durable USING btree (id) WHERE (status = 'failed'::gen_durable_status)  -- gen_durable_failed
+  INDEX ON gen_durable USING btree (queue, fairness_key, priority, eligible_at) WHERE ((status = 'runnable'::gen_durable_status) AND (fairness_key IS NOT NULL))  -- gen_durable_fair_pick
   INDEX ON gen_durable USING btree (updated_at) WHERE (status <> ALL (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status]))  -- gen_durable_gc
   INDEX ON gen_durable USING btree (lease_expires_at) WHERE (status = 'executing'::gen_durable_status)  -- gen_durable_lease
   INDEX ON gen_durable USING btree (parent_id) WHERE (parent_id IS NOT NULL)  -- gen_durable_parent
@@ -85,6 +88,14 @@ TABLE gen_durable_buckets
   CONSTRAINT gen_durable_buckets_check CHECK (((available >= (0)::double precision) AND (available <= capacity)))
   CONSTRAINT gen_durable_buckets_pkey PRIMARY KEY (kind, key, shard)
   INDEX UNIQUE ON gen_durable_buckets USING btree (kind, key, shard)  -- gen_durable_buckets_pkey
+
+TABLE gen_durable_fair_keys
+  queue text NOT NULL
+  fairness_key text NOT NULL
+  vtime double precision NOT NULL DEFAULT 0
+  CONSTRAINT gen_durable_fair_keys_pkey PRIMARY KEY (queue, fairness_key)
+  INDEX UNIQUE ON gen_durable_fair_keys USING btree (queue, fairness_key)  -- gen_durable_fair_keys_pkey
+  INDEX ON gen_durable_fair_keys USING btree (queue, vtime)  -- gen_durable_fair_keys_walk
 
 TABLE gen_durable_history
   id bigint NOT NULL IDENTITY(d)
@@ -192,7 +203,29 @@ TABLE gen_durable_streams
   CONSTRAINT gen_durable_streams_pkey PRIMARY KEY (instance_id, name, seq)
   INDEX UNIQUE ON gen_durable_streams USING btree (instance_id, name, seq)  -- gen_durable_streams_pkey
 
+TRIGGER gen_durable_fair_head_insert AFTER INSERT ON gen_durable FOR EACH ROW WHEN ((new.fairness_key IS NOT NULL)) EXECUTE FUNCTION gen_durable_fair_head()
+
+TRIGGER gen_durable_fair_head_update AFTER UPDATE OF status, queue ON gen_durable FOR EACH ROW WHEN (((new.fairness_key IS NOT NULL) AND ((new.status)::text = 'runnable'::text) AND (((old.status)::text = ANY (ARRAY['done'::text, 'failed'::text, 'cancelled'::text])) OR (old.queue IS DISTINCT FROM new.queue)))) EXECUTE FUNCTION gen_durable_fair_head()
+
 TRIGGER gen_durable_mark_signaled AFTER INSERT ON gen_durable_signals FOR EACH ROW EXECUTE FUNCTION gen_durable_mark_signaled()
+
+FUNCTION gen_durable_fair_head()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+     BEGIN
+       LOOP
+         PERFORM 1 FROM gen_durable_fair_keys f
+           WHERE f.queue = NEW.queue AND f.fairness_key = NEW.fairness_key FOR KEY SHARE;
+         EXIT WHEN FOUND;
+         INSERT INTO gen_durable_fair_keys (queue, fairness_key, vtime)
+           SELECT NEW.queue, NEW.fairness_key,
+                  COALESCE((SELECT min(m.vtime) FROM gen_durable_fair_keys m WHERE m.queue = NEW.queue), 0)
+           ON CONFLICT DO NOTHING;
+       END LOOP;
+       RETURN NULL;
+     END
+     $function$
 
 FUNCTION gen_durable_mark_signaled()
  RETURNS trigger

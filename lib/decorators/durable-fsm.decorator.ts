@@ -93,6 +93,14 @@ export interface DurableFsmOptions {
    * Default: none.
    */
   result?: StandardSchemaV1;
+  /**
+   * The default fairness key of its inserts, a function of the inserted state (e.g.
+   * `(state) => state.tenantId`; docs/many-tenants.md "Fair claims by key"): it must answer a
+   * non-empty string of at most 200 characters, else the insert fails with an
+   * `InvalidInputError` naming `fairnessKey`. An insert's own `fairnessKey` wins. Default:
+   * none (no key: the queue's plain order).
+   */
+  fairnessKey?: (state: Record<string, unknown>) => string;
 }
 
 /** Metadata stored on a `@DurableFsm()` class. */

@@ -37,6 +37,11 @@ export interface FsmDefinition {
   readonly deadline?: FsmDeadline | undefined;
   /** What its step history records (docs/design.md §28.1). */
   readonly history: HistoryLevel;
+  /**
+   * `@DurableFsm({ fairnessKey })`: the default fairness key of its inserts, from the inserted
+   * state (docs/many-tenants.md "Fair claims by key"); absent = none.
+   */
+  readonly fairnessKey?: ((state: Record<string, unknown>) => unknown) | undefined;
   /** Its own retention per status, ms, where it overrides the module's `gc` (empty = none). */
   readonly retention: RetentionOverride;
   /** The provider class. */

@@ -278,6 +278,12 @@ export class FsmExplorer {
       );
     }
     const retention = checkRetention(meta.retention, `${where}.retention`);
+    if (meta.fairnessKey !== undefined && typeof meta.fairnessKey !== 'function') {
+      throw new ConfigurationError(
+        `${where}.fairnessKey`,
+        'must be a function of the inserted state that answers the key',
+      );
+    }
     const signalSchemas = new Map<string, StandardSchemaV1>();
     if (meta.signals !== undefined) {
       if (
@@ -304,6 +310,7 @@ export class FsmExplorer {
       version,
       cancelOn: new Set(cancelOn),
       ...(deadline ? { deadline } : {}),
+      ...(meta.fairnessKey !== undefined ? { fairnessKey: meta.fairnessKey } : {}),
       history: history as HistoryLevel,
       retention,
       queue: meta.queue ?? 'default',

@@ -346,6 +346,13 @@ export class EngineRuntime {
 
   async start(): Promise<void> {
     this.bootDeadline = Date.now() + this.options.bootTimeout;
+    // An FSM that declares a default fairness key makes its queue's claims fair from the first.
+    this.picker.declareFair(
+      this.registry
+        .all()
+        .filter((d) => d.fairnessKey !== undefined)
+        .map((d) => d.queue),
+    );
     const installed = await this.onBoot('schema check', () =>
       READ_SCHEMA_VERSION.run(this.sql, { schema: this.options.schema }),
     );

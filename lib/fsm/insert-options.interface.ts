@@ -56,6 +56,19 @@ export interface InsertOptions {
    */
   dedupWindowMs?: number;
   /**
+   * The fairness key of the instance (docs/many-tenants.md "Fair claims by key"), e.g. its
+   * tenant id: a non-empty string of at most 200 characters. Within one queue and priority the
+   * claim serves keys in weighted round robin, and a lone busy key still gets the whole queue.
+   * Wins over the FSM's `@DurableFsm({ fairnessKey })`. Every insert path takes it. Default:
+   * none (the queue's plain order).
+   */
+  fairnessKey?: string;
+  /**
+   * The key's weight, integer 1 … 1000: a key whose rows weigh 2 is served twice as many rows
+   * as a key whose rows weigh 1, while both have work. Needs a fairness key. Default `1`.
+   */
+  fairnessWeight?: number;
+  /**
    * When the instance must have ended (docs/operations-control.md "Instance deadlines"): a
    * live instance past it is cancelled (an executing one cooperatively, then fenced after its
    * FSM's `deadlineGraceMs`), or routed to its FSM's `onDeadline` step. Wins over

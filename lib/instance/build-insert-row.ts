@@ -27,7 +27,25 @@ export type InsertDefinition = Pick<
   readonly steps: { has(step: string): boolean };
   /** `@DurableFsm({ deadlineMs })`: the default deadline of its inserts, ms; absent = none. */
   readonly deadline?: { readonly ms: number | null } | undefined;
+  /** `@DurableFsm({ fairnessKey })`: the default fairness key, from the state; absent = none. */
+  readonly fairnessKey?: ((state: Record<string, unknown>) => unknown) | undefined;
 };
+
+/** The longest fairness key, characters (docs/many-tenants.md "Fair claims by key"). */
+export const MAX_FAIRNESS_KEY_LENGTH = 200;
+/** The largest fairness weight. */
+export const MAX_FAIRNESS_WEIGHT = 1000;
+
+/** A fairness key checked: a non-empty string of at most {@link MAX_FAIRNESS_KEY_LENGTH}. */
+function checkFairnessKey(key: unknown, path: string): string {
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_FAIRNESS_KEY_LENGTH) {
+    throw new InvalidInputError(
+      path,
+      `must be a non-empty string of at most ${MAX_FAIRNESS_KEY_LENGTH} characters, got ${typeof key === 'string' ? `a string of ${key.length}` : typeof key}`,
+    );
+  }
+  return key;
+}
 
 /** The options an insert is checked against. */
 export type InsertLimits = Pick<ResolvedOptions, 'maxStateBytes' | 'rateLimits'>;
@@ -54,6 +72,8 @@ const INSERT_KEYS = new Set([
   'held',
   'deadline',
   'deadlineInMs',
+  'fairnessKey',
+  'fairnessWeight',
 ]);
 
 /**
@@ -202,6 +222,30 @@ export function buildInsertRow(
     }
   }
 
+  let fairnessKey: string | null = null;
+  if (o.fairnessKey !== undefined) {
+    fairnessKey = checkFairnessKey(o.fairnessKey, `${path}.fairnessKey`);
+  } else if (definition.fairnessKey !== undefined) {
+    fairnessKey = checkFairnessKey(
+      definition.fairnessKey(rawState as Record<string, unknown>),
+      `${path}.fairnessKey`,
+    );
+  }
+  let fairnessWeight = 1;
+  if (o.fairnessWeight !== undefined) {
+    const w: unknown = o.fairnessWeight;
+    if (typeof w !== 'number' || !Number.isInteger(w) || w < 1 || w > MAX_FAIRNESS_WEIGHT) {
+      throw new InvalidInputError(
+        `${path}.fairnessWeight`,
+        `must be an integer in 1 … ${MAX_FAIRNESS_WEIGHT}, got ${String(w)}`,
+      );
+    }
+    if (fairnessKey === null) {
+      throw new InvalidInputError(`${path}.fairnessWeight`, 'needs a fairnessKey');
+    }
+    fairnessWeight = w;
+  }
+
   let deadlineAt: Date | null = null;
   let deadlineInMs: number | null = null;
   if (o.deadline !== undefined) deadlineAt = validDate(o.deadline, `${path}.deadline`);
@@ -227,5 +271,6 @@ export function buildInsertRow(
     ...(dedupWindowMs !== null ? { dedupWindowMs } : {}),
     ...(deadlineAt !== null ? { deadlineAt } : {}),
     ...(deadlineInMs !== null ? { deadlineInMs } : {}),
+    ...(fairnessKey !== null ? { fairnessKey, fairnessWeight } : {}),
   };
 }

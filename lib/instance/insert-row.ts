@@ -30,6 +30,10 @@ export interface InsertRow {
    */
   readonly deadlineAt?: Date | null;
   readonly deadlineInMs?: number | null;
+  /** The fairness key (docs/many-tenants.md "Fair claims by key"); absent = none. */
+  readonly fairnessKey?: string | null;
+  /** Its weight, integer ≥ 1; absent = 1. */
+  readonly fairnessWeight?: number;
 }
 
 /** `row` carrying `traceContext` (docs/design.md §31); `row` itself when there is none. */

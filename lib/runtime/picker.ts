@@ -1,7 +1,7 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import { gateHolder, type Limiter, type LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { type ClaimBatch, CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
+import { type ClaimBatch, CLAIM_FAIR, CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimFloor } from './claim-floor';
@@ -33,6 +33,21 @@ export class Picker {
   /** This node's gate names, passed to every claim. */
   private readonly gates: readonly string[];
 
+  /**
+   * The queues whose claims are fair (CLAIM_FAIR, docs/many-tenants.md "Fair claims by key"):
+   * a queue enters when a plain claim returns a keyed row, and leaves when a fair claim finds
+   * no fairness head left. A plain queue never leaves CLAIM_RUNNABLE.
+   */
+  private readonly fairQueues = new Set<string>();
+
+  /**
+   * Makes the claims of `queues` fair from the next one (their FSMs declare
+   * `@DurableFsm({ fairnessKey })`); a queue found without fairness heads goes back to plain.
+   */
+  declareFair(queues: Iterable<string>): void {
+    for (const q of queues) this.fairQueues.add(q);
+  }
+
   /** {@link pickBatch}'s rows: what the testing drain and the specs run. */
   async pick(queue: string, batch: number, worker: string): Promise<ClaimedRow[]> {
     return (await this.pickBatch(queue, batch, worker)).rows;
@@ -54,16 +69,29 @@ export class Picker {
     let claim: ClaimBatch | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
-        const from = floor?.start(Date.now());
-        claim = await CLAIM_RUNNABLE.run(this.sql, {
+        const input = {
           queue,
           limit: batch,
           worker,
           leaseMs: this.options.leaseTtl,
           gates: this.gates,
-          from,
-        });
-        floor?.learn(claim.head, claim.dbNow, from === undefined, claim.execMs, Date.now());
+        };
+        if (this.fairQueues.has(queue)) {
+          // The fair claim walks its heads, not the pick index: no floor (docs/many-tenants.md).
+          claim = await CLAIM_FAIR.run(this.sql, input);
+          if (claim.fair === false) this.fairQueues.delete(queue);
+        } else {
+          const from = floor?.start(Date.now());
+          claim = await CLAIM_RUNNABLE.run(this.sql, { ...input, from });
+          floor?.learn(
+            claim.head,
+            claim.dbNow ?? new Date(),
+            from === undefined,
+            claim.execMs ?? 0,
+            Date.now(),
+          );
+          if (claim.rows.some((r) => r.fairnessKey != null)) this.fairQueues.add(queue);
+        }
         break;
       } catch (err) {
         if ((err as { constraint?: string }).constraint !== ARBITER_INDEX) throw err;

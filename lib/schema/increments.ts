@@ -13,6 +13,7 @@ import { V011 } from './v011';
 import { V012 } from './v012';
 import { V013 } from './v013';
 import { V014 } from './v014';
+import { V015 } from './v015';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -30,6 +31,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V012,
   V013,
   V014,
+  V015,
 ];
 
 /** The schema version this build of the library needs. */

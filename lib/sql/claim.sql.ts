@@ -48,6 +48,8 @@ export interface ClaimRow {
   readonly concurrencyShard: number | null;
   readonly rateLimit: string | null;
   readonly weight: number;
+  /** The row's fairness key (docs/many-tenants.md "Fair claims by key"), or null. */
+  readonly fairnessKey?: string | null;
   /** The fencing token of this claim (docs/design.md §26.1). */
   readonly claimSeq: string;
   /**
@@ -85,15 +87,24 @@ export interface ClaimRow {
 export interface ClaimBatch {
   readonly rows: ClaimRow[];
   readonly paused: boolean;
-  /** The oldest runnable, unheld row at or after the claim's start, or undefined for none. */
-  readonly head: ClaimHead | undefined;
-  /** The statement's `now()`. */
-  readonly dbNow: Date;
   /**
-   * How long the statement ran on the server, in ms: from its start to the projection of its
-   * last answer row (after the candidates' scan, the update and the head probe).
+   * CLAIM_RUNNABLE only (docs/design.md §5.3.1): the oldest runnable, unheld row at or after
+   * the claim's start, or undefined for none.
    */
-  readonly execMs: number;
+  readonly head?: ClaimHead | undefined;
+  /** CLAIM_RUNNABLE only: the statement's `now()`. */
+  readonly dbNow?: Date;
+  /**
+   * CLAIM_RUNNABLE only: how long the statement ran on the server, in ms: from its start to
+   * the projection of its last answer row (after the candidates' scan, the update and the
+   * head probe).
+   */
+  readonly execMs?: number;
+  /**
+   * CLAIM_FAIR only: the queue still has fairness heads (gen_durable_fair_keys), so its next
+   * claim should be fair too; absent from CLAIM_RUNNABLE.
+   */
+  readonly fair?: boolean;
 }
 
 /** A held row's enrichment as LOAD_ENRICHMENT re-reads it. */
@@ -119,6 +130,7 @@ interface ClaimRecord {
   concurrency_shard: number | null;
   rate_limit: string | null;
   weight: number;
+  fairness_key?: string | null;
   claim_seq: string;
   parent_id: string | null;
   gated: boolean;
@@ -133,29 +145,31 @@ interface ClaimRecord {
   trace_context?: string | null;
   /** The progress this step reported in an earlier run (docs/design.md §28.2), or NULL. */
   last_progress?: unknown;
-  head_priority: number | null;
-  head_at: Date | null;
-  db_now: Date;
-  exec_ms: string;
+  /** CLAIM_RUNNABLE's head probe and timing (docs/design.md §5.3.1); absent from CLAIM_FAIR. */
+  head_priority?: number | null;
+  head_at?: Date | null;
+  db_now?: Date;
+  exec_ms?: string;
 }
 
 /** The one row of a claim that took nothing: no id, only the pause flag and the head. */
 interface EmptyClaimRecord {
   id: null;
   paused: boolean;
-  head_priority: number | null;
-  head_at: Date | null;
-  db_now: Date;
-  exec_ms: string;
+  head_priority?: number | null;
+  head_at?: Date | null;
+  db_now?: Date;
+  exec_ms?: string;
+  fair?: boolean;
 }
 
-/** The columns every row of a claim's answer carries (docs/design.md §5.3.1). */
+/** The columns every row of CLAIM_RUNNABLE's answer carries (docs/design.md §5.3.1). */
 interface ClaimHeadColumns {
-  head_priority: number | null;
-  head_at: Date | null;
-  db_now: Date;
+  head_priority?: number | null;
+  head_at?: Date | null;
+  db_now?: Date;
   /** Milliseconds from the statement's start to this row's projection (numeric, as text). */
-  exec_ms: string;
+  exec_ms?: string;
 }
 
 interface EnrichmentRecord {
@@ -226,6 +240,8 @@ interface ChildRecord {
  *   and the stored progress's value when it was reported by the row's current step (the
  *   `lastProgress` of a retried step, docs/design.md §28.2: NULL, so nearly free, for a row
  *   without progress).
+ * - `fairness_key` rides along (no index involved): a keyed row tells the picker that its
+ *   queue holds fairness keys, and its next claim is CLAIM_FAIR (docs/many-tenants.md).
  */
 export const CLAIM_RUNNABLE = sql(
   'claim_runnable',
@@ -273,12 +289,12 @@ export const CLAIM_RUNNABLE = sql(
                 g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
                 g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, g.suspect, g.trace_context,
                 CASE WHEN g.progress->>'step' = g.step THEN g.progress->'value' END AS last_progress,
-                kept.gated
+                kept.gated, g.fairness_key
    )
    SELECT c.id, c.fsm, c.fsm_version, c.step, c.state, c.attempt, c.awaits, c.queue, c.priority,
           c.concurrency_key, c.concurrency_shard, c.rate_limit, c.weight, c.claim_seq, c.parent_id,
           c.gated, c.reaps, c.suspect, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children,
-          pause.paused, c.trace_context, c.last_progress,
+          pause.paused, c.trace_context, c.last_progress, c.fairness_key,
           (SELECT head.priority FROM head) AS head_priority, (SELECT head.at FROM head) AS head_at,
           now() AS db_now,
           extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000 AS exec_ms
@@ -310,7 +326,7 @@ export const CLAIM_RUNNABLE = sql(
         rows: out,
         paused: rows[0]?.paused === true,
         head:
-          first !== undefined && first.head_priority !== null && first.head_at !== null
+          first?.head_priority != null && first.head_at != null
             ? { priority: first.head_priority, at: first.head_at }
             : undefined,
         dbNow: first?.db_now ?? new Date(),
@@ -322,6 +338,175 @@ export const CLAIM_RUNNABLE = sql(
 
 /** The least `smallint`: a start at it (with `-infinity`) is the head of the pick index. */
 const LOWEST_PRIORITY = -32768;
+
+/**
+ * The fair claim (docs/many-tenants.md "Fair claims by key"), one statement, used for a queue
+ * that holds fairness keys instead of CLAIM_RUNNABLE; same parameters and the same answer
+ * (plus `fair`). Within a queue and priority it serves keys in weighted fair order (virtual
+ * time), work-conserving; its cost grows with the batch, not with the backlog nor the number
+ * of keys:
+ * - heads: the queue's first 2 × `$2` heads of gen_durable_fair_keys in `vtime` order (index
+ *   gen_durable_fair_keys_walk), locked FOR NO KEY UPDATE SKIP LOCKED: a head another claim
+ *   holds is skipped (two claims serve disjoint keys and never wait on each other). A
+ *   concurrent insert's FOR KEY SHARE on a head does not conflict with that lock.
+ * - probe: per head, its oldest `$2` due, unheld rows by a LATERAL LIMIT probe of
+ *   gen_durable_fair_pick (queue, key, priority, eligible_at), then the K = 1 guard of
+ *   CLAIM_RUNNABLE on those: the guard runs after the LIMIT, so a key whose rows wait behind one
+ *   busy K = 1 key costs `$2` index tuples, never a walk of its backlog (docs/performance.md
+ *   "Known limits" #1). Unlocked: only the rows picked below are locked.
+ * - plain: the queue's rows without a key, looked for only among the first 4 × `$2` due rows
+ *   of gen_durable_pick (bounded: behind a keyed backlog such a row waits until it reaches the
+ *   front); they count as one more key at the lowest walked `vtime`, weight 1.
+ * - ranked / pick: each candidate's finish time is its key's `vtime` plus the sum of
+ *   1 / `fairness_weight` of its key's rows up to it; the batch is the `$2` candidates first by
+ *   (priority, finish, eligible_at, id): weighted round robin across keys within a priority.
+ * - locked: the picked rows locked by ctid, FOR NO KEY UPDATE SKIP LOCKED, re-checked runnable
+ *   and not held (a row another claim took meanwhile is skipped, or fails the re-check). The
+ *   `ctid = ANY (ARRAY(…))` here and in `claimed` pins a TID scan. Without it, claims of ~200
+ *   rows (prefetch) on a table whose statistics predated a 1 000 000-row insert ran ~18×
+ *   slower (docs/performance.md "Noisy neighbour"), most likely a hash join over a seq scan
+ *   of gen_durable (that plan was not captured).
+ * - kept / claimed: as CLAIM_RUNNABLE (one row per raw K = 1 key; the lease, claim_seq).
+ * - moves / advance: each walked head advances by the cost of the rows it was served; a head whose
+ *   probe found nothing due goes behind this round (the largest finish picked, else the
+ *   largest walked `vtime`, plus 1), so keys without due work leave the window and an idle key
+ *   that gets work again starts level with the others instead of spending a saved-up credit.
+ *   The heads are updated by ctid (a TID scan of the rows `heads` locked, never a scan of the
+ *   table).
+ * - pause, enrichment, suspect, trace context, progress: as CLAIM_RUNNABLE.
+ */
+export const CLAIM_FAIR = sql(
+  'claim_fair',
+  `WITH pause AS (
+     SELECT EXISTS (SELECT 1 FROM {schema}.gen_durable_paused_queues p WHERE p.queue = $1) AS paused
+   ), heads AS (
+     SELECT f.ctid AS tid, f.fairness_key, f.vtime
+       FROM {schema}.gen_durable_fair_keys f
+      WHERE f.queue = $1 AND NOT (SELECT pause.paused FROM pause)
+      ORDER BY f.vtime
+      LIMIT $2 * 2
+      FOR NO KEY UPDATE OF f SKIP LOCKED
+   ), probe AS (
+     SELECT h.fairness_key AS fkey, h.vtime, c.*
+       FROM heads h
+       CROSS JOIN LATERAL (
+         SELECT g.tid, g.id, g.priority, g.eligible_at, g.fairness_weight,
+                COALESCE(g.concurrency_name = ANY ($5::text[]), false) AS gated
+           FROM (SELECT x.ctid AS tid, x.id, x.priority, x.eligible_at, x.fairness_weight,
+                        x.concurrency_key, x.concurrency_name
+                   FROM {schema}.gen_durable x
+                  WHERE x.queue = $1 AND x.fairness_key = h.fairness_key AND x.status = 'runnable'
+                    AND x.eligible_at <= now() AND x.held_at IS NULL
+                  ORDER BY x.priority, x.eligible_at
+                  LIMIT $2) g
+           ${busyProbe('g')}
+          WHERE k.busy IS NULL
+       ) c
+   ), plain AS (
+     SELECT NULL::text AS fkey, (SELECT min(h.vtime) FROM heads h) AS vtime, c.tid, c.id,
+            c.priority, c.eligible_at, 1 AS fairness_weight, c.gated
+       FROM (
+         SELECT g.ctid AS tid, g.id, g.priority, g.eligible_at, g.fairness_key,
+                COALESCE(g.concurrency_name = ANY ($5::text[]), false) AS gated
+           FROM {schema}.gen_durable g
+           ${busyProbe('g')}
+          WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now() AND k.busy IS NULL
+            AND g.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
+          ORDER BY g.priority, g.eligible_at
+          LIMIT $2 * 4
+       ) c
+      WHERE c.fairness_key IS NULL
+   ), ranked AS (
+     SELECT u.*, COALESCE(u.vtime, 0) + sum(1.0::float8 / u.fairness_weight)
+              OVER (PARTITION BY u.fkey ORDER BY u.priority, u.eligible_at, u.id) AS finish
+       FROM (SELECT * FROM probe UNION ALL SELECT * FROM plain) u
+   ), pick AS (
+     SELECT r.tid, r.gated, r.finish
+       FROM ranked r
+      ORDER BY r.priority, r.finish, r.eligible_at, r.id
+      LIMIT $2
+   ), locked AS (
+     SELECT g.ctid AS tid, g.concurrency_key, g.priority, g.eligible_at, g.id, p.gated
+       FROM pick p
+       JOIN {schema}.gen_durable g ON g.ctid = p.tid
+      WHERE g.ctid = ANY (ARRAY(SELECT p2.tid FROM pick p2))
+        AND g.status = 'runnable' AND g.held_at IS NULL
+      FOR NO KEY UPDATE OF g SKIP LOCKED
+   ), kept AS (
+     SELECT c.tid, c.gated
+       FROM (SELECT c.*, row_number() OVER (PARTITION BY c.concurrency_key
+                                            ORDER BY c.priority, c.eligible_at, c.id) AS rn
+               FROM locked c) c
+      WHERE c.concurrency_key IS NULL OR c.gated OR c.rn = 1
+   ), claimed AS (
+     UPDATE {schema}.gen_durable g
+        SET status = 'executing', locked_by = $3,
+            lease_expires_at = now() + make_interval(secs => $4::float8 / 1000),
+            concurrency_shard = CASE WHEN kept.gated THEN 0 END,
+            claim_seq = g.claim_seq + 1, updated_at = now()
+       FROM kept
+      WHERE g.ctid = kept.tid AND g.ctid = ANY (ARRAY(SELECT k2.tid FROM kept k2))
+      RETURNING g.id, g.fsm, g.fsm_version, g.step, g.state, g.attempt, g.awaits, g.queue,
+                g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
+                g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, g.suspect, g.trace_context,
+                CASE WHEN g.progress->>'step' = g.step THEN g.progress->'value' END AS last_progress,
+                kept.gated, g.fairness_key, g.fairness_weight
+   ), served AS (
+     SELECT c.fairness_key, sum(1.0::float8 / c.fairness_weight) AS cost
+       FROM claimed c
+      WHERE c.fairness_key IS NOT NULL
+      GROUP BY c.fairness_key
+   ), moves AS (
+     SELECT h.tid,
+            COALESCE(h.vtime + s.cost,
+                     GREATEST(h.vtime, COALESCE((SELECT max(p.finish) FROM pick p),
+                                                (SELECT max(h2.vtime) FROM heads h2)) + 1)) AS vtime
+       FROM heads h
+       LEFT JOIN served s ON s.fairness_key = h.fairness_key
+      WHERE s.cost IS NOT NULL OR NOT EXISTS (SELECT 1 FROM probe pr WHERE pr.fkey = h.fairness_key)
+   ), advance AS (
+     UPDATE {schema}.gen_durable_fair_keys f
+        SET vtime = m.vtime
+       FROM moves m
+      WHERE f.ctid = m.tid AND f.ctid = ANY (ARRAY(SELECT m2.tid FROM moves m2))
+      RETURNING 1
+   )
+   SELECT c.id, c.fsm, c.fsm_version, c.step, c.state, c.attempt, c.awaits, c.queue, c.priority,
+          c.concurrency_key, c.concurrency_shard, c.rate_limit, c.weight, c.claim_seq, c.parent_id,
+          c.gated, c.reaps, c.suspect, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children,
+          pause.paused, c.trace_context, c.last_progress, c.fairness_key,
+          EXISTS (SELECT 1 FROM {schema}.gen_durable_fair_keys f WHERE f.queue = $1) AS fair,
+          (SELECT count(*) FROM advance) AS advanced
+     FROM pause LEFT JOIN claimed c ON true
+    ORDER BY c.priority, c.eligible_at, c.id`,
+  {
+    params: (i: ClaimInput) => [i.queue, i.limit, i.worker, i.leaseMs, i.gates],
+    decode: (rows: readonly (ClaimRecord | EmptyClaimRecord)[], i: ClaimInput): ClaimBatch => {
+      const out: ClaimRow[] = [];
+      for (let k = 0; k < rows.length; k++) {
+        const r = rows[k]!;
+        if (r.id !== null) out.push(claimRow(r, i.worker));
+      }
+      const first = rows[0] as EmptyClaimRecord | undefined;
+      return { rows: out, paused: first?.paused === true, fair: first?.fair !== false };
+    },
+  },
+);
+
+/**
+ * The K = 1 guard of row alias `g` (docs/design.md §5.3): a LATERAL LIMIT 1 probe of
+ * gen_durable_concurrency_active finding its key executing (`k.busy`), for a keyed row that no
+ * gate of this node admits.
+ */
+function busyProbe(g: string): string {
+  return `LEFT JOIN LATERAL (
+             SELECT 1 AS busy
+               FROM {schema}.gen_durable h
+              WHERE h.concurrency_key = ${g}.concurrency_key
+                AND h.status = 'executing' AND h.concurrency_key IS NOT NULL AND h.concurrency_shard IS NULL
+              LIMIT 1
+           ) k ON ${g}.concurrency_key IS NOT NULL AND NOT COALESCE(${g}.concurrency_name = ANY ($5::text[]), false)`;
+}
 
 /**
  * The enrichment alone, one statement for any number of held rows (`$1` ids): what the claim
@@ -423,6 +608,7 @@ function claimRow(r: ClaimRecord, worker: string): ClaimRow {
     concurrencyShard: r.concurrency_shard,
     rateLimit: r.rate_limit,
     weight: r.weight,
+    fairnessKey: r.fairness_key ?? null,
     claimSeq: r.claim_seq,
     reaps: r.reaps,
     suspect: r.suspect,

@@ -45,7 +45,8 @@ const NO_DEADLINES: readonly null[] = Object.freeze([]);
  * The `$1`…`$18` of INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER, in column order: `$15`
  * held, `$16` the dedup window in ms or NULL (docs/identity.md "Dedup windows"), `$17` the
  * absolute deadline or NULL, else `$18` the deadline in ms from now or NULL
- * (docs/operations-control.md "Instance deadlines").
+ * (docs/operations-control.md "Instance deadlines"), `$19` the fairness key or NULL and `$20`
+ * its weight (docs/many-tenants.md "Fair claims by key").
  */
 export function insertRowParams(row: InsertRow): unknown[] {
   return [
@@ -67,13 +68,15 @@ export function insertRowParams(row: InsertRow): unknown[] {
     row.dedupWindowMs ?? null,
     row.deadlineAt ?? null,
     row.deadlineInMs ?? null,
+    row.fairnessKey ?? null,
+    row.fairnessWeight ?? 1,
   ];
 }
 
 /** The column list every single-row insert writes, in the order of {@link insertRowSelect}. */
 export const INSERT_ROW_COLUMNS = `(fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
       correlation_scope, concurrency_key, rate_limit, weight, trace_context, held_at, dedup_until,
-      deadline_at)`;
+      deadline_at, fairness_key, fairness_weight)`;
 
 /**
  * The SELECT list of one row from the parameters of {@link insertRowParams}, numbered from
@@ -89,7 +92,8 @@ export function insertRowSelect(base: number, except = 'NULL::bigint'): string {
             ${p(9)}::text, string_to_array(${p(10)}::text, ',')::{schema}.gen_durable_status[], ${p(11)}::text,
             ${p(12)}::text, ${p(13)}::float8, ${p(14)}::text, CASE WHEN ${p(15)}::boolean THEN now() END,
             now() + make_interval(secs => ${p(16)}::float8 / 1000),
-            COALESCE(${p(17)}::timestamptz, now() + make_interval(secs => ${p(18)}::float8 / 1000))
+            COALESCE(${p(17)}::timestamptz, now() + make_interval(secs => ${p(18)}::float8 / 1000)),
+            ${p(19)}::text, ${p(20)}::int
       WHERE (${p(9)}::text IS NULL OR NOT EXISTS (
               SELECT 1 FROM {schema}.gen_durable d
                WHERE d.correlation_key = ${p(9)}::text AND d.dedup_until > now()
@@ -177,7 +181,9 @@ export const INSERT_INSTANCE_OR_HOLDER = sql(
  * dedup window in ms (docs/identity.md "Dedup windows"); each empty when no entry has one. An
  * entry whose key an earlier entry of the batch (lower ordinal) takes with a window drops like a
  * duplicate: the statement's snapshot cannot see that entry's row (checked only when `$20` is
- * not empty, so a batch without windows runs the plan it ran before).
+ * not empty, so a batch without windows runs the plan it ran before). `$21` / `$22` = per-entry
+ * fairness key and weight (docs/many-tenants.md "Fair claims by key"); each empty when no entry
+ * has a key (unnest pads NULLs: no key, weight 1).
  * NOTE: RETURNING sees only the inserted row, so `e` draws each entry's id from the table's
  * identity sequence up front (materialized: it is volatile and read twice) and the insert
  * writes it explicitly; joining the returned rows to `e` on that id (PK, unique) carries the
@@ -195,19 +201,22 @@ export const INSERT_INSTANCES = sql(
        FROM s, unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::smallint[],
                       $7::timestamptz[], $8::float8[], $9::text[], $10::text[], $11::text[],
                       $12::text[], $13::float8[], $14::bigint[], $15::int[], $16::text[],
-                      $17::timestamptz[], $18::float8[], $19::boolean[], $20::float8[])
+                      $17::timestamptz[], $18::float8[], $19::boolean[], $20::float8[], $21::text[],
+                      $22::int[])
          AS u(fsm, fsm_version, step, state, queue, priority, at, delay_ms, ckey, scope, conc,
-              rate, weight, parent_id, ord, trace, deadline_at, deadline_ms, held, dedup_ms)
+              rate, weight, parent_id, ord, trace, deadline_at, deadline_ms, held, dedup_ms,
+              fkey, fweight)
    ), ins AS (
      INSERT INTO {schema}.gen_durable
        (id, fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
         correlation_scope, concurrency_key, rate_limit, weight, parent_id, trace_context, deadline_at,
-        held_at, dedup_until)
+        held_at, dedup_until, fairness_key, fairness_weight)
      SELECT e.id, e.fsm, e.fsm_version, e.step, e.state::jsonb, e.queue, e.priority,
             COALESCE(e.at, now() + make_interval(secs => e.delay_ms / 1000)), e.ckey,
             string_to_array(e.scope, ',')::{schema}.gen_durable_status[], e.conc, e.rate, e.weight, e.parent_id,
             e.trace, COALESCE(e.deadline_at, now() + make_interval(secs => e.deadline_ms / 1000)),
-            CASE WHEN e.held THEN now() END, now() + make_interval(secs => e.dedup_ms / 1000)
+            CASE WHEN e.held THEN now() END, now() + make_interval(secs => e.dedup_ms / 1000),
+            e.fkey, COALESCE(e.fweight, 1)
        FROM e
       WHERE e.ckey IS NULL OR (NOT EXISTS (
               SELECT 1 FROM {schema}.gen_durable d WHERE d.correlation_key = e.ckey AND d.dedup_until > now())
@@ -245,6 +254,8 @@ export const INSERT_INSTANCES = sql(
       let deadlineMs: (number | null)[] | undefined;
       let held: boolean[] | undefined;
       let dedupMs: (number | null)[] | undefined;
+      let fairnessKeys: (string | null)[] | undefined;
+      let fairnessWeights: (number | null)[] | undefined;
       for (let i = 0; i < n; i++) {
         const r = rows[i]!;
         fsms[i] = r.fsm;
@@ -281,6 +292,12 @@ export const INSERT_INSTANCES = sql(
           dedupMs ??= new Array<number | null>(n).fill(null);
           dedupMs[i] = r.dedupWindowMs;
         }
+        if (r.fairnessKey != null) {
+          fairnessKeys ??= new Array<string | null>(n).fill(null);
+          fairnessWeights ??= new Array<number | null>(n).fill(null);
+          fairnessKeys[i] = r.fairnessKey;
+          fairnessWeights[i] = r.fairnessWeight ?? 1;
+        }
       }
       return [
         fsms,
@@ -303,6 +320,8 @@ export const INSERT_INSTANCES = sql(
         deadlineMs ?? NO_DEADLINES,
         held ?? NO_DEADLINES,
         dedupMs ?? NO_DEADLINES,
+        fairnessKeys ?? NO_DEADLINES,
+        fairnessWeights ?? NO_DEADLINES,
       ];
     },
     decode: (rows: readonly InsertedRecord[]): InsertedEntry[] => {

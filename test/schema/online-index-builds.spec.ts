@@ -23,6 +23,12 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 const INDEX = 'gen_durable_ended_key';
 /** The last version without online indexes: the tests migrate to it, fill the table, then up. */
 const BEFORE = (onlineIndexesThrough(CURRENT_SCHEMA_VERSION)[0]?.version ?? 1) - 1;
+/**
+ * The version whose increment declares the index. The specs that hold a write transaction
+ * open migrate to it, not to the latest: a later increment's DDL (ALTER TABLE) would wait for
+ * that transaction inside the migration's own, before any online build starts.
+ */
+const BUILT = BEFORE + 1;
 
 function sessionConn(s: RawSession): MigrationConnection {
   return { query: (text, params) => s.exec(text, params), inTransaction: false };
@@ -125,23 +131,23 @@ describe('online index builds', () => {
     // (still invalid) index's catalog entry.
     await writer.exec('BEGIN');
     await writer.exec(`UPDATE gen_durable SET attempt = attempt + 1 WHERE id = 1`);
-    const migration = migrateUp(sessionConn(m), { schema: 'public' }).then(
+    const migration = migrateUp(sessionConn(m), { schema: 'public', version: BUILT }).then(
       () => undefined,
       (err: unknown) => err,
     );
     expect(await waitUntilBlockedBy(db, writer.pid)).toEqual([m.pid]);
     // The schema is already at the new version (the increments committed) and the index exists,
     // INVALID, while the build waits; writes from other sessions proceed.
-    expect(await readSchemaVersion(sessionConn(other), 'public')).toBe(CURRENT_SCHEMA_VERSION);
+    expect(await readSchemaVersion(sessionConn(other), 'public')).toBe(BUILT);
     const inserted = await other.exec<{ id: string }>(
       `INSERT INTO gen_durable (fsm, step, status, correlation_key, correlation_scope)
        VALUES ('f', 's', 'done', 'during', '{runnable}') RETURNING id`,
     );
     expect(inserted).toHaveLength(1);
     await other.exec(`UPDATE gen_durable SET state = '{"x":1}' WHERE id = 2`);
-    expect(
-      await readSchemaIndexBuilds(sessionConn(other), 'public', CURRENT_SCHEMA_VERSION),
-    ).toEqual([{ name: INDEX, state: 'building', recorded: false, error: null }]);
+    expect(await readSchemaIndexBuilds(sessionConn(other), 'public', BUILT)).toEqual([
+      { name: INDEX, state: 'building', recorded: false, error: null },
+    ]);
     // Interrupt the build.
     await other.exec('SELECT pg_cancel_backend($1)', [m.pid]);
     const err = await migration;
@@ -155,9 +161,7 @@ describe('online index builds', () => {
       attempts: 1,
       error: 'canceling statement due to user request',
     });
-    expect(
-      await readSchemaIndexBuilds(sessionConn(other), 'public', CURRENT_SCHEMA_VERSION),
-    ).toEqual([
+    expect(await readSchemaIndexBuilds(sessionConn(other), 'public', BUILT)).toEqual([
       {
         name: INDEX,
         state: 'invalid',
@@ -215,10 +219,10 @@ describe('online index builds', () => {
     await fill(db, 'pair');
     await writer.exec('BEGIN');
     await writer.exec(`UPDATE pair.gen_durable SET attempt = attempt + 1 WHERE id = 1`);
-    const first = migrateUp(sessionConn(a), { schema: 'pair' });
+    const first = migrateUp(sessionConn(a), { schema: 'pair', version: BUILT });
     expect(await waitUntilBlockedBy(db, writer.pid)).toEqual([a.pid]);
     // b commits nothing new (already at the version) and polls the build lock a holds.
-    const second = migrateUp(sessionConn(b), { schema: 'pair' });
+    const second = migrateUp(sessionConn(b), { schema: 'pair', version: BUILT });
     const { rows } = await db.pool.query<{ locked: boolean }>(
       `SELECT pg_try_advisory_lock(hashtext('gen_durable:index-builds:' || 'pair')) AS locked`,
     );

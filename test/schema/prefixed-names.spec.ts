@@ -101,7 +101,10 @@ class UpgradeCheckoutFsm {
   }
 }
 
-/** A version-9 row as version 12 shows it: its new columns (lib/schema/v011.ts, v012.ts) NULL. */
+/**
+ * A version-9 row as the current version shows it: its new columns (lib/schema/v011.ts,
+ * v012.ts, v015.ts) NULL, its fairness weight the default 1.
+ */
 function withNewColumns(row: unknown): unknown {
   return {
     ...(row as object),
@@ -109,6 +112,8 @@ function withNewColumns(row: unknown): unknown {
     held_reason: null,
     dedup_until: null,
     deadline_at: null,
+    fairness_key: null,
+    fairness_weight: 1,
   };
 }
 

@@ -370,7 +370,7 @@ describe('statement parameter builders and decoders (no database)', () => {
     expect(params[17]).toEqual([500, null]);
   });
 
-  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same eighteen parameters; a duplicate decodes as null', () => {
+  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same twenty parameters; a duplicate decodes as null', () => {
     const row = insertRow({ correlationKey: 'k:1', at: new Date(0), weight: 2 });
     const params = expectArity(INSERT_INSTANCE, row);
     expect(params).toEqual([
@@ -392,6 +392,8 @@ describe('statement parameter builders and decoders (no database)', () => {
       null,
       null,
       null,
+      null,
+      1,
     ]);
     expect(expectArity(INSERT_INSTANCE_OR_HOLDER, row)).toEqual(params);
     expect(INSERT_INSTANCE.decode([], row)).toBeNull();
