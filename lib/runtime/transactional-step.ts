@@ -6,7 +6,7 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { sendCancelRequest } from '../db/cancel-request';
 import { isConnectionLevel, type SqlExecutor } from '../db/sql-executor';
 import type { EntryKind } from '../fsm/outcome-kinds';
-import { STEP_TRANSACTION_BOUNDS } from '../sql/transaction.sql';
+import { STEP_TRANSACTION_BOUNDS, stepTransactionBegin } from '../sql/transaction.sql';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { FlushEntry, FlushReply } from './flush-entry';
 import type { Flusher } from './flusher';
@@ -74,8 +74,16 @@ export class StepTransaction {
     const runner = this.dataSource.createQueryRunner('master');
     this.runner = runner;
     await runner.connect();
-    await runner.startTransaction();
-    await STEP_TRANSACTION_BOUNDS.run(this.sql, { idleMs: this.idleMs }, this.client(runner));
+    // One round trip for START TRANSACTION and the bound (TypeORM's `startTransaction` would
+    // take one more): the runner is then told its transaction is open, as `startTransaction`
+    // does, so `ctx.manager.transaction()` nests a savepoint and subscribers see the events.
+    const begin = stepTransactionBegin(this.idleMs, this.dataSource.options.isolationLevel);
+    await runner.broadcaster.broadcast('BeforeTransactionStart');
+    // Marked open before BEGIN is sent (as TypeORM does): a failure after it rolls back.
+    transactionState(runner).isTransactionActive = true;
+    await this.sql.controlOn(this.client(runner), STEP_TRANSACTION_BOUNDS, begin);
+    transactionState(runner).transactionDepth = 1;
+    await runner.broadcaster.broadcast('AfterTransactionStart');
   }
 
   /**
@@ -178,6 +186,17 @@ export class StepTransaction {
   private client(runner: QueryRunner): PoolClient {
     return (runner as unknown as { databaseConnection: PoolClient }).databaseConnection;
   }
+}
+
+/**
+ * The transaction bookkeeping of TypeORM's query runner (`BaseQueryRunner`): what its own
+ * `startTransaction` sets, set here for a transaction the engine opened on it.
+ */
+function transactionState(runner: QueryRunner): {
+  isTransactionActive: boolean;
+  transactionDepth: number;
+} {
+  return runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
 }
 
 function asError(value: unknown): Error {
