@@ -47,6 +47,8 @@ export class TransactionalSteps {
  */
 export class StepTransaction {
   private runner: QueryRunner | undefined;
+  /** The connection and its transaction, once the step's first statement asked for them. */
+  private opened: Promise<PoolClient> | undefined;
   private threw = false;
   /** The connection-level error the step threw: its transaction's connection was lost. */
   private connectionError: unknown;
@@ -66,24 +68,46 @@ export class StepTransaction {
   }
 
   /**
-   * Checks out a pooled connection through TypeORM (its `pg` pool is the engine's), begins the
-   * transaction and bounds how long it may sit idle: the lease or the step's timeout, whichever
-   * is longer (docs/transactional-steps.md "Timeouts"). A failure here is a step throw.
+   * Prepares the step's transaction: a TypeORM query runner on the primary, told that its
+   * transaction is open (so `ctx.manager` never starts one of its own and
+   * `ctx.manager.transaction()` nests a savepoint). The connection and `START TRANSACTION` wait
+   * for the step's first statement through `ctx.manager` (see {@link begin}): a step that runs
+   * none holds no connection, and its outcome commits through the flusher as a plain step's
+   * (docs/transactional-steps.md "What it costs").
    */
-  async open(): Promise<void> {
+  open(): void {
     const runner = this.dataSource.createQueryRunner('master');
     this.runner = runner;
-    await runner.connect();
-    // One round trip for START TRANSACTION and the bound (TypeORM's `startTransaction` would
-    // take one more): the runner is then told its transaction is open, as `startTransaction`
-    // does, so `ctx.manager.transaction()` nests a savepoint and subscribers see the events.
-    const begin = stepTransactionBegin(this.idleMs, this.dataSource.options.isolationLevel);
-    await runner.broadcaster.broadcast('BeforeTransactionStart');
-    // Marked open before BEGIN is sent (as TypeORM does): a failure after it rolls back.
-    transactionState(runner).isTransactionActive = true;
-    await this.sql.controlOn(this.client(runner), STEP_TRANSACTION_BOUNDS, begin);
-    transactionState(runner).transactionDepth = 1;
-    await runner.broadcaster.broadcast('AfterTransactionStart');
+    const state = transactionState(runner);
+    state.isTransactionActive = true;
+    state.transactionDepth = 1;
+    const connect = runner.connect.bind(runner);
+    // Every statement of the runner (query, stream, savepoints, COMMIT) asks for its connection
+    // through `connect`: the first one checks it out and begins the transaction.
+    runner.connect = () => (this.opened ??= this.begin(runner, connect));
+  }
+
+  /**
+   * Checks out a pooled connection through TypeORM (its `pg` pool is the engine's) and, in one
+   * round trip, begins the transaction and bounds how long it may sit idle: the lease or the
+   * step's timeout, whichever is longer (docs/transactional-steps.md "Timeouts"). A failure is
+   * the failure of the step's statement that asked for it. A connection whose BEGIN failed is
+   * destroyed: its transaction state is unknown.
+   * NOTE: TypeORM's transaction-start events are not broadcast for this transaction (a
+   * subscriber's statement there would wait for this very connection); commit and rollback are.
+   */
+  private async begin(runner: QueryRunner, connect: () => Promise<unknown>): Promise<PoolClient> {
+    await connect();
+    const client = this.client(runner);
+    const text = stepTransactionBegin(this.idleMs, this.dataSource.options.isolationLevel);
+    try {
+      await this.sql.controlOn(client, STEP_TRANSACTION_BOUNDS, text);
+    } catch (err) {
+      // TypeORM's 'error' listener on the connection releases it with the error: destroyed.
+      if (!runner.isReleased) client.emit('error', asError(err));
+      throw err;
+    }
+    return client;
   }
 
   /**
@@ -132,11 +156,19 @@ export class StepTransaction {
       await this.close();
       return commitAlone(entry);
     }
-    // The connection died under the step (the server ended it idle, a reset): its writes went
-    // with it, so its outcome must not commit alone. The reaper re-runs it after the lease.
-    if (runner.isReleased) return 'error';
+    // The step ran no statement through `ctx.manager`: no transaction was opened, nothing of
+    // it is to roll back, and its outcome commits as a plain step's, in a group commit.
+    if (this.opened === undefined) {
+      await this.close();
+      return commitAlone(entry);
+    }
     try {
-      const effects = await writeFlush(this.sql, this.client(runner), [entry]);
+      // A statement the step did not await may still be opening the transaction.
+      const client = await this.opened;
+      // The connection died under the step (the server ended it idle, a reset): its writes went
+      // with it, so its outcome must not commit alone. The reaper re-runs it after the lease.
+      if (runner.isReleased) return 'error';
+      const effects = await writeFlush(this.sql, client, [entry]);
       if (!effects.committed.some((e) => e.id === entry.id)) {
         await this.close();
         return 'stale';
@@ -165,6 +197,21 @@ export class StepTransaction {
   async close(failure?: unknown): Promise<void> {
     const runner = this.runner;
     if (runner === undefined || runner.isReleased) return;
+    const opened = this.opened;
+    if (opened === undefined) {
+      // No statement ran: no connection, no transaction (and none may open from now on).
+      transactionState(runner).isTransactionActive = false;
+      await runner.release();
+      return;
+    }
+    try {
+      await opened;
+    } catch {
+      // The checkout or the BEGIN failed: a connection it got is already destroyed.
+      if (!runner.isReleased) await runner.release();
+      return;
+    }
+    if (runner.isReleased) return;
     let broken = failure !== undefined && isConnectionLevel(failure) ? failure : undefined;
     if (this.abandoned) broken ??= new Error('the transactional step ran past its timeout');
     if (broken === undefined && runner.isTransactionActive) {
