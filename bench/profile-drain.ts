@@ -12,7 +12,8 @@
  * jobs that insert the same row through the DataSource (KIND=jobw: autocommit, at-least-once)
  * or 3-step machines (KIND=fsm3) are inserted with one insertAll, then a worker with
  * `queues: { default: C }` plus the JSON module options OPTS drains them (a pool of 10, or
- * C + 4 for KIND=tx/txw/jobw, whose steps each hold a connection while they write). Uses
+ * C + 4 for KIND=tx/txw/jobw, whose steps each hold a connection while they write; POOL
+ * overrides it). Uses
  * DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
  */
 import 'reflect-metadata';
@@ -157,7 +158,9 @@ async function main(): Promise<void> {
   await admin.query(`CREATE DATABASE ${name}`);
   const url = new URL(server);
   url.pathname = `/${name}`;
-  const poolMax = KIND === 'tx' || KIND === 'txw' || KIND === 'jobw' ? C + 4 : 10;
+  const poolMax = Number(
+    process.env['POOL'] ?? (KIND === 'tx' || KIND === 'txw' || KIND === 'jobw' ? C + 4 : 10),
+  );
   const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: poolMax } });
   dataSource = ds;
   try {
