@@ -6,7 +6,12 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { sendCancelRequest } from '../db/cancel-request';
 import { isConnectionLevel, type SqlExecutor } from '../db/sql-executor';
 import type { EntryKind } from '../fsm/outcome-kinds';
-import { STEP_TRANSACTION_BOUNDS, stepTransactionBegin } from '../sql/transaction.sql';
+import { ConfigurationError } from '../errors/configuration.error';
+import {
+  STEP_ISOLATION_LEVELS,
+  STEP_TRANSACTION_BOUNDS,
+  stepTransactionBegin,
+} from '../sql/transaction.sql';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { FlushEntry, FlushReply } from './flush-entry';
 import type { Flusher } from './flusher';
@@ -97,9 +102,9 @@ export class StepTransaction {
    * subscriber's statement there would wait for this very connection); commit and rollback are.
    */
   private async begin(runner: QueryRunner, connect: () => Promise<unknown>): Promise<PoolClient> {
+    const text = stepTransactionBegin(this.idleMs, isolationLevel(this.dataSource));
     await connect();
     const client = this.client(runner);
-    const text = stepTransactionBegin(this.idleMs, this.dataSource.options.isolationLevel);
     try {
       await this.sql.controlOn(client, STEP_TRANSACTION_BOUNDS, text);
     } catch (err) {
@@ -233,6 +238,22 @@ export class StepTransaction {
   private client(runner: QueryRunner): PoolClient {
     return (runner as unknown as { databaseConnection: PoolClient }).databaseConnection;
   }
+}
+
+/**
+ * The DataSource's `isolationLevel` (undefined: the server's default), refused when it is not
+ * one `START TRANSACTION` accepts: the step's first statement fails with that error.
+ */
+function isolationLevel(dataSource: DataSource): string | undefined {
+  const level = dataSource.options.isolationLevel;
+  if (level !== undefined && !STEP_ISOLATION_LEVELS.has(level)) {
+    throw new ConfigurationError(
+      'dataSource.options.isolationLevel',
+      `"${String(level)}" is not an isolation level a transactional step can start with ` +
+        `(${[...STEP_ISOLATION_LEVELS].join(', ')})`,
+    );
+  }
+  return level;
 }
 
 /**

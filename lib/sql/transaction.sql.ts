@@ -31,7 +31,7 @@ export const STEP_TRANSACTION_BOUNDS = sql(
 );
 
 /** The isolation levels `START TRANSACTION` accepts (TypeORM's names for PostgreSQL). */
-const ISOLATION_LEVELS: ReadonlySet<string> = new Set([
+export const STEP_ISOLATION_LEVELS: ReadonlySet<string> = new Set([
   'READ UNCOMMITTED',
   'READ COMMITTED',
   'REPEATABLE READ',
@@ -40,12 +40,10 @@ const ISOLATION_LEVELS: ReadonlySet<string> = new Set([
 
 /**
  * STEP_TRANSACTION_BOUNDS' text for an idle bound of `idleMs` and the DataSource's
- * `isolationLevel` (undefined: the server's default, as TypeORM's own `startTransaction`).
+ * `isolationLevel`, one of STEP_ISOLATION_LEVELS (checked by the caller) or undefined: the
+ * server's default, as TypeORM's own `startTransaction`.
  */
 export function stepTransactionBegin(idleMs: number, isolationLevel: string | undefined): string {
-  if (isolationLevel !== undefined && !ISOLATION_LEVELS.has(isolationLevel)) {
-    throw new Error(`unsupported transaction isolation level "${isolationLevel}"`);
-  }
   return STEP_TRANSACTION_BOUNDS.text
     .replace(
       '{isolation}',

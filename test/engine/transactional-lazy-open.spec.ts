@@ -1,4 +1,13 @@
-import { DurableFsm, next, Step, type StepContext, type TransactionalStepContext } from '../../lib';
+import { DataSource } from 'typeorm';
+
+import {
+  done,
+  DurableFsm,
+  next,
+  Step,
+  type StepContext,
+  type TransactionalStepContext,
+} from '../../lib';
 import { bootEngine, claimRows, execute, type Harness, rowOf } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -35,6 +44,19 @@ class TxLazyFsm {
   }
   @Step() finish(ctx: StepContext<LazyState>) {
     return next('finish', ctx.state);
+  }
+}
+
+@DurableFsm({ name: 'tx-isolation', queue: 'nowhere' })
+class TxIsolationFsm {
+  /** Reads the settings its transaction was opened with. */
+  @Step({ transactional: true })
+  async start(ctx: TransactionalStepContext<Record<string, never>>) {
+    const [row] = await ctx.manager.query<{ level: string; idle: string }[]>(
+      `SELECT current_setting('transaction_isolation') AS level,
+              current_setting('idle_in_transaction_session_timeout') AS idle`,
+    );
+    return done({ level: row!.level, idle: row!.idle });
   }
 }
 
@@ -106,5 +128,45 @@ describe('transactional steps open their transaction at their first statement', 
       (n) => n === 'step_transaction_bounds' || n.startsWith('flush_'),
     );
     expect(flush).toEqual(['step_transaction_bounds', 'flush_transitions']);
+  });
+});
+
+describe("a transactional step's transaction takes the DataSource's isolation level", () => {
+  let db: TestDatabase;
+  let dataSource: DataSource;
+  let h: Harness;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    dataSource = new DataSource({
+      type: 'postgres',
+      url: db.url,
+      isolationLevel: 'REPEATABLE READ',
+      extra: { max: 4 },
+    });
+    await dataSource.initialize();
+    h = await bootEngine(db, [TxIsolationFsm], {
+      dataSource,
+      leaseTtl: 5000,
+      reaper: { interval: 3_600_000 },
+      gc: false,
+    });
+  });
+  afterAll(async () => {
+    await h.close();
+    await dataSource.destroy();
+    await db.drop();
+  });
+
+  it('opens it with START TRANSACTION ISOLATION LEVEL and the idle bound, in one round trip', async () => {
+    const id = await h.engine.insert(TxIsolationFsm, { state: {}, queue: 'iso' });
+    const [row] = await claimRows(h.engine, 'iso', 1, 'iso');
+    h.clear();
+    expect(await execute(h.engine, row!)).toBe('committed');
+    // The bound is the lease (5 s): the step has no longer timeout.
+    expect(await rowOf(db, id)).toMatchObject({
+      status: 'done',
+      result: { level: 'repeatable read', idle: '5s' },
+    });
+    expect(h.statements.filter((n) => n === 'step_transaction_bounds')).toHaveLength(1);
   });
 });
