@@ -7,10 +7,13 @@
  *   N=20000 C=10 OPTS='{"prefetch":0}' KIND=job npm run profile:drain
  *
  * N jobs (KIND=job), request-scoped jobs (KIND=scoped), transactional jobs (KIND=tx: `perform`
- * runs in a transaction with its outcome, docs/transactional-steps.md; it writes nothing) or
- * 3-step machines (KIND=fsm3) are inserted with one insertAll, then a worker with
+ * is transactional, docs/transactional-steps.md, and runs no statement), transactional jobs
+ * that insert one row through `ctx.manager` (KIND=txw: the row commits with the outcome), plain
+ * jobs that insert the same row through the DataSource (KIND=jobw: autocommit, at-least-once)
+ * or 3-step machines (KIND=fsm3) are inserted with one insertAll, then a worker with
  * `queues: { default: C }` plus the JSON module options OPTS drains them (a pool of 10, or
- * C + 4 for KIND=tx, whose steps each hold a connection). Uses
+ * C + 4 for KIND=tx/txw/jobw, whose steps each hold a connection while they write; POOL
+ * overrides it). Uses
  * DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
  */
 import 'reflect-metadata';
@@ -33,6 +36,7 @@ import {
   next,
   Step,
   type StepContext,
+  type TransactionalStepContext,
 } from '../lib';
 import { SqlExecutor } from '../lib/db/sql-executor';
 import { migrateUp } from '../lib/schema/migrator';
@@ -44,7 +48,9 @@ const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as
 
 const N = Number(process.env['N'] ?? 20_000);
 const C = Number(process.env['C'] ?? 50);
-const KIND = (['fsm3', 'scoped', 'tx'] as const).find((k) => k === process.env['KIND']) ?? 'job';
+const KIND =
+  (['fsm3', 'scoped', 'tx', 'txw', 'jobw'] as const).find((k) => k === process.env['KIND']) ??
+  'job';
 const OPTS = JSON.parse(process.env['OPTS'] ?? '{}') as Partial<GenDurableOptions>;
 
 let finals = 0;
@@ -88,6 +94,28 @@ class ProfTx {
   }
 }
 
+/** KIND=txw: a transactional job that inserts one row, committed with its outcome. */
+@DurableFsm({ name: 'prof_txw', transactional: true })
+class ProfTxWrite {
+  async perform(_state: unknown, ctx: TransactionalStepContext<unknown>): Promise<undefined> {
+    start();
+    await ctx.manager.query(`INSERT INTO prof_effects (instance_id) VALUES ($1)`, [ctx.id]);
+    final();
+    return undefined;
+  }
+}
+
+/** KIND=jobw: a plain job that inserts the same row through the DataSource (autocommit). */
+@DurableFsm({ name: 'prof_jobw' })
+class ProfJobWrite {
+  async perform(_state: unknown, ctx: StepContext<unknown>): Promise<undefined> {
+    start();
+    await dataSource.query(`INSERT INTO prof_effects (instance_id) VALUES ($1)`, [ctx.id]);
+    final();
+    return undefined;
+  }
+}
+
 @DurableFsm({ name: 'prof3' })
 class Prof3 {
   @Step() start(ctx: StepContext) {
@@ -102,6 +130,9 @@ class Prof3 {
     return done({});
   }
 }
+
+/** The bench's DataSource (KIND=jobw writes through it). */
+let dataSource: DataSource;
 
 /** Client-side time of every statement, by name. */
 const timings = new Map<string, { count: number; ms: number }>();
@@ -127,14 +158,18 @@ async function main(): Promise<void> {
   await admin.query(`CREATE DATABASE ${name}`);
   const url = new URL(server);
   url.pathname = `/${name}`;
-  const poolMax = KIND === 'tx' ? C + 4 : 10;
+  const poolMax = Number(
+    process.env['POOL'] ?? (KIND === 'tx' || KIND === 'txw' || KIND === 'jobw' ? C + 4 : 10),
+  );
   const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: poolMax } });
+  dataSource = ds;
   try {
     await ds.initialize();
     await migrateUp({ query: (text, params) => ds.query(text, params), inTransaction: false });
+    await ds.query(`CREATE TABLE prof_effects (instance_id bigint NOT NULL)`);
     @Module({
       imports: [GenDurableModule.forRoot({ dataSource: ds, queues: { default: C }, ...OPTS })],
-      providers: [ProfJob, Prof3, ProfScoped, ProfTx],
+      providers: [ProfJob, Prof3, ProfScoped, ProfTx, ProfTxWrite, ProfJobWrite],
     })
     class ProfModule {}
     const picks: number[] = [];
@@ -147,7 +182,14 @@ async function main(): Promise<void> {
       if (count > 0) picks.push(count);
     });
     await app.init();
-    const cls = { fsm3: Prof3, scoped: ProfScoped, tx: ProfTx, job: ProfJob }[KIND];
+    const cls = {
+      fsm3: Prof3,
+      scoped: ProfScoped,
+      tx: ProfTx,
+      txw: ProfTxWrite,
+      jobw: ProfJobWrite,
+      job: ProfJob,
+    }[KIND];
     timings.clear();
     await engine.insertAll(
       cls,
@@ -189,6 +231,22 @@ async function main(): Promise<void> {
       out.push(
         `  ${stmt.padEnd(24)} ${String(t.count).padStart(7)} × ${(t.ms / t.count).toFixed(2).padStart(6)} ms = ${t.ms.toFixed(0).padStart(6)} ms; ${((t.count / steps) * 1000).toFixed(0)} per 1 000 steps`,
       );
+    }
+    if (KIND === 'txw' || KIND === 'jobw') {
+      // The last steps' outcomes (and, for txw, their rows) commit after they returned.
+      const count = async (): Promise<number> =>
+        (
+          (await ds.query(`SELECT count(*)::int AS n FROM gen_durable WHERE status = 'done'`)) as [
+            { n: number },
+          ]
+        )[0].n;
+      for (let i = 0; i < 100 && (await count()) < N; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const [{ n }] = (await ds.query(`SELECT count(*)::int AS n FROM prof_effects`)) as [
+        { n: number },
+      ];
+      out.push(`effect rows: ${n} for ${await count()} done of ${N} jobs`);
     }
     process.stdout.write(out.join('\n') + '\n');
     await app.close();

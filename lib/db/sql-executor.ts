@@ -228,6 +228,15 @@ export class SqlExecutor implements StatementRunner {
     return this.beginTextCache;
   }
 
+  /**
+   * Runs a transaction-control statement's rendered `text` (several statements at most, no
+   * parameters: a simple query) on `client`, reported to listeners under the statement's name:
+   * a transactional step's `START TRANSACTION` with its bound (docs/transactional-steps.md).
+   */
+  controlOn(client: PoolClient, statement: Statement, text: string): Promise<void> {
+    return this.control(client, statement, text);
+  }
+
   private async control(
     client: PoolClient,
     statement: Statement,

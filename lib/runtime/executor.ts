@@ -363,7 +363,7 @@ export class Executor {
     );
     let ctx: StepContext<unknown> | undefined;
     try {
-      if (txn !== undefined) await txn.open();
+      txn?.open();
       ctx = stepContext(
         row,
         definition,

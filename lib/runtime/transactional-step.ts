@@ -6,7 +6,12 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { sendCancelRequest } from '../db/cancel-request';
 import { isConnectionLevel, type SqlExecutor } from '../db/sql-executor';
 import type { EntryKind } from '../fsm/outcome-kinds';
-import { STEP_TRANSACTION_BOUNDS } from '../sql/transaction.sql';
+import { ConfigurationError } from '../errors/configuration.error';
+import {
+  STEP_ISOLATION_LEVELS,
+  STEP_TRANSACTION_BOUNDS,
+  stepTransactionBegin,
+} from '../sql/transaction.sql';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { FlushEntry, FlushReply } from './flush-entry';
 import type { Flusher } from './flusher';
@@ -47,6 +52,8 @@ export class TransactionalSteps {
  */
 export class StepTransaction {
   private runner: QueryRunner | undefined;
+  /** The connection and its transaction, once the step's first statement asked for them. */
+  private opened: Promise<PoolClient> | undefined;
   private threw = false;
   /** The connection-level error the step threw: its transaction's connection was lost. */
   private connectionError: unknown;
@@ -66,16 +73,46 @@ export class StepTransaction {
   }
 
   /**
-   * Checks out a pooled connection through TypeORM (its `pg` pool is the engine's), begins the
-   * transaction and bounds how long it may sit idle: the lease or the step's timeout, whichever
-   * is longer (docs/transactional-steps.md "Timeouts"). A failure here is a step throw.
+   * Prepares the step's transaction: a TypeORM query runner on the primary, told that its
+   * transaction is open (so `ctx.manager` never starts one of its own and
+   * `ctx.manager.transaction()` nests a savepoint). The connection and `START TRANSACTION` wait
+   * for the step's first statement through `ctx.manager` (see {@link begin}): a step that runs
+   * none holds no connection, and its outcome commits through the flusher as a plain step's
+   * (docs/transactional-steps.md "What it costs").
    */
-  async open(): Promise<void> {
+  open(): void {
     const runner = this.dataSource.createQueryRunner('master');
     this.runner = runner;
-    await runner.connect();
-    await runner.startTransaction();
-    await STEP_TRANSACTION_BOUNDS.run(this.sql, { idleMs: this.idleMs }, this.client(runner));
+    const state = transactionState(runner);
+    state.isTransactionActive = true;
+    state.transactionDepth = 1;
+    const connect = runner.connect.bind(runner);
+    // Every statement of the runner (query, stream, savepoints, COMMIT) asks for its connection
+    // through `connect`: the first one checks it out and begins the transaction.
+    runner.connect = () => (this.opened ??= this.begin(runner, connect));
+  }
+
+  /**
+   * Checks out a pooled connection through TypeORM (its `pg` pool is the engine's) and, in one
+   * round trip, begins the transaction and bounds how long it may sit idle: the lease or the
+   * step's timeout, whichever is longer (docs/transactional-steps.md "Timeouts"). A failure is
+   * the failure of the step's statement that asked for it. A connection whose BEGIN failed is
+   * destroyed: its transaction state is unknown.
+   * NOTE: TypeORM's transaction-start events are not broadcast for this transaction (a
+   * subscriber's statement there would wait for this very connection); commit and rollback are.
+   */
+  private async begin(runner: QueryRunner, connect: () => Promise<unknown>): Promise<PoolClient> {
+    const text = stepTransactionBegin(this.idleMs, isolationLevel(this.dataSource));
+    await connect();
+    const client = this.client(runner);
+    try {
+      await this.sql.controlOn(client, STEP_TRANSACTION_BOUNDS, text);
+    } catch (err) {
+      // TypeORM's 'error' listener on the connection releases it with the error: destroyed.
+      if (!runner.isReleased) client.emit('error', asError(err));
+      throw err;
+    }
+    return client;
   }
 
   /**
@@ -124,11 +161,19 @@ export class StepTransaction {
       await this.close();
       return commitAlone(entry);
     }
-    // The connection died under the step (the server ended it idle, a reset): its writes went
-    // with it, so its outcome must not commit alone. The reaper re-runs it after the lease.
-    if (runner.isReleased) return 'error';
+    // The step ran no statement through `ctx.manager`: no transaction was opened, nothing of
+    // it is to roll back, and its outcome commits as a plain step's, in a group commit.
+    if (this.opened === undefined) {
+      await this.close();
+      return commitAlone(entry);
+    }
     try {
-      const effects = await writeFlush(this.sql, this.client(runner), [entry]);
+      // A statement the step did not await may still be opening the transaction.
+      const client = await this.opened;
+      // The connection died under the step (the server ended it idle, a reset): its writes went
+      // with it, so its outcome must not commit alone. The reaper re-runs it after the lease.
+      if (runner.isReleased) return 'error';
+      const effects = await writeFlush(this.sql, client, [entry]);
       if (!effects.committed.some((e) => e.id === entry.id)) {
         await this.close();
         return 'stale';
@@ -157,6 +202,21 @@ export class StepTransaction {
   async close(failure?: unknown): Promise<void> {
     const runner = this.runner;
     if (runner === undefined || runner.isReleased) return;
+    const opened = this.opened;
+    if (opened === undefined) {
+      // No statement ran: no connection, no transaction (and none may open from now on).
+      transactionState(runner).isTransactionActive = false;
+      await runner.release();
+      return;
+    }
+    try {
+      await opened;
+    } catch {
+      // The checkout or the BEGIN failed: a connection it got is already destroyed.
+      if (!runner.isReleased) await runner.release();
+      return;
+    }
+    if (runner.isReleased) return;
     let broken = failure !== undefined && isConnectionLevel(failure) ? failure : undefined;
     if (this.abandoned) broken ??= new Error('the transactional step ran past its timeout');
     if (broken === undefined && runner.isTransactionActive) {
@@ -178,6 +238,33 @@ export class StepTransaction {
   private client(runner: QueryRunner): PoolClient {
     return (runner as unknown as { databaseConnection: PoolClient }).databaseConnection;
   }
+}
+
+/**
+ * The DataSource's `isolationLevel` (undefined: the server's default), refused when it is not
+ * one `START TRANSACTION` accepts: the step's first statement fails with that error.
+ */
+function isolationLevel(dataSource: DataSource): string | undefined {
+  const level = dataSource.options.isolationLevel;
+  if (level !== undefined && !STEP_ISOLATION_LEVELS.has(level)) {
+    throw new ConfigurationError(
+      'dataSource.options.isolationLevel',
+      `"${String(level)}" is not an isolation level a transactional step can start with ` +
+        `(${[...STEP_ISOLATION_LEVELS].join(', ')})`,
+    );
+  }
+  return level;
+}
+
+/**
+ * The transaction bookkeeping of TypeORM's query runner (`BaseQueryRunner`): what its own
+ * `startTransaction` sets, set here for a transaction the engine opened on it.
+ */
+function transactionState(runner: QueryRunner): {
+  isTransactionActive: boolean;
+  transactionDepth: number;
+} {
+  return runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
 }
 
 function asError(value: unknown): Error {

@@ -17,17 +17,37 @@ export const BEGIN_WITH_TIMEOUTS = sql(
 );
 
 /**
- * The server-side bound of a transactional step's transaction (docs/transactional-steps.md),
- * run first in it: `idle_in_transaction_session_timeout` for this transaction only
- * (`set_config(…, true)` is `SET LOCAL`), so a worker that went dark mid-step releases the
- * user's row locks once the transaction sat idle that long. `$1` = the bound, ms, as text.
+ * Opens a transactional step's transaction (docs/transactional-steps.md) with its server-side
+ * bound, in one round trip (a simple query, not prepared): `START TRANSACTION`, the
+ * DataSource's isolation level when it sets one (`{isolation}`: empty, or ` ISOLATION LEVEL …`
+ * from a fixed list), and `idle_in_transaction_session_timeout` for this transaction only
+ * (`SET LOCAL`), so a worker that went dark mid-step releases the user's row locks once the
+ * transaction sat idle that long. `{idleMs}` is replaced with a validated integer (ms).
  * Touches no table or index.
  */
 export const STEP_TRANSACTION_BOUNDS = sql(
   'step_transaction_bounds',
-  `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`,
-  {
-    params: (input: { idleMs: number }) => [String(Math.max(1, Math.floor(input.idleMs)))],
-    decode: (): void => undefined,
-  },
+  'START TRANSACTION{isolation}; SET LOCAL idle_in_transaction_session_timeout = {idleMs}',
 );
+
+/** The isolation levels `START TRANSACTION` accepts (TypeORM's names for PostgreSQL). */
+export const STEP_ISOLATION_LEVELS: ReadonlySet<string> = new Set([
+  'READ UNCOMMITTED',
+  'READ COMMITTED',
+  'REPEATABLE READ',
+  'SERIALIZABLE',
+]);
+
+/**
+ * STEP_TRANSACTION_BOUNDS' text for an idle bound of `idleMs` and the DataSource's
+ * `isolationLevel`, one of STEP_ISOLATION_LEVELS (checked by the caller) or undefined: the
+ * server's default, as TypeORM's own `startTransaction`.
+ */
+export function stepTransactionBegin(idleMs: number, isolationLevel: string | undefined): string {
+  return STEP_TRANSACTION_BOUNDS.text
+    .replace(
+      '{isolation}',
+      isolationLevel === undefined ? '' : ` ISOLATION LEVEL ${isolationLevel}`,
+    )
+    .replace('{idleMs}', String(Math.max(1, Math.floor(idleMs))));
+}
