@@ -103,6 +103,7 @@ export type {
 } from './instance/history-entry';
 export { getEngineToken } from './gen-durable.constants';
 export type { InsertOptions } from './fsm/insert-options.interface';
+export type { OnHeadFailure } from './fsm/sequence-policy';
 export type { AwaitResult, InstanceView } from './instance/instance-view';
 export type {
   CountOptions,

@@ -1,3 +1,5 @@
+import type { OnHeadFailure } from '../fsm/sequence-policy';
+
 /** A validated, serialized row ready for INSERT_INSTANCE / INSERT_INSTANCES. */
 export interface InsertRow {
   readonly fsm: string;
@@ -30,6 +32,10 @@ export interface InsertRow {
    */
   readonly deadlineAt?: Date | null;
   readonly deadlineInMs?: number | null;
+  /** The sequence key (docs/sequences.md); absent = none. */
+  readonly sequenceKey?: string | null;
+  /** With a sequence key: its failure policy. */
+  readonly onHeadFailure?: OnHeadFailure | null;
 }
 
 /** `row` carrying `traceContext` (docs/design.md §31); `row` itself when there is none. */

@@ -146,6 +146,14 @@ interface ChildRecord {
  *   the same scan (a heap filter, so the pick index still serves it): it stays runnable and
  *   is skipped by every claim until released; held rows rarely pile up, and each one due
  *   costs a scanned tuple per claim of its queue.
+ * - The sequence guard (docs/sequences.md) drops a candidate with a `sequence_key` while an
+ *   older row of its key (smaller id) holds the key: live, or failed under `'block'`. A
+ *   LATERAL LIMIT 1 probe of gen_durable_sequence (it repeats the index's predicate, so the
+ *   probe is index-only), run only for a candidate with a key: a row without one joins no
+ *   probe. A retried head waiting on its backoff, a held head and a reaped head are runnable,
+ *   so live: they keep their key. The guard reads the statement's snapshot, where an older
+ *   row once visible never looks ended before it is (two claims cannot both pass a key's
+ *   second row while its head is live).
  * - kept: one row per raw key (NULL keys and gated rows all kept); losers stay runnable.
  * - The update goes by ctid (the rows this statement located and locked), stamps the lease
  *   and bumps claim_seq, the fencing token of docs/design.md §26.1. A cross-node race on one K = 1 key
@@ -184,7 +192,16 @@ export const CLAIM_RUNNABLE = sql(
             AND h.status = 'executing' AND h.concurrency_key IS NOT NULL AND h.concurrency_shard IS NULL
           LIMIT 1
        ) k ON g.concurrency_key IS NOT NULL AND NOT COALESCE(g.concurrency_name = ANY ($5::text[]), false)
+       LEFT JOIN LATERAL (
+         SELECT 1 AS ahead
+           FROM {schema}.gen_durable a
+          WHERE a.sequence_key = g.sequence_key AND a.id < g.id
+            AND (a.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
+                 OR (a.status = 'failed' AND a.on_head_failure = 'block'))
+          LIMIT 1
+       ) s ON g.sequence_key IS NOT NULL
       WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now() AND k.busy IS NULL
+        AND s.ahead IS NULL
         AND g.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
       ORDER BY g.priority, g.eligible_at
       LIMIT $2

@@ -109,6 +109,8 @@ function withNewColumns(row: unknown): unknown {
     held_reason: null,
     dedup_until: null,
     deadline_at: null,
+    sequence_key: null,
+    on_head_failure: null,
   };
 }
 
