@@ -85,6 +85,12 @@ export type {
 export type { RetryOptions } from './control/retry-options';
 export type { HoldOptions, HoldResult, ReleaseOptions } from './control/hold-options';
 export type {
+  BlockedSequence,
+  BlockedSequencesOptions,
+  SequenceHeadStatus,
+  SkipSequenceHeadResult,
+} from './control/blocked-sequence';
+export type {
   BulkOptions,
   BulkResult,
   CancelAllOptions,

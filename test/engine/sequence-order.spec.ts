@@ -244,6 +244,69 @@ describe('strict order per key: sequenceKey (docs/sequences.md)', () => {
     expect(await round()).toEqual([b]);
   });
 
+  it('blockedSequences: each held key, its head and why, how many wait and since when', async () => {
+    const failed = await h.engine.insert(SeqFsm, { sequenceKey: 'b-f', state: { mode: 'stop' } });
+    await h.engine.insertAll(SeqFsm, [{ sequenceKey: 'b-f' }, { sequenceKey: 'b-f' }]);
+    const retrying = await h.engine.insert(SeqFsm, {
+      sequenceKey: 'b-r',
+      state: { mode: 'retry' },
+    });
+    await h.engine.insert(SeqFsm, { sequenceKey: 'b-r' });
+    const held = await h.engine.insert(SeqFsm, { sequenceKey: 'b-h', held: true });
+    await h.engine.insert(SeqFsm, { sequenceKey: 'b-h' });
+    const scheduled = await h.engine.insert(SeqFsm, { sequenceKey: 'b-s', scheduleIn: 600_000 });
+    await h.engine.insert(SeqFsm, { sequenceKey: 'b-s' });
+    // A key whose head is alone holds nobody: not listed.
+    await h.engine.insert(SeqFsm, { sequenceKey: 'b-alone', state: { mode: 'stop' } });
+    await round();
+    const blocked = await h.engine.blockedSequences();
+    const byKey = Object.fromEntries(blocked.map((b) => [b.key, b]));
+    expect(Object.keys(byKey).sort()).toEqual(['b-f', 'b-h', 'b-r', 'b-s']);
+    expect(byKey['b-f']).toMatchObject({
+      headId: failed,
+      headStatus: 'failed',
+      headStep: 'start',
+      headError: 'broken',
+      waiting: 2,
+    });
+    expect(byKey['b-f']!.waitingSince).toBeInstanceOf(Date);
+    expect(byKey['b-r']).toMatchObject({ headId: retrying, headStatus: 'retrying', waiting: 1 });
+    expect(byKey['b-h']).toMatchObject({ headId: held, headStatus: 'held', waiting: 1 });
+    expect(byKey['b-s']).toMatchObject({ headId: scheduled, headStatus: 'scheduled' });
+    // The longest waiting first; limit and key filter.
+    expect(blocked[0]!.key).toBe('b-f');
+    expect(await h.engine.blockedSequences({ limit: 1 })).toHaveLength(1);
+    expect((await h.engine.blockedSequences({ key: 'b-h' })).map((b) => b.key)).toEqual(['b-h']);
+    for (const [options, path] of [
+      [{ limit: 0 }, 'blockedSequences.limit'],
+      [{ key: '' }, 'blockedSequences.key'],
+      [{ queue: 'x' }, 'blockedSequences.options.queue'],
+    ] as const) {
+      const err = await h.engine
+        .blockedSequences(options as unknown as { limit?: number })
+        .catch((e: unknown) => e);
+      expect((err as InvalidInputError).path).toBe(path);
+    }
+  });
+
+  it('skipSequenceHead releases the key of a failed head and keeps the row; refuses a live one', async () => {
+    const head = await h.engine.insert(SeqFsm, { sequenceKey: 'sk', state: { mode: 'stop' } });
+    const next = await h.engine.insert(SeqFsm, { sequenceKey: 'sk' });
+    expect(await round()).toEqual([head]);
+    expect(await round()).toEqual([]);
+    const live = await h.engine
+      .skipSequenceHead(next)
+      .catch((e: unknown) => e as InvalidInputError);
+    expect(live).toBeInstanceOf(InvalidInputError);
+    expect(await h.engine.skipSequenceHead(head)).toEqual({ id: head, changed: true });
+    expect(await h.engine.skipSequenceHead(head)).toEqual({ id: head, changed: false });
+    expect(await rowOf(db, head)).toMatchObject({ status: 'failed', on_head_failure: 'skip' });
+    expect(await round()).toEqual([next]);
+    const plain = await h.engine.insert(SeqFsm, { state: { mode: 'stop' } });
+    await round();
+    await expect(h.engine.skipSequenceHead(plain)).rejects.toThrow(InvalidInputError);
+  });
+
   it('bad sequenceKey / onHeadFailure input: InvalidInputError naming the field, nothing stored', async () => {
     const cases: [unknown, string][] = [
       [{ sequenceKey: '' }, 'insert.sequenceKey'],
