@@ -1,7 +1,7 @@
 import type { SchemaIncrement } from './schema-increment';
 
 /**
- * Version 14: strict order per key (docs/sequences.md).
+ * Version 16: strict order per key (docs/sequences.md).
  * - `sequence_key`: the instance's sequence key (`insert({ sequenceKey })`); NULL = none.
  * - `on_head_failure`: `'block'` or `'skip'`, what the row does to its key once it has failed
  *   (NULL on a row without a sequence key).
@@ -11,8 +11,8 @@ import type { SchemaIncrement } from './schema-increment';
  *   key are not in it, so plain rows pay no index write.
  * Nullable columns without a default rewrite nothing; the index is built over no row.
  */
-export const V014: SchemaIncrement = {
-  version: 14,
+export const V016: SchemaIncrement = {
+  version: 16,
   up: [
     `ALTER TABLE {schema}.gen_durable ADD COLUMN sequence_key text,
        ADD COLUMN on_head_failure text,
