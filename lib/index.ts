@@ -85,6 +85,12 @@ export type {
 export type { RetryOptions } from './control/retry-options';
 export type { HoldOptions, HoldResult, ReleaseOptions } from './control/hold-options';
 export type {
+  BlockedSequence,
+  BlockedSequencesOptions,
+  SequenceHeadStatus,
+  SkipSequenceHeadResult,
+} from './control/blocked-sequence';
+export type {
   BulkOptions,
   BulkResult,
   CancelAllOptions,
@@ -103,6 +109,7 @@ export type {
 } from './instance/history-entry';
 export { getEngineToken } from './gen-durable.constants';
 export type { InsertOptions } from './fsm/insert-options.interface';
+export type { OnHeadFailure } from './fsm/sequence-policy';
 export type { AwaitResult, InstanceView } from './instance/instance-view';
 export type {
   CountOptions,

@@ -1,6 +1,6 @@
 TYPE gen_durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 15
+TABLE gen_durable  -- comment: 16
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -50,6 +50,9 @@ END) STORED
   deadline_at timestamp with time zone
   fairness_key text
   fairness_weight integer NOT NULL DEFAULT 1
+  sequence_key text
+  on_head_failure text
+  CONSTRAINT gen_durable_on_head_failure_check CHECK ((on_head_failure = ANY (ARRAY['block'::text, 'skip'::text])))
   CONSTRAINT gen_durable_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES gen_durable(id) ON DELETE SET NULL
   CONSTRAINT gen_durable_pkey PRIMARY KEY (id)
   CONSTRAINT gen_durable_state_is_object CHECK ((jsonb_typeof(state) = 'object'::text))
@@ -66,6 +69,7 @@ END) STORED
   INDEX ON gen_durable USING btree (parent_id) WHERE (parent_id IS NOT NULL)  -- gen_durable_parent
   INDEX ON gen_durable USING btree (queue, priority, eligible_at) WHERE (status = 'runnable'::gen_durable_status)  -- gen_durable_pick
   INDEX UNIQUE ON gen_durable USING btree (id)  -- gen_durable_pkey
+  INDEX ON gen_durable USING btree (sequence_key, id) WHERE ((sequence_key IS NOT NULL) AND ((status = ANY (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status])) OR ((status = 'failed'::gen_durable_status) AND (on_head_failure = 'block'::text))))  -- gen_durable_sequence
 
 TABLE gen_durable_bucket_configs
   kind text NOT NULL

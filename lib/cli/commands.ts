@@ -1,5 +1,6 @@
 import { userInfo } from 'node:os';
 
+import type { BlockedSequencesOptions } from '../control/blocked-sequence';
 import type { CancelOptions, CancelResult } from '../control/cancel-options';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
@@ -312,6 +313,48 @@ export async function hold(
     result.changed
       ? `held: ${result.id} (no node claims it until released)`
       : `already held: ${result.id}`,
+  );
+}
+
+/**
+ * The sequence keys with instances waiting behind their head (docs/sequences.md "Seeing held
+ * keys"), the longest waiting first.
+ */
+export async function sequences(
+  ctx: CliContext,
+  out: Output,
+  options: BlockedSequencesOptions,
+): Promise<void> {
+  const blocked = await ctx.client.blockedSequences(options);
+  out.result(blocked, () =>
+    blocked.length === 0
+      ? 'no sequence key has instances waiting'
+      : table(
+          ['KEY', 'HEAD', 'STATUS', 'STEP', 'WAITING', 'SINCE', 'ERROR'],
+          blocked.map((b) => [
+            b.key,
+            b.headId,
+            b.headStatus,
+            b.headStep,
+            b.waiting,
+            b.waitingSince,
+            b.headError,
+          ]),
+        ),
+  );
+}
+
+/** A failed head stops holding its sequence key (docs/sequences.md "When the head fails"). */
+export async function skipSequenceHead(
+  ctx: CliContext,
+  out: Output,
+  target: Target,
+): Promise<void> {
+  const result = await ctx.client.skipSequenceHead(target);
+  out.result(result, () =>
+    result.changed
+      ? `skipped: ${result.id} (failed, kept; the next instance of its key runs)`
+      : `already skipped: ${result.id}`,
   );
 }
 

@@ -235,6 +235,34 @@ export function buildProgram(runner: Runner, write: (text: string) => void): Com
 
   configure(
     program
+      .command('sequences')
+      .description(
+        'sequence keys with instances waiting behind their head: the head, why it holds the key, how many wait and since when',
+      )
+      .option('--limit <n>', 'at most this many keys (1 … 1000, default 100)', integerIn(1, 1_000))
+      .option('--key <key>', 'only this sequence key'),
+  ).action(async (o: { limit?: number; key?: string }, cmd: Command) => {
+    const options = {
+      ...(o.limit !== undefined && { limit: o.limit }),
+      ...(o.key !== undefined && { key: o.key }),
+    };
+    await runner(globals(cmd), (ctx, out) => commands.sequences(ctx, out, options));
+  });
+
+  configure(
+    program
+      .command('skip-sequence-head')
+      .description(
+        "a failed head under onHeadFailure 'block' stops holding its sequence key (kept, failed): the next instance runs",
+      )
+      .argument('<target>', 'instance id, or key:<correlationKey>'),
+  ).action(async (target: string, _o: unknown, cmd: Command) => {
+    const to = commands.parseTarget(target);
+    await runner(globals(cmd), (ctx, out) => commands.skipSequenceHead(ctx, out, to));
+  });
+
+  configure(
+    program
       .command('explain')
       .description(
         "why isn't it running: every reason (blocking ones first, marked *), the hold and the instance deadline",

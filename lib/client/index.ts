@@ -42,6 +42,12 @@ export type { BulkResult, CancelAllOptions, RetryAllOptions } from '../control/b
 export type { CancelOptions } from '../control/cancel-options';
 export type { RetryOptions } from '../control/retry-options';
 export type { HoldOptions, HoldResult, ReleaseOptions } from '../control/hold-options';
+export type {
+  BlockedSequence,
+  BlockedSequencesOptions,
+  SequenceHeadStatus,
+  SkipSequenceHeadResult,
+} from '../control/blocked-sequence';
 export type { PurgeAllOptions, PurgeAllResult, PurgeOptions } from '../control/purge-options';
 export type { ForkOptions } from '../control/fork-options';
 export type { Explanation } from '../control/explanation';

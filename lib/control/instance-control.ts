@@ -54,6 +54,12 @@ import { retryInstance } from './retry-instance';
 import type { RetryOptions } from './retry-options';
 import type { StatsOverview, StatsOverviewOptions } from './stats-overview';
 import { readStepCounts } from './step-counts';
+import type {
+  BlockedSequence,
+  BlockedSequencesOptions,
+  SkipSequenceHeadResult,
+} from './blocked-sequence';
+import { readBlockedSequences, skipSequenceHead } from './sequence-control';
 import { resolveTarget, type Target } from './target';
 
 export type { InboxSignal, LiveFsmVersion, QueueBacklog };
@@ -347,6 +353,33 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
     const to = resolveTarget(target, 'release.target');
     const runtime = this.controlRuntime();
     const result = await releaseInstance(runtime, to, options);
+    await runtime.settle();
+    return result;
+  }
+
+  /**
+   * The sequence keys with instances waiting behind their head (docs/sequences.md "Seeing
+   * held keys"), the longest waiting first: each key's head (id, status refined to `'held'`,
+   * `'retrying'` or `'scheduled'` for a runnable head, step, last error), how many wait behind
+   * it and since when. `limit` 1 … 1 000 (default 100), `key` one key. One statement, whose
+   * cost grows with the rows that hold a key. `InvalidInputError` naming a bad option.
+   */
+  async blockedSequences(options?: BlockedSequencesOptions): Promise<BlockedSequence[]> {
+    return readBlockedSequences(this.controlRuntime().sql, options);
+  }
+
+  /**
+   * Releases the key of a failed head under `onHeadFailure: 'block'` (docs/sequences.md "When
+   * the head fails"): its policy becomes `'skip'`, the failed row is kept, and the next
+   * instance of its key runs. `changed` false when it was already `'skip'`. One statement.
+   * `NoTargetError` for a missing target; `InvalidInputError` for an instance without a
+   * sequence key or one that has not failed (cancel a live head instead).
+   */
+  async skipSequenceHead(target: Target): Promise<SkipSequenceHeadResult> {
+    const to = resolveTarget(target, 'skipSequenceHead.target');
+    const runtime = this.controlRuntime();
+    const id = await targetId(runtime.sql, to, 'no head was skipped');
+    const result = await skipSequenceHead(runtime, id);
     await runtime.settle();
     return result;
   }

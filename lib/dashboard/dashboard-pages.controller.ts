@@ -13,6 +13,7 @@ import {
   messageView,
   queuesView,
   schedulesView,
+  sequencesView,
 } from './views/control.view';
 import { fsmsView, fsmView } from './views/fsm.view';
 import { instancesView } from './views/instances.view';
@@ -108,6 +109,15 @@ export class DashboardPagesController {
   ): Promise<string> {
     const ctx = this.dashboard.viewContext(req, res, 1);
     return limitersView(ctx, await this.dashboard.reads.limiters()).text;
+  }
+
+  @Get('sequences')
+  async sequences(
+    @Req() req: DashboardRequest,
+    @Res({ passthrough: true }) res: DashboardResponse,
+  ): Promise<string> {
+    const ctx = this.dashboard.viewContext(req, res, 1);
+    return sequencesView(ctx, await this.dashboard.reads.sequences()).text;
   }
 
   @Get('queues')

@@ -1,3 +1,4 @@
+import type { BlockedSequence } from '../control/blocked-sequence';
 import { ALL_STATUSES, type DurableStatus } from '../gen-durable.constants';
 import type { Explanation } from '../control/explanation';
 import type { InboxSignal, InstanceControl } from '../control/instance-control';
@@ -283,6 +284,11 @@ export class DashboardReads {
   /** The engine's limiter status: declarations, and gates and buckets live (PostgreSQL or Redis). */
   limiters(): Promise<LimiterStatus> {
     return this.engine.limiterStatus();
+  }
+
+  /** The sequence keys with instances waiting behind their head (docs/sequences.md). */
+  sequences(): Promise<BlockedSequence[]> {
+    return this.engine.blockedSequences({ limit: 200 });
   }
 
   queues(): Promise<QueueStatus[]> {

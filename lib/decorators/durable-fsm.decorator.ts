@@ -5,6 +5,7 @@ import type { HistoryLevel } from '../instance/history-entry';
 import type { RetentionOverride } from '../fsm/retention';
 import type { StateCodec } from '../fsm/state-codec';
 import type { StandardSchemaV1 } from '../fsm/fsm-schemas';
+import type { OnHeadFailure } from '../fsm/sequence-policy';
 
 export type { StateCodec };
 
@@ -101,6 +102,19 @@ export interface DurableFsmOptions {
    * none (no key: the queue's plain order).
    */
   fairnessKey?: (state: Record<string, unknown>) => string;
+  /**
+   * The default sequence key of its inserts, a function of the inserted state (as given, before
+   * the codec's dump): instances of one key run strictly one after another in insert order
+   * (docs/sequences.md). An insert's `sequenceKey` wins; a function that returns `undefined` or
+   * `null` gives the instance no key. Default: none.
+   */
+  sequenceKey?: (state: never) => string | null | undefined;
+  /**
+   * What a failed instance does to its sequence key (docs/sequences.md "When the head fails"):
+   * `'block'` holds the key until it is retried, cancelled or purged; `'skip'` releases it.
+   * An insert's `onHeadFailure` wins. Default `'block'`.
+   */
+  onHeadFailure?: OnHeadFailure;
 }
 
 /** Metadata stored on a `@DurableFsm()` class. */

@@ -4,6 +4,7 @@ import type { StepContext } from '../fsm/step-context';
 import type { HistoryLevel } from '../instance/history-entry';
 import type { StandardSchemaV1 } from '../fsm/fsm-schemas';
 import type { DurableStepInterceptor } from '../fsm/step-interceptor';
+import type { FsmSequence } from '../fsm/sequence-policy';
 
 export type StepFunction = (ctx: StepContext<unknown>) => unknown;
 
@@ -35,6 +36,8 @@ export interface FsmDefinition {
   readonly cancelOn: ReadonlySet<string>;
   /** Its instance deadline declarations; absent = none declared. */
   readonly deadline?: FsmDeadline | undefined;
+  /** `@DurableFsm({ sequenceKey, onHeadFailure })` (docs/sequences.md); absent = none declared. */
+  readonly sequence?: FsmSequence | undefined;
   /** What its step history records (docs/design.md §28.1). */
   readonly history: HistoryLevel;
   /**

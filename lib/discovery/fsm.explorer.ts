@@ -9,6 +9,7 @@ import type { RetentionOverride } from '../fsm/retention';
 import type { StepContext } from '../fsm/step-context';
 import type { StandardSchemaV1 } from '../fsm/fsm-schemas';
 import { MAX_DELAY_MS } from '../fsm/outcome';
+import { checkFsmSequence } from '../fsm/sequence-policy';
 import type { DurableStepInterceptor } from '../fsm/step-interceptor';
 import type { FsmDeadline, FsmDefinition, StepFunction } from './fsm-definition';
 import { FsmMetadataAccessor } from './fsm-metadata.accessor';
@@ -270,6 +271,7 @@ export class FsmExplorer {
       );
     }
     const deadline = checkDeadline(meta, steps, where);
+    const sequence = checkFsmSequence(meta, where);
     const history: unknown = meta.history ?? 'failures';
     if (!HISTORY_LEVELS.includes(history as HistoryLevel)) {
       throw new ConfigurationError(
@@ -311,6 +313,7 @@ export class FsmExplorer {
       cancelOn: new Set(cancelOn),
       ...(deadline ? { deadline } : {}),
       ...(meta.fairnessKey !== undefined ? { fairnessKey: meta.fairnessKey } : {}),
+      ...(sequence ? { sequence } : {}),
       history: history as HistoryLevel,
       retention,
       queue: meta.queue ?? 'default',

@@ -2,6 +2,7 @@ import type { EntityManager } from 'typeorm';
 
 import type { DurableStatus } from '../gen-durable.constants';
 import type { LimitKey } from './limit-key';
+import type { OnHeadFailure } from './sequence-policy';
 
 /** Options of `insert` / `insertAll` entries (docs/design.md §2.5). */
 export interface InsertOptions {
@@ -83,6 +84,20 @@ export interface InsertOptions {
    * children, `GenDurableClient.insert`).
    */
   held?: boolean;
+  /**
+   * Strict order per key (docs/sequences.md): the instance is claimed only once no older
+   * instance of this key (smaller id) is live, or failed under `'block'`. Every insert path
+   * takes it (`insert`, `insertAll` entries, `insertAsync`, children, `GenDurableClient.insert`).
+   * Default: the FSM's `sequenceKey(state)`, else none.
+   */
+  sequenceKey?: string;
+  /**
+   * With a sequence key: what this instance does to its key once it has failed
+   * (docs/sequences.md "When the head fails"): `'block'` holds the key until it is retried,
+   * cancelled or purged; `'skip'` releases it. A head waiting on a retry backoff holds its key
+   * under either. Default: the FSM's `onHeadFailure`, else `'block'`.
+   */
+  onHeadFailure?: OnHeadFailure;
   /** Join the caller's TypeORM transaction (insert/insertAll/signal only). */
   manager?: EntityManager;
 }

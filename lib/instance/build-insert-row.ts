@@ -15,6 +15,12 @@ import { toJsonObjectText } from '../serialization/json-value';
 import type { InsertOptions } from '../fsm/insert-options.interface';
 import { delayMs as checkedMs, insertConflictOf } from './insert-conflict';
 import type { InsertRow } from './insert-row';
+import {
+  type FsmSequence,
+  type OnHeadFailure,
+  onHeadFailureOf,
+  sequenceKeyText,
+} from '../fsm/sequence-policy';
 
 /**
  * What an insert needs of its FSM: a registered `FsmDefinition`, or the description a
@@ -29,6 +35,8 @@ export type InsertDefinition = Pick<
   readonly deadline?: { readonly ms: number | null } | undefined;
   /** `@DurableFsm({ fairnessKey })`: the default fairness key, from the state; absent = none. */
   readonly fairnessKey?: ((state: Record<string, unknown>) => unknown) | undefined;
+  /** `@DurableFsm({ sequenceKey, onHeadFailure })` (docs/sequences.md); absent = none. */
+  readonly sequence?: FsmSequence | undefined;
 };
 
 /** The longest fairness key, characters (docs/many-tenants.md "Fair claims by key"). */
@@ -74,11 +82,14 @@ const INSERT_KEYS = new Set([
   'deadlineInMs',
   'fairnessKey',
   'fairnessWeight',
+  'sequenceKey',
+  'onHeadFailure',
 ]);
 
 /**
  * The options only `insert()` takes (docs/identity.md "Conflict modes"): the other insert
- * paths answer inserted ids only. `held` and `dedupWindowMs` are taken by every path.
+ * paths answer inserted ids only. `held`, `dedupWindowMs`, `sequenceKey` and `onHeadFailure`
+ * are taken by every path.
  */
 const INSERT_ONLY = ['onConflict', 'debounceMs', 'maxDelayMs'] as const;
 
@@ -253,6 +264,8 @@ export function buildInsertRow(
     deadlineInMs = checkedMs(o.deadlineInMs, 1, `${path}.deadlineInMs`);
   } else if (definition.deadline?.ms != null) deadlineInMs = definition.deadline.ms;
 
+  const sequence = sequenceOf(definition, o, rawState, path);
+
   return {
     fsm: definition.name,
     fsmVersion: definition.version,
@@ -272,5 +285,46 @@ export function buildInsertRow(
     ...(deadlineAt !== null ? { deadlineAt } : {}),
     ...(deadlineInMs !== null ? { deadlineInMs } : {}),
     ...(fairnessKey !== null ? { fairnessKey, fairnessWeight } : {}),
+    ...(sequence !== null ? sequence : {}),
   };
+}
+
+/**
+ * The insert's sequence key and policy (docs/sequences.md): its own `sequenceKey`, else the
+ * FSM's `sequenceKey(state)` (a function that throws, or answers anything but a non-empty
+ * string, `undefined` or `null`, refuses the insert naming `sequenceKey`); null when none.
+ */
+function sequenceOf(
+  definition: InsertDefinition,
+  o: InsertOptions,
+  state: unknown,
+  path: string,
+): { sequenceKey: string; onHeadFailure: OnHeadFailure } | null {
+  const policy =
+    o.onHeadFailure === undefined
+      ? (definition.sequence?.onHeadFailure ?? 'block')
+      : onHeadFailureOf(o.onHeadFailure, `${path}.onHeadFailure`);
+  let key: string | null = null;
+  if (o.sequenceKey !== undefined) key = sequenceKeyText(o.sequenceKey, `${path}.sequenceKey`);
+  else if (definition.sequence?.key) {
+    let derived: unknown;
+    try {
+      derived = definition.sequence.key(state as Record<string, unknown>);
+    } catch (err) {
+      throw new InvalidInputError(
+        `${path}.sequenceKey`,
+        `the FSM's sequenceKey(state) threw: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+    if (derived !== undefined && derived !== null) {
+      key = sequenceKeyText(derived, `${path}.sequenceKey`);
+    }
+  }
+  if (key === null) {
+    if (o.onHeadFailure !== undefined) {
+      throw new InvalidInputError(`${path}.onHeadFailure`, 'needs a sequenceKey');
+    }
+    return null;
+  }
+  return { sequenceKey: key, onHeadFailure: policy };
 }

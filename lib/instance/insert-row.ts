@@ -1,3 +1,5 @@
+import type { OnHeadFailure } from '../fsm/sequence-policy';
+
 /** A validated, serialized row ready for INSERT_INSTANCE / INSERT_INSTANCES. */
 export interface InsertRow {
   readonly fsm: string;
@@ -34,6 +36,10 @@ export interface InsertRow {
   readonly fairnessKey?: string | null;
   /** Its weight, integer ≥ 1; absent = 1. */
   readonly fairnessWeight?: number;
+  /** The sequence key (docs/sequences.md); absent = none. */
+  readonly sequenceKey?: string | null;
+  /** With a sequence key: its failure policy. */
+  readonly onHeadFailure?: OnHeadFailure | null;
 }
 
 /** `row` carrying `traceContext` (docs/design.md §31); `row` itself when there is none. */

@@ -14,6 +14,7 @@ import { V012 } from './v012';
 import { V013 } from './v013';
 import { V014 } from './v014';
 import { V015 } from './v015';
+import { V016 } from './v016';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -32,6 +33,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V013,
   V014,
   V015,
+  V016,
 ];
 
 /** The schema version this build of the library needs. */

@@ -218,6 +218,14 @@ interface ChildRecord {
  *   the same scan (a heap filter, so the pick index still serves it): it stays runnable and
  *   is skipped by every claim until released; held rows rarely pile up, and each one due
  *   costs a scanned tuple per claim of its queue.
+ * - The sequence guard (docs/sequences.md) drops a candidate with a `sequence_key` while an
+ *   older row of its key (smaller id) holds the key: live, or failed under `'block'`. A
+ *   LATERAL LIMIT 1 probe of gen_durable_sequence (it repeats the index's predicate, so the
+ *   probe is index-only), run only for a candidate with a key: a row without one joins no
+ *   probe. A retried head waiting on its backoff, a held head and a reaped head are runnable,
+ *   so live: they keep their key. The guard reads the statement's snapshot, where an older
+ *   row once visible never looks ended before it is (two claims cannot both pass a key's
+ *   second row while its head is live).
  * - kept: one row per raw key (NULL keys and gated rows all kept); losers stay runnable.
  * - The update goes by ctid (the rows this statement located and locked), stamps the lease
  *   and bumps claim_seq, the fencing token of docs/design.md §26.1. A cross-node race on one K = 1 key
@@ -265,8 +273,10 @@ export const CLAIM_RUNNABLE = sql(
             AND h.status = 'executing' AND h.concurrency_key IS NOT NULL AND h.concurrency_shard IS NULL
           LIMIT 1
        ) k ON g.concurrency_key IS NOT NULL AND NOT COALESCE(g.concurrency_name = ANY ($5::text[]), false)
+       ${sequenceProbe('g')}
       WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now() AND k.busy IS NULL
         AND (g.priority, g.eligible_at) >= ($6::smallint, $7::timestamptz)
+        AND s.ahead IS NULL
         AND g.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
       ORDER BY g.priority, g.eligible_at
       LIMIT $2
@@ -361,8 +371,10 @@ const LOWEST_PRIORITY = -32768;
  *   1 / `fairness_weight` of its key's rows up to it; the batch is the `$2` candidates first by
  *   (priority, finish, eligible_at, id): weighted round robin across keys within a priority.
  * - locked: the picked rows locked by ctid, FOR NO KEY UPDATE SKIP LOCKED, re-checked runnable
- *   and not held (a row another claim took meanwhile is skipped, or fails the re-check). The
- *   `ctid = ANY (ARRAY(…))` here and in `claimed` pins a TID scan. Without it, claims of ~200
+ *   and not held (a row another claim took meanwhile is skipped, or fails the re-check), and
+ *   passed through the sequence guard (docs/sequences.md; the same probe as CLAIM_RUNNABLE's,
+ *   so a row with both keys keeps its key's order in a fair queue too: a held-back row only
+ *   makes the batch shorter). The `ctid = ANY (ARRAY(…))` here and in `claimed` pins a TID scan. Without it, claims of ~200
  *   rows (prefetch) on a table whose statistics predated a 1 000 000-row insert ran ~18×
  *   slower (docs/performance.md "Noisy neighbour"), most likely a hash join over a seq scan
  *   of gen_durable (that plan was not captured).
@@ -429,8 +441,9 @@ export const CLAIM_FAIR = sql(
      SELECT g.ctid AS tid, g.concurrency_key, g.priority, g.eligible_at, g.id, p.gated
        FROM pick p
        JOIN {schema}.gen_durable g ON g.ctid = p.tid
+       ${sequenceProbe('g')}
       WHERE g.ctid = ANY (ARRAY(SELECT p2.tid FROM pick p2))
-        AND g.status = 'runnable' AND g.held_at IS NULL
+        AND g.status = 'runnable' AND g.held_at IS NULL AND s.ahead IS NULL
       FOR NO KEY UPDATE OF g SKIP LOCKED
    ), kept AS (
      SELECT c.tid, c.gated
@@ -498,6 +511,23 @@ export const CLAIM_FAIR = sql(
  * gen_durable_concurrency_active finding its key executing (`k.busy`), for a keyed row that no
  * gate of this node admits.
  */
+/**
+ * The sequence guard of candidate alias `g` (docs/sequences.md): `s.ahead` is 1 when an older
+ * row of its `sequence_key` holds the key (live, or failed under `'block'`). A LATERAL LIMIT 1
+ * probe of gen_durable_sequence (it repeats the index's predicate, so the probe is
+ * index-only), joined only for a candidate with a key.
+ */
+function sequenceProbe(g: string): string {
+  return `LEFT JOIN LATERAL (
+             SELECT 1 AS ahead
+               FROM {schema}.gen_durable a
+              WHERE a.sequence_key = ${g}.sequence_key AND a.id < ${g}.id
+                AND (a.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
+                     OR (a.status = 'failed' AND a.on_head_failure = 'block'))
+              LIMIT 1
+           ) s ON ${g}.sequence_key IS NOT NULL`;
+}
+
 function busyProbe(g: string): string {
   return `LEFT JOIN LATERAL (
              SELECT 1 AS busy

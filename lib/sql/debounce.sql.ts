@@ -28,11 +28,11 @@ export interface DebounceAnswer extends InsertedInstance {
  * `insert({ onConflict: 'debounce' })` (docs/identity.md "Conflict modes"), one statement:
  * - `occ`: the key's occupant (gen_durable_correlation, guard = `$9`) while still runnable and
  *   never claimed (`claim_seq` 0, so never started) takes the new state `$4` and its start
- *   moves to now + `$21` ms, but never past its insert + `$22` ms (NULL: unbounded). The UPDATE
+ *   moves to now + `$23` ms, but never past its insert + `$24` ms (NULL: unbounded). The UPDATE
  *   waits for a claim that locked the row and then re-checks it: a claimed occupant is not
  *   touched.
- * - `ins`: with no such occupant, the row of INSERT_INSTANCE (`$1`…`$20`), its start already
- *   now + `$21` ms (the caller's `delayMs`).
+ * - `ins`: with no such occupant, the row of INSERT_INSTANCE (`$1`…`$22`), its start already
+ *   now + `$23` ms (the caller's `delayMs`).
  * - else the holder (an occupant that started, an ended one whose scope keeps the key, a
  *   dedup window): `occupied`, nothing stored.
  * NOTE: two debounced inserts racing on a free key both find no occupant; one inserts, the
@@ -44,8 +44,8 @@ export const INSERT_OR_DEBOUNCE = sql(
   `WITH occ AS (
      UPDATE {schema}.gen_durable g
         SET state = $4::text::jsonb,
-            eligible_at = LEAST(now() + make_interval(secs => $21::float8 / 1000),
-                                COALESCE(g.inserted_at + make_interval(secs => $22::float8 / 1000), 'infinity')),
+            eligible_at = LEAST(now() + make_interval(secs => $23::float8 / 1000),
+                                COALESCE(g.inserted_at + make_interval(secs => $24::float8 / 1000), 'infinity')),
             updated_at = now()
       WHERE g.correlation_guard = $9::text AND g.status = 'runnable' AND g.claim_seq = 0
       RETURNING g.id, g.queue, g.eligible_at <= now() AS due

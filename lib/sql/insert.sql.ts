@@ -42,11 +42,12 @@ const NO_TRACES: readonly (string | null)[] = Object.freeze([]);
 const NO_DEADLINES: readonly null[] = Object.freeze([]);
 
 /**
- * The `$1`…`$18` of INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER, in column order: `$15`
+ * The `$1`…`$22` of INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER, in column order: `$15`
  * held, `$16` the dedup window in ms or NULL (docs/identity.md "Dedup windows"), `$17` the
  * absolute deadline or NULL, else `$18` the deadline in ms from now or NULL
  * (docs/operations-control.md "Instance deadlines"), `$19` the fairness key or NULL and `$20`
- * its weight (docs/many-tenants.md "Fair claims by key").
+ * its weight (docs/many-tenants.md "Fair claims by key"), `$21` the sequence key or NULL and
+ * `$22` its failure policy or NULL (docs/sequences.md).
  */
 export function insertRowParams(row: InsertRow): unknown[] {
   return [
@@ -70,13 +71,15 @@ export function insertRowParams(row: InsertRow): unknown[] {
     row.deadlineInMs ?? null,
     row.fairnessKey ?? null,
     row.fairnessWeight ?? 1,
+    row.sequenceKey ?? null,
+    row.onHeadFailure ?? null,
   ];
 }
 
 /** The column list every single-row insert writes, in the order of {@link insertRowSelect}. */
 export const INSERT_ROW_COLUMNS = `(fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
       correlation_scope, concurrency_key, rate_limit, weight, trace_context, held_at, dedup_until,
-      deadline_at, fairness_key, fairness_weight)`;
+      deadline_at, fairness_key, fairness_weight, sequence_key, on_head_failure)`;
 
 /**
  * The SELECT list of one row from the parameters of {@link insertRowParams}, numbered from
@@ -93,7 +96,7 @@ export function insertRowSelect(base: number, except = 'NULL::bigint'): string {
             ${p(12)}::text, ${p(13)}::float8, ${p(14)}::text, CASE WHEN ${p(15)}::boolean THEN now() END,
             now() + make_interval(secs => ${p(16)}::float8 / 1000),
             COALESCE(${p(17)}::timestamptz, now() + make_interval(secs => ${p(18)}::float8 / 1000)),
-            ${p(19)}::text, ${p(20)}::int
+            ${p(19)}::text, ${p(20)}::int, ${p(21)}::text, ${p(22)}::text
       WHERE (${p(9)}::text IS NULL OR NOT EXISTS (
               SELECT 1 FROM {schema}.gen_durable d
                WHERE d.correlation_key = ${p(9)}::text AND d.dedup_until > now()
@@ -118,7 +121,8 @@ export function keyHolderSelect(base: number): string {
  * One instance. `$4` state is JSON text cast server-side; `$7` an absolute start time or
  * NULL, else now() + `$8` ms (DB clock); `$10` the correlation scope comma-joined.
  * `$14` the W3C trace context of the inserting code or NULL (docs/design.md §31); `$15` held,
- * `$16` dedup window ms or NULL, `$17`/`$18` the deadline ({@link insertRowParams}).
+ * `$16` dedup window ms or NULL, `$17`/`$18` the deadline, `$19`/`$20` the sequence key and
+ * policy ({@link insertRowParams}).
  * Conflict on the occupied correlation guard (unique index gen_durable_correlation) drops the
  * row, and so does an open dedup window on the key (index gen_durable_dedup, probed only for a
  * keyed row): no row returned ⇒ duplicate. Touches no other table (docs/design.md §3.7).
@@ -183,7 +187,9 @@ export const INSERT_INSTANCE_OR_HOLDER = sql(
  * duplicate: the statement's snapshot cannot see that entry's row (checked only when `$20` is
  * not empty, so a batch without windows runs the plan it ran before). `$21` / `$22` = per-entry
  * fairness key and weight (docs/many-tenants.md "Fair claims by key"); each empty when no entry
- * has a key (unnest pads NULLs: no key, weight 1).
+ * has a key (unnest pads NULLs: no key, weight 1); `$23`/`$24` the sequence key and its failure
+ * policy (docs/sequences.md), each empty when no entry has a key; ids are drawn in entry order,
+ * so a key's entries of one batch are ordered as given.
  * NOTE: RETURNING sees only the inserted row, so `e` draws each entry's id from the table's
  * identity sequence up front (materialized: it is volatile and read twice) and the insert
  * writes it explicitly; joining the returned rows to `e` on that id (PK, unique) carries the
@@ -202,21 +208,21 @@ export const INSERT_INSTANCES = sql(
                       $7::timestamptz[], $8::float8[], $9::text[], $10::text[], $11::text[],
                       $12::text[], $13::float8[], $14::bigint[], $15::int[], $16::text[],
                       $17::timestamptz[], $18::float8[], $19::boolean[], $20::float8[], $21::text[],
-                      $22::int[])
+                      $22::int[], $23::text[], $24::text[])
          AS u(fsm, fsm_version, step, state, queue, priority, at, delay_ms, ckey, scope, conc,
               rate, weight, parent_id, ord, trace, deadline_at, deadline_ms, held, dedup_ms,
-              fkey, fweight)
+              fkey, fweight, seq_key, on_head_failure)
    ), ins AS (
      INSERT INTO {schema}.gen_durable
        (id, fsm, fsm_version, step, state, queue, priority, eligible_at, correlation_key,
         correlation_scope, concurrency_key, rate_limit, weight, parent_id, trace_context, deadline_at,
-        held_at, dedup_until, fairness_key, fairness_weight)
+        held_at, dedup_until, fairness_key, fairness_weight, sequence_key, on_head_failure)
      SELECT e.id, e.fsm, e.fsm_version, e.step, e.state::jsonb, e.queue, e.priority,
             COALESCE(e.at, now() + make_interval(secs => e.delay_ms / 1000)), e.ckey,
             string_to_array(e.scope, ',')::{schema}.gen_durable_status[], e.conc, e.rate, e.weight, e.parent_id,
             e.trace, COALESCE(e.deadline_at, now() + make_interval(secs => e.deadline_ms / 1000)),
             CASE WHEN e.held THEN now() END, now() + make_interval(secs => e.dedup_ms / 1000),
-            e.fkey, COALESCE(e.fweight, 1)
+            e.fkey, COALESCE(e.fweight, 1), e.seq_key, e.on_head_failure
        FROM e
       WHERE e.ckey IS NULL OR (NOT EXISTS (
               SELECT 1 FROM {schema}.gen_durable d WHERE d.correlation_key = e.ckey AND d.dedup_until > now())
@@ -256,6 +262,8 @@ export const INSERT_INSTANCES = sql(
       let dedupMs: (number | null)[] | undefined;
       let fairnessKeys: (string | null)[] | undefined;
       let fairnessWeights: (number | null)[] | undefined;
+      let sequenceKeys: (string | null)[] | undefined;
+      let headPolicies: (string | null)[] | undefined;
       for (let i = 0; i < n; i++) {
         const r = rows[i]!;
         fsms[i] = r.fsm;
@@ -298,6 +306,12 @@ export const INSERT_INSTANCES = sql(
           fairnessKeys[i] = r.fairnessKey;
           fairnessWeights[i] = r.fairnessWeight ?? 1;
         }
+        if (r.sequenceKey != null) {
+          sequenceKeys ??= new Array<string | null>(n).fill(null);
+          headPolicies ??= new Array<string | null>(n).fill(null);
+          sequenceKeys[i] = r.sequenceKey;
+          headPolicies[i] = r.onHeadFailure ?? 'block';
+        }
       }
       return [
         fsms,
@@ -322,6 +336,8 @@ export const INSERT_INSTANCES = sql(
         dedupMs ?? NO_DEADLINES,
         fairnessKeys ?? NO_DEADLINES,
         fairnessWeights ?? NO_DEADLINES,
+        sequenceKeys ?? NO_DEADLINES,
+        headPolicies ?? NO_DEADLINES,
       ];
     },
     decode: (rows: readonly InsertedRecord[]): InsertedEntry[] => {

@@ -50,7 +50,7 @@ interface ReplaceRecord {
  * first round of CANCEL_INSTANCES on the key's live occupant (`$1`…`$10`: found by
  * gen_durable_correlation, locked, cancelled now or, executing, asked to end, cooperatively,
  * with its history row and riders), which also frees the occupant's key (its scope emptied),
- * then the insert of `$11`…`$28` (INSERT_INSTANCE's parameters, shifted by 10), run after the
+ * then the insert of `$11`…`$30` (INSERT_INSTANCE's parameters, shifted by 10), run after the
  * cancel's writes (its WHERE reads `changed`): the unique index gen_durable_correlation no
  * longer holds the occupant's entry for this transaction, and the occupant's own dedup window
  * (gen_durable_dedup) is not counted. An ended occupant whose scope keeps the key is not

@@ -537,6 +537,33 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     expect(JSON.parse(ended.stderr)).toMatchObject({ error: { code: 'GD_INVALID_INPUT' } });
   });
 
+  it('sequences and skip-sequence-head: held keys as text and JSON; a skipped head lets the next run', async () => {
+    const head = await h.engine.insert('flaky', { sequenceKey: 'cli-seq' });
+    const next = await h.engine.insert('waiter', { sequenceKey: 'cli-seq' });
+    await gd.drain();
+    expect(await h.engine.get(next)).toMatchObject({ status: 'runnable', claimSeq: '0' });
+    const text = await run(['sequences']);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/^KEY +HEAD +STATUS +STEP +WAITING +SINCE +ERROR\n/);
+    expect(text.stdout).toMatch(
+      new RegExp(`\\ncli-seq +${head} +failed +start +1 +\\S+ +broken on purpose`),
+    );
+    expect(text.stdout).toContain('broken on purpose');
+    expect(json(await run(['sequences', '--key', 'cli-seq', '--json']))).toMatchObject([
+      { key: 'cli-seq', headId: head, headStatus: 'failed', waiting: 1 },
+    ]);
+    expect(await run(['skip-sequence-head', head])).toMatchObject({
+      code: 0,
+      stdout: `skipped: ${head} (failed, kept; the next instance of its key runs)\n`,
+    });
+    expect((await run(['skip-sequence-head', head])).stdout).toBe(`already skipped: ${head}\n`);
+    expect((await run(['sequences'])).stdout).toBe('no sequence key has instances waiting\n');
+    await gd.drain();
+    expect((await h.engine.get(next))?.status).toBe('awaiting_signal');
+    expect((await run(['skip-sequence-head', next])).code).toBe(2);
+    await h.engine.cancel(next);
+  });
+
   it('purge: one ended instance, or --all by the filters (with --dry-run); a live one exits 2', async () => {
     const usage = [
       ['purge'],

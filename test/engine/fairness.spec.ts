@@ -238,4 +238,20 @@ describe('fairness keys', () => {
       client.release();
     }
   });
+
+  it('a fair queue keeps sequence keys in order: a row whose older row of its key is live is not claimed', async () => {
+    // Tenant S's three rows share a sequence key; tenant T's do not.
+    await h.engine.insertAll(TenantFsm, [
+      { state: { tenant: 'S' }, queue: 'fair-seq', sequenceKey: 'order-1' },
+      { state: { tenant: 'S' }, queue: 'fair-seq', sequenceKey: 'order-1' },
+      { state: { tenant: 'S' }, queue: 'fair-seq', sequenceKey: 'order-1' },
+      { state: { tenant: 'T' }, queue: 'fair-seq' },
+      { state: { tenant: 'T' }, queue: 'fair-seq' },
+    ]);
+    h.engine.runtime.picker.declareFair(['fair-seq']);
+    const first = await claimRows(h.engine, 'fair-seq', 10, 'w1');
+    // The sequence's head and both of T's rows; the head's followers wait for it.
+    expect(counts(first.map((r) => String(r.fairnessKey)))).toEqual({ S: 1, T: 2 });
+    expect(await claimRows(h.engine, 'fair-seq', 10, 'w1')).toEqual([]);
+  });
 });

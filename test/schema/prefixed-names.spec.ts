@@ -114,6 +114,8 @@ function withNewColumns(row: unknown): unknown {
     deadline_at: null,
     fairness_key: null,
     fairness_weight: 1,
+    sequence_key: null,
+    on_head_failure: null,
   };
 }
 

@@ -370,7 +370,17 @@ describe('statement parameter builders and decoders (no database)', () => {
     expect(params[17]).toEqual([500, null]);
   });
 
-  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same twenty parameters; a duplicate decodes as null', () => {
+  it('INSERT_INSTANCES: the sequence keys and policies are per-row arrays once an entry has a key, empty otherwise', () => {
+    const none = expectArity(INSERT_INSTANCES, { rows: [insertRow({})] });
+    expect(none[22]).toEqual([]);
+    expect(none[23]).toEqual([]);
+    const rows = [insertRow({}), insertRow({ sequenceKey: 'k', onHeadFailure: 'skip' })];
+    const params = expectArity(INSERT_INSTANCES, { rows });
+    expect(params[22]).toEqual([null, 'k']);
+    expect(params[23]).toEqual([null, 'skip']);
+  });
+
+  it('INSERT_INSTANCE and INSERT_INSTANCE_OR_HOLDER: the same twenty-two parameters; a duplicate decodes as null', () => {
     const row = insertRow({ correlationKey: 'k:1', at: new Date(0), weight: 2 });
     const params = expectArity(INSERT_INSTANCE, row);
     expect(params).toEqual([
@@ -394,8 +404,12 @@ describe('statement parameter builders and decoders (no database)', () => {
       null,
       null,
       1,
+      null,
+      null,
     ]);
     expect(expectArity(INSERT_INSTANCE_OR_HOLDER, row)).toEqual(params);
+    const keyed = insertRow({ sequenceKey: 'tenant-1', onHeadFailure: 'skip' });
+    expect(expectArity(INSERT_INSTANCE, keyed).slice(20)).toEqual(['tenant-1', 'skip']);
     expect(INSERT_INSTANCE.decode([], row)).toBeNull();
     const holder = { id: '5', queue: 'default', due: false, inserted: false };
     expect(INSERT_INSTANCE_OR_HOLDER.decode([holder], row)).toEqual(holder);

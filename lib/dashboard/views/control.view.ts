@@ -1,4 +1,5 @@
 import type { ScheduleView } from '../../cron/schedule-spec';
+import type { BlockedSequence } from '../../control/blocked-sequence';
 import type { LimiterStatus } from '../../control/limiter-status';
 import type { QueueStatus } from '../../instance/queue-status';
 import type { BulkAction } from '../dashboard-actions';
@@ -123,6 +124,46 @@ function limiterNote(status: LimiterStatus): Html {
 export function limitersView(ctx: ViewContext, status: LimiterStatus): Html {
   const body = html`${limiterNote(status)}${section('Configured limits', rowsOf(status.declarations), 'declarations')}${section('Concurrency gates', rowsOf(status.gates), 'gates')}${section('Rate-limit buckets', rowsOf(status.buckets), 'buckets')}`;
   return layout(ctx, 'limiters', 'Limiters', body);
+}
+
+/**
+ * The sequence keys with instances waiting behind their head (docs/sequences.md "Seeing held
+ * keys"), the longest waiting first: each head linked to its instance page (retry, cancel).
+ */
+export function sequencesView(ctx: ViewContext, blocked: readonly BlockedSequence[]): Html {
+  const table =
+    blocked.length === 0
+      ? html`<p class="muted">No sequence key has instances waiting.</p>`
+      : html`<div class="scroll">
+          <table class="grid">
+            <thead>
+              <tr>
+                <th>key</th>
+                <th>head</th>
+                <th>head status</th>
+                <th>step</th>
+                <th class="num">waiting</th>
+                <th>waiting since</th>
+                <th>last error</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${blocked.map(
+                (b) =>
+                  html`<tr data-sequence="${b.key}">
+                    <td>${b.key}</td>
+                    <td><a href="${ctx.base}/instances/${b.headId}">#${b.headId}</a></td>
+                    <td><span class="badge">${b.headStatus}</span></td>
+                    <td>${b.headStep}</td>
+                    <td class="num">${String(b.waiting)}</td>
+                    <td>${time(b.waitingSince)}</td>
+                    <td class="wrap">${b.headError ?? ''}</td>
+                  </tr>`,
+              )}
+            </tbody>
+          </table>
+        </div>`;
+  return layout(ctx, 'sequences', 'Sequences', section('Blocked sequences', table));
 }
 
 /** Queues with their pause and counts; pause and resume when access allows. */

@@ -7,6 +7,7 @@ const NAV: readonly (readonly [string, string])[] = [
   ['fsms', 'FSMs'],
   ['schedules', 'Schedules'],
   ['limiters', 'Limiters'],
+  ['sequences', 'Sequences'],
   ['queues', 'Queues'],
 ];
 
