@@ -77,6 +77,21 @@ describe('the archive (docs/archive.md)', () => {
     return rows[0]!.id;
   }
 
+  it("each archive table has its hot table's columns in order, then expires_at (ARCHIVE_MOVE copies by position)", async () => {
+    const columns = async (table: string) =>
+      (
+        await db.pool.query<{ c: string }>(
+          `SELECT attname || ' ' || format_type(atttypid, atttypmod) AS c FROM pg_attribute
+            WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+          [table],
+        )
+      ).rows.map((r) => r.c);
+    for (const hot of ['gen_durable', 'gen_durable_history', 'gen_durable_streams']) {
+      const archive = await columns(hot.replace(/^gen_durable(_\w+)?$/, 'gen_durable$1_archive'));
+      expect(archive).toEqual([...(await columns(hot)), 'expires_at timestamp with time zone']);
+    }
+  });
+
   it('moves an ended instance with its history and stream; get, key, await, history, list, count, streams and explain still find it', async () => {
     const id = await h.engine.insert(WriterFsm, {
       state: { n: 3 },
