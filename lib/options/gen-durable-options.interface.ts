@@ -39,7 +39,10 @@ export interface GcOptions {
    * them in the hot table until GC deletes them. Default `'hour'`.
    */
   archive?: 'hour' | 'day' | 'off';
-  /** ms after its end before an ended row is moved to the archive. Default 0. */
+  /**
+   * ms after its end before an ended row is moved to the archive: the instances callers still
+   * `await` or `get` right after they end are read from the hot table. Default 60 000.
+   */
   archiveAfter?: number;
 }
 
@@ -218,7 +221,7 @@ export interface GenDurableOptions {
   /**
    * GC on this node, and the archive's sweep (docs/archive.md). Default `{ interval: 60 000,
    * retention: 86 400 000, failedRetention: 604 800 000, cancelledRetention: 86 400 000,
-   * batch: 10 000, archive: 'hour', archiveAfter: 0 }`.
+   * batch: 10 000, archive: 'hour', archiveAfter: 60 000 }`.
    */
   gc?: GcOptions | false;
   /**

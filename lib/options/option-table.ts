@@ -297,9 +297,9 @@ export const OPTION_TABLE = {
         default: 'hour',
       }),
       archiveAfter: duration({
-        doc: 'ms after its end before an ended row is moved to the archive (same batch size as the deletes)',
+        doc: 'ms after its end before an ended row is moved to the archive: the instances callers still `await` or `get` right after they end are read from the hot table',
         min: 0,
-        default: 0,
+        default: 60_000,
       }),
     },
   }),

@@ -32,7 +32,7 @@ describe('client, dashboard and CLI on an archived instance (docs/archive.md)', 
     db = await createTestDatabase();
     h = await bootEngine(db, [GreeterFsm], {
       queues: { 'archive-client': 2 },
-      gc: { interval: 3_600_000 },
+      gc: { interval: 3_600_000, archiveAfter: 0 },
     });
     client = new GenDurableClient(db.pool, {
       fsms: { 'archived-greeter': { initial: 'start', steps: ['start'] } },

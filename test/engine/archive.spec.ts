@@ -42,7 +42,7 @@ describe('the archive (docs/archive.md)', () => {
     db = await createTestDatabase();
     h = await bootEngine(db, [WriterFsm, IdleFsm], {
       queues: { 'archive-q': 2 },
-      gc: { interval: HOUR, batch: 3 },
+      gc: { interval: HOUR, batch: 3, archiveAfter: 0 },
     });
   });
   afterAll(async () => {
@@ -240,6 +240,25 @@ describe('the archive (docs/archive.md)', () => {
     expect(await whereIs(holder)).toBe('hot');
   });
 
+  it('skips a row another transaction holds, without waiting for it, and moves it once released', async () => {
+    const held = await row('done', 1000);
+    const free = await row('done', 1000);
+    const other = await db.pool.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query('SELECT 1 FROM gen_durable WHERE id = $1 FOR UPDATE', [held]);
+      // The sweep completes while the lock is held: SKIP LOCKED, nothing waits.
+      await sweep();
+      expect(await whereIs(held)).toBe('hot');
+      expect(await whereIs(free)).toBe('archive');
+      await other.query('COMMIT');
+    } finally {
+      other.release();
+    }
+    await sweep();
+    expect(await whereIs(held)).toBe('archive');
+  });
+
   it('purge deletes an archived instance with its archived history and chunks', async () => {
     const id = await h.engine.insert(WriterFsm, { state: { n: 2 } });
     await h.engine.await(id, { until: 'terminal', timeout: 10_000 });
@@ -323,6 +342,21 @@ describe('the archive (docs/archive.md)', () => {
       expect(off.eventsOf('gc:archived')).toEqual([]);
     } finally {
       await off.close();
+    }
+    // archiveAfter: a row that ended more recently stays hot.
+    const later = await bootEngine(db, [WriterFsm, IdleFsm], {
+      name: 'archive-later',
+      queues: {},
+      gc: { interval: HOUR, archiveAfter: HOUR },
+    });
+    try {
+      const recent = await row('done', 1000);
+      const older = await row('done', 2 * HOUR);
+      await later.engine.runtime.gc!.sweep();
+      expect(await whereIs(recent)).toBe('hot');
+      expect(await whereIs(older)).toBe('archive');
+    } finally {
+      await later.close();
     }
     await expect(
       bootEngine(db, [WriterFsm], {

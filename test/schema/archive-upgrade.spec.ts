@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 
 import { done, DurableFsm, Step, type StepContext } from '../../lib';
-import { migrateUp, readSchemaVersion } from '../../lib/schema/migrator';
+import { migrateDown, migrateUp, readSchemaVersion } from '../../lib/schema/migrator';
 import { CURRENT_SCHEMA_VERSION } from '../../lib/schema/increments';
 import { V014 } from '../../lib/schema/v014';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
@@ -111,7 +111,7 @@ describe('upgrading a database with ended rows to the archive (docs/archive.md)'
     maintenance = await bootEngine(db, [JobFsm], {
       name: 'upgrade-maintenance',
       queues: {},
-      gc: { interval: 3_600_000, batch: 64 },
+      gc: { interval: 3_600_000, batch: 64, archiveAfter: 0 },
     });
     const after = runJobs(2000, 200);
     await maintenance.engine.runtime.gc!.sweep();
@@ -146,5 +146,23 @@ describe('upgrading a database with ended rows to the archive (docs/archive.md)'
     expect(
       maintenance.eventsOf('gc:archived').reduce((n, e) => n + e.measurements['instances']!, 0),
     ).toBe(620);
+  });
+
+  it('down to version 13 puts the archived rows, their history and chunks back into the hot tables', async () => {
+    await maintenance?.close();
+    maintenance = undefined;
+    await fleet?.close();
+    fleet = undefined;
+    const history = await count('true', 'gen_durable_history_archive');
+    expect(history).toBeGreaterThan(0);
+    await migrateDown(conn(db.pool), { version: ARCHIVE_VERSION - 1 });
+    expect(await readSchemaVersion(conn(db.pool), 'public')).toBe(ARCHIVE_VERSION - 1);
+    expect(await count(`status = 'done'`)).toBe(600);
+    expect(await count(`status = 'cancelled'`)).toBe(20);
+    expect(await count('true', 'gen_durable_history')).toBe(history);
+    const { rows } = await db.pool.query(
+      `SELECT count(*)::int AS n FROM pg_class WHERE relname LIKE 'gen_durable%archive%'`,
+    );
+    expect(rows).toEqual([{ n: 0 }]);
   });
 });
