@@ -34,7 +34,7 @@ export interface GcOptions {
   /** Rows deleted per sweep at most; a full batch sweeps again at once. Default 10 000. */
   batch?: number;
   /**
-   * The archive (docs/archive.md): `done` and `cancelled` rows move out of the hot table into
+   * The archive (docs/archive.md): `done` rows move out of the hot table into
    * time partitions of this grain (UTC), dropped whole when their retention ends; `'off'` keeps
    * them in the hot table until GC deletes them. Default `'hour'`.
    */

@@ -292,7 +292,7 @@ export const OPTION_TABLE = {
         default: 10_000,
       }),
       archive: choice({
-        doc: "`done` and `cancelled` rows move out of the hot table into time partitions of this grain (UTC), each dropped whole once every row in it is past its retention; `'off'` keeps them in the hot table until deleted ([archive](docs/archive.md))",
+        doc: "`done` rows move out of the hot table into time partitions of this grain (UTC), each dropped whole once every row in it is past its retention; `'off'` keeps them in the hot table until deleted ([archive](docs/archive.md))",
         values: ['hour', 'day', 'off'],
         default: 'hour',
       }),

@@ -24,7 +24,7 @@ export interface ArchivePass {
 
 /**
  * The archive's share of a GC sweep (docs/archive.md): creates the partitions ahead (up to the
- * longest `done` / `cancelled` retention + one grain, at most {@link MAX_PARTITIONS_AHEAD}),
+ * longest `done` retention + one grain, at most {@link MAX_PARTITIONS_AHEAD}),
  * drops the partitions whose retention ended, then moves ended rows out of the hot table in
  * batches of `batch` until a batch comes back short (or `stopping()` says so).
  */
@@ -45,10 +45,9 @@ export class ArchiveSweep {
 
   /** The ms ahead of now the partitions must cover. */
   aheadMs(): number {
-    const kept = [this.config.retention.done, this.config.retention.cancelled];
+    const kept = [this.config.retention.done];
     for (const o of this.config.overrides) {
       if (o.retention.done !== undefined) kept.push(o.retention.done);
-      if (o.retention.cancelled !== undefined) kept.push(o.retention.cancelled);
     }
     const grain = GRAIN_MS[this.config.grain];
     return Math.min(Math.max(...kept) + grain, grain * MAX_PARTITIONS_AHEAD);

@@ -20,8 +20,8 @@ const STREAM_COLUMNS = `instance_id, name, seq, chunk, claim_seq, created_at`;
  *   (its end + the retention of its status and FSM, fixed when it is archived). Partitioned by
  *   RANGE on `expires_at`: retention is a `DROP` of each partition whose upper bound has passed,
  *   and per-status and per-FSM retention hold with no row delete, to the partition's grain.
- *   Only `done` and `cancelled` rows are archived (CHECK): `failed` rows stay in the hot table,
- *   where `retry`, `fork` and `replace` act on them.
+ *   The sweep archives `done` rows only (the CHECK admits `cancelled` too): `failed` and
+ *   `cancelled` rows stay in the hot table, where `retry`, `fork` and `replace` act on them.
  * - `gen_durable_history_archive`, `gen_durable_streams_archive`: an archived instance's history
  *   and stream chunks, partitioned alike (same bounds, dropped together). Its inbox and stream
  *   heads are not kept: the hot rows' ON DELETE CASCADE takes them.

@@ -57,8 +57,9 @@ export interface ArchiveMoved {
  * The archive sweep (docs/archive.md): moves up to `$2` ended rows, oldest end first, from the
  * hot table into gen_durable_archive, with their history and stream chunks, in one statement.
  * A row moves when
- * - it is `done` or `cancelled` (a `failed` row stays, for `retry`) and ended `$1` ms ago at
- *   least: gen_durable_gc `(updated_at)` WHERE not live, walked oldest first;
+ * - it is `done` (a `failed` or `cancelled` row stays: `retry` acts on it in the hot table) and
+ *   ended `$1` ms ago at least: gen_durable_gc `(updated_at)` WHERE not live, walked oldest
+ *   first;
  * - it holds no correlation key in its scope (`correlation_guard IS NULL`: a key whose scope
  *   keeps finished holders stays enforced by the unique index gen_durable_correlation) and no
  *   dedup window is open on it (`dedup_until` passed): dedup scopes keep their meaning because
@@ -91,7 +92,7 @@ export const ARCHIVE_MOVE = sql(
                   ELSE coalesce(o.cancelled_ms, $4::float8) END) / 1000) AS expires_at
        ) x
       WHERE g.status NOT IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
-        AND g.status <> 'failed'
+        AND g.status NOT IN ('failed', 'cancelled')
         AND g.updated_at < now() - make_interval(secs => $1::float8 / 1000)
         AND g.correlation_guard IS NULL
         AND (g.dedup_until IS NULL OR g.dedup_until <= now())

@@ -3,13 +3,15 @@ import {
   done,
   DuplicateError,
   DurableFsm,
+  InvalidInputError,
+  NoTargetError,
   Step,
   type StepContext,
 } from '../../lib';
 import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
-// The archive (docs/archive.md): a GC sweep moves done and cancelled rows, with their history
+// The archive (docs/archive.md): a GC sweep moves done rows, with their history
 // and stream chunks, out of the hot table into time partitions; every read API still finds
 // them; keys, dedup windows and family links keep them hot while they matter; retention drops
 // whole partitions.
@@ -109,10 +111,11 @@ describe('the archive (docs/archive.md)', () => {
     h.clear();
     await sweep();
     expect(await whereIs(id)).toBe('archive');
-    expect(await whereIs(cancelled)).toBe('archive');
+    // A cancelled row stays (retry acts on it in the hot table).
+    expect(await whereIs(cancelled)).toBe('hot');
     expect(h.eventsOf('gc:archived')).toEqual([
       expect.objectContaining({
-        measurements: expect.objectContaining({ instances: 2, chunks: 3 }),
+        measurements: expect.objectContaining({ instances: 1, chunks: 3 }),
       }),
     ]);
     // Nothing of it is left in the hot tables (the cascade took the heads and the inbox).
@@ -165,6 +168,16 @@ describe('the archive (docs/archive.md)', () => {
     expect(await h.engine.streamInfo(id, 'never')).toMatchObject({ length: 0, ended: true });
     expect((await h.engine.explain(id)).status).toBe('done');
     expect(await h.engine.inbox(id)).toEqual([]);
+    // Control actions answer an archived instance as they answer an ended hot one.
+    expect(await h.engine.cancel(id)).toEqual({
+      cancelled: [],
+      requested: [],
+      alreadyTerminal: [id],
+    });
+    await expect(h.engine.hold(id)).rejects.toThrow(InvalidInputError);
+    await expect(h.engine.hold(id)).rejects.toThrow(/is done: only a live instance/);
+    expect(await h.engine.release(id)).toEqual({ id, changed: false });
+    await expect(h.engine.signal(id, 'late', {})).rejects.toThrow(NoTargetError);
   });
 
   it('leaves failed rows, key holders, open dedup windows and family links in the hot table', async () => {
