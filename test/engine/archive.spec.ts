@@ -178,6 +178,13 @@ describe('the archive (docs/archive.md)', () => {
     await expect(h.engine.hold(id)).rejects.toThrow(/is done: only a live instance/);
     expect(await h.engine.release(id)).toEqual({ id, changed: false });
     await expect(h.engine.signal(id, 'late', {})).rejects.toThrow(NoTargetError);
+    // fork from the archived instance's recorded state (history 'full').
+    const recorded = historyBefore.find((e) => e.state !== null)!;
+    const forked = await h.engine.fork(id, { fromHistory: recorded.id });
+    expect(await h.engine.await(forked, { until: 'terminal', timeout: 10_000 })).toMatchObject({
+      kind: 'done',
+      result: { wrote: 3 },
+    });
   });
 
   it('leaves failed rows, key holders, open dedup windows and family links in the hot table', async () => {
