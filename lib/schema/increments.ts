@@ -12,7 +12,7 @@ import { V010 } from './v010';
 import { V011 } from './v011';
 import { V012 } from './v012';
 import { V013 } from './v013';
-import { V014 } from './v014';
+import { V017 } from './v017';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -29,7 +29,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V011,
   V012,
   V013,
-  V014,
+  V017,
 ];
 
 /** The schema version this build of the library needs. */

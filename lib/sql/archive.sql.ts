@@ -13,7 +13,7 @@ export interface ArchiveRetention {
 /**
  * Creates the archive's partitions ahead (docs/archive.md): every `$2` ('hour' | 'day', UTC)
  * range from the one holding now() up to now() + `$1` ms that does not exist yet, one partition
- * per archive table (lib/schema/v014.ts, `gen_durable_archive_extend`: registry
+ * per archive table (lib/schema/v017.ts, `gen_durable_archive_extend`: registry
  * gen_durable_archive_partitions by primary key and range). Answers the ranges made.
  */
 export const ARCHIVE_EXTEND = sql(

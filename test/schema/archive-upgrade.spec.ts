@@ -3,7 +3,7 @@ import type { Pool } from 'pg';
 import { done, DurableFsm, Step, type StepContext } from '../../lib';
 import { migrateDown, migrateUp, readSchemaVersion } from '../../lib/schema/migrator';
 import { CURRENT_SCHEMA_VERSION } from '../../lib/schema/increments';
-import { V014 } from '../../lib/schema/v014';
+import { V017 } from '../../lib/schema/v017';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -20,7 +20,7 @@ class JobFsm {
   }
 }
 
-const ARCHIVE_VERSION = V014.version;
+const ARCHIVE_VERSION = V017.version;
 
 function conn(pool: Pool) {
   return {

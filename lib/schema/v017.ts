@@ -14,7 +14,7 @@ const HISTORY_COLUMNS = `id, instance_id, at, kind, step, next_step, attempt, cl
 const STREAM_COLUMNS = `instance_id, name, seq, chunk, claim_seq, created_at`;
 
 /**
- * Version 14: the archive (docs/archive.md). Ended rows leave the hot table.
+ * Version 17: the archive (docs/archive.md). Ended rows leave the hot table.
  * - `gen_durable_archive`: the columns of `gen_durable` (LIKE: the generated columns become plain
  *   ones, holding the values they had) plus `expires_at`, the moment the row's retention ends
  *   (its end + the retention of its status and FSM, fixed when it is archived). Partitioned by
@@ -34,8 +34,8 @@ const STREAM_COLUMNS = `instance_id, name, seq, chunk, claim_seq, created_at`;
  * New tables, no partition yet (maintenance creates them), nothing rewritten, no row moved:
  * the GC sweep moves the existing ended rows afterwards, in batches (docs/archive.md).
  */
-export const V014: SchemaIncrement = {
-  version: 14,
+export const V017: SchemaIncrement = {
+  version: 17,
   up: [
     `CREATE TABLE {schema}.gen_durable_archive (
        LIKE {schema}.gen_durable,
