@@ -1,6 +1,6 @@
 TYPE gen_durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 16
+TABLE gen_durable  -- comment: 17
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -70,6 +70,14 @@ END) STORED
   INDEX ON gen_durable USING btree (queue, priority, eligible_at) WHERE (status = 'runnable'::gen_durable_status)  -- gen_durable_pick
   INDEX UNIQUE ON gen_durable USING btree (id)  -- gen_durable_pkey
   INDEX ON gen_durable USING btree (sequence_key, id) WHERE ((sequence_key IS NOT NULL) AND ((status = ANY (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status])) OR ((status = 'failed'::gen_durable_status) AND (on_head_failure = 'block'::text))))  -- gen_durable_sequence
+
+TABLE gen_durable_archive_partitions
+  suffix text NOT NULL
+  from_at timestamp with time zone NOT NULL
+  to_at timestamp with time zone NOT NULL
+  CONSTRAINT gen_durable_archive_partitions_pkey PRIMARY KEY (suffix)
+  CONSTRAINT gen_durable_archive_partitions_range CHECK ((from_at < to_at))
+  INDEX UNIQUE ON gen_durable_archive_partitions USING btree (suffix)  -- gen_durable_archive_partitions_pkey
 
 TABLE gen_durable_bucket_configs
   kind text NOT NULL
@@ -212,6 +220,77 @@ TRIGGER gen_durable_fair_head_insert AFTER INSERT ON gen_durable FOR EACH ROW WH
 TRIGGER gen_durable_fair_head_update AFTER UPDATE OF status, queue ON gen_durable FOR EACH ROW WHEN (((new.fairness_key IS NOT NULL) AND ((new.status)::text = 'runnable'::text) AND (((old.status)::text = ANY (ARRAY['done'::text, 'failed'::text, 'cancelled'::text])) OR (old.queue IS DISTINCT FROM new.queue)))) EXECUTE FUNCTION gen_durable_fair_head()
 
 TRIGGER gen_durable_mark_signaled AFTER INSERT ON gen_durable_signals FOR EACH ROW EXECUTE FUNCTION gen_durable_mark_signaled()
+
+FUNCTION gen_durable_archive_drop(before timestamp with time zone)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+     DECLARE
+       r record;
+       dropped integer := 0;
+     BEGIN
+       LOCK TABLE gen_durable_archive_partitions IN SHARE ROW EXCLUSIVE MODE;
+       PERFORM set_config('lock_timeout', '100ms', true);
+       FOR r IN SELECT p.suffix FROM gen_durable_archive_partitions p
+                 WHERE p.to_at <= before ORDER BY p.from_at LOOP
+         BEGIN
+           EXECUTE format('DROP TABLE IF EXISTS %I, %I, %I',
+                          'gen_durable_archive_' || r.suffix,
+                          'gen_durable_history_archive_' || r.suffix,
+                          'gen_durable_streams_archive_' || r.suffix);
+           DELETE FROM gen_durable_archive_partitions WHERE suffix = r.suffix;
+           dropped := dropped + 1;
+         EXCEPTION WHEN lock_not_available THEN
+           EXIT;
+         END;
+       END LOOP;
+       RETURN dropped;
+     END
+     $function$
+
+FUNCTION gen_durable_archive_extend(upto timestamp with time zone, grain text)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+     DECLARE
+       s timestamptz := date_trunc(grain, now(), 'UTC');
+       e timestamptz;
+       taken timestamptz;
+       suffix text;
+       made integer := 0;
+     BEGIN
+       IF grain NOT IN ('hour', 'day') THEN
+         RAISE EXCEPTION 'gen_durable_archive_extend: grain must be hour or day, got %', grain;
+       END IF;
+       LOCK TABLE gen_durable_archive_partitions IN SHARE ROW EXCLUSIVE MODE;
+       WHILE s < upto LOOP
+         SELECT max(p.to_at) INTO taken FROM gen_durable_archive_partitions p
+          WHERE p.from_at <= s AND p.to_at > s;
+         IF taken IS NOT NULL THEN
+           s := taken;
+           CONTINUE;
+         END IF;
+         e := s + ('1 ' || grain)::interval;
+         SELECT min(p.from_at) INTO taken FROM gen_durable_archive_partitions p
+          WHERE p.from_at > s AND p.from_at < e;
+         IF taken IS NOT NULL THEN
+           e := taken;
+         END IF;
+         suffix := to_char(s AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MI');
+         EXECUTE format('CREATE TABLE %I PARTITION OF gen_durable_archive
+                           FOR VALUES FROM (%L) TO (%L)', 'gen_durable_archive_' || suffix, s, e);
+         EXECUTE format('CREATE TABLE %I PARTITION OF gen_durable_history_archive
+                           FOR VALUES FROM (%L) TO (%L)', 'gen_durable_history_archive_' || suffix, s, e);
+         EXECUTE format('CREATE TABLE %I PARTITION OF gen_durable_streams_archive
+                           FOR VALUES FROM (%L) TO (%L)', 'gen_durable_streams_archive_' || suffix, s, e);
+         INSERT INTO gen_durable_archive_partitions (suffix, from_at, to_at)
+           VALUES (suffix, s, e);
+         made := made + 1;
+         s := e;
+       END LOOP;
+       RETURN made;
+     END
+     $function$
 
 FUNCTION gen_durable_fair_head()
  RETURNS trigger

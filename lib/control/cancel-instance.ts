@@ -17,6 +17,7 @@ import { CONSUME_INBOXES } from '../sql/outcome.sql';
 import type { ControlRuntime } from './control-runtime';
 import type { CancelMode, CancelOptions, CancelResult } from './cancel-options';
 import { oneOf, optionsObject } from './input-checks';
+import { readResolved } from './read-target';
 import { type ResolvedTarget, targetLabel } from './target';
 
 export type { CancelMode, CancelOptions, CancelResult } from './cancel-options';
@@ -114,8 +115,11 @@ export async function cancelInstance(
     onlyFsms: null,
     actor: input.actor,
   });
-  if (!outcome) throw new NoTargetError(targetLabel(target), 'nothing was cancelled');
-  return outcome;
+  if (outcome) return outcome;
+  // An archived instance (docs/archive.md) has ended: answered as an ended hot row is.
+  const archived = await readResolved(runtime.sql, target);
+  if (archived) return { cancelled: [], requested: [], alreadyTerminal: [archived.id] };
+  throw new NoTargetError(targetLabel(target), 'nothing was cancelled');
 }
 
 /**

@@ -56,7 +56,10 @@ export async function forkInstance(
   let stored: Record<string, unknown> = source.state;
   let step = source.step;
   if (o.fromHistory !== undefined) {
-    const recorded = await READ_RECORDED_STATE.run(runtime.sql, { historyId: o.fromHistory });
+    const recorded = await READ_RECORDED_STATE.run(runtime.sql, {
+      historyId: o.fromHistory,
+      instanceId: source.id,
+    });
     if (!recorded || recorded.instanceId !== source.id) {
       throw new InvalidInputError(
         'fork.fromHistory',

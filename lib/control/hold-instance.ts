@@ -5,6 +5,7 @@ import { historyLevels } from './cancel-instance';
 import type { ControlRuntime } from './control-runtime';
 import type { HoldResult } from './hold-options';
 import { optionsObject } from './input-checks';
+import { readResolved } from './read-target';
 import { actorOf } from './instance-history';
 import { type ResolvedTarget, targetLabel } from './target';
 
@@ -52,7 +53,9 @@ export async function holdInstance(
   options: unknown,
 ): Promise<HoldResult> {
   const input = holdInput(runtime, options, 'hold');
-  const answer = await HOLD_INSTANCE.run(runtime.sql, { ...idOf(target), ...input });
+  const answer =
+    (await HOLD_INSTANCE.run(runtime.sql, { ...idOf(target), ...input })) ??
+    (await archivedAnswer(runtime, target));
   if (!answer) throw new NoTargetError(targetLabel(target), 'nothing was held');
   if (!answer.changed) {
     throw new InvalidInputError(
@@ -75,8 +78,29 @@ export async function releaseInstance(
   options?: unknown,
 ): Promise<HoldResult> {
   const input = holdInput(runtime, options, 'release');
-  const answer = await RELEASE_INSTANCE.run(runtime.sql, { ...idOf(target), ...input });
+  const answer =
+    (await RELEASE_INSTANCE.run(runtime.sql, { ...idOf(target), ...input })) ??
+    (await archivedAnswer(runtime, target));
   if (!answer) throw new NoTargetError(targetLabel(target), 'nothing was released');
   if (answer.due) runtime.pokes.poke([answer.queue]);
   return { id: answer.id, changed: answer.changed };
+}
+
+/**
+ * What HOLD_INSTANCE / RELEASE_INSTANCE answer for an ended row, for an archived instance
+ * (docs/archive.md: only ended rows are archived, and those statements read the hot table):
+ * unchanged, not held, not due. Null when no instance answers the target at all.
+ */
+async function archivedAnswer(runtime: ControlRuntime, target: ResolvedTarget) {
+  const row = await readResolved(runtime.sql, target);
+  if (!row) return null;
+  return {
+    id: row.id,
+    fsm: row.fsm,
+    status: row.status,
+    queue: row.queue,
+    changed: false,
+    wasHeld: false,
+    due: false,
+  };
 }

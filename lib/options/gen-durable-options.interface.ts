@@ -33,6 +33,17 @@ export interface GcOptions {
   cancelledRetention?: number;
   /** Rows deleted per sweep at most; a full batch sweeps again at once. Default 10 000. */
   batch?: number;
+  /**
+   * The archive (docs/archive.md): `done` rows move out of the hot table into
+   * time partitions of this grain (UTC), dropped whole when their retention ends; `'off'` keeps
+   * them in the hot table until GC deletes them. Default `'hour'`.
+   */
+  archive?: 'hour' | 'day' | 'off';
+  /**
+   * ms after its end before an ended row is moved to the archive: the instances callers still
+   * `await` or `get` right after they end are read from the hot table. Default 60 000.
+   */
+  archiveAfter?: number;
 }
 
 /** Priority aging (docs/operations.md "Priority aging"). */
@@ -208,8 +219,9 @@ export interface GenDurableOptions {
   /** Reaper on this node. Default `{ interval: 30 000, maxReaps: 5 }`. */
   reaper?: ReaperOptions | false;
   /**
-   * GC on this node. Default `{ interval: 60 000, retention: 86 400 000, failedRetention:
-   * 604 800 000, cancelledRetention: 86 400 000, batch: 10 000 }`.
+   * GC on this node, and the archive's sweep (docs/archive.md). Default `{ interval: 60 000,
+   * retention: 86 400 000, failedRetention: 604 800 000, cancelledRetention: 86 400 000,
+   * batch: 10 000, archive: 'hour', archiveAfter: 60 000 }`.
    */
   gc?: GcOptions | false;
   /**

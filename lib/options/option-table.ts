@@ -267,7 +267,7 @@ export const OPTION_TABLE = {
     },
   }),
   gc: section({
-    doc: 'deletes ended rows after their retention (`@DurableFsm({ retention })` overrides per FSM), prunes limiter counters; `false` = none on this node ([operations](docs/operations.md#garbage-collection))',
+    doc: 'deletes ended rows after their retention (`@DurableFsm({ retention })` overrides per FSM), moves ended rows to the archive and drops its expired partitions ([archive](docs/archive.md)), prunes limiter counters; `false` = none on this node ([operations](docs/operations.md#garbage-collection))',
     off: 'allowed',
     fields: {
       interval: duration({ doc: 'ms between sweeps', min: 1, default: 60_000 }),
@@ -290,6 +290,16 @@ export const OPTION_TABLE = {
         doc: 'rows deleted per sweep at most; a full batch sweeps again at once',
         min: 1,
         default: 10_000,
+      }),
+      archive: choice({
+        doc: "`done` rows move out of the hot table into time partitions of this grain (UTC), each dropped whole once every row in it is past its retention; `'off'` keeps them in the hot table until deleted ([archive](docs/archive.md))",
+        values: ['hour', 'day', 'off'],
+        default: 'hour',
+      }),
+      archiveAfter: duration({
+        doc: 'ms after its end before an ended row is moved to the archive: the instances callers still `await` or `get` right after they end are read from the hot table',
+        min: 0,
+        default: 60_000,
       }),
     },
   }),

@@ -5,6 +5,7 @@ import type { RetentionOverride } from '../fsm/retention';
 import type { Limiter } from '../limiter/limiter.interface';
 import { GC_DELETE, GC_SELECT_TERMINAL } from '../sql/maintenance.sql';
 import type { Telemetry } from '../telemetry/telemetry';
+import { ArchiveSweep } from './archive-sweep';
 import { PeriodicTask } from './periodic-task';
 
 /**
@@ -14,6 +15,9 @@ import { PeriodicTask } from './periodic-task';
  * sparing children of live parents, a full batch sweeping again at once (§18.1); then the
  * limiter prunes idle rate buckets and reconciles gate counters from the executing rows
  * (§18.2–18.3; no-ops on Redis). `gc:swept {count, buckets, gates}` when anything changed.
+ * Unless `archive` is `'off'`, each sweep then runs the archive's pass (docs/archive.md:
+ * partitions ahead, expired partitions dropped, ended rows moved out of the hot table),
+ * `gc:archived {instances, history, chunks, created, dropped}` when it changed anything.
  */
 export class GarbageCollector {
   private readonly periodic: PeriodicTask;
@@ -28,6 +32,8 @@ export class GarbageCollector {
       readonly failedRetention: number;
       readonly cancelledRetention: number;
       readonly batch: number;
+      readonly archive: 'hour' | 'day' | 'off';
+      readonly archiveAfter: number;
     },
     private readonly telemetry: Telemetry,
     private readonly limiter?: Limiter,
@@ -38,7 +44,23 @@ export class GarbageCollector {
     }[] = [],
   ) {
     this.periodic = new PeriodicTask(config.interval, () => this.sweep());
+    this.archive =
+      config.archive === 'off'
+        ? null
+        : new ArchiveSweep(sql, {
+            grain: config.archive,
+            afterMs: config.archiveAfter,
+            batch: config.batch,
+            retention: {
+              done: config.retention,
+              failed: config.failedRetention,
+              cancelled: config.cancelledRetention,
+            },
+            overrides,
+          });
   }
+
+  private readonly archive: ArchiveSweep | null;
 
   start(): void {
     this.lastSweepAt = Date.now();
@@ -73,6 +95,21 @@ export class GarbageCollector {
       swept = true;
     } catch (err) {
       this.logger.error(`GC sweep failed: ${String(err)}`);
+    }
+    if (this.archive && !this.stopping) {
+      try {
+        const pass = await this.archive.run(() => this.stopping);
+        if (pass.moved.instances + pass.created + pass.dropped > 0) {
+          this.telemetry.emit(
+            'gc:archived',
+            { ...pass.moved, created: pass.created, dropped: pass.dropped },
+            {},
+          );
+        }
+      } catch (err) {
+        swept = false;
+        this.logger.error(`GC archive pass failed: ${String(err)}`);
+      }
     }
     let limits = { buckets: 0, gates: 0 };
     try {

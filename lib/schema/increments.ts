@@ -15,6 +15,7 @@ import { V013 } from './v013';
 import { V014 } from './v014';
 import { V015 } from './v015';
 import { V016 } from './v016';
+import { V017 } from './v017';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -34,6 +35,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V014,
   V015,
   V016,
+  V017,
 ];
 
 /** The schema version this build of the library needs. */

@@ -152,7 +152,8 @@ function explainOf(r: RawExplain): ExplainRecord {
 /**
  * One instance (`$1` id, else the instance correlation key `$2` addresses: its live occupant,
  * else the most recent ended one, {@link keyTargetId}; primary key, or gen_durable_correlation
- * then gen_durable_ended_key) and what it waits on:
+ * then gen_durable_ended_key; hot or archived, view gen_durable_all, docs/archive.md) and what
+ * it waits on:
  * - inbox: distinct unconsumed names (gen_durable_signals_inbox, `target_id` equality, ≤ 100 rows);
  * - K = 1 holder: gen_durable_concurrency_active (unique on the executing key without shard);
  * - gate: its config (gen_durable_bucket_configs_pkey), counters (gen_durable_buckets_pkey,
@@ -166,10 +167,10 @@ function explainOf(r: RawExplain): ExplainRecord {
 export const EXPLAIN_INSTANCE = sql(
   'explain_instance',
   `WITH r AS (
-     SELECT g.* FROM {schema}.gen_durable g WHERE $1::bigint IS NOT NULL AND g.id = $1
+     (SELECT g.* FROM {schema}.gen_durable_all g WHERE $1::bigint IS NOT NULL AND g.id = $1 LIMIT 1)
      UNION ALL
-     SELECT g.* FROM {schema}.gen_durable g
-      WHERE $1::bigint IS NULL AND g.id = ${keyTargetId('$2')}
+     (SELECT g.* FROM {schema}.gen_durable_all g
+       WHERE $1::bigint IS NULL AND g.id = ${keyTargetId('$2')} LIMIT 1)
    ), gcfg AS (
      SELECT c.capacity::int AS lim
        FROM r JOIN {schema}.gen_durable_bucket_configs c

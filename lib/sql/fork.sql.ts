@@ -18,15 +18,22 @@ interface RecordedStateRecord {
 }
 
 /**
- * The state recorded in history row `$1` (docs/design.md §28.3 `fromHistory`), by its primary
- * key. No row: no such history row.
+ * The state recorded in history row `$1` of instance `$2` (docs/design.md §28.3
+ * `fromHistory`), hot or archived (view gen_durable_history_all, docs/archive.md): the hot
+ * table's primary key, then, only when it found nothing (LIMIT 1 stops the append),
+ * gen_durable_history_archive_instance `(instance_id, id)` in each archive partition. No row: no
+ * such history row of that instance.
  */
 export const READ_RECORDED_STATE = sql(
   'read_recorded_state',
   `SELECT instance_id::text AS instance_id, kind, state, COALESCE(next_step, step) AS step
-     FROM {schema}.gen_durable_history WHERE id = $1::bigint`,
+     FROM {schema}.gen_durable_history_all
+    WHERE id = $1::bigint AND instance_id = $2::bigint LIMIT 1`,
   {
-    params: (i: { readonly historyId: string }) => [i.historyId],
+    params: (i: { readonly historyId: string; readonly instanceId: string }) => [
+      i.historyId,
+      i.instanceId,
+    ],
     decode: (rows: readonly RecordedStateRecord[]): RecordedState | null => {
       const r = rows[0];
       return r ? { instanceId: r.instance_id, kind: r.kind, state: r.state, step: r.step } : null;

@@ -35,15 +35,17 @@ interface HistoryRecord {
  * CTE finds the instance (the row whose id is `targetId`), the lateral branch reads its history through index
  * gen_durable_history_instance `(instance_id, id)` backwards from the keyset bound (an index
  * condition: `id < coalesce(before, max)`), stopping at the limit. No row at all: no instance;
- * one row whose `id` is null: an instance without history (on this page).
+ * one row whose `id` is null: an instance without history (on this page). Hot or archived
+ * (views gen_durable_all and gen_durable_history_all, docs/archive.md: the archive's
+ * gen_durable_archive_id and gen_durable_history_archive_instance serve the same reads).
  */
 function readHistoryText(targetId: string): string {
-  return `WITH target AS (SELECT id FROM {schema}.gen_durable WHERE id = ${targetId})
+  return `WITH target AS (SELECT id FROM {schema}.gen_durable_all WHERE id = ${targetId} LIMIT 1)
 SELECT t.id AS target_id, h.id, h.instance_id, h.at, h.kind, h.step, h.next_step, h.attempt,
        h.claim_seq, h.worker, h.outcome, h.error, h.state, h.actor
   FROM target t
   LEFT JOIN LATERAL (
-    SELECT * FROM {schema}.gen_durable_history x
+    SELECT * FROM {schema}.gen_durable_history_all x
      WHERE x.instance_id = t.id
        AND x.id < coalesce($2::bigint, 9223372036854775807)
      ORDER BY x.id DESC

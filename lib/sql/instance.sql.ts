@@ -16,10 +16,14 @@ export const INSTANCE_COLUMNS = `id, fsm, fsm_version, step, status, state, resu
        progress->'value' AS progress, progress_at, forked_from, held_at, held_reason, dedup_until,
        deadline_at`;
 
-/** One instance by id (PK). */
+/**
+ * One instance by id, hot or archived (view gen_durable_all, docs/archive.md): the hot table's
+ * PK, then, only when it found nothing (LIMIT 1 stops the append at the first row),
+ * gen_durable_archive_id in each archive partition.
+ */
 export const GET_INSTANCE_BY_ID = sql(
   'get_instance_by_id',
-  `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable WHERE id = $1`,
+  `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable_all WHERE id = $1 LIMIT 1`,
   { params: (i: { readonly id: string }) => [i.id], decode: firstInstance },
 );
 
@@ -35,14 +39,17 @@ const LIVE_STATUSES = `('runnable', 'executing', 'awaiting_signal', 'awaiting_ch
  *    not empty (an empty scope is a label, never an address): gen_durable_ended_key
  *    (correlation_key, updated_at) WHERE not live AND correlation_key IS NOT NULL (version 14,
  *    built online), read backward from the key's newest end; the empty-scope rows of the key
- *    are filtered there. The second branch runs only when the first finds nothing.
+ *    are filtered there. The second branch runs only when the first finds nothing. It reads
+ *    the view gen_durable_all: the archive's rows too, through gen_durable_archive_key
+ *    `(correlation_key, updated_at)` (docs/archive.md). An occupant is never archived
+ *    (ARCHIVE_MOVE), so the first branch reads the hot table only.
  * Signals never use it: they go to the occupant only, and only while it is live (DELIVER_SIGNAL).
  */
 export function keyTargetId(param: string): string {
   return `(SELECT k.id FROM (
        (SELECT o.id FROM {schema}.gen_durable o WHERE o.correlation_guard = ${param}::text)
        UNION ALL
-       (SELECT e.id FROM {schema}.gen_durable e
+       (SELECT e.id FROM {schema}.gen_durable_all e
          WHERE e.status NOT IN ${LIVE_STATUSES}
            AND e.correlation_key = ${param}::text AND cardinality(e.correlation_scope) > 0
          ORDER BY e.updated_at DESC LIMIT 1)
@@ -57,7 +64,7 @@ export function keyTargetId(param: string): string {
  */
 export const GET_INSTANCE_BY_KEY = sql(
   'get_instance_by_key',
-  `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable WHERE id = ${keyTargetId('$1')}`,
+  `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable_all WHERE id = ${keyTargetId('$1')} LIMIT 1`,
   {
     params: (i: { readonly correlationKey: string }) => [i.correlationKey],
     decode: firstInstance,
@@ -80,10 +87,13 @@ export const GET_KEY_OCCUPANT = sql(
   },
 );
 
-/** Await probe (docs/design.md §9): status of many ids at once (PK lookups). */
+/**
+ * Await probe (docs/design.md §9): status of many ids at once, hot or archived (view
+ * gen_durable_all: PK lookups, then gen_durable_archive_id).
+ */
 export const PROBE_STATUSES = sql(
   'probe_statuses',
-  `SELECT id, status FROM {schema}.gen_durable WHERE id = ANY ($1::bigint[])`,
+  `SELECT id, status FROM {schema}.gen_durable_all WHERE id = ANY ($1::bigint[])`,
   {
     params: (i: { readonly ids: readonly string[] }) => [i.ids],
     decode: (rows: readonly InstanceStatus[]) => rows,

@@ -19,8 +19,11 @@ export interface PurgedRow {
  * lock, so it cannot deadlock with GC, workers or another purge: `picked` locks the ended rows
  * `FOR UPDATE SKIP LOCKED` (primary key), `kids` locks their children the same way
  * (gen_durable_parent), and a picked row with a child it could not lock is left for a later
- * call (`victims`: every child locked). Rows skipped are simply not answered. Answers the
- * deleted rows.
+ * call (`victims`: every child locked). Rows skipped are simply not answered. An archived
+ * row among `$1` (docs/archive.md) is deleted from gen_durable_archive with its archived
+ * history and chunks (gen_durable_archive_id, gen_durable_history_archive_instance,
+ * gen_durable_streams_archive_read, one probe per partition; archived rows are never locked by
+ * workers). Answers the deleted rows.
  */
 export const PURGE_INSTANCES = sql(
   'purge_instances',
@@ -42,10 +45,24 @@ export const PURGE_INSTANCES = sql(
      SELECT k.id FROM picked k
       WHERE (SELECT count(*) FROM {schema}.gen_durable c WHERE c.parent_id = k.id)
           = (SELECT count(*) FROM kids WHERE kids.parent_id = k.id)
+   ), hot AS (
+     DELETE FROM {schema}.gen_durable g
+      WHERE g.id = ANY (ARRAY(SELECT id FROM victims))
+     RETURNING g.id::text AS id, g.fsm, g.status::text AS status
+   ), archived AS (
+     DELETE FROM {schema}.gen_durable_archive a
+      WHERE a.id = ANY ($1::bigint[])
+     RETURNING a.id, a.fsm, a.status::text AS status
+   ), archived_history AS (
+     DELETE FROM {schema}.gen_durable_history_archive h
+      WHERE h.instance_id = ANY (ARRAY(SELECT id FROM archived))
+   ), archived_chunks AS (
+     DELETE FROM {schema}.gen_durable_streams_archive c
+      WHERE c.instance_id = ANY (ARRAY(SELECT id FROM archived))
    )
-   DELETE FROM {schema}.gen_durable g
-    WHERE g.id = ANY (ARRAY(SELECT id FROM victims))
-   RETURNING g.id::text AS id, g.fsm, g.status::text AS status`,
+   SELECT id, fsm, status FROM hot
+   UNION ALL
+   SELECT id::text, fsm, status FROM archived`,
   {
     params: (i: { readonly ids: readonly string[] }) => [i.ids],
     decode: (rows: readonly PurgedRow[]): PurgedRow[] => rows.slice(),

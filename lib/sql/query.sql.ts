@@ -92,23 +92,31 @@ export function countDriver(f: ResolvedFilter): CountDriver {
 
 /**
  * The list candidates of a filter: per examined row its id and `hit` (the filter's verdict),
- * newest first below id `$after`, at most `$scan` rows, from the index `$driver` names. The
+ * newest first below id `$after`, at most `$scan` rows, from the index `$driver` names, in
+ * `table`: the hot table (the bulk actions: they act on hot rows only) or the view
+ * gen_durable_all (`list`: archived rows too, docs/archive.md). The
  * filter's parameters start at `$first` (its parent id serves the `parent` branch). Shared by
  * LIST_INSTANCES and the bulk actions, which page the same way.
  */
-export function listCandidates(driver: string, after: string, scan: string, first: number): string {
+export function listCandidates(
+  driver: string,
+  after: string,
+  scan: string,
+  first: number,
+  table: 'gen_durable' | 'gen_durable_all' = 'gen_durable',
+): string {
   const hit = filterMatch('g', first);
   const parent = `$${first + 6}::bigint`;
   const below = `g.id < COALESCE(${after}::bigint, 9223372036854775807)`;
-  return `(SELECT g.id, ${hit} AS hit FROM {schema}.gen_durable g
+  return `(SELECT g.id, ${hit} AS hit FROM {schema}.${table} g
             WHERE ${driver}::text = 'scan' AND ${below}
             ORDER BY g.id DESC LIMIT ${scan})
    UNION ALL
-   (SELECT g.id, ${hit} AS hit FROM {schema}.gen_durable g
+   (SELECT g.id, ${hit} AS hit FROM {schema}.${table} g
      WHERE ${driver}::text = 'failed' AND g.status = 'failed' AND ${below}
      ORDER BY g.id DESC LIMIT ${scan})
    UNION ALL
-   (SELECT g.id, ${hit} AS hit FROM {schema}.gen_durable g
+   (SELECT g.id, ${hit} AS hit FROM {schema}.${table} g
      WHERE ${driver}::text = 'parent' AND g.parent_id = ${parent} AND ${below}
      ORDER BY g.id DESC LIMIT ${scan})`;
 }
@@ -146,11 +154,11 @@ export interface ListInput {
 export const LIST_INSTANCES = sql(
   'list_instances',
   `WITH cand AS (
-     ${listCandidates('$1', '$2', '$3', 5)}
+     ${listCandidates('$1', '$2', '$3', 5, 'gen_durable_all')}
    ), scanned AS (
      SELECT count(*)::int AS n, min(c.id)::text AS last FROM cand c
    ), page AS (
-     SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable
+     SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable_all
       WHERE id = ANY (ARRAY(SELECT c.id FROM cand c WHERE c.hit ORDER BY c.id DESC LIMIT $4))
    )
    SELECT p.*, s.n AS scanned, s.last AS last_scanned
@@ -204,9 +212,13 @@ export interface CountInput {
  * statement's start is spent, any row — so past the budget the branch reaches its LIMIT `$2`
  * within `$2` more rows instead of reading on to the end of the index or table.
  */
-function countBranch(where: string, orderBy: string): string {
+function countBranch(
+  where: string,
+  orderBy: string,
+  table: 'gen_durable' | 'gen_durable_all' = 'gen_durable',
+): string {
   const hit = filterMatch('g', 3);
-  return `(SELECT ${hit} AS hit FROM {schema}.gen_durable g
+  return `(SELECT ${hit} AS hit FROM {schema}.${table} g
        WHERE ${where}
          AND (${hit} OR clock_timestamp() >= statement_timestamp() + $15::int * interval '1 millisecond')
        ${orderBy} LIMIT $2)`;
@@ -222,16 +234,19 @@ function countBranch(where: string, orderBy: string): string {
  * bounds that ({@link countBranch}): `pulled` = `$2` with `count` < `$2` means the budget ran
  * out, and `count` is then a lower bound. Each index branch is ordered as its index is: a
  * generic plan then walks the index rather than scan the table sequentially (`npm run
- * explain` showed that plan for a runnable count without the ORDER BY).
+ * explain` showed that plan for a runnable count without the ORDER BY). The `scan` and `parent`
+ * branches read the view gen_durable_all (archived rows too, docs/archive.md: the archive's
+ * partitions are scanned, or read through gen_durable_archive_parent); the others name live
+ * or failed rows, which are never archived.
  */
 export const COUNT_INSTANCES = sql(
   'count_instances',
   `WITH cand AS (
-     ${countBranch(`$1::text = 'scan'`, '')}
+     ${countBranch(`$1::text = 'scan'`, '', 'gen_durable_all')}
      UNION ALL
      ${countBranch(`$1::text = 'failed' AND g.status = 'failed'`, 'ORDER BY g.id')}
      UNION ALL
-     ${countBranch(`$1::text = 'parent' AND g.parent_id = $9::bigint`, 'ORDER BY g.parent_id')}
+     ${countBranch(`$1::text = 'parent' AND g.parent_id = $9::bigint`, 'ORDER BY g.parent_id', 'gen_durable_all')}
      UNION ALL
      ${countBranch(`$1::text = 'runnable' AND g.status = 'runnable'`, 'ORDER BY g.queue, g.priority, g.eligible_at')}
      UNION ALL

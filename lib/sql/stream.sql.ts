@@ -128,6 +128,16 @@ interface ReadRecord {
 }
 
 /**
+ * A stream's length for its readers: its head's `next_seq` (alias `h`), or for an archived
+ * instance, whose heads the move let go (docs/archive.md), one past the last archived chunk
+ * (gen_durable_streams_archive_read, read backwards: one probe per partition), else 0.
+ */
+function streamLength(instance: string, name: string): string {
+  return `coalesce(h.next_seq, (SELECT z.seq + 1 FROM {schema}.gen_durable_streams_archive z
+       WHERE z.instance_id = ${instance} AND z.name = ${name} ORDER BY z.seq DESC LIMIT 1), 0)`;
+}
+
+/**
  * One page of a stream for its readers (docs/streams.md): the chunks from offset `$3` on, in
  * offset order, at most `$4` of them and, beyond the first, while the chunks before them stay
  * under `$5` bytes as stored (the first always comes: `$5` ≥ 1), with the instance's status and the stream's length, all from
@@ -138,15 +148,16 @@ interface ReadRecord {
  */
 export const STREAM_READ = sql(
   'stream_read',
-  `SELECT g.status, coalesce(h.next_seq, 0) AS length, c.seq, c.chunk
+  `SELECT g.status, ${streamLength('$1', '$2')} AS length, c.seq, c.chunk
      FROM (SELECT 1) AS one
-     LEFT JOIN {schema}.gen_durable g ON g.id = $1
+     LEFT JOIN LATERAL (
+       SELECT a.status FROM {schema}.gen_durable_all a WHERE a.id = $1 LIMIT 1) g ON true
      LEFT JOIN {schema}.gen_durable_stream_heads h ON h.instance_id = $1 AND h.name = $2
      LEFT JOIN LATERAL (
        SELECT p.seq, p.chunk FROM (
          SELECT s.seq, s.chunk,
                 sum(pg_column_size(s.chunk)) OVER (ORDER BY s.seq) - pg_column_size(s.chunk) AS before
-           FROM {schema}.gen_durable_streams s
+           FROM {schema}.gen_durable_streams_all s
           WHERE s.instance_id = $1 AND s.name = $2 AND s.seq >= $3
           ORDER BY s.seq
           LIMIT $4
@@ -199,9 +210,10 @@ interface ProbeRecord {
  */
 export const STREAM_PROBE = sql(
   'stream_probe',
-  `SELECT w.ord, g.status, coalesce(h.next_seq, 0) AS length
+  `SELECT w.ord, g.status, ${streamLength('w.instance_id', 'w.name')} AS length
      FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS w(instance_id, name, ord)
-     LEFT JOIN {schema}.gen_durable g ON g.id = w.instance_id
+     LEFT JOIN LATERAL (
+       SELECT a.status FROM {schema}.gen_durable_all a WHERE a.id = w.instance_id LIMIT 1) g ON true
      LEFT JOIN {schema}.gen_durable_stream_heads h
        ON h.instance_id = w.instance_id AND h.name = w.name`,
   {

@@ -102,6 +102,16 @@ export type TelemetryPayloads = {
     measurements: { count: number; buckets: number; gates: number };
     metadata: TelemetryNone;
   };
+  'gc:archived': {
+    measurements: {
+      instances: number;
+      history: number;
+      chunks: number;
+      created: number;
+      dropped: number;
+    };
+    metadata: TelemetryNone;
+  };
   'stats:snapshot': { measurements: { queues: number }; metadata: TelemetryNone };
   'priority:aged': { measurements: TelemetryCount; metadata: { queues: readonly string[] } };
   'flush:stop': { measurements: { count: number; durationMs: number }; metadata: TelemetryNone };

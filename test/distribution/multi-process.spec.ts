@@ -78,7 +78,7 @@ describe.each(MODES)('a cluster of processes with poke $label', ({ label, poke }
   async function statusCounts(tag: string): Promise<Record<string, number>> {
     const rows = (
       await db.pool.query<{ status: string; n: string }>(
-        `SELECT status, count(*) AS n FROM gen_durable WHERE state->>'tag' = $1 GROUP BY status`,
+        `SELECT status, count(*) AS n FROM gen_durable_all WHERE state->>'tag' = $1 GROUP BY status`,
         [tag],
       )
     ).rows;
@@ -177,7 +177,7 @@ describe.each(MODES)('a cluster of processes with poke $label', ({ label, poke }
     expect(rerun.length).toBeGreaterThan(0);
     const results = (
       await db.pool.query<{ node: string }>(
-        `SELECT result->>'node' AS node FROM gen_durable WHERE state->>'tag' = $1`,
+        `SELECT result->>'node' AS node FROM gen_durable_all WHERE state->>'tag' = $1`,
         [tag],
       )
     ).rows;

@@ -76,6 +76,8 @@ describe('GC of terminal rows (docs/design.md §18)', () => {
           failedRetention: 60_000,
           cancelledRetention: 60_000,
           batch: 2,
+          // The deletes alone: the archive's pass is test/engine/archive.spec.ts's.
+          archive: 'off',
         },
       });
     });
@@ -148,7 +150,7 @@ describe('GC of terminal rows (docs/design.md §18)', () => {
       h = await bootEngine(db, [CollectedFsm, KeptLongFsm], {
         queues: {},
         reaper: false,
-        gc: { interval: 3_600_000, retention: 60_000 },
+        gc: { interval: 3_600_000, retention: 60_000, archive: 'off' },
       });
     });
     afterAll(async () => {

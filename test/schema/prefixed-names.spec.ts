@@ -139,7 +139,7 @@ describe('every object carries the gen_durable prefix (schema version 10)', () =
     expect(objects).toContain('type gen_durable_status');
     expect(objects).toContain('table gen_durable_signals');
     // An array type is named `_` + its element type's name.
-    const unprefixed = objects.filter((o) => !/^(array type _|[a-z()]+ )gen_durable/.test(o));
+    const unprefixed = objects.filter((o) => !/^(array type _|[a-zA-Z()]+ )gen_durable/.test(o));
     expect(unprefixed).toEqual([]);
     expect(await dumpSchema(db.pool, 'fresh')).toEqual(DUMP);
     await migrateDown(conn(db.pool), { schema: 'fresh' });

@@ -51,6 +51,8 @@ export async function startModelRig(
       failedRetention: 3_600_000,
       cancelledRetention: 3_600_000,
       batch: 100,
+      archive: 'off',
+      archiveAfter: 0,
     },
     runtime.telemetry,
     runtime.limiter,
