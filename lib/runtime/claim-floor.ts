@@ -30,7 +30,7 @@ export const FULL_SCAN_BUDGET = 100;
  * The longest a queue claims with a floor before it scans from the head again, whatever a full
  * scan costs: the bound on how long a row made runnable behind the floor (below) can wait.
  */
-export const FULL_SCAN_MAX_GAP_MS = 60_000;
+export const FULL_SCAN_MAX_GAP_MS = 600_000;
 
 /**
  * One queue's claim floor (docs/design.md §5.3.1): where in the pick index's
@@ -46,7 +46,7 @@ export const FULL_SCAN_MAX_GAP_MS = 60_000;
  * `runAt` or in a host transaction that commits late, a more urgent priority than the head's,
  * priority aging) are found by the next full scan from the head, which runs as soon as its cost budget allows
  * ({@link FULL_SCAN_BUDGET}, at least every {@link FULL_SCAN_MAX_GAP_MS}): about once a second
- * when full scans take 10 ms, once a minute past 600 ms. The scheduler runs it then when its last claim came back short
+ * when full scans take 10 ms, every 10 minutes (the most) past 6 s. The scheduler runs it then when its last claim came back short
  * ({@link fullScanDelay}). A release of this node's claims resets the floor.
  */
 export class ClaimFloor {

@@ -124,7 +124,7 @@ describe('reads by correlation key find the ended instance (docs/identity.md)', 
     );
   });
 
-  describe('plans: the fallback walks gen_durable_gc, never the table', () => {
+  describe('plans: the fallback reads gen_durable_ended_key (version 14), never the table', () => {
     let client: PoolClient;
     beforeAll(async () => {
       await db.pool.query(
@@ -169,12 +169,12 @@ describe('reads by correlation key find the ended instance (docs/identity.md)', 
       [
         'an ended key: then the newest ended rows',
         'bulk:19990',
-        ['gen_durable_correlation', 'gen_durable_gc', 'gen_durable_pkey'],
+        ['gen_durable_correlation', 'gen_durable_ended_key', 'gen_durable_pkey'],
       ],
       [
         'a key nobody carries',
         'nobody',
-        ['gen_durable_correlation', 'gen_durable_gc', 'gen_durable_pkey'],
+        ['gen_durable_correlation', 'gen_durable_ended_key', 'gen_durable_pkey'],
       ],
     ])('get by key, %s', async (_label, key, indexes) => {
       expect(
