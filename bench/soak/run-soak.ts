@@ -67,7 +67,11 @@ function gitCommit(): string | undefined {
   }
 }
 
-/** Counts what the table holds for the soak's FSM once the backlog has had its drain time. */
+/**
+ * Counts what the table holds for the soak's FSM once the backlog has had its drain time:
+ * hot and archived rows (the view gen_durable_all, docs/archive.md), since the GC sweep moves
+ * done instances out of gen_durable one minute after they end.
+ */
 async function verify(
   client: Client,
   offered: number,
@@ -87,7 +91,7 @@ async function verify(
             count(*) FILTER (WHERE jsonb_array_length(coalesce(result->'trail', state->'trail', '[]'::jsonb))
                                    > CASE status WHEN 'done' THEN 3 ELSE 2 END) AS long,
             count(*) FILTER (WHERE status NOT IN ('done', 'failed', 'cancelled')) AS live
-       FROM gen_durable WHERE fsm = 'soak3'`,
+       FROM gen_durable_all WHERE fsm = 'soak3'`,
   );
   const r = rows[0]!;
   const [count, done, exact, long, live] = [r.rows, r.done, r.exact, r.long, r.live].map(
