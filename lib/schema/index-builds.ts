@@ -1,6 +1,5 @@
 import { IndexBuildError } from '../errors/index-build.error';
 import {
-  type IndexBuild,
   READ_INDEX_BUILDS,
   RECORD_INDEX_BUILD_DONE,
   RECORD_INDEX_BUILD_FAILED,
@@ -8,6 +7,7 @@ import {
   TRY_LOCK_INDEX_BUILDS,
   UNLOCK_INDEX_BUILDS,
 } from '../sql/schema.sql';
+import type { IndexBuild } from './index-build';
 import { quoteIdent, type StatementRunner } from '../sql/statement';
 import { SCHEMA_INCREMENTS } from './increments';
 import type { ConcurrentIndex } from './schema-increment';

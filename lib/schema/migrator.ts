@@ -1,10 +1,10 @@
 import {
   COUNT_SCHEMA_CONTENTS,
   FORGET_INDEX_BUILDS,
-  type IndexBuild,
   LOCK_SCHEMA_MIGRATION,
   READ_SCHEMA_VERSION,
 } from '../sql/schema.sql';
+import type { IndexBuild } from './index-build';
 import { quoteIdent, renderStatement, type StatementRunner } from '../sql/statement';
 import {
   buildIndexesInTransaction,

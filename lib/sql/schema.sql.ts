@@ -1,3 +1,4 @@
+import type { IndexBuild } from '../schema/index-build';
 import { noRows } from './row-decoders';
 import { noParams, sql } from './statement';
 
@@ -59,24 +60,6 @@ export const COUNT_SCHEMA_CONTENTS = sql(
       rows[0] ?? { objects: 1, types: 1 },
   },
 );
-
-/** Where one online index build stands (READ_INDEX_BUILDS). */
-export type IndexBuildState = 'valid' | 'missing' | 'invalid' | 'building';
-
-/** One index an increment builds online, as the catalog and `gen_durable_index_builds` see it. */
-export interface IndexBuild {
-  readonly name: string;
-  /**
-   * `valid`: built and usable; `missing`: no such index; `building`: an INVALID index a
-   * `CREATE INDEX CONCURRENTLY` is building right now (pg_stat_progress_create_index names it);
-   * `invalid`: an INVALID index no build is working on, left by a failed or interrupted build.
-   */
-  readonly state: IndexBuildState;
-  /** True when `gen_durable_index_builds` records the build as finished. */
-  readonly recorded: boolean;
-  /** The error the last failed build recorded, or null. */
-  readonly error: string | null;
-}
 
 /**
  * The online indexes `$2` (names) of schema `$1`: catalog lookups (pg_class by name, pg_index,

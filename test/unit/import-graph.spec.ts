@@ -41,6 +41,7 @@ export const LEAF_FILES = [
   'lib/instance/queue-status.ts',
   'lib/limiter/limiter.interface.ts',
   'lib/runtime/fault-points.ts',
+  'lib/schema/index-build.ts',
 ] as const;
 
 /**
