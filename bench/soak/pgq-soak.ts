@@ -293,7 +293,12 @@ export async function runPgqSoak(
       `pgq ${ext[0]?.extversion}: queue ${QUEUE} (${pfx[0]?.queue_data_pfx}), rotation period ${rotationS} s, ticker every ${TICKER_MS} ms`,
     );
     const readerSql = `SELECT count(*) FROM ${pfx[0]!.queue_data_pfx}`;
-    const schedule = phaseSchedule(opts.phaseSeconds, opts.recoverySeconds, opts.windowSeconds);
+    const schedule = phaseSchedule(
+      opts.phaseSeconds,
+      opts.recoverySeconds,
+      opts.windowSeconds,
+      opts.phaseLengths,
+    );
     const windows: PgqWindow[] = [];
     let phase: PhaseName | undefined;
     let offered0 = 0;

@@ -21,23 +21,49 @@ export interface PhaseSchedule {
   readonly windowS: number;
 }
 
-/** The schedule of `phaseS` seconds per phase (the recovery `recoveryS`), windows of `windowS`. */
-export function phaseSchedule(phaseS: number, recoveryS: number, windowS: number): PhaseSchedule {
+/** Lengths of single phases, in seconds, where they differ from the common phase length. */
+export interface PhaseLengths {
+  readonly clean?: number;
+  readonly pinned?: number;
+  /** 0 leaves the readers phase out (the pin runs straight into recovery). */
+  readonly readers?: number;
+}
+
+/**
+ * The schedule of `phaseS` seconds per phase (the recovery `recoveryS`, any phase named in
+ * `lengths` its own), windows of `windowS`.
+ */
+export function phaseSchedule(
+  phaseS: number,
+  recoveryS: number,
+  windowS: number,
+  lengths: PhaseLengths = {},
+): PhaseSchedule {
+  const seconds: Record<PhaseName, number> = {
+    clean: lengths.clean ?? phaseS,
+    pinned: lengths.pinned ?? phaseS,
+    readers: lengths.readers ?? phaseS,
+    recovery: recoveryS,
+  };
   for (const [name, v] of [
     ['phase seconds', phaseS],
     ['recovery seconds', recoveryS],
     ['window seconds', windowS],
+    ['clean seconds', seconds.clean],
+    ['pinned seconds', seconds.pinned],
   ] as const) {
     if (!Number.isInteger(v) || v <= 0) throw new Error(`${name} must be a positive integer`);
   }
-  if (phaseS % windowS !== 0 || recoveryS % windowS !== 0) {
+  if (!Number.isInteger(seconds.readers) || seconds.readers < 0) {
+    throw new Error('readers seconds must be a non-negative integer');
+  }
+  if (Object.values(seconds).some((v) => v % windowS !== 0)) {
     throw new Error(`phase and recovery seconds must be multiples of the window (${windowS} s)`);
   }
   let startS = 0;
-  const phases = PHASE_NAMES.map((name) => {
-    const seconds = name === 'recovery' ? recoveryS : phaseS;
-    const phase = { name, startS, seconds };
-    startS += seconds;
+  const phases = PHASE_NAMES.filter((name) => seconds[name] > 0).map((name) => {
+    const phase = { name, startS, seconds: seconds[name] };
+    startS += seconds[name];
     return phase;
   });
   return { phases, totalS: startS, windowS };

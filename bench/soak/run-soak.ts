@@ -167,7 +167,12 @@ async function main(): Promise<number> {
   const argv = process.argv.slice(2);
   const opts = parseSoakOptions(argv);
   if (opts.engine === 'pgq') return mainPgq(opts, argv);
-  const schedule = phaseSchedule(opts.phaseSeconds, opts.recoverySeconds, opts.windowSeconds);
+  const schedule = phaseSchedule(
+    opts.phaseSeconds,
+    opts.recoverySeconds,
+    opts.windowSeconds,
+    opts.phaseLengths,
+  );
   const startedAt = new Date();
   const loadAvgAtStart = os.loadavg();
   const wall0 = performance.now();

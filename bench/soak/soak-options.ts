@@ -1,3 +1,5 @@
+import type { PhaseLengths } from './phase-schedule';
+
 /**
  * The flags of `npm run soak` (docs/performance.md, "Soak"). Pure: argv in, options out.
  * `--short` is the CI variant (`npm run soak:short`): a lower rate and 20-second phases.
@@ -8,6 +10,8 @@ export interface SoakOptions {
   /** The worker's concurrency on its one queue. */
   readonly concurrency: number;
   readonly phaseSeconds: number;
+  /** Single phases' own lengths (`--clean-seconds`, `--pinned-seconds`, `--readers-seconds`). */
+  readonly phaseLengths: PhaseLengths;
   readonly recoverySeconds: number;
   readonly windowSeconds: number;
   /** REPEATABLE READ readers of the readers phase. */
@@ -45,6 +49,14 @@ function positive(flag: string, value: string | undefined): number {
   return n;
 }
 
+function nonNegative(flag: string, value: string | undefined): number {
+  const n = Number(value);
+  if (value === undefined || !Number.isInteger(n) || n < 0) {
+    throw new Error(`${flag} needs a whole number of seconds (0 or more), got ${String(value)}`);
+  }
+  return n;
+}
+
 export function parseSoakOptions(argv: readonly string[]): SoakOptions {
   const given = new Map<string, string | undefined>();
   for (let i = 0; i < argv.length; i++) {
@@ -62,6 +74,9 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
     '--rate',
     '--concurrency',
     '--phase-seconds',
+    '--clean-seconds',
+    '--pinned-seconds',
+    '--readers-seconds',
     '--recovery-seconds',
     '--window-seconds',
     '--readers',
@@ -77,6 +92,7 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
   const base = short ? { ...DEFAULTS, ...SHORT } : DEFAULTS;
   const num = (flag: string, fallback: number): number =>
     given.has(flag) ? positive(flag, given.get(flag)) : fallback;
+  const whole = (flag: string): number => nonNegative(flag, given.get(flag));
   const phaseSeconds = num('--phase-seconds', base.phaseSeconds);
   const pg = num('--pg', base.pg);
   if (pg !== 15 && pg !== 17 && pg !== 18) throw new Error(`--pg is 15, 17 or 18, got ${pg}`);
@@ -94,6 +110,11 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
     rate: num('--rate', base.rate),
     concurrency: num('--concurrency', base.concurrency),
     phaseSeconds,
+    phaseLengths: {
+      ...(given.has('--clean-seconds') ? { clean: num('--clean-seconds', 0) } : {}),
+      ...(given.has('--pinned-seconds') ? { pinned: num('--pinned-seconds', 0) } : {}),
+      ...(given.has('--readers-seconds') ? { readers: whole('--readers-seconds') } : {}),
+    },
     recoverySeconds: num('--recovery-seconds', phaseSeconds),
     windowSeconds: num('--window-seconds', base.windowSeconds),
     readers: num('--readers', base.readers),

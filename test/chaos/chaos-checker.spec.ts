@@ -111,6 +111,24 @@ describe('chaos checker: cancels and retries', () => {
     expect(result.hard['I-LOST']).toBe(0);
   });
 
+  it('I-CANCEL-UNASKED: a cascade-cancelled child whose parent row was deleted first keeps its ancestry', async () => {
+    const { root, c1 } = await cancelledTree();
+    const c2 = await row('chaos_child', 'cancelled', 0, root);
+    await cancelOp(root, { cancelled: [root, c1, c2] });
+    // GC (or the archive) deletes the parent in one statement and a child in a later one: the
+    // foreign key's ON DELETE SET NULL clears the children's parent_id in between.
+    await db.pool.query(`DELETE FROM gen_durable WHERE id = $1`, [root]);
+    await db.pool.query(`DELETE FROM gen_durable WHERE id = $1`, [c1]);
+    const { rows } = await db.pool.query<{ parent_id: string | null }>(
+      `SELECT parent_id FROM gen_durable WHERE id = $1`,
+      [c2],
+    );
+    expect(rows).toEqual([{ parent_id: null }]);
+    const result = await audit(db.pool, NO_MONITOR);
+    expect(result.hard['I-CANCEL-UNASKED']).toBe(0);
+    expect(result.figures['children outliving their parent row']).toBe(2);
+  });
+
   it('I-CANCEL-AFTER: a cancelled row revived without a retry fails; with a retry it passes', async () => {
     const { root, c1 } = await cancelledTree();
     await cancelOp(root, { cancelled: [root, c1] });

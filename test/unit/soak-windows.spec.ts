@@ -51,6 +51,21 @@ describe('soak phase schedule', () => {
     expect(() => phaseOfWindow(schedule, 18)).toThrow('past the end');
   });
 
+  it('gives single phases their own lengths, and leaves the readers out at 0', () => {
+    const long = phaseSchedule(20, 30, 5, { clean: 10, pinned: 60, readers: 0 });
+    expect(long.phases).toEqual([
+      { name: 'clean', startS: 0, seconds: 10 },
+      { name: 'pinned', startS: 10, seconds: 60 },
+      { name: 'recovery', startS: 70, seconds: 30 },
+    ]);
+    expect(phaseOfWindow(long, 13).name).toBe('pinned');
+    expect(phaseOfWindow(long, 14).name).toBe('recovery');
+    expect(() => phaseSchedule(20, 30, 5, { pinned: 0 })).toThrow(
+      'pinned seconds must be a positive',
+    );
+    expect(() => phaseSchedule(20, 30, 5, { readers: 7 })).toThrow('multiples of the window');
+  });
+
   it('refuses phases that are not whole windows', () => {
     expect(() => phaseSchedule(12, 12, 5)).toThrow('multiples of the window');
     expect(() => phaseSchedule(0, 10, 5)).toThrow('positive integer');
@@ -191,6 +206,21 @@ describe('soak flags', () => {
     expect(() => parseSoakOptions(['--rate', 'fast'])).toThrow('positive number');
     expect(() => parseSoakOptions(['--pg', '16'])).toThrow('15, 17 or 18');
     expect(parseSoakOptions(['--pg', '18'])).toMatchObject({ pg: 18 });
+  });
+
+  it('--clean-seconds, --pinned-seconds and --readers-seconds set single phases', () => {
+    expect(parseSoakOptions([])).toMatchObject({ phaseLengths: {} });
+    expect(
+      parseSoakOptions([
+        '--clean-seconds',
+        '600',
+        '--pinned-seconds=3600',
+        '--readers-seconds',
+        '0',
+      ]),
+    ).toMatchObject({ phaseSeconds: 120, phaseLengths: { clean: 600, pinned: 3600, readers: 0 } });
+    expect(() => parseSoakOptions(['--pinned-seconds', '0'])).toThrow('positive number');
+    expect(() => parseSoakOptions(['--readers-seconds', '-5'])).toThrow('0 or more');
   });
 
   it('--engine: gen-durable by default, pgq on PostgreSQL 15 only', () => {

@@ -21,11 +21,13 @@ const EXPECTED_SEQ = `CASE f.fsm
 
 const FINAL = `
   final AS (
-    SELECT g.id, g.fsm, g.status::text AS status, g.result, g.parent_id,
+    SELECT g.id, g.fsm, g.status::text AS status, g.result,
+           COALESCE(g.parent_id, (SELECT l.parent_id FROM chaos.parents l WHERE l.id = g.id)) AS parent_id,
            COALESCE((g.result->>'seq')::int, (g.state->>'seq')::int) AS seq, g.last_error, g.reaps
       FROM gen_durable g
     UNION ALL
-    SELECT d.id, d.fsm, d.status, d.result, d.parent_id,
+    SELECT d.id, d.fsm, d.status, d.result,
+           COALESCE(d.parent_id, (SELECT l.parent_id FROM chaos.parents l WHERE l.id = d.id)),
            COALESCE((d.result->>'seq')::int, (SELECT h.new_seq FROM chaos.history h WHERE h.id = d.id ORDER BY h.hid DESC LIMIT 1), 0),
            d.last_error, d.reaps
       FROM chaos.deleted d
@@ -36,8 +38,9 @@ const TERMINAL = `('done', 'failed', 'cancelled')`;
 const LIVE = `('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`;
 
 /**
- * Every instance with its ancestors (itself at depth 0), over the final rows (GC'd ones from
- * chaos.deleted, which keeps the parent id a delete would set to NULL).
+ * Every instance with its ancestors (itself at depth 0), over the final rows (GC'd and archived
+ * ones from chaos.deleted), parents as inserted (chaos.parents: a parent deleted first sets its
+ * children's parent_id to NULL).
  */
 const ANCESTRY = `ancestry AS (
     WITH RECURSIVE up AS (
@@ -304,6 +307,14 @@ export async function audit(
   figures['instances incl. children'] = await one(
     pool,
     `SELECT (SELECT count(*) FROM gen_durable) + (SELECT count(*) FROM chaos.deleted) AS n`,
+  );
+  // Children whose parent was deleted before them (GC, archive): their ancestry comes from
+  // chaos.parents.
+  figures['children outliving their parent row'] = await one(
+    pool,
+    `SELECT count(*) AS n FROM chaos.parents l
+      WHERE NOT EXISTS (SELECT 1 FROM gen_durable g WHERE g.id = l.id AND g.parent_id IS NOT NULL)
+        AND NOT EXISTS (SELECT 1 FROM chaos.deleted d WHERE d.id = l.id AND d.parent_id IS NOT NULL)`,
   );
   figures['step executions'] = await one(pool, `SELECT count(*) AS n FROM chaos.executions`);
   figures['committed steps'] = await one(

@@ -121,6 +121,17 @@ BEGIN
   RETURN NULL;
 END $$;
 CREATE TRIGGER chaos_deleted AFTER DELETE ON public.gen_durable FOR EACH ROW EXECUTE FUNCTION chaos.record_delete();
+-- Every child's parent as inserted: deleting a parent (GC, archive) sets its children's parent_id
+-- to NULL (the foreign key's ON DELETE SET NULL) with no UPDATE trigger seeing it, so a child
+-- deleted or left in the table after its parent would lose its ancestry.
+CREATE TABLE chaos.parents (id bigint PRIMARY KEY, parent_id bigint NOT NULL);
+CREATE FUNCTION chaos.record_parent() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO chaos.parents (id, parent_id) VALUES (NEW.id, NEW.parent_id) ON CONFLICT (id) DO NOTHING;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER chaos_parents AFTER INSERT ON public.gen_durable FOR EACH ROW
+  WHEN (NEW.parent_id IS NOT NULL) EXECUTE FUNCTION chaos.record_parent();
 `;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
