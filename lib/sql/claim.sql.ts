@@ -210,7 +210,9 @@ interface ChildRecord {
  *   `exec_ms`, the time from the statement's start to the row's projection (the latest of them
  *   is the claim's server-side cost, which engages the floor).
  * - cand: the pick index gen_durable_pick scanned by queue equality from `($6, $7)` (a seek by
- *   the row comparison) in (priority, eligible_at) order, locked in-scan FOR NO KEY UPDATE SKIP LOCKED (skip-locked never waits). The K = 1
+ *   the row comparison) in (priority, eligible_at) order; a full scan starts at the head
+ *   instead (no candidate lies before the oldest runnable, unheld row), so the index entries
+ *   of rows that left `runnable` are walked once per claim, by the head probe, not twice; locked in-scan FOR NO KEY UPDATE SKIP LOCKED (skip-locked never waits). The K = 1
  *   guard drops a keyed, non-gated candidate whose key already executes, by a LATERAL LIMIT 1
  *   probe of gen_durable_concurrency_active (it repeats the arbiter's predicate, so the probe
  *   is index-only).
@@ -275,7 +277,9 @@ export const CLAIM_RUNNABLE = sql(
        ) k ON g.concurrency_key IS NOT NULL AND NOT COALESCE(g.concurrency_name = ANY ($5::text[]), false)
        ${sequenceProbe('g')}
       WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now() AND k.busy IS NULL
-        AND (g.priority, g.eligible_at) >= ($6::smallint, $7::timestamptz)
+        AND (g.priority, g.eligible_at) >= (
+              CASE WHEN $7::timestamptz = '-infinity' THEN (SELECT head.priority FROM head) ELSE $6::smallint END,
+              CASE WHEN $7::timestamptz = '-infinity' THEN (SELECT head.at FROM head) ELSE $7::timestamptz END)
         AND s.ahead IS NULL
         AND g.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
       ORDER BY g.priority, g.eligible_at

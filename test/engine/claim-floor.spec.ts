@@ -97,6 +97,19 @@ describe('the claim floor', () => {
       // one only those of the five live rows.
       expect(fullBuffers).toBeGreaterThan(100);
       expect(boundedBuffers * 5).toBeLessThan(fullBuffers);
+      // The full scan walks the dead entries once (its head probe), not twice: the candidates'
+      // scan starts at the head the probe found.
+      const probe = await client.query<{ 'QUERY PLAN': { Plan: Record<string, number> }[] }>(
+        `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
+         SELECT priority, eligible_at FROM gen_durable
+          WHERE queue = $1 AND status = 'runnable' AND held_at IS NULL
+          ORDER BY priority, eligible_at LIMIT 1`,
+        [queue],
+      );
+      const plan = probe.rows[0]!['QUERY PLAN'][0]!.Plan;
+      const probeBuffers = plan['Shared Hit Blocks']! + plan['Shared Read Blocks']!;
+      expect(probeBuffers).toBeGreaterThan(100);
+      expect(fullBuffers).toBeLessThan(probeBuffers * 1.5);
     } finally {
       await pin.query('ROLLBACK');
       pin.release();
