@@ -5,7 +5,7 @@ import type { ResolvedFilter } from './instance-filter';
 import type { BulkResult } from './bulk-options';
 import type { PurgeAllResult } from './purge-options';
 import { LIVE_STATUSES, TERMINAL_STATUSES } from '../gen-durable.constants';
-import { BULK_BATCH, type BulkRow } from '../sql/bulk.sql';
+import { BULK_BATCH, type BulkRow, PURGE_BATCH } from '../sql/bulk.sql';
 import { CANCEL_BATCH } from '../sql/cancel.sql';
 import { listDriver } from '../sql/query.sql';
 import { afterCancel, cancelInput, historyLevels, runCancel } from './cancel-instance';
@@ -186,7 +186,8 @@ export class BulkActions {
    * `batchSize` rows deleted by one PURGE_INSTANCES (skip-locked: a row locked by GC, a worker
    * or another purge is left for a later call, as is a child of a live parent). `matched`
    * counts the ended rows the filter matched (the dry run's answer; nothing deleted), `purged`
-   * those this call deleted.
+   * those this call deleted. Archived rows are matched and purged too (PURGE_BATCH reads the
+   * view gen_durable_all, docs/archive.md).
    */
   async purgeAll(filter: unknown, options: unknown): Promise<PurgeAllResult> {
     const o = optionsOf(options, 'purgeAll', PURGE_KEYS);
@@ -220,12 +221,14 @@ export class BulkActions {
           )
         ).length,
       batchSize,
+      PURGE_BATCH,
     );
     return { matched: answer.matched, purged: answer.changed };
   }
 
   /**
-   * Walks the filter's rows newest first in batches of at most `size` (one BULK_BATCH each) and hands each
+   * Walks the filter's rows newest first in batches of at most `size` (one `batches` statement
+   * each: BULK_BATCH over the hot table, PURGE_BATCH over hot and archived rows) and hands each
    * non-empty batch to `act`, which answers how many of its rows it changed.
    */
   private async walk(
@@ -233,13 +236,14 @@ export class BulkActions {
     dryRun: boolean,
     act: (rows: readonly BulkRow[]) => Promise<number>,
     size = BULK_BATCH_SIZE,
+    batches: typeof BULK_BATCH = BULK_BATCH,
   ): Promise<BulkResult> {
     const driver = listDriver(f);
     let after: string | null = null;
     let matched = 0;
     let changed = 0;
     for (;;) {
-      const batch = await BULK_BATCH.run(this.runtime.sql, {
+      const batch = await batches.run(this.runtime.sql, {
         driver,
         after,
         scan: BULK_SCAN,

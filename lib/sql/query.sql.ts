@@ -94,7 +94,9 @@ export function countDriver(f: ResolvedFilter): CountDriver {
  * The list candidates of a filter: per examined row its id and `hit` (the filter's verdict),
  * newest first below id `$after`, at most `$scan` rows, from the index `$driver` names, in
  * `table`: the hot table (the bulk actions: they act on hot rows only) or the view
- * gen_durable_all (`list`: archived rows too, docs/archive.md). The
+ * gen_durable_all (`list`: archived rows too, docs/archive.md; the `failed` driver always reads
+ * the hot table: a failed row is never archived, and the archive has no index on its status,
+ * so through the view it would walk every archived row by gen_durable_archive_id). The
  * filter's parameters start at `$first` (its parent id serves the `parent` branch). Shared by
  * LIST_INSTANCES and the bulk actions, which page the same way.
  */
@@ -112,7 +114,7 @@ export function listCandidates(
             WHERE ${driver}::text = 'scan' AND ${below}
             ORDER BY g.id DESC LIMIT ${scan})
    UNION ALL
-   (SELECT g.id, ${hit} AS hit FROM {schema}.${table} g
+   (SELECT g.id, ${hit} AS hit FROM {schema}.gen_durable g
      WHERE ${driver}::text = 'failed' AND g.status = 'failed' AND ${below}
      ORDER BY g.id DESC LIMIT ${scan})
    UNION ALL

@@ -296,6 +296,39 @@ describe('the archive (docs/archive.md)', () => {
     expect(h.eventsOf('instance:purged', id)).toHaveLength(1);
   });
 
+  it('purgeAll matches and purges archived instances with the hot ones; a failed filter reads the hot table', async () => {
+    const filter = { fsm: 'archived-writer', status: 'done' as const };
+    // Earlier tests of this file leave done instances of the same FSM, hot and archived.
+    const before = (await h.engine.purgeAll(filter, { dryRun: true })).matched;
+    const archived = await h.engine.insert(WriterFsm, { state: { n: 1 } });
+    await h.engine.await(archived, { until: 'terminal', timeout: 10_000 });
+    await sweep();
+    expect(await whereIs(archived)).toBe('archive');
+    const hot = await h.engine.insert(WriterFsm, { state: { n: 1 } });
+    await h.engine.await(hot, { until: 'terminal', timeout: 10_000 });
+    expect(await whereIs(hot)).toBe('hot');
+
+    expect(await h.engine.purgeAll(filter, { dryRun: true })).toEqual({
+      matched: before + 2,
+      purged: 0,
+    });
+    expect(await h.engine.purgeAll({ fsm: 'archived-writer', status: 'failed' })).toEqual({
+      matched: 0,
+      purged: 0,
+    });
+    expect(await h.engine.purgeAll(filter, { actor: 'ops' })).toEqual({
+      matched: before + 2,
+      purged: before + 2,
+    });
+    expect(await whereIs(archived)).toBe('gone');
+    expect(await whereIs(hot)).toBe('gone');
+    expect(h.eventsOf('instance:purged', archived)).toEqual([
+      expect.objectContaining({
+        metadata: expect.objectContaining({ actor: 'ops', status: 'done' }),
+      }),
+    ]);
+  });
+
   it('creates partitions ahead and drops a partition whole once its range has passed', async () => {
     await sweep();
     // One day of done/cancelled retention, hourly: the hour now is in, plus 25 more at least.
