@@ -1,7 +1,7 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import { type AwaitUntil, awaitAnswer } from '../instance/await-answer';
 import type { AwaitResult } from '../instance/instance-view';
-import { GET_INSTANCE_BY_ID } from '../sql/instance.sql';
+import { readInstanceById } from '../sql/instance.sql';
 
 /** The first pause between reads; each pause doubles up to {@link MAX_PAUSE_MS}. */
 const FIRST_PAUSE_MS = 25;
@@ -22,7 +22,7 @@ export async function pollAwait(
   until: AwaitUntil,
 ): Promise<AwaitResult> {
   const deadline = Date.now() + timeoutMs;
-  let answer = awaitAnswer(await GET_INSTANCE_BY_ID.run(sql, { id }), until);
+  let answer = awaitAnswer(await readInstanceById(sql, id), until);
   let pause = FIRST_PAUSE_MS;
   while (answer.kind === 'busy') {
     const remaining = deadline - Date.now();
@@ -30,7 +30,7 @@ export async function pollAwait(
     await sleep(Math.min(pause, remaining));
     pause = Math.min(pause * 2, MAX_PAUSE_MS);
     const read = await bounded(
-      GET_INSTANCE_BY_ID.run(sql, { id }),
+      readInstanceById(sql, id),
       Math.max(deadline - Date.now(), 0) + MAX_PAUSE_MS,
     );
     if (read !== undefined) answer = awaitAnswer(read.row, until);

@@ -3,13 +3,13 @@ import type { PoolClient } from 'pg';
 import type { SqlExecutor } from '../db/sql-executor';
 import { NoTargetError } from '../errors/no-target.error';
 import type { InstanceView } from '../instance/instance-view';
-import { GET_INSTANCE_BY_ID, GET_INSTANCE_BY_KEY } from '../sql/instance.sql';
+import { GET_INSTANCE_BY_KEY, readInstanceById } from '../sql/instance.sql';
 import { type ResolvedTarget, resolveTarget, targetLabel } from './target';
 
 /**
  * The instance a caller's target names (docs/design.md §11), or null: an id's row, or for a
  * correlation key its live occupant, else the most recent ended instance that carried it. One
- * statement. The one read of a target every control operation uses. `InvalidInputError` at `path` for a
+ * statement (an id missing from the hot table: a second, of the archive). The one read of a target every control operation uses. `InvalidInputError` at `path` for a
  * target of the wrong shape.
  */
 export function readTarget(
@@ -27,7 +27,7 @@ export function readResolved(
   on?: PoolClient,
 ): Promise<InstanceView | null> {
   return 'id' in to
-    ? GET_INSTANCE_BY_ID.run(sql, { id: to.id }, on)
+    ? readInstanceById(sql, to.id, on)
     : GET_INSTANCE_BY_KEY.run(sql, { correlationKey: to.correlationKey }, on);
 }
 

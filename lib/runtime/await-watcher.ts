@@ -1,7 +1,7 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import { type AwaitUntil, awaitAnswer, awaitSettles } from '../instance/await-answer';
 import type { AwaitResult } from '../instance/instance-view';
-import { GET_INSTANCE_BY_ID, PROBE_STATUSES } from '../sql/instance.sql';
+import { PROBE_STATUSES, readInstanceById } from '../sql/instance.sql';
 import { type ParkedWaiter, ProbedWaiters } from './probed-waiters';
 
 interface Waiter extends ParkedWaiter {
@@ -54,7 +54,7 @@ export class AwaitWatcher extends ProbedWaiters<Waiter> {
    */
   async await(id: string, timeoutMs: number, until: AwaitUntil): Promise<AwaitResult> {
     const deadline = Date.now() + timeoutMs;
-    let answer = awaitAnswer(await GET_INSTANCE_BY_ID.run(this.sql, { id }), until);
+    let answer = awaitAnswer(await readInstanceById(this.sql, id), until);
     while (answer.kind === 'busy') {
       const remaining = deadline - Date.now();
       if (remaining <= 0) return answer;
@@ -62,7 +62,7 @@ export class AwaitWatcher extends ProbedWaiters<Waiter> {
       // NOTE: a pool ended under a pending connect never settles it (pg-pool leaves queued
       // requests hanging), so a re-read is bounded by the deadline plus one re-arm period.
       const read = await boundedRead(
-        GET_INSTANCE_BY_ID.run(this.sql, { id }).then((row) => ({ row })),
+        readInstanceById(this.sql, id).then((row) => ({ row })),
         Math.max(deadline - Date.now(), 0) + REARM_MS,
       );
       if (read) answer = awaitAnswer(read.row, until);

@@ -1,6 +1,8 @@
+import type { PoolClient } from 'pg';
+
 import type { DurableStatus } from '../gen-durable.constants';
 import type { InstanceView } from '../instance/instance-view';
-import { sql } from './statement';
+import { sql, type StatementRunner } from './statement';
 
 /** An instance's id and status (PROBE_STATUSES). */
 export interface InstanceStatus {
@@ -17,15 +19,45 @@ export const INSTANCE_COLUMNS = `id, fsm, fsm_version, step, status, state, resu
        deadline_at`;
 
 /**
- * One instance by id, hot or archived (view gen_durable_all, docs/archive.md): the hot table's
- * PK, then, only when it found nothing (LIMIT 1 stops the append at the first row),
- * gen_durable_archive_id in each archive partition.
+ * One instance by id in the hot table (primary key). Most reads are of live or recently ended
+ * instances, which are all here; {@link readInstanceById} asks the archive only on a miss. Not
+ * the view gen_durable_all: a statement over it opens and locks every archive partition and its
+ * index (26 of each with the default retention, past the 16 fast-path lock slots) on every
+ * execution, found in the hot table or not.
  */
 export const GET_INSTANCE_BY_ID = sql(
   'get_instance_by_id',
-  `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable_all WHERE id = $1 LIMIT 1`,
+  `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable WHERE id = $1`,
   { params: (i: { readonly id: string }) => [i.id], decode: firstInstance },
 );
+
+/**
+ * One archived instance by id (docs/archive.md): gen_durable_archive_id in each partition (the
+ * archive is partitioned by expiry, so no partition is pruned by id).
+ */
+export const GET_ARCHIVED_INSTANCE_BY_ID = sql(
+  'get_archived_instance_by_id',
+  `SELECT ${INSTANCE_COLUMNS} FROM {schema}.gen_durable_archive WHERE id = $1 LIMIT 1`,
+  { params: (i: { readonly id: string }) => [i.id], decode: firstInstance },
+);
+
+/**
+ * One instance by id, hot or archived: GET_INSTANCE_BY_ID, then GET_ARCHIVED_INSTANCE_BY_ID
+ * only when the hot table has no such id (one statement for a hot row, two for an archived or
+ * unknown one). An instance is in exactly one of the two tables at any snapshot and never moves
+ * back, so a hot miss followed by an archive read cannot miss a row that existed at the first.
+ * `on`: in the caller's transaction.
+ */
+export async function readInstanceById(
+  runner: StatementRunner,
+  id: string,
+  on?: PoolClient,
+): Promise<InstanceView | null> {
+  return (
+    (await GET_INSTANCE_BY_ID.run(runner, { id }, on)) ??
+    GET_ARCHIVED_INSTANCE_BY_ID.run(runner, { id }, on)
+  );
+}
 
 /** The live statuses, written as gen_durable_gc's predicate negates them (lib/schema/v005.ts). */
 const LIVE_STATUSES = `('runnable', 'executing', 'awaiting_signal', 'awaiting_children')`;
@@ -88,12 +120,14 @@ export const GET_KEY_OCCUPANT = sql(
 );
 
 /**
- * Await probe (docs/design.md §9): status of many ids at once, hot or archived (view
- * gen_durable_all: PK lookups, then gen_durable_archive_id).
+ * Await probe (docs/design.md §9): status of many ids at once in the hot table (primary key).
+ * An id it does not answer (archived, or gone) wakes its waiter, whose re-read
+ * ({@link readInstanceById}) finds it in the archive: the probe, run every tick while anyone
+ * waits, never opens the archive's partitions.
  */
 export const PROBE_STATUSES = sql(
   'probe_statuses',
-  `SELECT id, status FROM {schema}.gen_durable_all WHERE id = ANY ($1::bigint[])`,
+  `SELECT id, status FROM {schema}.gen_durable WHERE id = ANY ($1::bigint[])`,
   {
     params: (i: { readonly ids: readonly string[] }) => [i.ids],
     decode: (rows: readonly InstanceStatus[]) => rows,

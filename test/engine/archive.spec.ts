@@ -296,6 +296,41 @@ describe('the archive (docs/archive.md)', () => {
     expect(h.eventsOf('instance:purged', id)).toHaveLength(1);
   });
 
+  it('a read by id of a hot instance never opens the archive; an archived one is read from it after a hot miss', async () => {
+    const archived = await h.engine.insert(WriterFsm, { state: { n: 1 } });
+    await h.engine.await(archived, { until: 'terminal', timeout: 10_000 });
+    await sweep();
+    expect(await whereIs(archived)).toBe('archive');
+    const hot = await row('runnable', 0);
+
+    // Another session holds the archive's parent table exclusively (a partition DROP waiting
+    // on a long reader would): every statement that opens the archive waits behind it.
+    const locker = await db.pool.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE gen_durable_archive IN ACCESS EXCLUSIVE MODE');
+      // A hot row: get, await's read and probe, and a control action's target read answer
+      // while the lock is held (one of them reading the view would wait for it).
+      expect(await h.engine.get(hot)).toMatchObject({ id: hot, status: 'runnable' });
+      expect(await h.engine.await(hot, { timeout: 300 })).toMatchObject({ kind: 'busy' });
+      await h.engine.hold(hot, { reason: 'lock test' });
+      await h.engine.release(hot);
+      // An archived row is found by the archive read, which waits for the lock's release.
+      const pending = h.engine.get(archived);
+      const first = await Promise.race([
+        pending.then(() => 'answered'),
+        new Promise((resolve) => setTimeout(() => resolve('waiting'), 200)),
+      ]);
+      expect(first).toBe('waiting');
+      await locker.query('COMMIT');
+      expect(await pending).toMatchObject({ id: archived, status: 'done' });
+    } finally {
+      await locker.query('ROLLBACK').catch(() => undefined);
+      locker.release();
+    }
+    await h.engine.cancel(hot);
+  });
+
   it('purgeAll matches and purges archived instances with the hot ones; a failed filter reads the hot table', async () => {
     const filter = { fsm: 'archived-writer', status: 'done' as const };
     // Earlier tests of this file leave done instances of the same FSM, hot and archived.
