@@ -23,6 +23,22 @@ export interface ScheduleRow {
   readonly hash: string;
 }
 
+/** A schedule row's values in the column order of the upserts (name … definition_hash). */
+function scheduleValues(r: ScheduleRow): unknown[] {
+  return [
+    r.name,
+    r.fsm,
+    r.cron,
+    r.tz,
+    r.nextFireAt,
+    r.missed,
+    r.overlap,
+    r.stateText,
+    r.optionsText,
+    r.hash,
+  ];
+}
+
 /** The options column, decoded. */
 export interface ScheduleOptionsColumn {
   readonly maxCatchup: number;
@@ -181,18 +197,7 @@ export const UPSERT_DECLARED_SCHEDULES = sql(
     params: (i: { readonly rows: readonly ScheduleRow[] }) => {
       const cols: unknown[][] = [[], [], [], [], [], [], [], [], [], []];
       for (const r of i.rows) {
-        const values = [
-          r.name,
-          r.fsm,
-          r.cron,
-          r.tz,
-          r.nextFireAt,
-          r.missed,
-          r.overlap,
-          r.stateText,
-          r.optionsText,
-          r.hash,
-        ];
+        const values = scheduleValues(r);
         for (let c = 0; c < values.length; c++) cols[c]!.push(values[c]);
       }
       return cols;
@@ -240,18 +245,7 @@ export const UPSERT_SCHEDULE = sql(
     WHERE NOT s.declared
    RETURNING ${COLUMNS}`,
   {
-    params: (r: ScheduleRow) => [
-      r.name,
-      r.fsm,
-      r.cron,
-      r.tz,
-      r.nextFireAt,
-      r.missed,
-      r.overlap,
-      r.stateText,
-      r.optionsText,
-      r.hash,
-    ],
+    params: scheduleValues,
     decode: (rows: readonly ScheduleRecord[]): ScheduleView | null =>
       rows[0] ? viewOf(rows[0]) : null,
   },
