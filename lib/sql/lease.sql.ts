@@ -73,7 +73,8 @@ export interface HeartbeatResult {
  * text, or NULL (docs/design.md §28.2): a renewed row with one stores it as `progress`
  * `{ step, value }` (the step it was reported by, so only a later run of that step sees it as
  * `lastProgress`) with `progress_at`; the statement count of a heartbeat is unchanged, and a
- * row without a pending value is written as before. PK lookups.
+ * row without a pending value is written as before. PK lookups, pinned by `g.id = ANY ($2)` (not
+ * gen_durable_lease: under a pinned horizon it holds a dead entry per claim since the pin).
  */
 export const HEARTBEAT = sql(
   'heartbeat',
@@ -82,7 +83,7 @@ export const HEARTBEAT = sql(
    ), h AS (
      SELECT g.id, t.progress FROM {schema}.gen_durable g
        JOIN t ON g.id = t.id
-      WHERE g.locked_by = $1 AND g.status = 'executing' AND g.claim_seq = t.seq
+      WHERE g.id = ANY ($2::bigint[]) AND g.locked_by = $1 AND g.status = 'executing' AND g.claim_seq = t.seq
       ORDER BY g.id
       FOR NO KEY UPDATE OF g SKIP LOCKED
    ), renewed AS (
@@ -177,7 +178,8 @@ export const CLEAR_STEP_STARTED = sql(
  * Releases held claims back to runnable (shutdown drain, admission denial; docs/design.md §5.4, §17.4):
  * guarded, attempt and eligible_at kept, lock, lease and shard cleared. A row whose cancel was
  * requested is not released (a runnable row must not carry a request): it stays executing
- * until its lease expires and the reaper cancels it (docs/design.md §27.2).
+ * until its lease expires and the reaper cancels it (docs/design.md §27.2). PK lookups, pinned by
+ * `g.id = ANY ($2)` (not gen_durable_lease, as HEARTBEAT).
  */
 export const RELEASE_CLAIMS = sql(
   'release_claims',
@@ -185,8 +187,8 @@ export const RELEASE_CLAIMS = sql(
       SET status = 'runnable', locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL,
           updated_at = now()
      FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
-    WHERE g.id = t.id AND g.locked_by = $1 AND g.status = 'executing' AND g.claim_seq = t.seq
-      AND g.cancel_requested_at IS NULL
+    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = $1 AND g.status = 'executing'
+      AND g.claim_seq = t.seq AND g.cancel_requested_at IS NULL
     RETURNING g.id`,
   {
     params: (i: { readonly worker: string; readonly rows: readonly HeldClaim[] }) => {
