@@ -1,5 +1,6 @@
 import type { DurableStatus } from '../gen-durable.constants';
 import type { ChildView, Signal } from '../fsm/step-context';
+import { holdsKey } from './sequence.sql';
 import { sql } from './statement';
 
 /** What one claim asks for: `limit` due rows of `queue` for `worker`, leased `leaseMs`. */
@@ -210,21 +211,29 @@ interface ChildRecord {
  *   `exec_ms`, the time from the statement's start to the row's projection (the latest of them
  *   is the claim's server-side cost, which engages the floor).
  * - cand: the pick index gen_durable_pick scanned by queue equality from `($6, $7)` (a seek by
- *   the row comparison) in (priority, eligible_at) order; a full scan starts at the head
- *   instead (no candidate lies before the oldest runnable, unheld row), so the index entries
- *   of rows that left `runnable` are walked once per claim, by the head probe, not twice; locked in-scan FOR NO KEY UPDATE SKIP LOCKED (skip-locked never waits). The K = 1
- *   guard drops a keyed, non-gated candidate whose key already executes, by a LATERAL LIMIT 1
- *   probe of gen_durable_concurrency_active (it repeats the arbiter's predicate, so the probe
- *   is index-only).
+ *   the row comparison) in (priority, eligible_at) order, from the statement's own parameters:
+ *   a bound taken from the head probe (an InitPlan) is not an index bound to the planner, and
+ *   with a large backlog it sorted a sequential scan instead (test/engine/claim-floor.spec.ts),
+ *   so under a pin a full scan walks the dead entries at the head twice (head probe, cand);
+ *   locked in-scan FOR NO KEY UPDATE SKIP LOCKED (skip-locked never waits). The K = 1 guard
+ *   drops a keyed, non-gated candidate whose key already executes, by a NOT EXISTS probe of
+ *   gen_durable_concurrency_active (it repeats the arbiter's predicate, so the probe is
+ *   index-only). Both guards (this and the sequence guard below) are written as
+ *   `key IS NULL OR NOT EXISTS (…)`, not as LEFT JOIN LATERAL … IS NULL: the planner
+ *   estimated the joins' IS NULL filters as keeping 1 row in 200, so with a large backlog it
+ *   expected the index scan to read everything before `LIMIT` and chose a sorted sequential
+ *   scan of the table; the OR keeps the estimate at the share of rows without a key (the
+ *   probe runs only for a row with one). The K = 1 probe ends in `OFFSET 0`, so the planner
+ *   keeps it a per-row probe by key instead of hashing every executing key once per claim (an
+ *   EXISTS it can simplify becomes `NOT (key = ANY (hashed SubPlan))`).
  * - A held row (`held_at`, docs/operations-control.md "Hold and release") is filtered out of
  *   the same scan (a heap filter, so the pick index still serves it): it stays runnable and
  *   is skipped by every claim until released; held rows rarely pile up, and each one due
  *   costs a scanned tuple per claim of its queue.
  * - The sequence guard (docs/sequences.md) drops a candidate with a `sequence_key` while an
  *   older row of its key (smaller id) holds the key: live, or failed under `'block'`. A
- *   LATERAL LIMIT 1 probe of gen_durable_sequence (it repeats the index's predicate, so the
- *   probe is index-only), run only for a candidate with a key: a row without one joins no
- *   probe. A retried head waiting on its backoff, a held head and a reaped head are runnable,
+ *   NOT EXISTS probe of gen_durable_sequence (it repeats the index's predicate, so the probe
+ *   is index-only), run only for a candidate with a key: a row without one runs no probe. A retried head waiting on its backoff, a held head and a reaped head are runnable,
  *   so live: they keep their key. The guard reads the statement's snapshot, where an older
  *   row once visible never looks ended before it is (two claims cannot both pass a key's
  *   second row while its head is live).
@@ -268,19 +277,17 @@ export const CLAIM_RUNNABLE = sql(
      SELECT g.ctid AS tid, g.id, g.concurrency_key, g.priority, g.eligible_at,
             COALESCE(g.concurrency_name = ANY ($5::text[]), false) AS gated
        FROM {schema}.gen_durable g
-       LEFT JOIN LATERAL (
-         SELECT 1 AS busy
-           FROM {schema}.gen_durable h
-          WHERE h.concurrency_key = g.concurrency_key
-            AND h.status = 'executing' AND h.concurrency_key IS NOT NULL AND h.concurrency_shard IS NULL
-          LIMIT 1
-       ) k ON g.concurrency_key IS NOT NULL AND NOT COALESCE(g.concurrency_name = ANY ($5::text[]), false)
-       ${sequenceProbe('g')}
-      WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now() AND k.busy IS NULL
-        AND (g.priority, g.eligible_at) >= (
-              CASE WHEN $7::timestamptz = '-infinity' THEN (SELECT head.priority FROM head) ELSE $6::smallint END,
-              CASE WHEN $7::timestamptz = '-infinity' THEN (SELECT head.at FROM head) ELSE $7::timestamptz END)
-        AND s.ahead IS NULL
+      WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now()
+        AND (g.priority, g.eligible_at) >= ($6::smallint, $7::timestamptz)
+        AND (g.concurrency_key IS NULL OR COALESCE(g.concurrency_name = ANY ($5::text[]), false)
+             OR NOT EXISTS (
+               SELECT 1 FROM {schema}.gen_durable h
+                WHERE h.concurrency_key = g.concurrency_key
+                  AND h.status = 'executing' AND h.concurrency_key IS NOT NULL AND h.concurrency_shard IS NULL
+               OFFSET 0))
+        AND (g.sequence_key IS NULL OR NOT EXISTS (
+               SELECT 1 FROM {schema}.gen_durable a
+                WHERE a.sequence_key = g.sequence_key AND a.id < g.id AND ${holdsKey('a')}))
         AND g.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
       ORDER BY g.priority, g.eligible_at
       LIMIT $2
