@@ -132,8 +132,9 @@ describe('the claim floor', () => {
         });
         const out: string[] = [];
         const walk = (n: PlanNode): void => {
-          if (n['Relation Name'] === 'gen_durable')
+          if (n['Relation Name'] === 'gen_durable') {
             out.push(`${n['Node Type']} ${n['Index Name'] ?? ''}`.trim());
+          }
           for (const c of n.Plans ?? []) walk(c);
         };
         walk(rows[0]!['QUERY PLAN'][0]!.Plan);
