@@ -186,7 +186,7 @@ describe('gen-durable CLI (docs/cli.md)', () => {
       const up = await run(['migrate', ...url]);
       expect(up).toMatchObject({ code: 0 });
       expect(up.stdout).toBe(
-        `schema public: migrated from version 3 to ${CURRENT_SCHEMA_VERSION}; indexes built online: gen_durable_ended_key\n`,
+        `schema public: migrated from version 3 to ${CURRENT_SCHEMA_VERSION}; indexes built online: gen_durable_ended_key, gen_durable_fair_live\n`,
       );
       const again = await run(['migrate', ...url]);
       expect(again.stdout).toBe(
@@ -225,7 +225,10 @@ describe('gen-durable CLI (docs/cli.md)', () => {
       const report = json(await run(['verify', '--json', ...url]));
       expect(report).toMatchObject({
         ok: false,
-        indexes: [{ name: 'gen_durable_ended_key', state: 'invalid' }],
+        indexes: [
+          { name: 'gen_durable_ended_key', state: 'invalid' },
+          { name: 'gen_durable_fair_live', state: 'valid' },
+        ],
         problems: [{ kind: 'index' }],
       });
       const repair = await run(['migrate', ...url]);
