@@ -335,6 +335,26 @@ describe('fairness heads', () => {
       expect(await heads(q)).toEqual(['k']);
     });
 
+    it('a head a claim holds is skipped by the sweep, and the claim goes on with it', async () => {
+      await idleHead('k');
+      // The fair claim's lock on its heads (FOR NO KEY UPDATE), held by an open transaction.
+      await other.query('BEGIN');
+      await other.query(
+        `SELECT 1 FROM gen_durable_fair_keys WHERE queue = $1 AND fairness_key = 'k' FOR NO KEY UPDATE`,
+        [q],
+      );
+      await gc.query('BEGIN');
+      const page = await FAIR_HEADS_LOCK_IDLE.run(on(gc), {
+        after: { queue: '', key: '' },
+        limit: 1000,
+      });
+      expect(page.idle).not.toContainEqual({ queue: q, key: 'k' });
+      await gc.query('COMMIT');
+      await other.query(`UPDATE gen_durable_fair_keys SET vtime = vtime + 1 WHERE queue = $1`, [q]);
+      await other.query('COMMIT');
+      expect(await heads(q)).toEqual(['k']);
+    });
+
     it('a row committed between the lock and the delete keeps its head', async () => {
       // The row is executing (live, not runnable) and goes back to runnable: no trigger fires.
       const [id] = await backlog(q, 'k', 1);
