@@ -91,6 +91,12 @@ export type {
   SkipSequenceHeadResult,
 } from './control/blocked-sequence';
 export type {
+  FairnessHead,
+  FairnessHeadsOptions,
+  FairnessNextRow,
+  FairQueueHeads,
+} from './control/fairness-head';
+export type {
   BulkOptions,
   BulkResult,
   CancelAllOptions,

@@ -1,6 +1,6 @@
 TYPE gen_durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 17
+TABLE gen_durable  -- comment: 18
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -63,6 +63,7 @@ END) STORED
   INDEX ON gen_durable USING btree (correlation_key, dedup_until) WHERE (dedup_until IS NOT NULL)  -- gen_durable_dedup
   INDEX ON gen_durable USING btree (correlation_key, updated_at) WHERE ((status <> ALL (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status])) AND (correlation_key IS NOT NULL))  -- gen_durable_ended_key
   INDEX ON gen_durable USING btree (id) WHERE (status = 'failed'::gen_durable_status)  -- gen_durable_failed
+  INDEX ON gen_durable USING btree (queue, fairness_key, status) WHERE ((fairness_key IS NOT NULL) AND (status = ANY (ARRAY['executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status])))  -- gen_durable_fair_live
   INDEX ON gen_durable USING btree (queue, fairness_key, priority, eligible_at) WHERE ((status = 'runnable'::gen_durable_status) AND (fairness_key IS NOT NULL))  -- gen_durable_fair_pick
   INDEX ON gen_durable USING btree (updated_at) WHERE (status <> ALL (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status]))  -- gen_durable_gc
   INDEX ON gen_durable USING btree (lease_expires_at) WHERE (status = 'executing'::gen_durable_status)  -- gen_durable_lease

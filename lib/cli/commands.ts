@@ -1,6 +1,7 @@
 import { userInfo } from 'node:os';
 
 import type { BlockedSequencesOptions } from '../control/blocked-sequence';
+import type { FairnessHeadsOptions } from '../control/fairness-head';
 import type { CancelOptions, CancelResult } from '../control/cancel-options';
 import { FsmNotRegisteredError } from '../errors/fsm-not-registered.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
@@ -340,6 +341,38 @@ export async function sequences(
             b.waitingSince,
             b.headError,
           ]),
+        ),
+  );
+}
+
+/**
+ * The fairness heads of each fair queue in the fair claim's order (docs/many-tenants.md "Seeing
+ * the heads"): per key its virtual time, capped counts and the row the claim serves next.
+ */
+export async function fairness(
+  ctx: CliContext,
+  out: Output,
+  options: FairnessHeadsOptions,
+): Promise<void> {
+  const queues = await ctx.client.fairnessHeads(options);
+  out.result(queues, () =>
+    queues.length === 0
+      ? 'no queue has a fairness head'
+      : table(
+          ['QUEUE', 'KEY', 'VTIME', 'WEIGHT', 'RUNNABLE', 'DUE', 'EXECUTING', 'NEXT', 'DUE-MS'],
+          queues.flatMap((q) =>
+            q.heads.map((h) => [
+              q.queue,
+              h.key,
+              h.vtime.toFixed(2),
+              h.next?.weight ?? null,
+              capped(h.runnable),
+              capped(h.due),
+              capped(h.executing),
+              h.next?.id ?? null,
+              h.next?.ageMs ?? null,
+            ]),
+          ),
         ),
   );
 }

@@ -251,6 +251,32 @@ export function buildProgram(runner: Runner, write: (text: string) => void): Com
 
   configure(
     program
+      .command('fairness')
+      .description(
+        'fairness heads of each fair queue in claim order: per key its virtual time, runnable / due / executing rows and the row served next',
+      )
+      .option('--queue <queue>', 'only this queue')
+      .option(
+        '--limit <n>',
+        'at most this many keys per queue (1 … 1000, default 100)',
+        integerIn(1, 1_000),
+      )
+      .option(
+        '--cap <n>',
+        'each count stops at this (1 … 100000, default 1000)',
+        integerIn(1, 100_000),
+      ),
+  ).action(async (o: { queue?: string; limit?: number; cap?: number }, cmd: Command) => {
+    const options = {
+      ...(o.queue !== undefined && { queue: o.queue }),
+      ...(o.limit !== undefined && { limit: o.limit }),
+      ...(o.cap !== undefined && { cap: o.cap }),
+    };
+    await runner(globals(cmd), (ctx, out) => commands.fairness(ctx, out, options));
+  });
+
+  configure(
+    program
       .command('skip-sequence-head')
       .description(
         "a failed head under onHeadFailure 'block' stops holding its sequence key (kept, failed): the next instance runs",

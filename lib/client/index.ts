@@ -48,6 +48,12 @@ export type {
   SequenceHeadStatus,
   SkipSequenceHeadResult,
 } from '../control/blocked-sequence';
+export type {
+  FairnessHead,
+  FairnessHeadsOptions,
+  FairnessNextRow,
+  FairQueueHeads,
+} from '../control/fairness-head';
 export type { PurgeAllOptions, PurgeAllResult, PurgeOptions } from '../control/purge-options';
 export type { ForkOptions } from '../control/fork-options';
 export type { Explanation } from '../control/explanation';

@@ -60,6 +60,8 @@ import type {
   SkipSequenceHeadResult,
 } from './blocked-sequence';
 import { readBlockedSequences, skipSequenceHead } from './sequence-control';
+import { readFairnessHeads } from './fairness-control';
+import type { FairnessHeadsOptions, FairQueueHeads } from './fairness-head';
 import { resolveTarget, type Target } from './target';
 
 export type { InboxSignal, LiveFsmVersion, QueueBacklog };
@@ -366,6 +368,18 @@ export abstract class InstanceControl<SignalOptions extends object = Record<neve
    */
   async blockedSequences(options?: BlockedSequencesOptions): Promise<BlockedSequence[]> {
     return readBlockedSequences(this.controlRuntime().sql, options);
+  }
+
+  /**
+   * The fairness heads of each fair queue (docs/many-tenants.md "Seeing the heads"): per queue
+   * (`queue` one queue; default every queue with a head, at most 100), its keys with work in
+   * the fair claim's order, the first `limit` (1 … 1 000, default 100) — each key's virtual
+   * time, runnable / due / executing rows counted up to `cap` (1 … 100 000, default 1 000) and
+   * the row the claim serves next (id, priority, since when it is due, weight). One
+   * statement of bounded index reads. `InvalidInputError` naming a bad option.
+   */
+  async fairnessHeads(options?: FairnessHeadsOptions): Promise<FairQueueHeads[]> {
+    return readFairnessHeads(this.controlRuntime().sql, options);
   }
 
   /**

@@ -7,8 +7,10 @@ import type { DashboardRequest } from './dashboard-options';
 import { filterFromQuery } from './filter-query';
 import { type DashboardResponse, queryOf } from './http-exchange';
 import type { ViewContext } from './views/components';
+import { FAIRNESS_PAGE_LIMIT } from './dashboard-reads';
 import {
   bulkView,
+  fairnessView,
   limitersView,
   messageView,
   queuesView,
@@ -118,6 +120,19 @@ export class DashboardPagesController {
   ): Promise<string> {
     const ctx = this.dashboard.viewContext(req, res, 1);
     return sequencesView(ctx, await this.dashboard.reads.sequences()).text;
+  }
+
+  /** The fairness heads of each fair queue; `?queue=` narrows it to one (docs/many-tenants.md). */
+  @Get('fairness')
+  async fairness(
+    @Req() req: DashboardRequest,
+    @Res({ passthrough: true }) res: DashboardResponse,
+  ): Promise<string> {
+    const ctx = this.dashboard.viewContext(req, res, 1);
+    const q = queryOf(req)['queue'];
+    const queue = typeof q === 'string' && q !== '' ? q : undefined;
+    const heads = await this.dashboard.reads.fairness(queue);
+    return fairnessView(ctx, heads, FAIRNESS_PAGE_LIMIT).text;
   }
 
   @Get('queues')

@@ -1,4 +1,5 @@
 import type { BlockedSequence } from '../control/blocked-sequence';
+import type { FairQueueHeads } from '../control/fairness-head';
 import { ALL_STATUSES, type DurableStatus } from '../gen-durable.constants';
 import type { Explanation } from '../control/explanation';
 import type { InboxSignal, InstanceControl } from '../control/instance-control';
@@ -13,6 +14,9 @@ import type { ScheduleView } from '../cron/schedule-spec';
 
 /** Counts shown per cell are capped here: a dashboard answers fast on any table size. */
 export const COUNT_CAP = 10_000;
+
+/** The heads per queue the Fairness page lists. */
+export const FAIRNESS_PAGE_LIMIT = 50;
 /** Instances per page of the instances view. */
 export const PAGE_SIZE = 50;
 
@@ -289,6 +293,18 @@ export class DashboardReads {
   /** The sequence keys with instances waiting behind their head (docs/sequences.md). */
   sequences(): Promise<BlockedSequence[]> {
     return this.engine.blockedSequences({ limit: 200 });
+  }
+
+  /**
+   * The fairness heads of each fair queue, or of `queue` (docs/many-tenants.md "Seeing the
+   * heads"): {@link FAIRNESS_PAGE_LIMIT} per queue, counts capped at 1 000.
+   */
+  fairness(queue: string | undefined): Promise<FairQueueHeads[]> {
+    return this.engine.fairnessHeads({
+      ...(queue !== undefined && { queue }),
+      limit: FAIRNESS_PAGE_LIMIT,
+      cap: 1_000,
+    });
   }
 
   queues(): Promise<QueueStatus[]> {

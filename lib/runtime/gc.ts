@@ -6,6 +6,7 @@ import type { Limiter } from '../limiter/limiter.interface';
 import { GC_DELETE, GC_SELECT_TERMINAL } from '../sql/maintenance.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import { ArchiveSweep } from './archive-sweep';
+import { sweepFairHeads } from './fair-heads-sweep';
 import { PeriodicTask } from './periodic-task';
 
 /**
@@ -14,10 +15,12 @@ import { PeriodicTask } from './periodic-task';
  * registered here may override any of them),
  * sparing children of live parents, a full batch sweeping again at once (§18.1); then the
  * limiter prunes idle rate buckets and reconciles gate counters from the executing rows
- * (§18.2–18.3; no-ops on Redis). `gc:swept {count, buckets, gates}` when anything changed.
+ * (§18.2–18.3; no-ops on Redis). `gc:swept {count, heads, buckets, gates}` when anything changed.
  * Unless `archive` is `'off'`, each sweep then runs the archive's pass (docs/archive.md:
  * partitions ahead, expired partitions dropped, ended rows moved out of the hot table),
  * `gc:archived {instances, history, chunks, created, dropped}` when it changed anything.
+ * Then the fairness heads whose key has no live row left are deleted (docs/many-tenants.md;
+ * lib/runtime/fair-heads-sweep.ts), counted in `gc:swept`'s `heads`.
  */
 export class GarbageCollector {
   private readonly periodic: PeriodicTask;
@@ -111,14 +114,23 @@ export class GarbageCollector {
         this.logger.error(`GC archive pass failed: ${String(err)}`);
       }
     }
+    let heads = 0;
+    try {
+      if (!this.stopping) {
+        heads = await sweepFairHeads(this.sql, this.config.batch, () => this.stopping);
+      }
+    } catch (err) {
+      swept = false;
+      this.logger.error(`GC fairness heads sweep failed: ${String(err)}`);
+    }
     let limits = { buckets: 0, gates: 0 };
     try {
       if (this.limiter && !this.stopping) limits = await this.limiter.reconcile();
     } catch (err) {
       this.logger.error(`GC limiter reconcile failed: ${String(err)}`);
     }
-    if (count + limits.buckets + limits.gates > 0) {
-      this.telemetry.emit('gc:swept', { count, ...limits }, {});
+    if (count + heads + limits.buckets + limits.gates > 0) {
+      this.telemetry.emit('gc:swept', { count, heads, ...limits }, {});
     }
     if (swept) this.lastSweepAt = Date.now();
     return count;

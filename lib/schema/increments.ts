@@ -16,6 +16,7 @@ import { V014 } from './v014';
 import { V015 } from './v015';
 import { V016 } from './v016';
 import { V017 } from './v017';
+import { V018 } from './v018';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -36,6 +37,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V015,
   V016,
   V017,
+  V018,
 ];
 
 /** The schema version this build of the library needs. */

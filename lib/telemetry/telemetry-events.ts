@@ -99,7 +99,7 @@ export type TelemetryPayloads = {
   'reaper:poisoned': { measurements: TelemetryCount; metadata: TelemetryRow & { reaps: number } };
   'await:timeout': { measurements: TelemetryCount; metadata: TelemetryNone };
   'gc:swept': {
-    measurements: { count: number; buckets: number; gates: number };
+    measurements: { count: number; heads: number; buckets: number; gates: number };
     metadata: TelemetryNone;
   };
   'gc:archived': {

@@ -186,7 +186,7 @@ describe('gen-durable CLI (docs/cli.md)', () => {
       const up = await run(['migrate', ...url]);
       expect(up).toMatchObject({ code: 0 });
       expect(up.stdout).toBe(
-        `schema public: migrated from version 3 to ${CURRENT_SCHEMA_VERSION}; indexes built online: gen_durable_ended_key\n`,
+        `schema public: migrated from version 3 to ${CURRENT_SCHEMA_VERSION}; indexes built online: gen_durable_ended_key, gen_durable_fair_live\n`,
       );
       const again = await run(['migrate', ...url]);
       expect(again.stdout).toBe(
@@ -225,7 +225,10 @@ describe('gen-durable CLI (docs/cli.md)', () => {
       const report = json(await run(['verify', '--json', ...url]));
       expect(report).toMatchObject({
         ok: false,
-        indexes: [{ name: 'gen_durable_ended_key', state: 'invalid' }],
+        indexes: [
+          { name: 'gen_durable_ended_key', state: 'invalid' },
+          { name: 'gen_durable_fair_live', state: 'valid' },
+        ],
         problems: [{ kind: 'index' }],
       });
       const repair = await run(['migrate', ...url]);
@@ -562,6 +565,38 @@ describe('gen-durable CLI (docs/cli.md)', () => {
     expect((await h.engine.get(next))?.status).toBe('awaiting_signal');
     expect((await run(['skip-sequence-head', next])).code).toBe(2);
     await h.engine.cancel(next);
+  });
+
+  it("fairness: each fair queue's keys in claim order as text and JSON, capped counts", async () => {
+    expect((await run(['fairness'])).stdout).toBe('no queue has a fairness head\n');
+    const a = await h.engine.insertAll(
+      'waiter',
+      Array.from({ length: 3 }, () => ({ queue: 'cli-fair', fairnessKey: 'tenant-a' })),
+    );
+    await h.engine.insert('waiter', {
+      queue: 'cli-fair',
+      fairnessKey: 'tenant-b',
+      fairnessWeight: 3,
+    });
+    const text = await run(['fairness', '--cap', '2']);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(
+      /^QUEUE +KEY +VTIME +WEIGHT +RUNNABLE +DUE +EXECUTING +NEXT +DUE-MS\n/,
+    );
+    expect(text.stdout).toMatch(
+      new RegExp(`\\ncli-fair +tenant-a +0\\.00 +1 +2\\+ +2\\+ +0 +${a[0]} +\\d+`),
+    );
+    expect(
+      json(await run(['fairness', '--queue', 'cli-fair', '--limit', '1', '--json'])),
+    ).toMatchObject([
+      {
+        queue: 'cli-fair',
+        keys: { count: 2, capped: false },
+        heads: [{ runnable: { capped: false } }],
+      },
+    ]);
+    expect((await run(['fairness', '--limit', '0'])).code).toBe(2);
+    await h.engine.cancelAll({ queue: 'cli-fair' });
   });
 
   it('purge: one ended instance, or --all by the filters (with --dry-run); a live one exits 2', async () => {

@@ -118,7 +118,7 @@ describe('GC of terminal rows (docs/design.md §18)', () => {
       expect(h.statements.filter((s) => s === 'gc_select_terminal')).toHaveLength(4);
       expect(h.statements.filter((s) => s === 'gc_delete')).toHaveLength(4);
       expect(h.eventsOf('gc:swept')).toEqual([
-        expect.objectContaining({ measurements: { count: 7, buckets: 0, gates: 0 } }),
+        expect.objectContaining({ measurements: { count: 7, heads: 0, buckets: 0, gates: 0 } }),
       ]);
       const { rows: signals } = await db.pool.query(
         `SELECT count(*)::int AS n FROM gen_durable_signals WHERE target_id = $1`,

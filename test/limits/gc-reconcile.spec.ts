@@ -236,7 +236,7 @@ describe('GC through the engine', () => {
     await db.drop();
   });
 
-  it('reports gc:swept {count, buckets, gates} when the limiter repaired something', async () => {
+  it('reports gc:swept {count, heads, buckets, gates} when the limiter repaired something', async () => {
     const h = await bootEngine(db, [NothingFsm], {
       queues: {},
       gc: { interval: 3_600_000 },
@@ -259,7 +259,7 @@ describe('GC through the engine', () => {
       await h.engine.runtime.gc!.sweep();
       // Rows are within retention (count 0); one rate bucket pruned; the idle gate key dropped.
       expect(h.eventsOf('gc:swept').map((e) => e.measurements)).toEqual([
-        { count: 0, buckets: 1, gates: 1 },
+        { count: 0, heads: 0, buckets: 1, gates: 1 },
       ]);
       expect(await bucketsOf(db, 'conc')).toEqual([]);
       expect(h.statements).toEqual(

@@ -1,11 +1,12 @@
 import type { ScheduleView } from '../../cron/schedule-spec';
 import type { BlockedSequence } from '../../control/blocked-sequence';
+import type { FairQueueHeads } from '../../control/fairness-head';
 import type { LimiterStatus } from '../../control/limiter-status';
 import type { QueueStatus } from '../../instance/queue-status';
 import type { BulkAction } from '../dashboard-actions';
 import type { FilterFields } from '../filter-query';
 import { type Html, html, queryString } from '../html';
-import { actionForm, capped, section, time, type ViewContext } from './components';
+import { actionForm, capped, duration, section, time, type ViewContext } from './components';
 import { layout } from './layout';
 
 /** Cron schedules with their next and last fire. */
@@ -164,6 +165,78 @@ export function sequencesView(ctx: ViewContext, blocked: readonly BlockedSequenc
           </table>
         </div>`;
   return layout(ctx, 'sequences', 'Sequences', section('Blocked sequences', table));
+}
+
+/**
+ * The fairness heads of each fair queue (docs/many-tenants.md "Seeing the heads"), in the fair
+ * claim's order: per key its virtual time (ahead of the queue's first head by), capped counts
+ * of runnable, due and executing rows, and the row the claim serves next, linked, with how long
+ * it has been due and its weight. `queue` narrows the page to one queue.
+ */
+export function fairnessView(
+  ctx: ViewContext,
+  queues: readonly FairQueueHeads[],
+  limit: number,
+): Html {
+  if (queues.length === 0) {
+    return layout(
+      ctx,
+      'fairness',
+      'Fairness',
+      section('Fairness heads', html`<p class="muted">No queue has a fairness head.</p>`),
+    );
+  }
+  const sections = queues.map((q) => {
+    const first = q.heads[0]?.vtime ?? 0;
+    const table = html`<div class="scroll">
+      <table class="grid">
+        <thead>
+          <tr>
+            <th>key</th>
+            <th class="num">vtime +</th>
+            <th class="num">weight</th>
+            <th class="num">runnable</th>
+            <th class="num">due</th>
+            <th class="num">executing</th>
+            <th>next row</th>
+            <th>due for</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${q.heads.map(
+            (h) =>
+              html`<tr data-fairness-key="${h.key}">
+                <td>${h.key}</td>
+                <td class="num">${(h.vtime - first).toFixed(2)}</td>
+                <td class="num">${h.next ? String(h.next.weight) : ''}</td>
+                <td class="num">${capped(h.runnable)}</td>
+                <td class="num">${capped(h.due)}</td>
+                <td class="num">${capped(h.executing)}</td>
+                <td>
+                  ${
+                    h.next
+                      ? html`<a href="${ctx.base}/instances/${h.next.id}">#${h.next.id}</a>`
+                      : html`<span class="muted">none due</span>`
+                  }
+                </td>
+                <td>
+                  ${h.next ? html`<span title="${h.next.eligibleAt.toISOString()}">${duration(h.next.ageMs)}</span>` : ''}
+                </td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>
+    </div>`;
+    const shown =
+      q.heads.length < q.keys.count || q.keys.capped
+        ? html`<p class="muted">
+            The first ${String(q.heads.length)} of ${capped(q.keys)} keys in claim order (limit
+            ${String(limit)}).
+          </p>`
+        : html`<p class="muted">${capped(q.keys)} keys with work, in claim order.</p>`;
+    return section(`Queue ${q.queue}`, html`${shown}${table}`, `queue-${q.queue}`);
+  });
+  return layout(ctx, 'fairness', 'Fairness', html`${sections}`);
 }
 
 /** Queues with their pause and counts; pause and resume when access allows. */

@@ -8,6 +8,7 @@ const NAV: readonly (readonly [string, string])[] = [
   ['schedules', 'Schedules'],
   ['limiters', 'Limiters'],
   ['sequences', 'Sequences'],
+  ['fairness', 'Fairness'],
   ['queues', 'Queues'],
 ];
 

@@ -112,6 +112,8 @@ export function describeDashboard(adapter: 'express' | 'fastify'): void {
       expect(await page.locator('main').textContent()).toContain('dash-nightly');
       await page.goto(`${base}/limiters`);
       expect(await page.locator('h1').textContent()).toBe('Limiters');
+      await page.goto(`${base}/fairness`);
+      expect(await page.locator('h1').textContent()).toBe('Fairness');
       await page.goto(`${base}/queues`);
       expect(await page.locator('tr[data-queue="dash"]').count()).toBe(1);
 
