@@ -18,6 +18,12 @@ export interface ClaimHost {
   demand(): number;
   /** Running + prefetched rows the queue may hold now (concurrency + prefetch). */
   capacity(): number;
+  /**
+   * Rows a poke's claim may take beyond {@link demand}: on a fair queue the capacity its refills
+   * leave free, so a new key's row is claimed at once (docs/many-tenants.md "Prefetch on a fair
+   * queue"); 0 on a plain queue, while backpressured, or while a suspect holds the node.
+   */
+  pokeReserve(): number;
   /** The least demand worth a claim unless idle (`minDemand`). */
   minDemand(): number;
   /** No step running and nothing buffered: any demand is worth a claim. */
@@ -53,6 +59,11 @@ export class ClaimLoop {
   /** The last pick claimed fewer rows than it wanted: nothing runnable was left behind. */
   private drainedQueue = false;
   private refillTimer: NodeJS.Immediate | undefined;
+  /**
+   * A poke on a fair queue is owed a claim (docs/many-tenants.md "Prefetch on a fair queue"):
+   * the next pick takes the poke reserve too and ignores `minDemand`, once the reserve is whole.
+   */
+  private poked = false;
   /** The full scan owed to rows behind the claim floor (docs/design.md §5.3.1). */
   private floorTimer: NodeJS.Timeout | undefined;
   private interval: number;
@@ -111,11 +122,12 @@ export class ClaimLoop {
    */
   poke(): void {
     if (!this.host.isRunning()) return;
+    if (this.host.pokeReserve() > 0) this.poked = true;
     if (this.picking) {
       this.refillWanted = true;
       return;
     }
-    if (this.host.demand() <= 0) return;
+    if (this.pokeDemand() <= 0) return;
     if (this.pokeWindow && !this.drainedQueue) {
       this.pokeTrailing = true;
       return;
@@ -126,7 +138,7 @@ export class ClaimLoop {
         if (this.pokeTrailing) {
           this.pokeTrailing = false;
           if (this.picking) this.refillWanted = true;
-          else if (this.host.demand() > 0) void this.pick(true);
+          else if (this.pokeDemand() > 0) void this.pick(true);
         }
       }, POKE_DEBOUNCE_MS);
     }
@@ -142,10 +154,28 @@ export class ClaimLoop {
     if (this.refillTimer) return;
     this.refillTimer = setImmediate(() => {
       this.refillTimer = undefined;
-      if (this.host.isRunning() && this.host.refillDue() && this.host.demand() > 0) {
+      if (!this.host.isRunning()) return;
+      if ((this.host.refillDue() && this.host.demand() > 0) || this.pokeOwed()) {
         void this.pick(false);
       }
     });
+  }
+
+  /**
+   * A poke on a fair queue waits for its claim, and the poke reserve is whole again: a freed
+   * slot should pick now (docs/many-tenants.md "Prefetch on a fair queue").
+   */
+  pokeOwed(): boolean {
+    return this.poked && this.host.pokeReserve() > 0 && this.host.demand() >= 0;
+  }
+
+  /**
+   * The rows a pick would claim now: {@link ClaimHost.demand}, plus the poke reserve while a poke
+   * is owed a claim and the reserve is whole (a partly used reserve waits for its rows to start).
+   */
+  private pokeDemand(): number {
+    const demand = this.host.demand();
+    return this.poked && demand >= 0 ? demand + this.host.pokeReserve() : demand;
   }
 
   /**
@@ -206,8 +236,12 @@ export class ClaimLoop {
         this.refillWanted = false;
         if (!host.isRunning()) return;
         const capacity = host.capacity();
-        const demand = host.demand();
-        if (demand <= 0 || (demand < Math.min(host.minDemand(), capacity) && !host.idle())) return;
+        // A fair queue's owed poke claims the reserve at once, whatever minDemand says.
+        const forPoke = this.pokeOwed();
+        const demand = this.pokeDemand();
+        if (demand <= 0) return;
+        if (!forPoke && demand < Math.min(host.minDemand(), capacity) && !host.idle()) return;
+        if (forPoke) this.poked = false;
         this.claims += 1;
         const pickStarted = performance.now();
         const { rows, paused } = await this.picker.pickBatch(
