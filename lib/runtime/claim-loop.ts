@@ -64,6 +64,16 @@ export class ClaimLoop {
    * the next pick takes the poke reserve too and ignores `minDemand`, once the reserve is whole.
    */
   private poked = false;
+  /**
+   * A fair queue's poke claim running beside the pick in flight (at most one): it takes only the
+   * poke reserve, which the pick in flight did not ask for (docs/many-tenants.md "Prefetch on a
+   * fair queue").
+   */
+  private pokePicking: Promise<void> | undefined;
+  /** Rows the pick in flight asked for (0 without one): the room a poke claim must leave it. */
+  private requested = 0;
+  /** Rows the poke claim in flight asked for (0 without one). */
+  private pokeRequested = 0;
   /** The full scan owed to rows behind the claim floor (docs/design.md §5.3.1). */
   private floorTimer: NodeJS.Timeout | undefined;
   private interval: number;
@@ -84,7 +94,7 @@ export class ClaimLoop {
 
   /** A pick is in flight. */
   get inFlight(): boolean {
-    return this.picking !== undefined;
+    return this.picking !== undefined || this.pokePicking !== undefined;
   }
 
   /** Polls from now, at the base period. */
@@ -102,6 +112,7 @@ export class ClaimLoop {
     if (this.floorTimer) clearTimeout(this.floorTimer);
     this.floorTimer = undefined;
     if (this.picking) await this.picking.catch(() => undefined);
+    if (this.pokePicking) await this.pokePicking.catch(() => undefined);
   }
 
   closePokeWindow(): void {
@@ -125,6 +136,8 @@ export class ClaimLoop {
     if (this.host.pokeReserve() > 0) this.poked = true;
     if (this.picking) {
       this.refillWanted = true;
+      // A fair queue does not wait for the pick in flight: its reserve is claimed beside it.
+      if (this.poked) this.pokeClaim();
       return;
     }
     if (this.pokeDemand() <= 0) return;
@@ -170,12 +183,51 @@ export class ClaimLoop {
   }
 
   /**
+   * A poke on a fair queue while a pick is in flight (docs/many-tenants.md "Prefetch on a fair
+   * queue"): one claim of the room the poke reserve has left, beside that pick. Rows of a key the
+   * pick in flight serves are skipped by the fair claim's `SKIP LOCKED` on its heads, so it takes
+   * the keys that pick does not, a new one's row among them. At most one at a time; with no room
+   * (the reserve still buffered) the poke stays owed to the next pick.
+   */
+  private pokeClaim(): void {
+    if (this.pokePicking) return;
+    const host = this.host;
+    const reserve = host.pokeReserve();
+    const room = Math.min(reserve, host.demand() + reserve - this.requested);
+    if (room <= 0) return;
+    this.poked = false;
+    this.claims += 1;
+    this.pokeRequested = room;
+    this.pokePicking = (async () => {
+      const started = performance.now();
+      const { rows, paused } = await this.picker.pickBatch(host.queue, room, host.workerId);
+      host.touched();
+      await host.learnPause(paused);
+      this.telemetry.emit(
+        'pick:stop',
+        { count: rows.length, demand: room, durationMs: performance.now() - started },
+        { queue: host.queue, worker: host.workerId },
+      );
+      // A drain awaits this claim (stop()) before it releases the buffer, rows included.
+      if (rows.length > 0) await host.accept(rows);
+    })()
+      .catch((err: unknown) => {
+        this.logger.error(`poke claim on queue ${host.queue} failed: ${String(err)}`);
+      })
+      .finally(() => {
+        this.pokePicking = undefined;
+        this.pokeRequested = 0;
+      });
+  }
+
+  /**
    * The rows a pick would claim now: {@link ClaimHost.demand}, plus the poke reserve while a poke
    * is owed a claim and the reserve is whole (a partly used reserve waits for its rows to start).
    */
   private pokeDemand(): number {
     const demand = this.host.demand();
-    return this.poked && demand >= 0 ? demand + this.host.pokeReserve() : demand;
+    if (!this.poked || demand < 0) return demand;
+    return demand + this.host.pokeReserve() - this.pokeRequested;
   }
 
   /**
@@ -244,12 +296,12 @@ export class ClaimLoop {
         if (forPoke) this.poked = false;
         this.claims += 1;
         const pickStarted = performance.now();
-        const { rows, paused } = await this.picker.pickBatch(
-          host.queue,
-          demand,
-          host.workerId,
-          this.floor,
-        );
+        this.requested = demand;
+        const { rows, paused } = await this.picker
+          .pickBatch(host.queue, demand, host.workerId, this.floor)
+          .finally(() => {
+            this.requested = 0;
+          });
         const pickMs = performance.now() - pickStarted;
         fetched += rows.length;
         this.drainedQueue = rows.length < demand;
