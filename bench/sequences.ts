@@ -90,7 +90,8 @@ function dataSource(url: string, max = 10): DataSource {
 
 /** A worker: one engine serving the default queue until it is killed (or told to stop). */
 async function worker(url: string): Promise<void> {
-  const ds = dataSource(url);
+  // The engine's connections and one per running step's start log.
+  const ds = dataSource(url, 10 + C);
   await ds.initialize();
   log = ds;
   @Module({
