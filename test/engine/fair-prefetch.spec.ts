@@ -34,6 +34,17 @@ class FairPrefetchJob {
   }
 }
 
+@DurableFsm({ name: 'fair-beside-job', queue: 'fair-pf2', fairnessKey: (s) => String(s['tenant']) })
+class FairBesideJob {
+  @Step() async start(ctx: StepContext<JobState>) {
+    starts.push(ctx.state.tenant);
+    if (ctx.state.tenant === 'A' && !flowing) {
+      await new Promise<void>((resolve) => blocked.push(resolve));
+    }
+    return done({});
+  }
+}
+
 @DurableFsm({ name: 'plain-prefetch-job', queue: 'plain-pf' })
 class PlainPrefetchJob {
   @Step() async start(ctx: StepContext<JobState>) {
@@ -52,8 +63,8 @@ describe('prefetch on a fair queue', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     // 2 slots, 8 prefetched: a fair queue keeps ceil(8 / 4) = 2 of its 10 rows for pokes.
-    h = await bootEngine(db, [FairPrefetchJob, PlainPrefetchJob], {
-      queues: { 'fair-pf': 2, 'plain-pf': 2 },
+    h = await bootEngine(db, [FairPrefetchJob, FairBesideJob, PlainPrefetchJob], {
+      queues: { 'fair-pf': 2, 'fair-pf2': 2, 'plain-pf': 2 },
       prefetch: 8,
       minDemand: 4,
     });
@@ -138,5 +149,53 @@ describe('prefetch on a fair queue', () => {
     expect(starts.slice(mark).indexOf('B')).toBeGreaterThanOrEqual(6);
     expect(starts.slice(mark).indexOf('B')).toBeGreaterThanOrEqual(12);
     expect(await statusOf(b)).not.toBe('runnable');
+  });
+
+  it('a poke while a refill is in flight claims the reserve beside it', async () => {
+    flowing = true;
+    while (blocked.length > 0) blocked.shift()!();
+    await eventually(async () => {
+      const { rows } = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM gen_durable WHERE status IN ('runnable', 'executing')`,
+      );
+      return rows[0]!.n === 0;
+    }, 30_000);
+    flowing = false;
+    starts.length = 0;
+    await h.engine.insertAll(
+      FairBesideJob,
+      Array.from({ length: 40 }, () => ({ state: { tenant: 'A' } })),
+    );
+    await eventually(async () => blocked.length === 2 && (await executing('fair-pf2')) === 10);
+    // Refills (4 rows or more: minDemand) wait on a latch from now on; a poke's claim (at most
+    // the reserve, 2) does not.
+    const picker = h.engine.runtime.picker;
+    const pickBatch = picker.pickBatch.bind(picker);
+    let latch!: () => void;
+    const latched = new Promise<void>((resolve) => (latch = resolve));
+    let held = 0;
+    picker.pickBatch = async (queue, limit, worker, floor) => {
+      if (queue === 'fair-pf2' && limit >= 4) {
+        held++;
+        await latched;
+      }
+      return pickBatch(queue, limit, worker, floor);
+    };
+    try {
+      // Six releases: the buffer is down to 2, demand reaches minDemand, a refill starts and
+      // waits on the latch.
+      for (let i = 0; i < 6; i++) await releaseOne();
+      await eventually(async () => held === 1);
+      const b = await h.engine.insert(FairBesideJob, { state: { tenant: 'B' } });
+      // B's poke claimed the reserve while the refill is still held.
+      await eventually(async () => (await statusOf(b)) === 'executing');
+      expect(held).toBe(1);
+    } finally {
+      picker.pickBatch = pickBatch;
+      latch();
+    }
+    const mark = starts.length;
+    while (!starts.slice(mark).includes('B')) await releaseOne();
+    expect(starts.slice(mark).indexOf('B')).toBeLessThanOrEqual(2);
   });
 });
