@@ -186,8 +186,9 @@ export class ClaimLoop {
    * A poke on a fair queue while a pick is in flight (docs/many-tenants.md "Prefetch on a fair
    * queue"): one claim of the room the poke reserve has left, beside that pick. Rows of a key the
    * pick in flight serves are skipped by the fair claim's `SKIP LOCKED` on its heads, so it takes
-   * the keys that pick does not, a new one's row among them. At most one at a time; with no room
-   * (the reserve still buffered) the poke stays owed to the next pick.
+   * the keys that pick does not, a new one's row among them; a short answer (that pick locked the
+   * new key's head too) leaves the poke owed to the next pick. At most one at a time; with no
+   * room (the reserve still buffered) the poke stays owed to the next pick.
    */
   private pokeClaim(): void {
     if (this.pokePicking) return;
@@ -208,6 +209,9 @@ export class ClaimLoop {
         { count: rows.length, demand: room, durationMs: performance.now() - started },
         { queue: host.queue, worker: host.workerId },
       );
+      // Short: the pick in flight holds the heads this claim skipped, the new row's perhaps
+      // (it locks up to 2 × its batch of them), so the poke stays owed to the next pick.
+      if (rows.length < room) this.poked = true;
       // A drain awaits this claim (stop()) before it releases the buffer, rows included.
       if (rows.length > 0) await host.accept(rows);
     })()
