@@ -108,12 +108,23 @@ async function main(): Promise<void> {
     const app = await NestFactory.createApplicationContext(NoisyModule, { logger: ['error'] });
     await app.init();
     const engine = app.get(EngineService);
+    // Prefetched rows released by 'auto' (scheduler:shed), per phase.
+    let shed = 0;
+    const sheds: Record<string, number> = {};
+    const subscription = engine.events$.subscribe((e) => {
+      if (e.event === 'scheduler:shed') shed += e.measurements['released'] ?? 0;
+    });
+    const phase = (name: string): void => {
+      sheds[name] = shed;
+      shed = 0;
+    };
 
     // 1. idle queue: B–K alone.
     recording = true;
     const idleCount = await smallTenants(engine, PHASE_S);
     await new Promise((resolve) => setTimeout(resolve, 1000));
     recording = false;
+    phase('idle');
     const idle = [...latencies];
     latencies.length = 0;
 
@@ -127,15 +138,19 @@ async function main(): Promise<void> {
       );
     }
     const insertS = (Date.now() - t0) / 1000;
+    phase('insert');
     const a0 = aFinished;
     await new Promise((resolve) => setTimeout(resolve, PHASE_S * 1000));
     const aloneRate = (aFinished - a0) / PHASE_S;
+    phase('alone');
 
     // 3. A's backlog with B–K inserting.
     recording = true;
     const a1 = aFinished;
     const noisyCount = await smallTenants(engine, PHASE_S);
     const noisyRate = (aFinished - a1) / PHASE_S;
+    phase('noisy');
+    subscription.unsubscribe();
     await new Promise((resolve) => setTimeout(resolve, 2000));
     recording = false;
     const noisy = [...latencies];
@@ -156,6 +171,9 @@ async function main(): Promise<void> {
       `| B–K insert → start, A's backlog draining (${noisy.length} of ${noisyCount} started) | p50 ${f(quantile(noisy, 0.5))} ms, p99 ${f(quantile(noisy, 0.99))} ms |`,
     );
     console.log(`| A throughput alone | ${f(aloneRate)} jobs/s |`);
+    console.log(
+      `| prefetched rows shed ('auto', scheduler:shed): idle, insert, alone, noisy | ${['idle', 'insert', 'alone', 'noisy'].map((k) => sheds[k] ?? 0).join(', ')} |`,
+    );
     console.log(`| A throughput with B–K inserting | ${f(noisyRate)} jobs/s |`);
     console.log(
       `\np99 ratio noisy / idle: ${(quantile(noisy, 0.99) / quantile(idle, 0.99)).toFixed(2)}×; A with B–K / alone: ${(noisyRate / aloneRate).toFixed(3)}`,

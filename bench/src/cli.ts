@@ -9,6 +9,9 @@ export const SCENARIOS = [
   'signal',
   'scale',
   'memory',
+  // Scripts of their own (bench/src/script-scenarios.ts), run only when named.
+  'noisy-neighbour',
+  'sequences',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -52,7 +55,9 @@ const HELP = `Usage: npm run bench -- [flags]
   --quick                 small N, 1 repeat, concurrency 50 (finishes in under 3 minutes)
   --only a,b              engines (id or family, e.g. raw, graphile-worker, bullmq:redis; the
                           tracing-cost variants gen-durable-otel run only when named) and/or
-                          scenarios (${SCENARIOS.join(', ')}); several --only flags add up
+                          scenarios (${SCENARIOS.join(', ')}); several --only flags add up;
+                          noisy-neighbour and sequences (gen-durable alone, minutes each) run
+                          only when named
   --repeats N             repeats per case (default 3; --quick 1)
   --concurrency 10,50     worker concurrencies for drain and fsm3 (default 10,50; --quick 50)
   --n N                   jobs per drain case (default 20000; --quick 3000)

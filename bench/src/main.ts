@@ -28,6 +28,12 @@ import {
   type RunCtx,
   type Row,
 } from './scenarios';
+import {
+  runScript,
+  SCRIPT_SCENARIOS,
+  type ScriptResult,
+  type ScriptScenario,
+} from './script-scenarios';
 import { summary } from './stats';
 
 const CASE_OF_SCENARIO: Record<string, CaseName[]> = {
@@ -47,14 +53,18 @@ function select(
   opts: Options,
   adapters: Adapter[],
   genDurableMissing: string | undefined,
-): { engines: Adapter[]; cases: Set<CaseName> } {
+): { engines: Adapter[]; cases: Set<CaseName>; scripts: ScriptScenario[] } {
   const engineTokens: string[] = [];
   const cases = new Set<CaseName>();
+  const scripts: ScriptScenario[] = [];
   for (const t of opts.only) {
     if (CASE_OF_SCENARIO[t]) CASE_OF_SCENARIO[t]!.forEach((c) => cases.add(c));
-    else engineTokens.push(t);
+    else if ((SCRIPT_SCENARIOS as readonly string[]).includes(t)) {
+      if (!scripts.includes(t as ScriptScenario)) scripts.push(t as ScriptScenario);
+    } else engineTokens.push(t);
   }
-  if (cases.size === 0)
+  // Only script scenarios named: no engine case runs.
+  if (cases.size === 0 && scripts.length === 0)
     Object.values(CASE_OF_SCENARIO)
       .flat()
       .forEach((c) => cases.add(c));
@@ -71,7 +81,7 @@ function select(
     engineTokens.length === 0
       ? adapters.filter((a) => a.family !== 'gen-durable-otel') // tracing cost: only when asked
       : adapters.filter((a) => engineTokens.includes(a.id) || engineTokens.includes(a.family));
-  return { engines, cases };
+  return { engines, cases, scripts };
 }
 
 function header(
@@ -106,7 +116,7 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   const t0 = performance.now();
   const { adapters, genDurableMissing } = loadAdapters();
-  const { engines, cases } = select(opts, adapters, genDurableMissing);
+  const { engines, cases, scripts } = select(opts, adapters, genDurableMissing);
   const infra = await startInfra(print);
   const onSignal = (): void => {
     print(
@@ -119,7 +129,7 @@ async function main(): Promise<void> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    await run(opts, argv, infra, engines, cases, genDurableMissing, startedAt, t0);
+    await run(opts, argv, infra, engines, cases, scripts, genDurableMissing, startedAt, t0);
   } finally {
     await infra.stop();
   }
@@ -131,6 +141,7 @@ async function run(
   infra: Infra,
   engines: Adapter[],
   cases: Set<CaseName>,
+  scripts: ScriptScenario[],
   genDurableMissing: string | undefined,
   startedAt: Date,
   t0: number,
@@ -443,7 +454,26 @@ async function run(
     }
   }
 
+  // Script scenarios (gen-durable alone, each its own script and database).
+  const scriptResults: ScriptResult[] = [];
+  for (const scenario of scripts) {
+    if (genDurableMissing) {
+      skipped.push({ scenario, engine: 'gen-durable', reason: genDurableMissing });
+      continue;
+    }
+    // The limit of one case, times 5: a full noisy-neighbour run inserts 1 000 000 rows first.
+    scriptResults.push(
+      await runScript(scenario, opts, infra, (opts.caseTimeoutMs / 1000) * 5, progress),
+    );
+  }
+
   const all = [...rows.values()];
+  for (const r of scriptResults) {
+    print('');
+    print(`== ${r.scenario} (${r.command}; ${r.seconds.toFixed(0)} s, exit ${String(r.exitCode)})`);
+    print(r.report || '(no report)');
+    if (r.exitCode !== 0 && r.stderrTail.trim()) print(r.stderrTail);
+  }
   print('');
   print(
     `== Results: min / median / max over ${opts.repeats} repeat(s) — PostgreSQL: ${infra.pgLabel}; Redis: ${infra.redisLabel}`,
@@ -502,6 +532,7 @@ async function run(
     rows: all.map((r) => ({ ...r, ...summary(r.values) })),
     ratios: genDurableMissing ? [] : ratios(all),
     skipped,
+    scripts: scriptResults,
   });
   print('');
   print(

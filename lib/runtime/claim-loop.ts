@@ -18,6 +18,12 @@ export interface ClaimHost {
   demand(): number;
   /** Running + prefetched rows the queue may hold now (concurrency + prefetch). */
   capacity(): number;
+  /**
+   * Rows a poke's claim may take beyond {@link demand}: on a fair queue the capacity its refills
+   * leave free, so a new key's row is claimed at once (docs/many-tenants.md "Prefetch on a fair
+   * queue"); 0 on a plain queue, while backpressured, or while a suspect holds the node.
+   */
+  pokeReserve(): number;
   /** The least demand worth a claim unless idle (`minDemand`). */
   minDemand(): number;
   /** No step running and nothing buffered: any demand is worth a claim. */
@@ -53,6 +59,21 @@ export class ClaimLoop {
   /** The last pick claimed fewer rows than it wanted: nothing runnable was left behind. */
   private drainedQueue = false;
   private refillTimer: NodeJS.Immediate | undefined;
+  /**
+   * A poke on a fair queue is owed a claim (docs/many-tenants.md "Prefetch on a fair queue"):
+   * the next pick takes the poke reserve too and ignores `minDemand`, once the reserve is whole.
+   */
+  private poked = false;
+  /**
+   * A fair queue's poke claim running beside the pick in flight (at most one): it takes only the
+   * poke reserve, which the pick in flight did not ask for (docs/many-tenants.md "Prefetch on a
+   * fair queue").
+   */
+  private pokePicking: Promise<void> | undefined;
+  /** Rows the pick in flight asked for (0 without one): the room a poke claim must leave it. */
+  private requested = 0;
+  /** Rows the poke claim in flight asked for (0 without one). */
+  private pokeRequested = 0;
   /** The full scan owed to rows behind the claim floor (docs/design.md §5.3.1). */
   private floorTimer: NodeJS.Timeout | undefined;
   private interval: number;
@@ -73,7 +94,7 @@ export class ClaimLoop {
 
   /** A pick is in flight. */
   get inFlight(): boolean {
-    return this.picking !== undefined;
+    return this.picking !== undefined || this.pokePicking !== undefined;
   }
 
   /** Polls from now, at the base period. */
@@ -91,6 +112,7 @@ export class ClaimLoop {
     if (this.floorTimer) clearTimeout(this.floorTimer);
     this.floorTimer = undefined;
     if (this.picking) await this.picking.catch(() => undefined);
+    if (this.pokePicking) await this.pokePicking.catch(() => undefined);
   }
 
   closePokeWindow(): void {
@@ -111,11 +133,14 @@ export class ClaimLoop {
    */
   poke(): void {
     if (!this.host.isRunning()) return;
+    if (this.host.pokeReserve() > 0) this.poked = true;
     if (this.picking) {
       this.refillWanted = true;
+      // A fair queue does not wait for the pick in flight: its reserve is claimed beside it.
+      if (this.poked) this.pokeClaim();
       return;
     }
-    if (this.host.demand() <= 0) return;
+    if (this.pokeDemand() <= 0) return;
     if (this.pokeWindow && !this.drainedQueue) {
       this.pokeTrailing = true;
       return;
@@ -126,7 +151,7 @@ export class ClaimLoop {
         if (this.pokeTrailing) {
           this.pokeTrailing = false;
           if (this.picking) this.refillWanted = true;
-          else if (this.host.demand() > 0) void this.pick(true);
+          else if (this.pokeDemand() > 0) void this.pick(true);
         }
       }, POKE_DEBOUNCE_MS);
     }
@@ -142,10 +167,71 @@ export class ClaimLoop {
     if (this.refillTimer) return;
     this.refillTimer = setImmediate(() => {
       this.refillTimer = undefined;
-      if (this.host.isRunning() && this.host.refillDue() && this.host.demand() > 0) {
+      if (!this.host.isRunning()) return;
+      if ((this.host.refillDue() && this.host.demand() > 0) || this.pokeOwed()) {
         void this.pick(false);
       }
     });
+  }
+
+  /**
+   * A poke on a fair queue waits for its claim, and the poke reserve is whole again: a freed
+   * slot should pick now (docs/many-tenants.md "Prefetch on a fair queue").
+   */
+  pokeOwed(): boolean {
+    return this.poked && this.host.pokeReserve() > 0 && this.host.demand() >= 0;
+  }
+
+  /**
+   * A poke on a fair queue while a pick is in flight (docs/many-tenants.md "Prefetch on a fair
+   * queue"): one claim of the room the poke reserve has left, beside that pick. Rows of a key the
+   * pick in flight serves are skipped by the fair claim's `SKIP LOCKED` on its heads, so it takes
+   * the keys that pick does not, a new one's row among them; a short answer (that pick locked the
+   * new key's head too) leaves the poke owed to the next pick. At most one at a time; with no
+   * room (the reserve still buffered) the poke stays owed to the next pick.
+   */
+  private pokeClaim(): void {
+    if (this.pokePicking) return;
+    const host = this.host;
+    const reserve = host.pokeReserve();
+    const room = Math.min(reserve, host.demand() + reserve - this.requested);
+    if (room <= 0) return;
+    this.poked = false;
+    this.claims += 1;
+    this.pokeRequested = room;
+    this.pokePicking = (async () => {
+      const started = performance.now();
+      const { rows, paused } = await this.picker.pickBatch(host.queue, room, host.workerId);
+      host.touched();
+      await host.learnPause(paused);
+      this.telemetry.emit(
+        'pick:stop',
+        { count: rows.length, demand: room, durationMs: performance.now() - started },
+        { queue: host.queue, worker: host.workerId },
+      );
+      // Short: the pick in flight holds the heads this claim skipped, the new row's perhaps
+      // (it locks up to 2 × its batch of them), so the poke stays owed to the next pick.
+      if (rows.length < room) this.poked = true;
+      // A drain awaits this claim (stop()) before it releases the buffer, rows included.
+      if (rows.length > 0) await host.accept(rows);
+    })()
+      .catch((err: unknown) => {
+        this.logger.error(`poke claim on queue ${host.queue} failed: ${String(err)}`);
+      })
+      .finally(() => {
+        this.pokePicking = undefined;
+        this.pokeRequested = 0;
+      });
+  }
+
+  /**
+   * The rows a pick would claim now: {@link ClaimHost.demand}, plus the poke reserve while a poke
+   * is owed a claim and the reserve is whole (a partly used reserve waits for its rows to start).
+   */
+  private pokeDemand(): number {
+    const demand = this.host.demand();
+    if (!this.poked || demand < 0) return demand;
+    return demand + this.host.pokeReserve() - this.pokeRequested;
   }
 
   /**
@@ -206,16 +292,20 @@ export class ClaimLoop {
         this.refillWanted = false;
         if (!host.isRunning()) return;
         const capacity = host.capacity();
-        const demand = host.demand();
-        if (demand <= 0 || (demand < Math.min(host.minDemand(), capacity) && !host.idle())) return;
+        // A fair queue's owed poke claims the reserve at once, whatever minDemand says.
+        const forPoke = this.pokeOwed();
+        const demand = this.pokeDemand();
+        if (demand <= 0) return;
+        if (!forPoke && demand < Math.min(host.minDemand(), capacity) && !host.idle()) return;
+        if (forPoke) this.poked = false;
         this.claims += 1;
         const pickStarted = performance.now();
-        const { rows, paused } = await this.picker.pickBatch(
-          host.queue,
-          demand,
-          host.workerId,
-          this.floor,
-        );
+        this.requested = demand;
+        const { rows, paused } = await this.picker
+          .pickBatch(host.queue, demand, host.workerId, this.floor)
+          .finally(() => {
+            this.requested = 0;
+          });
         const pickMs = performance.now() - pickStarted;
         fetched += rows.length;
         this.drainedQueue = rows.length < demand;

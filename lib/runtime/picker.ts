@@ -48,6 +48,11 @@ export class Picker {
     for (const q of queues) this.fairQueues.add(q);
   }
 
+  /** The queue's claims are fair now (CLAIM_FAIR, docs/many-tenants.md "Fair claims by key"). */
+  isFair(queue: string): boolean {
+    return this.fairQueues.has(queue);
+  }
+
   /** {@link pickBatch}'s rows: what the testing drain and the specs run. */
   async pick(queue: string, batch: number, worker: string): Promise<ClaimedRow[]> {
     return (await this.pickBatch(queue, batch, worker)).rows;

@@ -1,4 +1,5 @@
 import type { ResolvedOptions } from '../options/resolved-options';
+import type { ClaimedRow } from './claimed-row';
 
 /**
  * `prefetch: 'auto'`: a queue whose recent steps average under this many ms prefetches (its
@@ -16,6 +17,11 @@ const AUTO_CAPACITY_PER_SLOT = 4;
  */
 const AUTO_FAST_STEP_MS = 2;
 const AUTO_FAST_CAPACITY_MIN = 800;
+/**
+ * A fair queue keeps this share of its prefetch (at most `concurrency` rows) out of its refills,
+ * for claims started by pokes (docs/many-tenants.md "Prefetch on a fair queue").
+ */
+const POKE_RESERVE_SHARE = 4;
 /** Weight of the newest step in the moving average of step durations. */
 const STEP_AVERAGE_WEIGHT = 0.2;
 
@@ -84,8 +90,43 @@ export class PrefetchPolicy {
     return this.prefetch() === 0 && buffered > 0;
   }
 
+  /**
+   * On a fair queue, the rows its refills leave unclaimed so that a poke (a new row, perhaps of a
+   * key with nothing buffered) claims at once instead of waiting for the buffer to drain to
+   * `minDemand`: a quarter of the prefetch now, at most `concurrency`, 0 without prefetch
+   * (docs/many-tenants.md "Prefetch on a fair queue").
+   */
+  pokeReserve(): number {
+    return Math.min(this.concurrency, Math.ceil(this.prefetch() / POKE_RESERVE_SHARE));
+  }
+
   /** `'auto'`'s prefetch for a capacity floor: running + prefetched = max(floor, 4 × concurrency). */
   private autoPrefetch(floor: number): number {
     return Math.max(floor, AUTO_CAPACITY_PER_SLOT * this.concurrency) - this.concurrency;
   }
+}
+
+/**
+ * A fair queue's buffer after `rows` join it (docs/many-tenants.md "Prefetch on a fair queue"):
+ * keys take turns. A row's round is the number of rows of its key (null is one key) ahead of it;
+ * the buffer runs by round, and within a round in its present order, new rows after buffered
+ * ones. A key with nothing buffered therefore starts after at most one row of each other key,
+ * however many rows of one key the prefetch holds. A buffer already in this order keeps it;
+ * weights are the claim's business (each claim already took rows in weighted fair order).
+ */
+export function orderFairly(
+  buffer: readonly ClaimedRow[],
+  rows: readonly ClaimedRow[],
+): ClaimedRow[] {
+  const all = buffer.concat(rows);
+  const seen = new Map<string | null, number>();
+  const rounds = all.map((r) => {
+    const key = r.fairnessKey ?? null;
+    const n = seen.get(key) ?? 0;
+    seen.set(key, n + 1);
+    return n;
+  });
+  const order = all.map((_, i) => i);
+  order.sort((a, b) => rounds[a]! - rounds[b]! || a - b);
+  return order.map((i) => all[i]!);
 }

@@ -5,7 +5,7 @@ import { ClaimLoop, type ClaimHost } from './claim-loop';
 import type { ClaimedRow } from './claimed-row';
 import type { ExecutionResult } from './executor';
 import type { Picker } from './picker';
-import type { PrefetchPolicy } from './prefetch-policy';
+import { orderFairly, type PrefetchPolicy } from './prefetch-policy';
 import type { LeaseKeeper } from './lease-keeper';
 import type { QueuePause } from './queue-pause';
 import type { SchedulerParts } from './scheduler-parts';
@@ -168,7 +168,25 @@ export class Scheduler implements SuspectHost, ClaimHost {
    */
   demand(): number {
     if (this.slots.backpressured() || this.solo.active) return 0;
-    return this.concurrency + this.policy.prefetch() - (this.slots.inFlight + this.buffer.length);
+    return (
+      this.concurrency +
+      this.policy.prefetch() -
+      this.fairReserve() -
+      (this.slots.inFlight + this.buffer.length)
+    );
+  }
+
+  /**
+   * A fair queue's refills leave {@link PrefetchPolicy.pokeReserve} rows of its capacity to
+   * claims started by pokes (docs/many-tenants.md "Prefetch on a fair queue"); 0 on a plain queue.
+   */
+  private fairReserve(): number {
+    return this.picker.isFair(this.queue) ? this.policy.pokeReserve() : 0;
+  }
+
+  pokeReserve(): number {
+    if (this.slots.backpressured() || this.solo.active) return 0;
+    return this.fairReserve();
   }
 
   /**
@@ -246,7 +264,10 @@ export class Scheduler implements SuspectHost, ClaimHost {
   async accept(rows: ClaimedRow[]): Promise<boolean> {
     const runnable = await this.suspects.setApart(this, rows);
     if (runnable.length === 0) return false;
-    this.buffer.push(...runnable);
+    // A fair queue's buffer lets keys take turns: a new key's row runs before most of a
+    // prefetched backlog of another key (docs/many-tenants.md "Prefetch on a fair queue").
+    if (this.picker.isFair(this.queue)) this.buffer = orderFairly(this.buffer, runnable);
+    else this.buffer.push(...runnable);
     this.dispatch();
     return true;
   }
@@ -418,7 +439,7 @@ export class Scheduler implements SuspectHost, ClaimHost {
     this.lastActivityAt = Date.now();
     if (this.state !== 'running') return;
     this.dispatch();
-    if (this.refillDue()) this.loop.scheduleRefill();
+    if (this.refillDue() || this.loop.pokeOwed()) this.loop.scheduleRefill();
   }
 
   /**

@@ -375,9 +375,19 @@ const LOWEST_PRIORITY = -32768;
  *   CLAIM_RUNNABLE on those: the guard runs after the LIMIT, so a key whose rows wait behind one
  *   busy K = 1 key costs `$2` index tuples, never a walk of its backlog (docs/performance.md
  *   "Known limits" #1). Unlocked: only the rows picked below are locked.
+ *   The key is matched as `>= key AND <= key` and the rows ordered by key first: an equality
+ *   with the head's key (a parameter inside the LATERAL) let the planner walk gen_durable_pick
+ *   instead and filter the key, which for a key without due rows behind a 1 000 000-row backlog
+ *   of another key read the whole backlog (~0.8 s per head, docs/performance.md "Noisy
+ *   neighbour"); an order by the key only gen_durable_fair_pick gives, without a sort, rules
+ *   that plan out.
  * - plain: the queue's rows without a key, looked for only among the first 4 × `$2` due rows
  *   of gen_durable_pick (bounded: behind a keyed backlog such a row waits until it reaches the
- *   front); they count as one more key at the lowest walked `vtime`, weight 1.
+ *   front), the K = 1 guard applied after that LIMIT as in probe; they count as one more key at
+ *   the lowest walked `vtime`, weight 1. With the guard before the LIMIT, the planner costed
+ *   the scan as a guard probe per row of the whole backlog (~660 000 at 1 000 000 rows), past
+ *   `jit_inline_above_cost`, and JIT compiling took seconds of each claim of a 10 ms statement
+ *   (docs/performance.md "Noisy neighbour").
  * - ranked / pick: each candidate's finish time is its key's `vtime` plus the sum of
  *   1 / `fairness_weight` of its key's rows up to it; the batch is the `$2` candidates first by
  *   (priority, finish, eligible_at, id): weighted round robin across keys within a priority.
@@ -418,9 +428,10 @@ export const CLAIM_FAIR = sql(
            FROM (SELECT x.ctid AS tid, x.id, x.priority, x.eligible_at, x.fairness_weight,
                         x.concurrency_key, x.concurrency_name
                    FROM {schema}.gen_durable x
-                  WHERE x.queue = $1 AND x.fairness_key = h.fairness_key AND x.status = 'runnable'
+                  WHERE x.queue = $1 AND x.fairness_key >= h.fairness_key
+                    AND x.fairness_key <= h.fairness_key AND x.status = 'runnable'
                     AND x.eligible_at <= now() AND x.held_at IS NULL
-                  ORDER BY x.priority, x.eligible_at
+                  ORDER BY x.fairness_key, x.priority, x.eligible_at
                   LIMIT $2) g
            ${busyProbe('g')}
           WHERE k.busy IS NULL
@@ -429,16 +440,18 @@ export const CLAIM_FAIR = sql(
      SELECT NULL::text AS fkey, (SELECT min(h.vtime) FROM heads h) AS vtime, c.tid, c.id,
             c.priority, c.eligible_at, 1 AS fairness_weight, c.gated
        FROM (
-         SELECT g.ctid AS tid, g.id, g.priority, g.eligible_at, g.fairness_key,
+         SELECT g.tid, g.id, g.priority, g.eligible_at, g.fairness_key,
                 COALESCE(g.concurrency_name = ANY ($5::text[]), false) AS gated
-           FROM {schema}.gen_durable g
+           FROM (SELECT x.ctid AS tid, x.id, x.priority, x.eligible_at, x.fairness_key,
+                        x.concurrency_key, x.concurrency_name
+                   FROM {schema}.gen_durable x
+                  WHERE x.queue = $1 AND x.status = 'runnable' AND x.eligible_at <= now()
+                    AND x.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
+                  ORDER BY x.priority, x.eligible_at
+                  LIMIT $2 * 4) g
            ${busyProbe('g')}
-          WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now() AND k.busy IS NULL
-            AND g.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
-          ORDER BY g.priority, g.eligible_at
-          LIMIT $2 * 4
+          WHERE k.busy IS NULL AND g.fairness_key IS NULL
        ) c
-      WHERE c.fairness_key IS NULL
    ), ranked AS (
      SELECT u.*, COALESCE(u.vtime, 0) + sum(1.0::float8 / u.fairness_weight)
               OVER (PARTITION BY u.fkey ORDER BY u.priority, u.eligible_at, u.id) AS finish

@@ -1,4 +1,5 @@
-import { PrefetchPolicy } from '../../lib/runtime/prefetch-policy';
+import type { ClaimedRow } from '../../lib/runtime/claimed-row';
+import { orderFairly, PrefetchPolicy } from '../../lib/runtime/prefetch-policy';
 
 // docs/operations.md, "prefetch": with 'auto', running + prefetched = max(800, 4C) while steps
 // average under 2 ms, max(200, 4C) under 50 ms, else nothing prefetched.
@@ -47,5 +48,37 @@ describe('PrefetchPolicy', () => {
     expect(averaging(60).shouldShed(10, 0)).toBe(false);
     expect(averaging(10).shouldShed(10, 5)).toBe(false);
     expect(new PrefetchPolicy(0, 1, 10).shouldShed(10, 5)).toBe(false);
+  });
+
+  it('a fair queue keeps a quarter of the prefetch, at most concurrency, for pokes', () => {
+    expect(averaging(10, 20).pokeReserve()).toBe(20); // prefetch 180: min(20, 45)
+    expect(averaging(10, 100).pokeReserve()).toBe(75); // prefetch 300: min(100, 75)
+    expect(averaging(undefined, 20).pokeReserve()).toBe(0); // no prefetch, no reserve
+    expect(new PrefetchPolicy(8, 4, 2).pokeReserve()).toBe(2);
+    expect(new PrefetchPolicy(0, 1, 10).pokeReserve()).toBe(0);
+  });
+});
+
+describe('orderFairly', () => {
+  const row = (id: string, key: string | null): ClaimedRow =>
+    ({ id, fairnessKey: key }) as unknown as ClaimedRow;
+  const ids = (rows: readonly ClaimedRow[]): string => rows.map((r) => r.id).join(' ');
+
+  it('a key with nothing buffered goes after the first row of each buffered key', () => {
+    const buffer = ['a1', 'a2', 'a3', 'a4'].map((id) => row(id, 'A'));
+    expect(ids(orderFairly(buffer, [row('a5', 'A'), row('b1', 'B')]))).toBe('a1 b1 a2 a3 a4 a5');
+  });
+
+  it('interleaves keys by rounds; rows without a key are one key', () => {
+    const buffer = [row('a1', 'A'), row('a2', 'A'), row('b1', 'B')];
+    const got = orderFairly(buffer, [row('b2', 'B'), row('n1', null), row('n2', null)]);
+    expect(ids(got)).toBe('a1 b1 n1 a2 b2 n2');
+    // A buffer in this order keeps it when rows join.
+    expect(ids(orderFairly(got, []))).toBe(ids(got));
+  });
+
+  it('keeps one key in claim order', () => {
+    const buffer = ['a1', 'a2'].map((id) => row(id, 'A'));
+    expect(ids(orderFairly(buffer, [row('a3', 'A')]))).toBe('a1 a2 a3');
   });
 });
