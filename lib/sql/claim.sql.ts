@@ -147,8 +147,8 @@ interface ClaimRecord {
   last_progress?: unknown;
   /** CLAIM_RUNNABLE's head probe and timing (docs/design.md §5.3.1); absent from CLAIM_FAIR. */
   head_priority?: number | null;
-  head_at?: Date | null;
-  db_now?: Date;
+  head_at?: number | null;
+  db_now?: number;
   exec_ms?: string;
 }
 
@@ -157,8 +157,8 @@ interface EmptyClaimRecord {
   id: null;
   paused: boolean;
   head_priority?: number | null;
-  head_at?: Date | null;
-  db_now?: Date;
+  head_at?: number | null;
+  db_now?: number;
   exec_ms?: string;
   fair?: boolean;
 }
@@ -166,8 +166,13 @@ interface EmptyClaimRecord {
 /** The columns every row of CLAIM_RUNNABLE's answer carries (docs/design.md §5.3.1). */
 interface ClaimHeadColumns {
   head_priority?: number | null;
-  head_at?: Date | null;
-  db_now?: Date;
+  /**
+   * The head's `at` and the statement's `now()` as epoch ms (float8): on every row, so a
+   * number each rather than a timestamp `pg` would parse into a Date per claimed row; the
+   * decoder builds the two Dates once from the first row.
+   */
+  head_at?: number | null;
+  db_now?: number;
   /** Milliseconds from the statement's start to this row's projection (numeric, as text). */
   exec_ms?: string;
 }
@@ -206,7 +211,8 @@ interface ChildRecord {
  *   a bounded claim never walks the index entries of rows that left `runnable` before its
  *   previous claim (under a pinned xmin horizon they cannot be pruned, and each costs a heap
  *   visit). Its `at` is capped at `now()`, so a future head never lifts the floor past rows
- *   that become due now. Every answer row carries it (`head_priority`, `head_at`), `db_now`, and
+ *   that become due now. Every answer row carries it (`head_priority`, `head_at`), `db_now` (both
+ *   as epoch ms), and
  *   `exec_ms`, the time from the statement's start to the row's projection (the latest of them
  *   is the claim's server-side cost, which engages the floor).
  * - cand: the pick index gen_durable_pick scanned by queue equality from `($6, $7)` (a seek by
@@ -305,8 +311,9 @@ export const CLAIM_RUNNABLE = sql(
           c.concurrency_key, c.concurrency_shard, c.rate_limit, c.weight, c.claim_seq, c.parent_id,
           c.gated, c.reaps, c.suspect, ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children,
           pause.paused, c.trace_context, c.last_progress, c.fairness_key,
-          (SELECT head.priority FROM head) AS head_priority, (SELECT head.at FROM head) AS head_at,
-          now() AS db_now,
+          (SELECT head.priority FROM head) AS head_priority,
+          (extract(epoch FROM (SELECT head.at FROM head)) * 1000)::float8 AS head_at,
+          (extract(epoch FROM now()) * 1000)::float8 AS db_now,
           extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000 AS exec_ms
      FROM pause LEFT JOIN claimed c ON true
     ORDER BY c.priority, c.eligible_at, c.id`,
@@ -336,10 +343,10 @@ export const CLAIM_RUNNABLE = sql(
         rows: out,
         paused: rows[0]?.paused === true,
         head:
-          first?.head_priority != null && first.head_at != null
-            ? { priority: first.head_priority, at: first.head_at }
+          first?.head_priority != null && Number.isFinite(first.head_at)
+            ? { priority: first.head_priority, at: new Date(first.head_at!) }
             : undefined,
-        dbNow: first?.db_now ?? new Date(),
+        dbNow: first?.db_now != null ? new Date(first.db_now) : new Date(),
         execMs,
       };
     },

@@ -116,8 +116,8 @@ describe('statement parameter builders and decoders (no database)', () => {
           inbox: [{ id: '9', name: 'go', payload: { a: 1 } }],
           paused: false,
           head_priority: 0,
-          head_at: headFrom,
-          db_now: dbNow,
+          head_at: headFrom.getTime(),
+          db_now: dbNow.getTime(),
           exec_ms: '0.75',
           children: [
             {
@@ -153,8 +153,8 @@ describe('statement parameter builders and decoders (no database)', () => {
           children: null,
           paused: false,
           head_priority: 0,
-          head_at: headFrom,
-          db_now: dbNow,
+          head_at: headFrom.getTime(),
+          db_now: dbNow.getTime(),
           exec_ms: '1.5',
         },
       ],
@@ -162,7 +162,7 @@ describe('statement parameter builders and decoders (no database)', () => {
     );
     expect(claim.paused).toBe(false);
     expect(claim.head).toEqual({ priority: 0, at: headFrom });
-    expect(claim.dbNow).toBe(dbNow);
+    expect(claim.dbNow).toEqual(dbNow);
     // The claim's server-side time: the latest projection.
     expect(claim.execMs).toBe(1.5);
     const [row, bare] = claim.rows;
@@ -192,7 +192,7 @@ describe('statement parameter builders and decoders (no database)', () => {
   it('CLAIM_RUNNABLE: a claim that took nothing answers one row without an id, carrying the pause', () => {
     const input = { queue: 'q', limit: 10, worker: 'node-a', leaseMs: 30_000, gates: [] };
     const dbNow = new Date('2026-12-05T01:00:01.000Z');
-    const none = { head_priority: null, head_at: null, db_now: dbNow, exec_ms: '0.25' };
+    const none = { head_priority: null, head_at: null, db_now: dbNow.getTime(), exec_ms: '0.25' };
     expect(CLAIM_RUNNABLE.decode([{ id: null, paused: true, ...none }], input)).toEqual({
       rows: [],
       paused: true,
