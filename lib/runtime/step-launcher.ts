@@ -32,7 +32,12 @@ export class StepLauncher {
    * Answers the task the scheduler holds until `listener.completed`.
    */
   launch(row: ClaimedRow, chain: () => boolean, listener: LaunchListener): Task {
-    return { row, startedAt: performance.now(), done: this.run(row, chain, listener) };
+    return {
+      row,
+      startedAt: performance.now(),
+      done: this.run(row, chain, listener),
+      awaitingCommit: false,
+    };
   }
 
   /**
