@@ -150,6 +150,9 @@ interface ClaimRecord {
   traceContext: string | null;
   /** The progress this step reported in an earlier run (docs/design.md §28.2), or NULL. */
   lastProgress: unknown;
+  /** NULL placeholders (see {@link ANSWER_COLUMNS}). */
+  worker: null;
+  inboxTraceContexts: null;
   /** CLAIM_RUNNABLE's head probe and timing (docs/design.md §5.3.1); absent from CLAIM_FAIR. */
   head_priority?: number | null;
   head_at?: number | null;
@@ -159,7 +162,10 @@ interface ClaimRecord {
 
 /**
  * The claimed row's columns of both claims' answers, aliased to {@link ClaimRow}'s field
- * names, from the `claimed` CTE `c`, plus the queue's pause.
+ * names, from the `claimed` CTE `c`, plus the queue's pause. `worker` and
+ * `inboxTraceContexts` come as NULL placeholders the decoder fills: `pg` keeps most of a row's
+ * fields in an out-of-object property array, and a property added after it is built copies
+ * that whole array (~230 bytes a claimed row), where an assignment copies nothing.
  */
 const ANSWER_COLUMNS = `c.id, c.fsm, c.fsm_version AS "fsmVersion", c.step, c.state, c.attempt, c.awaits,
           c.queue, c.priority, c.concurrency_key AS "concurrencyKey",
@@ -167,7 +173,7 @@ const ANSWER_COLUMNS = `c.id, c.fsm, c.fsm_version AS "fsmVersion", c.step, c.st
           c.claim_seq AS "claimSeq", c.parent_id AS "parentId", c.gated, c.reaps, c.suspect,
           ${inboxOf('c')} AS inbox, ${childrenOf('c')} AS children, pause.paused,
           c.trace_context AS "traceContext", c.last_progress AS "lastProgress",
-          c.fairness_key AS "fairnessKey"`;
+          c.fairness_key AS "fairnessKey", NULL::text AS worker, NULL::text AS "inboxTraceContexts"`;
 
 /** The one row of a claim that took nothing: no id, only the pause flag and the head. */
 interface EmptyClaimRecord {
