@@ -35,8 +35,9 @@ export function arrayLiteral(values: readonly unknown[]): string | readonly unkn
   for (let i = 0; i < n; i++) {
     const v = values[i];
     if (typeof v === 'string') parts[i] = quoted(v);
-    else if (v === null || v === undefined) parts[i] = 'NULL';
-    else parts[i] = String(v as number | bigint | boolean);
+    else if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean') {
+      parts[i] = String(v);
+    } else parts[i] = 'NULL';
   }
   return `{${parts.join(',')}}`;
 }

@@ -44,12 +44,16 @@ export class StepLauncher {
    * The row's steps, then `listener.completed`. One async function rather than a chain of
    * `.then`s: the drain runs it once per step, and each link was a promise and a closure.
    */
-  private async run(row: ClaimedRow, chain: () => boolean, listener: LaunchListener): Promise<void> {
+  private async run(
+    row: ClaimedRow,
+    chain: () => boolean,
+    listener: LaunchListener,
+  ): Promise<void> {
     const id = row.id;
     let kind: ExecutionResult['kind'];
     try {
       // The step starts on a later microtask, as before: never inside the scheduler's dispatch.
-      if (row.reaps === 0) await undefined;
+      if (row.reaps === 0) await Promise.resolve();
       else await this.stepStarting(row);
       const result = await this.executor.execute(row, {
         chain,

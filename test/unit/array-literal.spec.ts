@@ -5,7 +5,9 @@ import { arrayLiteral, withArrayLiterals } from '../../lib/db/array-literal';
 
 describe('arrayLiteral', () => {
   it('plain strings: one join, every element quoted', () => {
-    expect(arrayLiteral(['1', 'worker-a', '', 'NULL', '{}'])).toBe('{"1","worker-a","","NULL","{}"}');
+    expect(arrayLiteral(['1', 'worker-a', '', 'NULL', '{}'])).toBe(
+      '{"1","worker-a","","NULL","{}"}',
+    );
   });
 
   it('escapes backslashes and double quotes; nulls unquoted', () => {
