@@ -14,23 +14,29 @@ export function arrayLiteral(values: readonly unknown[]): string | readonly unkn
   if (n === 0) return '{}';
   /** Every element a string needing no escape: one join. */
   let plain = true;
+  /** Every element a number, bigint or boolean: one join, unquoted. */
+  let scalar = true;
+  /** Every element null or undefined. */
+  let nulls = true;
   for (let i = 0; i < n; i++) {
     const v = values[i];
     if (typeof v === 'string') {
+      scalar = false;
+      nulls = false;
       if (plain && (v.includes('"') || v.includes('\\'))) plain = false;
-    } else if (
-      v === null ||
-      v === undefined ||
-      typeof v === 'number' ||
-      typeof v === 'bigint' ||
-      typeof v === 'boolean'
-    ) {
+    } else if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean') {
       plain = false;
+      nulls = false;
+    } else if (v === null || v === undefined) {
+      plain = false;
+      scalar = false;
     } else {
       return values;
     }
   }
   if (plain) return `{"${values.join('","')}"}`;
+  if (scalar) return `{${values.join(',')}}`;
+  if (nulls) return `{${'NULL,'.repeat(n - 1)}NULL}`;
   const parts = new Array<string>(n);
   for (let i = 0; i < n; i++) {
     const v = values[i];

@@ -20,6 +20,9 @@ describe('arrayLiteral', () => {
     expect(arrayLiteral([0, 250, -1.5, 12n, true, false, null])).toBe(
       '{0,250,-1.5,12,true,false,NULL}',
     );
+    expect(arrayLiteral([1, 2n, true, -0.5])).toBe('{1,2,true,-0.5}');
+    expect(arrayLiteral([null, undefined, null])).toBe('{NULL,NULL,NULL}');
+    expect(arrayLiteral([null])).toBe('{NULL}');
     expect(arrayLiteral([])).toBe('{}');
   });
 
