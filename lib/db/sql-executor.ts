@@ -2,6 +2,7 @@ import type { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow } from 
 
 import { renderStatement, type Statement, type StatementRunner } from '../sql/statement';
 import { BEGIN_WITH_TIMEOUTS, COMMIT, ROLLBACK } from '../sql/transaction.sql';
+import { withArrayLiterals } from './array-literal';
 import { sendCancelRequest } from './cancel-request';
 import { classifyError, isConnectionLevel } from './error-class';
 
@@ -98,7 +99,7 @@ export class SqlExecutor implements StatementRunner {
     this.emit(statement.name, on !== undefined);
     const config: TimedQueryConfig = {
       text: prepared.text,
-      values: values as unknown[],
+      values: withArrayLiterals(values) as unknown[],
       query_timeout: this.options.statementTimeoutMs,
       ...(this.options.preparedStatements ? { name: prepared.name } : {}),
     };

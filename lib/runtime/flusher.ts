@@ -48,10 +48,13 @@ export class Flusher {
 
   /** Hands an entry to the next flush; resolves once its transaction committed or failed. */
   submit(entry: FlushEntry): Promise<FlushReply> {
-    return new Promise<FlushReply>((resolve) => {
-      this.pending.push({ entry, resolve });
-      this.kick();
-    });
+    return new Promise<FlushReply>((resolve) => this.enqueue(entry, resolve));
+  }
+
+  /** {@link submit} with a callback instead of a promise (the executor's per-step path). */
+  enqueue(entry: FlushEntry, answer: (reply: FlushReply) => void): void {
+    this.pending.push({ entry, resolve: answer });
+    this.kick();
   }
 
   /**
@@ -148,7 +151,7 @@ export class Flusher {
     if (wrote && FAULTS_ENABLED) {
       await faultPoint('flush.afterCommit', { ids: entries.map((e) => e.id) });
     }
-    if (wrote) {
+    if (wrote && this.telemetry.wants('flush:stop')) {
       this.telemetry.emit(
         'flush:stop',
         { count: entries.length, durationMs: performance.now() - started },

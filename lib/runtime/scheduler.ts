@@ -295,9 +295,12 @@ export class Scheduler implements SuspectHost, ClaimHost {
     if (this.solo.active) return;
     while (!this.pause.paused && this.slots.canStart() && this.state === 'running') {
       // Never a second task for an id still held (docs/design.md §26.1): such a row waits.
-      const index = this.buffer.findIndex((r) => !this.slots.holds(r.id));
-      if (index < 0) return;
-      const [row] = this.buffer.splice(index, 1);
+      // A loop and `shift` (no closure, no spliced array) in the common case of the head.
+      const buffer = this.buffer;
+      let index = 0;
+      while (index < buffer.length && this.slots.holds(buffer[index]!.id)) index++;
+      if (index === buffer.length) return;
+      const row = index === 0 ? buffer.shift() : buffer.splice(index, 1)[0];
       if (!row) return;
       // Inline chains (docs/design.md §7) run while the queue runs; draining ends them at the
       // next step, and so does a suspect's solo run (§26.5), which waits for them. A chain keeps

@@ -7,18 +7,26 @@ export interface Task {
   readonly startedAt: number;
   /** Settles once the executor is done with the row (its flush answered, or the crash path). */
   readonly done: Promise<void>;
+  /** Its step returned and its outcome is with the flusher (set by {@link StepSlots.returned}). */
+  awaitingCommit: boolean;
 }
 
 /**
  * One queue's held rows past its buffer (docs/design.md §5, §26.1): steps running (at most
  * `concurrency`, abandoned steps past their timeout included) and rows whose outcome awaits its
  * commit (at most {@link maxAwaitingCommit}). A row's id is here at most once.
+ *
+ * One map for both, each task flagged, and two counters: a row that moves from running to
+ * awaiting its commit changes a flag instead of leaving one map for another (a drain churned
+ * both maps' tables once per step).
  */
 export class StepSlots {
-  /** Rows whose step is running: at most `concurrency`. */
-  private readonly running = new Map<string, Task>();
-  /** Rows whose outcome is with the flusher: at most {@link maxAwaitingCommit}. */
-  private readonly awaiting = new Map<string, Task>();
+  /** Every held row: running or awaiting its commit. */
+  private readonly held = new Map<string, Task>();
+  /** Held rows whose step is running: at most `concurrency`. */
+  private running = 0;
+  /** Held rows whose outcome is with the flusher: at most {@link maxAwaitingCommit}. */
+  private awaiting = 0;
   /** Steps past their timeout whose promise has not settled: each still takes a slot. */
   private abandoned = 0;
 
@@ -34,27 +42,27 @@ export class StepSlots {
 
   /** Steps running now (what `concurrency` bounds), abandoned ones past their timeout included. */
   get inFlight(): number {
-    return this.running.size + this.abandoned;
+    return this.running + this.abandoned;
   }
 
   /** Rows whose step returned and whose outcome awaits its commit. */
   get awaitingCommit(): number {
-    return this.awaiting.size;
+    return this.awaiting;
   }
 
   /** Steps running and rows awaiting commit. */
   get busy(): number {
-    return this.inFlight + this.awaiting.size;
+    return this.inFlight + this.awaiting;
   }
 
   /** A held row is running or awaiting its commit. */
   get any(): boolean {
-    return this.running.size > 0 || this.awaiting.size > 0;
+    return this.held.size > 0;
   }
 
   /** The flusher is too far behind: dispatch and claims wait for its answers. */
   backpressured(): boolean {
-    return this.running.size + this.awaiting.size >= this.maxAwaitingCommit;
+    return this.held.size >= this.maxAwaitingCommit;
   }
 
   /** A free running slot exists and the flusher keeps up. */
@@ -64,11 +72,12 @@ export class StepSlots {
 
   /** The row `id` is running or awaiting its commit (never a second task for it, §26.1). */
   holds(id: string): boolean {
-    return this.running.has(id) || this.awaiting.has(id);
+    return this.held.has(id);
   }
 
   start(task: Task): void {
-    this.running.set(task.row.id, task);
+    this.held.set(task.row.id, task);
+    this.running += 1;
   }
 
   /**
@@ -76,18 +85,25 @@ export class StepSlots {
    * commit. Answers the ms since dispatch, or undefined when it was not running.
    */
   returned(id: string): number | undefined {
-    const task = this.running.get(id);
-    if (!task) return undefined;
-    this.running.delete(id);
-    this.awaiting.set(id, task);
+    const task = this.held.get(id);
+    if (!task || task.awaitingCommit) return undefined;
+    task.awaitingCommit = true;
+    this.running -= 1;
+    this.awaiting += 1;
     return performance.now() - task.startedAt;
   }
 
   /** The executor is done with the row: where it was (`running` = the crash path). */
   finish(id: string): 'running' | 'awaiting' | undefined {
-    if (this.running.delete(id)) return 'running';
-    if (this.awaiting.delete(id)) return 'awaiting';
-    return undefined;
+    const task = this.held.get(id);
+    if (!task) return undefined;
+    this.held.delete(id);
+    if (task.awaitingCommit) {
+      this.awaiting -= 1;
+      return 'awaiting';
+    }
+    this.running -= 1;
+    return 'running';
   }
 
   /** A step ran past its timeout: its promise keeps a slot until `settled`, then `freed` runs. */
@@ -101,20 +117,22 @@ export class StepSlots {
 
   /** Rows whose step is running now. */
   runningRows(): ClaimedRow[] {
-    return [...this.running.values()].map((t) => t.row);
+    const rows: ClaimedRow[] = [];
+    for (const t of this.held.values()) if (!t.awaitingCommit) rows.push(t.row);
+    return rows;
   }
 
   /** Every held row here: running, then awaiting commit. */
   rows(): ClaimedRow[] {
-    const rows: ClaimedRow[] = [];
-    for (const t of this.running.values()) rows.push(t.row);
-    for (const t of this.awaiting.values()) rows.push(t.row);
-    return rows;
+    return this.tasks().map((t) => t.row);
   }
 
-  /** Every task here now. */
+  /** Every task here now: running, then awaiting commit. */
   tasks(): Task[] {
-    return [...this.running.values(), ...this.awaiting.values()];
+    const out: Task[] = [];
+    for (const t of this.held.values()) if (!t.awaitingCommit) out.push(t);
+    for (const t of this.held.values()) if (t.awaitingCommit) out.push(t);
+    return out;
   }
 
   /** Waits up to `ms` for every task here now to be done (the drain); false when time ran out. */

@@ -20,17 +20,30 @@ export class Telemetry {
 
   constructor(private readonly engine: string) {}
 
+  /**
+   * Someone listens to `event` now (a diagnostics-channel subscriber or an `events$`
+   * observer): the hot path asks before it builds an event's measurements and metadata.
+   */
+  wants(event: GenDurableEventName): boolean {
+    return this.subject.observed || this.channelOf(event).hasSubscribers;
+  }
+
+  private channelOf(event: GenDurableEventName): Channel {
+    let ch = this.channels.get(event);
+    if (!ch) {
+      ch = channel(`gen_durable:${event}`);
+      this.channels.set(event, ch);
+    }
+    return ch;
+  }
+
   /** Publishes `event` with the measurements and metadata its entry in TelemetryPayloads names. */
   emit<E extends GenDurableEventName>(
     event: E,
     measurements: TelemetryPayloads[E]['measurements'],
     metadata: TelemetryPayloads[E]['metadata'],
   ): void {
-    let ch = this.channels.get(event);
-    if (!ch) {
-      ch = channel(`gen_durable:${event}`);
-      this.channels.set(event, ch);
-    }
+    const ch = this.channelOf(event);
     const hasObservers = this.subject.observed;
     if (!ch.hasSubscribers && !hasObservers) return;
     const payload: GenDurableEvent = {

@@ -97,27 +97,32 @@ describe('statement parameter builders and decoders (no database)', () => {
         {
           id: '5',
           fsm: 'order',
-          fsm_version: 2,
+          fsmVersion: 2,
           step: 'pay',
           state: { n: 1 },
           attempt: 0,
           awaits: null,
           queue: 'q',
           priority: 0,
-          concurrency_key: 'pool:1',
-          concurrency_shard: 0,
-          rate_limit: null,
+          concurrencyKey: 'pool:1',
+          concurrencyShard: 0,
+          rateLimit: null,
           weight: 1,
-          claim_seq: '3',
+          claimSeq: '3',
           reaps: 2,
           suspect: true,
-          parent_id: null,
+          parentId: null,
           gated: true,
           inbox: [{ id: '9', name: 'go', payload: { a: 1 } }],
           paused: false,
+          traceContext: null,
+          lastProgress: null,
+          fairnessKey: null,
+          worker: null,
+          inboxTraceContexts: null,
           head_priority: 0,
-          head_at: headFrom,
-          db_now: dbNow,
+          head_at: headFrom.getTime(),
+          db_now: dbNow.getTime(),
           exec_ms: '0.75',
           children: [
             {
@@ -133,28 +138,33 @@ describe('statement parameter builders and decoders (no database)', () => {
         {
           id: '8',
           fsm: 'order',
-          fsm_version: 2,
+          fsmVersion: 2,
           step: 'pay',
           state: {},
           attempt: 1,
           awaits: null,
           queue: 'q',
           priority: 0,
-          concurrency_key: null,
-          concurrency_shard: null,
-          rate_limit: null,
+          concurrencyKey: null,
+          concurrencyShard: null,
+          rateLimit: null,
           weight: 1,
-          claim_seq: '1',
+          claimSeq: '1',
           reaps: 0,
           suspect: false,
-          parent_id: '5',
+          parentId: '5',
           gated: false,
           inbox: null,
           children: null,
           paused: false,
+          traceContext: null,
+          lastProgress: null,
+          fairnessKey: null,
+          worker: null,
+          inboxTraceContexts: null,
           head_priority: 0,
-          head_at: headFrom,
-          db_now: dbNow,
+          head_at: headFrom.getTime(),
+          db_now: dbNow.getTime(),
           exec_ms: '1.5',
         },
       ],
@@ -162,7 +172,7 @@ describe('statement parameter builders and decoders (no database)', () => {
     );
     expect(claim.paused).toBe(false);
     expect(claim.head).toEqual({ priority: 0, at: headFrom });
-    expect(claim.dbNow).toBe(dbNow);
+    expect(claim.dbNow).toEqual(dbNow);
     // The claim's server-side time: the latest projection.
     expect(claim.execMs).toBe(1.5);
     const [row, bare] = claim.rows;
@@ -192,7 +202,7 @@ describe('statement parameter builders and decoders (no database)', () => {
   it('CLAIM_RUNNABLE: a claim that took nothing answers one row without an id, carrying the pause', () => {
     const input = { queue: 'q', limit: 10, worker: 'node-a', leaseMs: 30_000, gates: [] };
     const dbNow = new Date('2026-12-05T01:00:01.000Z');
-    const none = { head_priority: null, head_at: null, db_now: dbNow, exec_ms: '0.25' };
+    const none = { head_priority: null, head_at: null, db_now: dbNow.getTime(), exec_ms: '0.25' };
     expect(CLAIM_RUNNABLE.decode([{ id: null, paused: true, ...none }], input)).toEqual({
       rows: [],
       paused: true,
