@@ -99,7 +99,7 @@ export const HEARTBEAT = sql(
    UNION ALL
    SELECT t.id, t.seq, false, false, NULL FROM t
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.gen_durable g
-                       WHERE g.id = t.id AND g.locked_by = $1 AND g.status = 'executing'
+                       WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = $1 AND g.status = 'executing'
                          AND g.claim_seq = t.seq)`,
   {
     params: (i: {
