@@ -83,7 +83,7 @@ export const HEARTBEAT = sql(
    ), h AS (
      SELECT g.id, t.progress FROM {schema}.gen_durable g
        JOIN t ON g.id = t.id
-      WHERE g.id = ANY ($2::bigint[]) AND g.locked_by = $1 AND g.status = 'executing' AND g.claim_seq = t.seq
+      WHERE g.id = ANY ($2::bigint[]) AND g.locked_by = $1 AND g.status::text = 'executing' AND g.claim_seq = t.seq
       ORDER BY g.id
       FOR NO KEY UPDATE OF g SKIP LOCKED
    ), renewed AS (
@@ -99,7 +99,7 @@ export const HEARTBEAT = sql(
    UNION ALL
    SELECT t.id, t.seq, false, false, NULL FROM t
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.gen_durable g
-                       WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = $1 AND g.status = 'executing'
+                       WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = $1 AND g.status::text = 'executing'
                          AND g.claim_seq = t.seq)`,
   {
     params: (i: {
@@ -187,7 +187,7 @@ export const RELEASE_CLAIMS = sql(
       SET status = 'runnable', locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL,
           updated_at = now()
      FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
-    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = $1 AND g.status = 'executing'
+    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = $1 AND g.status::text = 'executing'
       AND g.claim_seq = t.seq AND g.cancel_requested_at IS NULL
     RETURNING g.id`,
   {
