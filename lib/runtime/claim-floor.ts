@@ -1,4 +1,4 @@
-import type { ClaimStart } from '../sql/claim.sql';
+import type { ClaimHead, ClaimStart } from '../sql/claim.sql';
 
 /**
  * How far behind the floor a bounded claim starts scanning (docs/design.md §5.3.1): rows that
@@ -13,7 +13,8 @@ export const CLAIM_FLOOR_SLACK_MS = 250;
  * last {@link ENGAGE_SCANS}): in a table whose dead index entries are being pruned a full scan
  * costs what a bounded one does, and every claim scans from the head, in exact
  * `(priority, eligible_at)` order. Full scans this slow, one after another, mean something
- * pins the xmin horizon; one fast full scan disengages it.
+ * pins the xmin horizon; one fast look behind the floor that found nothing (it walked the same
+ * entries as a full scan) disengages it.
  */
 export const FLOOR_ENGAGE_MS = 10;
 
@@ -21,16 +22,23 @@ export const FLOOR_ENGAGE_MS = 10;
 export const ENGAGE_SCANS = 3;
 
 /**
- * While engaged, full scans may cost at most 1/this of the queue's time: after a full scan
- * that took `d` ms, the queue claims from the floor for `d × 100` ms (1 %).
+ * While engaged, the look behind the floor ({@link ClaimFloor.probeFrom}) may cost at most
+ * 1/this of the queue's time: after one that took `d` ms, the next comes `d × 100` ms later (1 %).
  */
-export const FULL_SCAN_BUDGET = 100;
+export const PROBE_BUDGET = 100;
 
 /**
- * The longest a queue claims with a floor before it scans from the head again, whatever a full
- * scan costs: the bound on how long a row made runnable behind the floor (below) can wait.
+ * The longest an engaged floor goes without a look behind itself, whatever one costs: the
+ * bound on how long a row made runnable behind the floor (below) can wait.
  */
-export const FULL_SCAN_MAX_GAP_MS = 600_000;
+export const PROBE_MAX_GAP_MS = 600_000;
+
+/** A place in the pick index's `(priority, eligible_at)` order. */
+type Place = ClaimHead;
+
+function before(a: Place, b: Place): boolean {
+  return a.priority < b.priority || (a.priority === b.priority && a.at.getTime() < b.at.getTime());
+}
 
 /**
  * One queue's claim floor (docs/design.md §5.3.1): where in the pick index's
@@ -41,36 +49,44 @@ export const FULL_SCAN_MAX_GAP_MS = 600_000;
  * only those of the last {@link CLAIM_FLOOR_SLACK_MS} and since its previous claim.
  *
  * It engages only when full scans have grown slow ({@link FLOOR_ENGAGE_MS}): until then every
- * claim scans from the head. Once engaged, rows that become runnable behind the floor (a
- * reaped or released row keeps its place, a held row is released, an insert with a past
- * `runAt` or in a host transaction that commits late, a more urgent priority than the head's,
- * priority aging) are found by the next full scan from the head, which runs as soon as its cost budget allows
- * ({@link FULL_SCAN_BUDGET}, at least every {@link FULL_SCAN_MAX_GAP_MS}): about once a second
- * when full scans take 10 ms, every 10 minutes (the most) past 6 s. The scheduler runs it then when its last claim came back short
- * ({@link fullScanDelay}). A release of this node's claims resets the floor.
+ * claim scans from the head. Once engaged, every claim starts at the floor, and rows that
+ * become runnable behind it (a reaped row keeps its place, a held row is released, an insert
+ * with a past `runAt` or in a host transaction that commits late, a more urgent priority than
+ * the head's, priority aging) are found by a read-only look behind the floor
+ * (PROBE_BEHIND_FLOOR) that the claim loop runs beside its claims, never instead of one, as
+ * often as its cost budget allows ({@link PROBE_BUDGET}, at least every
+ * {@link PROBE_MAX_GAP_MS}); what it finds puts the floor back ({@link lower}). Rows this
+ * node releases put it back at once, to the earliest of them. A fast look behind means the
+ * horizon moved on: the floor disengages and the next claim scans from the head again.
  */
 export class ClaimFloor {
   /** The head's position as the last claim saw it, or undefined before the first. */
-  private priority: number | undefined;
-  private at: Date | undefined;
-  private lastFullAt = Number.NEGATIVE_INFINITY;
-  private lastFullMs = 0;
+  private place: Place | undefined;
+  /** The last look behind (or, before one, the last full scan): when, and what it cost. */
+  private lastLookAt = Number.NEGATIVE_INFINITY;
+  private lastLookMs = 0;
   /** Full scans in a row that took at least {@link FLOOR_ENGAGE_MS}. */
   private slowScans = 0;
-  private fullNext = true;
-  /** The last claim started at the floor: rows behind it are owed a full scan. */
-  private owed = false;
+  /**
+   * The earliest place the floor was put back to since the claim in flight started: that
+   * claim's answer (from a later start) must not lift the floor past it.
+   */
+  private loweredTo: Place | undefined;
+
+  /** The floor is engaged: claims start at it, and looks behind it are due. */
+  get engaged(): boolean {
+    return this.slowScans >= ENGAGE_SCANS && this.place !== undefined;
+  }
 
   /** Where the next claim starts, or undefined for a full scan from the head. */
-  start(nowMs: number): ClaimStart | undefined {
-    if (this.fullNext || this.priority === undefined || this.at === undefined) return undefined;
-    if (this.slowScans < ENGAGE_SCANS) return undefined;
-    const gap = nowMs - this.lastFullAt;
-    if (gap >= FULL_SCAN_MAX_GAP_MS || gap >= this.lastFullMs * FULL_SCAN_BUDGET) return undefined;
+  start(): ClaimStart | undefined {
+    this.loweredTo = undefined;
+    if (!this.engaged) return undefined;
+    const { priority, at } = this.place!;
     return {
-      priority: this.priority,
-      scanFrom: new Date(this.at.getTime() - CLAIM_FLOOR_SLACK_MS),
-      headFrom: this.at,
+      priority,
+      scanFrom: new Date(at.getTime() - CLAIM_FLOOR_SLACK_MS),
+      headFrom: at,
     };
   }
 
@@ -80,44 +96,64 @@ export class ClaimFloor {
    * describe the claim.
    */
   learn(
-    head: { readonly priority: number; readonly at: Date } | undefined,
+    head: Place | undefined,
     dbNow: Date,
     full: boolean,
     durationMs: number,
     nowMs: number,
   ): void {
-    if (head !== undefined) {
-      this.priority = head.priority;
-      this.at = head.at;
-    } else {
-      // Nothing runnable from the start on: the floor is the statement's now, at the level
-      // the queue last worked at (rows of a more urgent level wait for the next full scan).
-      this.priority ??= 0;
-      this.at = dbNow;
-    }
-    this.owed = !full;
+    // Nothing runnable from the start on: the floor is the statement's now, at the level the
+    // queue last worked at (rows of a more urgent level wait for the next look behind).
+    let next: Place = head ?? { priority: this.place?.priority ?? 0, at: dbNow };
+    if (this.loweredTo !== undefined && before(this.loweredTo, next)) next = this.loweredTo;
+    this.loweredTo = undefined;
+    this.place = next;
     if (full) {
-      this.fullNext = false;
-      this.lastFullAt = nowMs;
-      this.lastFullMs = durationMs;
+      const wasEngaged = this.engaged;
       this.slowScans = durationMs >= FLOOR_ENGAGE_MS ? this.slowScans + 1 : 0;
+      if (!wasEngaged) {
+        this.lastLookAt = nowMs;
+        this.lastLookMs = durationMs;
+      }
     }
   }
 
   /**
-   * After a claim from the floor, in how many ms the budget allows the full scan that finds
-   * rows behind it; undefined when the last claim was a full scan. The scheduler runs one
-   * then when its last claim came back short, so a row behind the floor never waits for a
-   * poll or a poke that may not come.
+   * Rows of this queue became runnable at `place` (released, or found behind the floor): the
+   * floor goes back to it if it stood later, and a claim in flight cannot lift it past it.
    */
-  fullScanDelay(nowMs: number): number | undefined {
-    if (!this.owed) return undefined;
-    const gap = Math.min(FULL_SCAN_MAX_GAP_MS, this.lastFullMs * FULL_SCAN_BUDGET);
-    return Math.max(0, this.lastFullAt + gap - nowMs);
+  lower(place: Place): void {
+    if (this.place !== undefined && before(place, this.place)) this.place = place;
+    if (this.loweredTo === undefined || before(place, this.loweredTo)) this.loweredTo = place;
   }
 
-  /** Rows of this queue went back to runnable behind the floor: the next claim scans fully. */
-  reset(): void {
-    this.fullNext = true;
+  /** Where a look behind the floor searches before (the floor less its slack); undefined unless engaged. */
+  probeFrom(): Place | undefined {
+    if (!this.engaged) return undefined;
+    const { priority, at } = this.place!;
+    return { priority, at: new Date(at.getTime() - CLAIM_FLOOR_SLACK_MS) };
+  }
+
+  /**
+   * A look behind the floor came back: what it found (then the floor goes back to it), and
+   * its server-side time. A fast one that found nothing walked the whole range a full scan
+   * walks: the horizon moved on, the floor disengages and the next claim scans fully. (One that
+   * found a row stopped there: its time says nothing of the range.)
+   */
+  learnProbe(found: Place | undefined, durationMs: number, nowMs: number): void {
+    this.lastLookAt = nowMs;
+    this.lastLookMs = durationMs;
+    if (found !== undefined) this.lower(found);
+    else if (durationMs < FLOOR_ENGAGE_MS) this.slowScans = 0;
+  }
+
+  /**
+   * In how many ms the next look behind the floor is due ({@link PROBE_BUDGET}, at most
+   * {@link PROBE_MAX_GAP_MS} after the last), or undefined while the floor is not engaged.
+   */
+  probeDelay(nowMs: number): number | undefined {
+    if (!this.engaged) return undefined;
+    const gap = Math.min(PROBE_MAX_GAP_MS, this.lastLookMs * PROBE_BUDGET);
+    return Math.max(0, this.lastLookAt + gap - nowMs);
   }
 }

@@ -74,13 +74,15 @@ export class ClaimLoop {
   private requested = 0;
   /** Rows the poke claim in flight asked for (0 without one). */
   private pokeRequested = 0;
-  /** The full scan owed to rows behind the claim floor (docs/design.md §5.3.1). */
-  private floorTimer: NodeJS.Timeout | undefined;
+  /** The next look behind the claim floor (docs/design.md §5.3.1). */
+  private probeTimer: NodeJS.Timeout | undefined;
+  /** The look behind the claim floor in flight, beside the claims. */
+  private probing: Promise<void> | undefined;
   private interval: number;
   /** Claim statements run so far: a poll tick that ran none may probe the pause. */
   private claims = 0;
-  /** Where this queue's next claim starts (docs/design.md §5.3.1). */
-  private readonly floor = new ClaimFloor();
+  /** Where this queue's next claim starts (docs/design.md §5.3.1); releases put it back. */
+  readonly floor = new ClaimFloor();
   private readonly logger = new Logger('GenDurable');
 
   constructor(
@@ -109,10 +111,11 @@ export class ClaimLoop {
     this.closePokeWindow();
     if (this.refillTimer) clearImmediate(this.refillTimer);
     this.refillTimer = undefined;
-    if (this.floorTimer) clearTimeout(this.floorTimer);
-    this.floorTimer = undefined;
+    if (this.probeTimer) clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
     if (this.picking) await this.picking.catch(() => undefined);
     if (this.pokePicking) await this.pokePicking.catch(() => undefined);
+    if (this.probing) await this.probing;
   }
 
   closePokeWindow(): void {
@@ -235,20 +238,41 @@ export class ClaimLoop {
   }
 
   /**
-   * A short claim from the floor may have left rows behind it: one full scan as soon as its
-   * budget allows (docs/design.md §5.3.1), unless one is already due.
+   * While the claim floor is engaged, its look behind itself runs when its budget allows
+   * (docs/design.md §5.3.1): beside the claims, never instead of one, so a look that walks
+   * seconds of dead entries under a long pin does not stop the queue. A row it finds puts the
+   * floor back, and the queue picks at once when it has demand.
    */
-  private owePass(): void {
-    if (this.floorTimer) return;
-    const delay = this.floor.fullScanDelay(Date.now());
+  private scheduleProbe(): void {
+    if (this.probeTimer || this.probing || !this.host.isRunning()) return;
+    const delay = this.floor.probeDelay(Date.now());
     if (delay === undefined) return;
-    this.floorTimer = setTimeout(
+    this.probeTimer = setTimeout(
       () => {
-        this.floorTimer = undefined;
-        if (this.host.isRunning() && this.host.demand() > 0) void this.pick(false);
+        this.probeTimer = undefined;
+        this.probing = this.probeBehindFloor().finally(() => {
+          this.probing = undefined;
+          this.scheduleProbe();
+        });
       },
       Math.ceil(delay) + 1,
     );
+  }
+
+  private async probeBehindFloor(): Promise<void> {
+    const before = this.floor.probeFrom();
+    if (before === undefined || !this.host.isRunning()) return;
+    try {
+      const { head, execMs } = await this.picker.probeBehindFloor(this.host.queue, before);
+      this.floor.learnProbe(head, execMs, Date.now());
+      if (head === undefined || !this.host.isRunning() || this.host.demand() <= 0) return;
+      if (this.picking) this.refillWanted = true;
+      else void this.pick(false);
+    } catch (err) {
+      this.logger.error(
+        `look behind the claim floor of queue ${this.host.queue} failed: ${String(err)}`,
+      );
+    }
   }
 
   schedulePoll(delay: number): void {
@@ -318,7 +342,7 @@ export class ClaimLoop {
         );
         // A paused queue's claim took nothing: wait for the poll, a poke or a resume.
         if (paused) return;
-        if (this.drainedQueue) this.owePass();
+        this.scheduleProbe();
         // Empty, unless a poke or completion arrived meanwhile: then scan once more.
         if (rows.length === 0) continue;
         if (fromPoke) this.interval = this.options.pollInterval;

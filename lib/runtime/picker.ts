@@ -1,7 +1,15 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import { gateHolder, type Limiter, type LimiterSlot } from '../limiter/limiter.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { type ClaimBatch, CLAIM_FAIR, CLAIM_RUNNABLE, LOAD_ENRICHMENT } from '../sql/claim.sql';
+import {
+  type BehindFloor,
+  type ClaimBatch,
+  CLAIM_FAIR,
+  CLAIM_RUNNABLE,
+  type ClaimHead,
+  LOAD_ENRICHMENT,
+  PROBE_BEHIND_FLOOR,
+} from '../sql/claim.sql';
 import { RELEASE_CLAIMS } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimFloor } from './claim-floor';
@@ -86,7 +94,7 @@ export class Picker {
           claim = await CLAIM_FAIR.run(this.sql, input);
           if (claim.fair === false) this.fairQueues.delete(queue);
         } else {
-          const from = floor?.start(Date.now());
+          const from = floor?.start();
           claim = await CLAIM_RUNNABLE.run(this.sql, { ...input, from });
           floor?.learn(
             claim.head,
@@ -113,8 +121,7 @@ export class Picker {
     try {
       return { rows: await this.admit(queue, worker, rows, floor), paused: false };
     } catch (err) {
-      floor?.reset();
-      await this.release(worker, rows).catch(() => undefined);
+      await this.release(worker, rows, floor).catch(() => undefined);
       throw err;
     }
   }
@@ -148,22 +155,30 @@ export class Picker {
     for (const row of rows) if (slots.has(row.id)) row.slot = slots.get(row.id) ?? null;
     if (result.denied.length === 0) return rows;
     // The denied rows go back to runnable at their place, which may be behind the floor.
-    floor?.reset();
     const denied = new Set(result.denied);
     await this.release(
       worker,
       rows.filter((r) => denied.has(r.id)),
+      floor,
     );
     return rows.filter((r) => !denied.has(r.id));
   }
 
   /**
    * Guarded release back to runnable (attempt and eligible_at kept; lock, lease and shard
-   * cleared), then the released rows' slots are credited. Returns released ids.
+   * cleared), then the released rows' slots are credited. Returns released ids. With the
+   * queue's claim `floor`, the floor goes back to the earliest released row's place.
    */
-  async release(worker: string, rows: readonly ClaimedRow[]): Promise<string[]> {
+  async release(
+    worker: string,
+    rows: readonly ClaimedRow[],
+    floor?: ClaimFloor,
+  ): Promise<string[]> {
     if (rows.length === 0) return [];
-    const ids = new Set(await RELEASE_CLAIMS.run(this.sql, { worker, rows }));
+    const released = await RELEASE_CLAIMS.run(this.sql, { worker, rows });
+    // Back at their places, which may be behind the queue's claim floor (docs/design.md §5.3.1).
+    if (released.earliest !== undefined) floor?.lower(released.earliest);
+    const ids = new Set(released.ids);
     const slots: LimiterSlot[] = [];
     for (const row of rows) {
       if (row.slot && ids.has(row.id)) slots.push(row.slot);
@@ -171,6 +186,14 @@ export class Picker {
     }
     if (slots.length > 0) await this.limiter.credit(slots);
     return [...ids];
+  }
+
+  /**
+   * The claim floor's look behind itself (docs/design.md §5.3.1): the oldest runnable row of
+   * `queue` before `before`, read-only (PROBE_BEHIND_FLOOR).
+   */
+  probeBehindFloor(queue: string, before: ClaimHead): Promise<BehindFloor> {
+    return PROBE_BEHIND_FLOOR.run(this.sql, { queue, before });
   }
 
   /** Heartbeat (docs/design.md §17.1): renews the slots of held rows. Never throws. */

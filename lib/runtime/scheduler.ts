@@ -465,6 +465,6 @@ export class Scheduler implements SuspectHost, ClaimHost {
   }
 
   private release(rows: readonly ClaimedRow[]): Promise<string[]> {
-    return this.picker.release(this.workerId, rows);
+    return this.picker.release(this.workerId, rows, this.loop.floor);
   }
 }

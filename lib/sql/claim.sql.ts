@@ -387,6 +387,58 @@ export const CLAIM_RUNNABLE = sql(
 /** The least `smallint`: a start at it (with `-infinity`) is the head of the pick index. */
 const LOWEST_PRIORITY = -32768;
 
+/** What PROBE_BEHIND_FLOOR found: the oldest runnable row behind the floor, and its cost. */
+export interface BehindFloor {
+  /** That row's place, or undefined when none stands behind the floor. */
+  readonly head: ClaimHead | undefined;
+  /** The statement's server-side time in ms (as CLAIM_RUNNABLE's `exec_ms`). */
+  readonly execMs: number;
+}
+
+/**
+ * The claim floor's look behind itself (docs/design.md §5.3.1), read-only and off the claim
+ * loop: the oldest runnable, unheld row of queue `$1` whose place in the pick index's
+ * `(priority, eligible_at)` order is before `($2, $3)` (the floor less its slack), in the
+ * statement's snapshot, its `eligible_at` capped at `now()`. A LIMIT 1 scan of gen_durable_pick
+ * from the head of the queue's range, bounded above by the row comparison: under a pinned
+ * horizon it walks the dead entries a full claim would walk (its cost is the floor's budget),
+ * but it locks nothing and holds no claim, so the queue's claims go on from the floor while it
+ * runs. Always one answer row (`at` NULL for none), carrying the statement's time.
+ */
+export const PROBE_BEHIND_FLOOR = sql(
+  'probe_behind_floor',
+  `SELECT h.priority, (extract(epoch FROM LEAST(h.eligible_at, now())) * 1000)::float8 AS at,
+          extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000 AS exec_ms
+     FROM (SELECT 1) one
+     LEFT JOIN LATERAL (
+       SELECT g.priority, g.eligible_at
+         FROM {schema}.gen_durable g
+        WHERE g.queue = $1 AND g.status = 'runnable' AND g.held_at IS NULL
+          AND (g.priority, g.eligible_at) < ($2::smallint, $3::timestamptz)
+        ORDER BY g.priority, g.eligible_at
+        LIMIT 1
+     ) h ON true`,
+  {
+    params: (i: { readonly queue: string; readonly before: ClaimHead }) => [
+      i.queue,
+      i.before.priority,
+      i.before.at,
+    ],
+    decode: (
+      rows: readonly { priority: number | null; at: number | null; exec_ms: string }[],
+    ): BehindFloor => {
+      const r = rows[0];
+      return {
+        head:
+          r?.priority != null && r.at != null
+            ? { priority: r.priority, at: new Date(r.at) }
+            : undefined,
+        execMs: Number(r?.exec_ms ?? 0),
+      };
+    },
+  },
+);
+
 /**
  * The fair claim (docs/many-tenants.md "Fair claims by key"), one statement, used for a queue
  * that holds fairness keys instead of CLAIM_RUNNABLE; same parameters and the same answer

@@ -1,4 +1,5 @@
 import type { DurableStatus } from '../gen-durable.constants';
+import type { ClaimHead } from './claim.sql';
 import { type IdQueue, idsOf, noRows } from './row-decoders';
 import { sql } from './statement';
 
@@ -174,12 +175,24 @@ export const CLEAR_STEP_STARTED = sql(
   { params: heldClaimParams, decode: noRows },
 );
 
+/** What RELEASE_CLAIMS released: the ids, and the earliest place among them in the pick order. */
+export interface ReleasedClaims {
+  readonly ids: string[];
+  /**
+   * The first released row's place in the pick index's `(priority, eligible_at)` order, its
+   * `eligible_at` capped at `now()` (the queue's claim floor goes back to it, docs/design.md
+   * §5.3.1), or undefined when none was released.
+   */
+  readonly earliest: ClaimHead | undefined;
+}
+
 /**
  * Releases held claims back to runnable (shutdown drain, admission denial; docs/design.md §5.4, §17.4):
  * guarded, attempt and eligible_at kept, lock, lease and shard cleared. A row whose cancel was
  * requested is not released (a runnable row must not carry a request): it stays executing
  * until its lease expires and the reaper cancels it (docs/design.md §27.2). PK lookups, pinned by
- * `g.id = ANY ($2)` (not gen_durable_lease, as HEARTBEAT).
+ * `g.id = ANY ($2)` (not gen_durable_lease, as HEARTBEAT). Answers each released row's place in
+ * the pick order, so the picker puts its queue's claim floor back to the earliest of them.
  */
 export const RELEASE_CLAIMS = sql(
   'release_claims',
@@ -189,7 +202,7 @@ export const RELEASE_CLAIMS = sql(
      FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
     WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = $1 AND g.status::text = 'executing'
       AND g.claim_seq = t.seq AND g.cancel_requested_at IS NULL
-    RETURNING g.id`,
+    RETURNING g.id, g.priority, (extract(epoch FROM LEAST(g.eligible_at, now())) * 1000)::float8 AS at`,
   {
     params: (i: { readonly worker: string; readonly rows: readonly HeldClaim[] }) => {
       const ids: string[] = [];
@@ -200,7 +213,21 @@ export const RELEASE_CLAIMS = sql(
       }
       return [i.worker, ids, seqs];
     },
-    decode: idsOf,
+    decode: (rows: readonly { id: string; priority: number; at: number }[]): ReleasedClaims => {
+      const ids: string[] = [];
+      let earliest: ClaimHead | undefined;
+      for (const r of rows) {
+        ids.push(r.id);
+        if (
+          earliest === undefined ||
+          r.priority < earliest.priority ||
+          (r.priority === earliest.priority && r.at < earliest.at.getTime())
+        ) {
+          earliest = { priority: r.priority, at: new Date(r.at) };
+        }
+      }
+      return { ids, earliest };
+    },
   },
 );
 

@@ -1,13 +1,21 @@
 import type { PoolClient } from 'pg';
 
-import { CLAIM_RUNNABLE, type ClaimBatch, type ClaimInput } from '../../lib/sql/claim.sql';
+import {
+  type BehindFloor,
+  CLAIM_RUNNABLE,
+  type ClaimBatch,
+  type ClaimInput,
+  PROBE_BEHIND_FLOOR,
+} from '../../lib/sql/claim.sql';
+import { RELEASE_CLAIMS } from '../../lib/sql/lease.sql';
 import { renderStatement } from '../../lib/sql/statement';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The claim floor on a real PostgreSQL (docs/design.md §5.3.1). Under a pinned xmin horizon the
 // pick index keeps an entry for every row that left `runnable`, and a claim that scans from the
 // head visits each one's heap tuple; a claim that starts at the floor its previous claim
-// learned does not. Rows that become runnable behind the floor wait for the next full scan.
+// learned does not. Rows that become runnable behind the floor are found by the floor's look
+// behind itself (PROBE_BEHIND_FLOOR), and a release answers where it put its rows back.
 // Each claim runs in a transaction the test rolls back unless it says otherwise.
 
 describe('the claim floor', () => {
@@ -156,7 +164,7 @@ describe('the claim floor', () => {
     await db.pool.query(`DELETE FROM gen_durable WHERE queue = $1`, [queue]);
   });
 
-  it('a row made runnable behind the floor is left to the next full scan', async () => {
+  it('a row made runnable behind the floor is found by the look behind it, and claimed from there', async () => {
     const queue = 'behind';
     await db.pool.query(`INSERT INTO gen_durable (fsm, step, queue) VALUES ('f', 'a', $1)`, [
       queue,
@@ -164,27 +172,77 @@ describe('the claim floor', () => {
     const first = await claim({ ...base, queue }, true);
     expect(first.rows).toHaveLength(1);
     const head = first.head!;
-    const from = {
+    const startAt = (at: Date): ClaimInput['from'] => ({
       priority: head.priority,
-      scanFrom: new Date(head.at.getTime() - 250),
-      headFrom: head.at,
+      scanFrom: new Date(at.getTime() - 250),
+      headFrom: at,
+    });
+    const look = async (): Promise<BehindFloor> => {
+      const input = {
+        queue,
+        before: { priority: head.priority, at: new Date(head.at.getTime() - 250) },
+      };
+      const { rows } = await client.query({
+        text: renderStatement(PROBE_BEHIND_FLOOR, 'public'),
+        values: PROBE_BEHIND_FLOOR.params(input),
+      });
+      return PROBE_BEHIND_FLOOR.decode(rows as never[], input);
     };
-    // A row whose place is an hour before the floor (a reaped row keeps its place; so does a
-    // released or an unheld one).
+    // Nothing behind the floor yet: one answer row, no place.
+    expect((await look()).head).toBeUndefined();
+    // A row whose place is an hour before the floor (a reaped row keeps its place; so does an
+    // unheld one, or an insert with a past runAt).
     const {
       rows: [late],
-    } = await db.pool.query<{ id: string }>(
+    } = await db.pool.query<{ id: string; eligible_at: Date }>(
       `INSERT INTO gen_durable (fsm, step, queue, eligible_at)
-       VALUES ('f', 'a', $1, now() - interval '1 hour') RETURNING id::text`,
+       VALUES ('f', 'a', $1, now() - interval '1 hour') RETURNING id::text, eligible_at`,
       [queue],
     );
-    const bounded = await claim({ ...base, queue, from });
+    const bounded = await claim({ ...base, queue, from: startAt(head.at) });
     expect(bounded.rows).toEqual([]);
     // …and it does not appear as the head either: the floor stays where it was found.
     expect(bounded.head).toBeUndefined();
-    const again = await claim({ ...base, queue });
+    // The look behind finds it, locked by another claim or not (it takes no lock)…
+    const other = await db.pool.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query('SELECT 1 FROM gen_durable WHERE id = $1 FOR NO KEY UPDATE', [late!.id]);
+      expect((await look()).head).toEqual({ priority: 0, at: late!.eligible_at });
+    } finally {
+      await other.query('ROLLBACK');
+      other.release();
+    }
+    // …and a claim from that place takes it.
+    const again = await claim({ ...base, queue, from: startAt(late!.eligible_at) });
     expect(again.rows.map((r) => r.id)).toEqual([late!.id]);
-    expect(again.head).toMatchObject({ priority: 0 });
+  });
+
+  it('a release answers the earliest place it put back, the floor’s way back to it', async () => {
+    const queue = 'released';
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, priority, eligible_at)
+       VALUES ('f', 'a', $1, 1, now() - interval '2 minutes'), ('f', 'a', $1, 1, now() - interval '3 minutes'),
+              ('f', 'a', $1, 2, now() - interval '9 minutes')`,
+      [queue],
+    );
+    const taken = await claim({ ...base, queue }, true);
+    expect(taken.rows).toHaveLength(3);
+    const input = {
+      worker: 'w',
+      rows: taken.rows.map((r) => ({ id: r.id, claimSeq: r.claimSeq })),
+    };
+    const answer = await client.query({
+      text: renderStatement(RELEASE_CLAIMS, 'public'),
+      values: RELEASE_CLAIMS.params(input),
+    });
+    const released = RELEASE_CLAIMS.decode(answer.rows as never[], input);
+    expect(released.ids.sort()).toEqual(taken.rows.map((r) => r.id).sort());
+    const { rows } = await db.pool.query<{ at: Date }>(
+      `SELECT min(eligible_at) AS at FROM gen_durable WHERE queue = $1 AND priority = 1`,
+      [queue],
+    );
+    expect(released.earliest).toEqual({ priority: 1, at: rows[0]!.at });
   });
 
   it('the head is the oldest runnable row: a row another claim holds counts, a held row does not, a future one is capped at now', async () => {

@@ -3,12 +3,13 @@ import {
   ClaimFloor,
   ENGAGE_SCANS,
   FLOOR_ENGAGE_MS,
-  FULL_SCAN_BUDGET,
-  FULL_SCAN_MAX_GAP_MS,
+  PROBE_BUDGET,
+  PROBE_MAX_GAP_MS,
 } from '../../lib/runtime/claim-floor';
 
 // The claim floor's bookkeeping (docs/design.md §5.3.1), on a clock the test drives: when a
-// claim starts at the floor, when it scans from the head of the index, and what it learns.
+// claim starts at the floor, when it scans from the head of the index, what it learns, and
+// when its look behind itself is due.
 
 /** A floor engaged by ENGAGE_SCANS full scans of `ms` each, the last at `at`. */
 function engaged(
@@ -18,7 +19,10 @@ function engaged(
   dbNow: Date,
 ): ClaimFloor {
   const floor = new ClaimFloor();
-  for (let k = ENGAGE_SCANS - 1; k >= 0; k--) floor.learn(head, dbNow, true, ms, at - k);
+  for (let k = ENGAGE_SCANS - 1; k >= 0; k--) {
+    floor.start();
+    floor.learn(head, dbNow, true, ms, at - k);
+  }
   return floor;
 }
 
@@ -30,84 +34,103 @@ describe('ClaimFloor', () => {
   it('scans fully while full scans are cheap, or slow only now and then: every claim in exact order', () => {
     const floor = new ClaimFloor();
     for (let k = 0; k < 20; k++) {
-      expect(floor.start(t0 + k)).toBeUndefined();
+      expect(floor.start()).toBeUndefined();
       // Slow scans among cheap ones, never ENGAGE_SCANS in a row, do not engage it.
       const ms = k % ENGAGE_SCANS === 0 ? FLOOR_ENGAGE_MS / 2 : FLOOR_ENGAGE_MS * 3;
       floor.learn({ priority: 0, at: headAt }, dbNow, true, ms, t0 + k);
     }
-    expect(floor.start(t0 + 21)).toBeUndefined();
+    expect(floor.start()).toBeUndefined();
+    expect(floor.probeDelay(t0 + 21)).toBeUndefined();
   });
 
-  it('engages after ENGAGE_SCANS slow full scans in a row, and one fast one disengages it', () => {
-    const floor = new ClaimFloor();
-    for (let k = 0; k < ENGAGE_SCANS; k++) {
-      expect(floor.start(t0 + k)).toBeUndefined();
-      floor.learn({ priority: 0, at: headAt }, dbNow, true, FLOOR_ENGAGE_MS, t0 + k);
-    }
-    expect(floor.start(t0 + ENGAGE_SCANS)).toBeDefined();
-    floor.reset();
-    floor.learn({ priority: 0, at: headAt }, dbNow, true, 1, t0 + 10_000);
-    expect(floor.start(t0 + 10_001)).toBeUndefined();
-  });
-
-  it('scans fully until it has seen a head, then starts at the head less its slack', () => {
-    expect(new ClaimFloor().start(t0)).toBeUndefined();
+  it('engages after ENGAGE_SCANS slow full scans in a row; then every claim starts at the head less its slack', () => {
+    expect(new ClaimFloor().start()).toBeUndefined();
     const floor = engaged(40, t0, { priority: 2, at: headAt }, dbNow);
-    expect(floor.start(t0 + 1)).toEqual({
-      priority: 2,
-      scanFrom: new Date(headAt.getTime() - CLAIM_FLOOR_SLACK_MS),
-      headFrom: headAt,
-    });
-  });
-
-  it('scans fully again once the last full scan fits its budget', () => {
-    const floor = engaged(10, t0, { priority: 0, at: headAt }, dbNow);
-    expect(floor.start(t0 + 10 * FULL_SCAN_BUDGET - 1)).toBeDefined();
-    expect(floor.start(t0 + 10 * FULL_SCAN_BUDGET)).toBeUndefined();
-    // A bounded claim does not restart the budget; a full one does.
-    floor.learn({ priority: 0, at: headAt }, dbNow, false, 1, t0 + 10 * FULL_SCAN_BUDGET);
-    expect(floor.start(t0 + 10 * FULL_SCAN_BUDGET)).toBeUndefined();
-    floor.learn({ priority: 0, at: headAt }, dbNow, true, 10, t0 + 10 * FULL_SCAN_BUDGET);
-    expect(floor.start(t0 + 10 * FULL_SCAN_BUDGET + 1)).toBeDefined();
-  });
-
-  it('never goes longer than the maximum gap without a full scan, however costly', () => {
-    const floor = engaged(10_000, t0, { priority: 0, at: headAt }, dbNow);
-    expect(floor.start(t0 + FULL_SCAN_MAX_GAP_MS - 1)).toBeDefined();
-    expect(floor.start(t0 + FULL_SCAN_MAX_GAP_MS)).toBeUndefined();
+    expect(floor.engaged).toBe(true);
+    // However long since the last full scan: the floor's look behind does that job.
+    for (const later of [1, PROBE_MAX_GAP_MS, 10 * PROBE_MAX_GAP_MS]) {
+      expect(floor.start()).toEqual({
+        priority: 2,
+        scanFrom: new Date(headAt.getTime() - CLAIM_FLOOR_SLACK_MS),
+        headFrom: headAt,
+      });
+      floor.learn({ priority: 2, at: headAt }, dbNow, false, 1, t0 + later);
+    }
   });
 
   it('a claim that saw no runnable row puts the floor at the statement’s now, at the level it knew', () => {
     const floor = engaged(1_000, t0, { priority: 5, at: headAt }, dbNow);
+    floor.start();
     floor.learn(undefined, dbNow, false, 1, t0 + 1);
-    expect(floor.start(t0 + 2)).toMatchObject({ priority: 5, headFrom: dbNow });
+    expect(floor.start()).toMatchObject({ priority: 5, headFrom: dbNow });
     const fresh = new ClaimFloor();
     for (let k = 0; k < ENGAGE_SCANS; k++) fresh.learn(undefined, dbNow, true, 1_000, t0 + k);
-    expect(fresh.start(t0 + ENGAGE_SCANS)).toMatchObject({ priority: 0, headFrom: dbNow });
+    expect(fresh.start()).toMatchObject({ priority: 0, headFrom: dbNow });
   });
 
-  it('a reset makes the next claim a full scan', () => {
+  it('a release puts the floor back to the earliest released place, never forward', () => {
+    const floor = engaged(1_000, t0, { priority: 1, at: headAt }, dbNow);
+    const earlier = new Date(headAt.getTime() - 60_000);
+    floor.lower({ priority: 1, at: earlier });
+    expect(floor.start()).toMatchObject({ priority: 1, headFrom: earlier });
+    floor.lower({ priority: 1, at: headAt });
+    expect(floor.start()).toMatchObject({ priority: 1, headFrom: earlier });
+    // A more urgent level is earlier whatever its time.
+    floor.lower({ priority: 0, at: dbNow });
+    expect(floor.start()).toMatchObject({ priority: 0, headFrom: dbNow });
+  });
+
+  it('a claim in flight when the floor went back cannot lift it past that place', () => {
     const floor = engaged(1_000, t0, { priority: 0, at: headAt }, dbNow);
-    expect(floor.start(t0 + 1)).toBeDefined();
-    floor.reset();
-    expect(floor.start(t0 + 1)).toBeUndefined();
-    floor.learn({ priority: 0, at: headAt }, dbNow, true, 1_000, t0 + 2);
-    expect(floor.start(t0 + 3)).toBeDefined();
+    const behind = new Date(headAt.getTime() - 3_600_000);
+    floor.start();
+    // The look behind finds a row while a claim from the old floor is in flight…
+    floor.learnProbe({ priority: 0, at: behind }, 2_000, t0 + 1);
+    // …whose answer (a later head) comes back after it.
+    floor.learn({ priority: 0, at: dbNow }, dbNow, false, 1, t0 + 2);
+    expect(floor.start()).toMatchObject({ headFrom: behind });
+    // The claim that started from the lowered floor teaches the next floor as usual.
+    floor.learn({ priority: 0, at: dbNow }, dbNow, false, 1, t0 + 3);
+    expect(floor.start()).toMatchObject({ headFrom: dbNow });
   });
 });
 
-describe('ClaimFloor.fullScanDelay', () => {
+describe('ClaimFloor: the look behind itself', () => {
   const t0 = 1_000_000;
   const headAt = new Date('2026-12-05T01:00:00.000Z');
   const dbNow = new Date('2026-12-05T01:00:05.000Z');
 
-  it('owes a full scan after a claim from the floor, due when the budget allows', () => {
+  it('is due only while engaged, first one budget after the full scan that engaged the floor', () => {
+    expect(new ClaimFloor().probeDelay(t0)).toBeUndefined();
+    expect(new ClaimFloor().probeFrom()).toBeUndefined();
+    const floor = engaged(20, t0, { priority: 3, at: headAt }, dbNow);
+    expect(floor.probeDelay(t0)).toBe(20 * PROBE_BUDGET);
+    expect(floor.probeDelay(t0 + 20 * PROBE_BUDGET + 5)).toBe(0);
+    expect(floor.probeFrom()).toEqual({
+      priority: 3,
+      at: new Date(headAt.getTime() - CLAIM_FLOOR_SLACK_MS),
+    });
+  });
+
+  it('comes again one budget of its own cost later, at most PROBE_MAX_GAP_MS', () => {
     const floor = engaged(20, t0, { priority: 0, at: headAt }, dbNow);
-    expect(floor.fullScanDelay(t0 + 1)).toBeUndefined();
-    floor.learn({ priority: 0, at: headAt }, dbNow, false, 1, t0 + 10);
-    expect(floor.fullScanDelay(t0 + 10)).toBe(20 * FULL_SCAN_BUDGET - 10);
-    expect(floor.fullScanDelay(t0 + 5_000)).toBe(0);
-    floor.learn({ priority: 0, at: headAt }, dbNow, true, 20, t0 + 5_000);
-    expect(floor.fullScanDelay(t0 + 5_000)).toBeUndefined();
+    floor.learnProbe(undefined, 50, t0 + 10_000);
+    expect(floor.probeDelay(t0 + 10_000)).toBe(50 * PROBE_BUDGET);
+    floor.learnProbe(undefined, 60_000, t0 + 20_000);
+    expect(floor.probeDelay(t0 + 20_000)).toBe(PROBE_MAX_GAP_MS);
+  });
+
+  it('a fast look that found nothing disengages the floor; one that found a row does not', () => {
+    const floor = engaged(20, t0, { priority: 0, at: headAt }, dbNow);
+    const behind = new Date(headAt.getTime() - 60_000);
+    floor.learnProbe({ priority: 0, at: behind }, 1, t0 + 1);
+    expect(floor.engaged).toBe(true);
+    expect(floor.start()).toMatchObject({ headFrom: behind });
+    floor.learnProbe(undefined, FLOOR_ENGAGE_MS, t0 + 2);
+    expect(floor.engaged).toBe(true);
+    floor.learnProbe(undefined, FLOOR_ENGAGE_MS - 1, t0 + 3);
+    expect(floor.engaged).toBe(false);
+    expect(floor.start()).toBeUndefined();
+    expect(floor.probeDelay(t0 + 4)).toBeUndefined();
   });
 });
