@@ -6,7 +6,7 @@ import { bullPostgres, bullRedis } from './bullmq';
 import { dbosAdapter } from './dbos';
 import { graphileBatched, graphileDefault } from './graphile';
 import { pgBoss1, pgBoss50 } from './pgboss';
-import { rawAdapter } from './raw';
+import { rawAdapter, rawBatch50Adapter } from './raw';
 import type { Adapter } from './types';
 
 export interface Loaded {
@@ -48,6 +48,7 @@ export function loadAdapters(): Loaded {
   const adapters = [
     ...genDurable,
     rawAdapter,
+    rawBatch50Adapter,
     graphileDefault,
     graphileBatched,
     pgBoss1,

@@ -5,6 +5,9 @@
 // discovered by an in-process wake-up after a local insert (same process, like
 // gen-durable's `poke: 'local'`), by refilling after completions, and by a 500 ms poll.
 // No leases, retries, heartbeats, or anything else an engine needs: not an engine.
+// `raw` claims what its free slots take (at most 50); `raw:batch50` claims 50 at a time whatever
+// the concurrency and runs them `concurrency` at a time from a local buffer (the shape of the
+// external harness's raw baseline in issue 35: fewer, fuller claims at c = 10).
 import { performance } from 'node:perf_hooks';
 import { Pool, type PoolClient } from 'pg';
 import type { Adapter, CaseContext, Hooks, Instance, Kind, ScaleResult } from './types';
@@ -45,6 +48,8 @@ interface Row {
 
 class RawInstance implements Instance {
   private readonly pool: Pool;
+  /** Claimed rows waiting for a slot (`raw:batch50` only). */
+  private buffer: Row[] = [];
   private running = false;
   private concurrency = 0;
   private inflight = 0;
@@ -59,7 +64,11 @@ class RawInstance implements Instance {
   private finalStep = 1;
   private stopped: Promise<void> | undefined;
 
-  constructor(private readonly ctx: CaseContext) {
+  constructor(
+    private readonly ctx: CaseContext,
+    /** Claim full batches of 50 into a local buffer instead of the free slots' worth. */
+    private readonly prefetch = false,
+  ) {
     this.pool = new Pool({ connectionString: ctx.pgUrl, max: 10 });
     this.pool.on('error', () => undefined);
   }
@@ -101,13 +110,17 @@ class RawInstance implements Instance {
 
   private async pump(): Promise<void> {
     if (!this.running) return;
+    this.dispatch();
     if (this.fetching) {
       this.fetchAgain = true; // a wake-up during a fetch must not be lost
       return;
     }
     this.fetchAgain = false;
-    const want = Math.min(BATCH, this.concurrency - this.inflight);
-    if (want <= 0) return;
+    const want = this.prefetch
+      ? BATCH - this.inflight - this.buffer.length
+      : Math.min(BATCH, this.concurrency - this.inflight);
+    // A prefetching claim waits until its buffer is at most half full (fuller claims).
+    if (want <= 0 || (this.prefetch && want < BATCH / 2 && this.buffer.length > 0)) return;
     this.fetching = true;
     let rows: Row[] = [];
     try {
@@ -117,15 +130,21 @@ class RawInstance implements Instance {
     } finally {
       this.fetching = false;
     }
-    for (const row of rows) {
-      this.inflight++;
-      void this.run(row);
-    }
+    this.buffer.push(...rows);
+    this.dispatch();
     if (rows.length === want || this.fetchAgain) {
       this.schedulePump();
     } else if (this.running) {
       clearTimeout(this.pollTimer);
       this.pollTimer = setTimeout(() => void this.pump(), POLL_MS);
+    }
+  }
+
+  /** Starts buffered rows while slots are free. */
+  private dispatch(): void {
+    while (this.inflight < this.concurrency && this.buffer.length > 0) {
+      this.inflight++;
+      void this.run(this.buffer.shift()!);
     }
   }
 
@@ -249,9 +268,21 @@ export const rawAdapter: Adapter = {
   id: 'raw',
   family: 'raw',
   peer: `raw SQL (pg ${version('pg')})`,
-  settings: 'claim 50 with FOR UPDATE SKIP LOCKED, one batched UPDATE per flush, pool 10',
+  settings:
+    'claim the free slots (at most 50) with FOR UPDATE SKIP LOCKED, one batched UPDATE per flush, pool 10',
   backend: 'postgres',
   unsupported: { 'latency-xproc': 'the baseline wakes in-process only' },
   create: async (ctx) => new RawInstance(ctx),
   scale: rawScale,
+};
+
+export const rawBatch50Adapter: Adapter = {
+  id: 'raw:batch50',
+  family: 'raw',
+  peer: `raw SQL (pg ${version('pg')})`,
+  settings:
+    'claim 50 at a time with FOR UPDATE SKIP LOCKED into a local buffer, run `concurrency` at a time, one batched UPDATE per flush, pool 10',
+  backend: 'postgres',
+  unsupported: { 'latency-xproc': 'the baseline wakes in-process only' },
+  create: async (ctx) => new RawInstance(ctx, true),
 };
