@@ -1,5 +1,6 @@
 import type { DurableStatus } from '../gen-durable.constants';
 import type { ClaimHead } from './claim.sql';
+import { heldClaim } from './held-claim';
 import { type IdQueue, idsOf, noRows } from './row-decoders';
 import { sql } from './statement';
 
@@ -84,7 +85,7 @@ export const HEARTBEAT = sql(
    ), h AS (
      SELECT g.id, t.progress FROM {schema}.gen_durable g
        JOIN t ON g.id = t.id
-      WHERE g.id = ANY ($2::bigint[]) AND g.locked_by = $1 AND g.status::text = 'executing' AND g.claim_seq = t.seq
+      WHERE g.id = ANY ($2::bigint[]) AND ${heldClaim('g', '$1', 't.seq')}
       ORDER BY g.id
       FOR NO KEY UPDATE OF g SKIP LOCKED
    ), renewed AS (
@@ -100,8 +101,7 @@ export const HEARTBEAT = sql(
    UNION ALL
    SELECT t.id, t.seq, false, false, NULL FROM t
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.gen_durable g
-                       WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = $1 AND g.status::text = 'executing'
-                         AND g.claim_seq = t.seq)`,
+                       WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', '$1', 't.seq')})`,
   {
     params: (i: {
       readonly worker: string;
@@ -154,9 +154,9 @@ function heldClaimParams(i: { readonly worker: string; readonly row: HeldClaim }
  */
 export const MARK_STEP_STARTED = sql(
   'mark_step_started',
-  `UPDATE {schema}.gen_durable
-      SET started_seq = claim_seq
-    WHERE id = $1::bigint AND locked_by = $2 AND status = 'executing' AND claim_seq = $3::bigint`,
+  `UPDATE {schema}.gen_durable g
+      SET started_seq = g.claim_seq
+    WHERE g.id = $1::bigint AND ${heldClaim('g', '$2', '$3::bigint')}`,
   { params: heldClaimParams, decode: noRows },
 );
 
@@ -169,9 +169,9 @@ export const MARK_STEP_STARTED = sql(
  */
 export const CLEAR_STEP_STARTED = sql(
   'clear_step_started',
-  `UPDATE {schema}.gen_durable
+  `UPDATE {schema}.gen_durable g
       SET started_seq = NULL
-    WHERE id = $1::bigint AND locked_by = $2 AND status = 'executing' AND claim_seq = $3::bigint`,
+    WHERE g.id = $1::bigint AND ${heldClaim('g', '$2', '$3::bigint')}`,
   { params: heldClaimParams, decode: noRows },
 );
 
@@ -200,8 +200,8 @@ export const RELEASE_CLAIMS = sql(
       SET status = 'runnable', locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL,
           updated_at = now()
      FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
-    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = $1 AND g.status::text = 'executing'
-      AND g.claim_seq = t.seq AND g.cancel_requested_at IS NULL
+    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', '$1', 't.seq')}
+      AND g.cancel_requested_at IS NULL
     RETURNING g.id, g.priority, (extract(epoch FROM LEAST(g.eligible_at, now())) * 1000)::float8 AS at`,
   {
     params: (i: { readonly worker: string; readonly rows: readonly HeldClaim[] }) => {

@@ -1,11 +1,12 @@
 import type { DurableStatus } from '../gen-durable.constants';
 import type { KindsWrittenBy } from '../fsm/outcome-kinds';
+import { heldClaim } from './held-claim';
 import { type IdQueue, type IdQueueStatus, noRows } from './row-decoders';
 import { sql } from './statement';
 
 // The flush transaction (docs/design.md §6.3). Every write is guarded by the ownership guard plus the
-// fencing token: locked_by = worker AND status = 'executing' AND claim_seq = the claim's seq
-// (docs/design.md §6.1, §26.1). A row that matches nothing was reclaimed: its entry is stale.
+// fencing token, `heldClaim` (lib/sql/held-claim.ts): locked_by = worker AND status =
+// 'executing' AND claim_seq = the claim's seq (docs/design.md §6.1, §26.1). A row that matches nothing was reclaimed: its entry is stale.
 
 /** The guard of every flush write: the claim's worker and fencing token. */
 export interface GuardedWrite {
@@ -132,8 +133,8 @@ const KIND = `(CASE WHEN g.cancel_requested_at IS NULL OR t.kind IN ('done', 'st
 
 /**
  * Transitions next / retry / throttle / sleep / done / stop for any number of rows in one UPDATE over
- * parallel arrays (PK lookups, pinned by `g.id = ANY ($2)` and by writing the guard
- * `g.status::text = 'executing'`, which does not imply gen_durable_lease's predicate: with the
+ * parallel arrays (PK lookups, pinned by `g.id = ANY ($2)` and by the guard `heldClaim`, whose
+ * `g.status::text = 'executing'` does not imply gen_durable_lease's predicate: with the
  * plain guard the planner read the executing rows through gen_durable_lease, even with the ids
  * given, and under a pinned xmin horizon that index holds a dead entry for every claim since
  * the pin; the same pin serves every statement below that names its rows by id, and HEARTBEAT
@@ -200,7 +201,7 @@ function transitionsUpdate(recorded: boolean): string {
                  $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[], $14::float8[],
                  $15::int[], $16::timestamptz[]${recorded ? ', $17::int[], $18::text[], $19::int[], $20::text[]' : ''})
           AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key, lease_ms, solo, at${recorded ? ', mark, ran_step, ran_attempt, thrown' : ''})
-    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = t.worker AND g.status::text = 'executing' AND g.claim_seq = t.seq
+    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', 't.worker', 't.seq')}
       AND NOT (COALESCE(t.solo, 0) > 0 AND ${KIND} IN ('done', 'stop', 'cancel') AND g.signaled)
     RETURNING g.id, g.parent_id, g.status, g.queue, g.signaled, ${HELD} AS held`;
 }
@@ -366,7 +367,7 @@ export const FLUSH_PARKS = sql(
           locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, suspect = false, updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::float8[])
           AS t(worker, id, seq, step, state, names, timeout_ms)
-    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = t.worker AND g.status::text = 'executing' AND g.claim_seq = t.seq
+    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', 't.worker', 't.seq')}
     RETURNING g.id, g.queue, g.status, g.parent_id, g.signaled`,
   {
     params: ({ entries }: { readonly entries: readonly ParkWrite[] }) => {
@@ -529,7 +530,7 @@ export const FANOUT_LOCK_PARENTS = sql(
   `SELECT g.id, g.cancel_requested_at IS NOT NULL AS cancel_requested
      FROM {schema}.gen_durable g
      JOIN unnest($1::text[], $2::bigint[], $3::bigint[]) AS t(worker, id, seq) ON g.id = t.id
-    WHERE g.id = ANY ($2::bigint[]) AND g.locked_by = t.worker AND g.status::text = 'executing' AND g.claim_seq = t.seq
+    WHERE g.id = ANY ($2::bigint[]) AND ${heldClaim('g', 't.worker', 't.seq')}
     ORDER BY g.id
       FOR NO KEY UPDATE OF g`,
   {
@@ -574,7 +575,7 @@ export const FANOUT_PARK_PARENTS = sql(
           updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[])
           AS t(worker, id, seq, step, state, landed)
-    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND g.locked_by = t.worker AND g.status::text = 'executing' AND g.claim_seq = t.seq
+    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', 't.worker', 't.seq')}
     RETURNING g.id, g.queue, g.status, g.parent_id, g.signaled`,
   {
     params: (i: {

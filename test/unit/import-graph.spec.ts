@@ -31,6 +31,7 @@ export const LEAF_FILES = [
   'lib/callbacks/callback-token.ts',
   'lib/cron/cron-expression.ts',
   'lib/db/array-literal.ts',
+  'lib/sql/held-claim.ts',
   'lib/cron/fire-plan.ts',
   'lib/cron/resolved-schedule.ts',
   'lib/cron/schedule-spec.ts',
