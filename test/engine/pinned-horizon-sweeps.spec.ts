@@ -1,8 +1,10 @@
 import type { PoolClient } from 'pg';
 
 import { SqlExecutor } from '../../lib/db/sql-executor';
+import { ArchiveSweep } from '../../lib/runtime/archive-sweep';
 import { Reaper, REAP_FLOOR_SLACK_MS } from '../../lib/runtime/reaper';
 import { FULL_SWEEP_EVERY } from '../../lib/runtime/sweep-floor';
+import { ARCHIVE_EXTEND, ARCHIVE_MOVE } from '../../lib/sql/archive.sql';
 import { REAP_EXPIRED } from '../../lib/sql/lease.sql';
 import { renderStatement, type TypedStatement } from '../../lib/sql/statement';
 import { Telemetry } from '../../lib/telemetry/telemetry';
@@ -17,6 +19,7 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 // Each sweep starts at its floor (lib/runtime/sweep-floor.ts): the range since its previous
 // sweep, with a full sweep at least every tenth time for the rows left behind.
 
+const DAY = 86_400_000;
 const ROWS = 20_000;
 
 describe('periodic sweeps under a pinned horizon', () => {
@@ -38,6 +41,7 @@ describe('periodic sweeps under a pinned horizon', () => {
       `INSERT INTO gen_durable (fsm, step, queue, status)
        SELECT 'f', 'a', 'q', 'runnable' FROM generate_series(1, ${ROWS})`,
     );
+    await ARCHIVE_EXTEND.run(sql, { aheadMs: 2 * DAY, grain: 'hour' });
     // The statistics a fleet has most of the time: few rows executing, few ended.
     await db.pool.query('ANALYZE gen_durable');
     pin = await db.pool.connect();
@@ -98,11 +102,25 @@ describe('periodic sweeps under a pinned horizon', () => {
     spreadMs: 0,
     from,
   });
+  const archive = {
+    afterMs: 0,
+    limit: 1_000,
+    retention: { done: DAY, failed: DAY, cancelled: DAY },
+    overrides: [],
+  };
 
   it('the reaper from its floor reads few buffers where a full sweep walks the dead leases', async () => {
     const full = await buffers(REAP_EXPIRED, reap(null));
     const floor = new Date((await dbNow()).getTime() - REAP_FLOOR_SLACK_MS);
     const bounded = await buffers(REAP_EXPIRED, reap(floor));
+    expect(full).toBeGreaterThan(1_000);
+    expect(bounded).toBeLessThan(300);
+  });
+
+  it('the archive move from its floor reads few buffers where a full pass walks the moved rows', async () => {
+    const full = await buffers(ARCHIVE_MOVE, { ...archive, from: null });
+    const floor = new Date((await dbNow()).getTime() - 60_000);
+    const bounded = await buffers(ARCHIVE_MOVE, { ...archive, from: floor });
     expect(full).toBeGreaterThan(1_000);
     expect(bounded).toBeLessThan(300);
   });
@@ -182,5 +200,56 @@ describe('periodic sweeps under a pinned horizon', () => {
     }
     await r.sweep('floor'); // from its floor, lowered to the child's lease
     expect(await statusOf(child)).toBe('cancelled');
+  });
+
+  /** A row of its own fsm straight into a status, ended `agoMs` ago. */
+  async function endedRow(status: string, agoMs: number, parentId: string | null = null) {
+    const { rows } = await db.pool.query<{ id: string }>(
+      `INSERT INTO gen_durable (fsm, step, queue, status, parent_id, children_pending, updated_at)
+       VALUES ('archived', 'a', 'aq', $1::gen_durable_status, $2,
+               CASE WHEN $1::text = 'awaiting_children' THEN 1 ELSE 0 END,
+               now() - make_interval(secs => $3::float8 / 1000))
+       RETURNING id`,
+      [status, parentId, agoMs],
+    );
+    return rows[0]!.id;
+  }
+
+  async function isHot(id: string): Promise<boolean> {
+    const { rows } = await db.pool.query('SELECT 1 FROM gen_durable WHERE id = $1', [id]);
+    return rows.length === 1;
+  }
+
+  it('the archive moves a row ended in its floor at once, one left behind (its parent live) by a later full pass', async () => {
+    const sweep = new ArchiveSweep(sql, {
+      grain: 'hour',
+      afterMs: 0,
+      batch: 1_000,
+      retention: { done: DAY, failed: DAY, cancelled: DAY },
+      overrides: [],
+    });
+    const parent = await endedRow('awaiting_children', 0);
+    const child = await endedRow('done', 3_600_000, parent);
+    await sweep.run(() => false, 'floor'); // the first pass is full: the child's parent is live
+    expect(await isHot(child)).toBe(true);
+    // The parent ended half an hour ago, behind every floor to come.
+    await db.pool.query(
+      `UPDATE gen_durable SET status = 'done', children_pending = 0,
+              updated_at = now() - interval '30 minutes' WHERE id = $1`,
+      [parent],
+    );
+    const recent = await endedRow('done', 0);
+    expect((await sweep.run(() => false, 'floor')).moved.instances).toBe(1);
+    expect(await isHot(recent)).toBe(false);
+    // Passes 3 to 10 start at their floors, behind which the child waits (and its parent for it).
+    for (let pass = 3; pass <= FULL_SWEEP_EVERY; pass++) {
+      expect((await sweep.run(() => false, 'floor')).moved.instances).toBe(0);
+      expect(await isHot(child)).toBe(true);
+    }
+    expect((await sweep.run(() => false, 'floor')).moved.instances).toBe(1);
+    expect(await isHot(child)).toBe(false);
+    // The floor is lowered to the end of the parent whose child left: the next pass takes it.
+    expect((await sweep.run(() => false, 'floor')).moved.instances).toBe(1);
+    expect(await isHot(parent)).toBe(false);
   });
 });
