@@ -46,7 +46,7 @@ export class GarbageCollector {
       readonly retention: RetentionOverride;
     }[] = [],
   ) {
-    this.periodic = new PeriodicTask(config.interval, () => this.sweep());
+    this.periodic = new PeriodicTask(config.interval, () => this.sweep('floor'));
     this.archive =
       config.archive === 'off'
         ? null
@@ -77,8 +77,12 @@ export class GarbageCollector {
 
   private stopping = false;
 
-  /** Sweeps until a batch comes back short; returns rows deleted. */
-  async sweep(): Promise<number> {
+  /**
+   * Sweeps until a batch comes back short; returns rows deleted. The archive's pass is full
+   * (`'full'`, the default: a call from outside) or walks from its floor (`'floor'`: the
+   * periodic sweep; lib/runtime/archive-sweep.ts).
+   */
+  async sweep(archiveScan: 'floor' | 'full' = 'full'): Promise<number> {
     let count = 0;
     let swept = false;
     try {
@@ -101,7 +105,7 @@ export class GarbageCollector {
     }
     if (this.archive && !this.stopping) {
       try {
-        const pass = await this.archive.run(() => this.stopping);
+        const pass = await this.archive.run(() => this.stopping, archiveScan);
         if (pass.moved.instances + pass.created + pass.dropped > 0) {
           this.telemetry.emit(
             'gc:archived',

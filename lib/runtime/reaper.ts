@@ -8,8 +8,16 @@ import type { Telemetry } from '../telemetry/telemetry';
 import { fireAwaitDeadlines } from './await-deadlines';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import { PeriodicTask } from './periodic-task';
+import { SweepFloor } from './sweep-floor';
 
 const BATCH = 10_000;
+
+/**
+ * How far behind the previous sweep's `now()` the next one starts (docs/design.md §17.2): a
+ * lease is its claim's or heartbeat's `now()` plus the lease TTL, so only a claim or heartbeat
+ * whose transaction committed more than TTL + this late writes one behind the floor.
+ */
+export const REAP_FLOOR_SLACK_MS = 5_000;
 
 /**
  * Every `reaper.interval`: expired leases back to runnable with attempt + 1 (rows at the
@@ -17,6 +25,9 @@ const BATCH = 10_000;
  * then overdue await deadlines (docs/design.md §8.5, §17.2), then due instance deadlines
  * (docs/operations-control.md "Instance deadlines"). Skip-locked (the instance deadlines: each
  * row locked and checked again), so several reapers in a cluster are safe.
+ * The periodic sweeps scan expired leases from a floor ({@link SweepFloor}: the previous
+ * sweep's `now()` less {@link REAP_FLOOR_SLACK_MS}, lowered to a row it left), the first and
+ * every tenth one in full (docs/design.md §17.2); a sweep called directly is full.
  */
 export class Reaper {
   private readonly periodic: PeriodicTask;
@@ -45,8 +56,10 @@ export class Reaper {
     /** Fires the due instance deadlines (docs/operations-control.md "Instance deadlines"); answers how many it ended or moved. */
     private readonly fireInstanceDeadlines: () => Promise<number> = () => Promise.resolve(0),
   ) {
-    this.periodic = new PeriodicTask(interval, () => this.sweep());
+    this.periodic = new PeriodicTask(interval, () => this.sweep('floor'));
   }
+
+  private readonly floor = new SweepFloor(REAP_FLOOR_SLACK_MS);
 
   start(): void {
     this.lastSweepAt = Date.now();
@@ -70,9 +83,11 @@ export class Reaper {
   /**
    * One sweep; returns what it did (also used by tests and the testing helpers): `poisoned`
    * counts poison pills failed; rows whose cancel was requested and whose lease ran out are
-   * cancelled (docs/design.md §27.2) and counted in neither.
+   * cancelled (docs/design.md §27.2) and counted in neither. `'full'` (the default, a call from
+   * outside) scans every expired lease; `'floor'` (the periodic sweep) scans from where the
+   * floor says, a full sweep when it says so.
    */
-  async sweep(): Promise<{
+  async sweep(scan: 'floor' | 'full' = 'full'): Promise<{
     reaped: number;
     poisoned: number;
     timeouts: number;
@@ -87,8 +102,9 @@ export class Reaper {
       // One transaction: a row failed as a poison pill commits together with its inbox consume
       // and its parent's join, or not at all (a terminal child whose join was lost would leave
       // its parent awaiting_children forever). The next sweep retries a rolled-back reap.
-      const { rows, failed } = await this.sql.transaction(async (tx) => {
-        const reapedRows = await REAP_EXPIRED.run(
+      const from = scan === 'full' ? null : this.floor.start();
+      const { rows, failed, swept } = await this.sql.transaction(async (tx) => {
+        const sweep = await REAP_EXPIRED.run(
           this.sql,
           {
             maxReaps: this.maxReaps,
@@ -96,9 +112,11 @@ export class Reaper {
             spreadMs: this.spreadMs,
             historyOff: this.history.off,
             historyFull: this.history.full,
+            from,
           },
           tx,
         );
+        const reapedRows = sweep.rows;
         if (FAULTS_ENABLED) {
           await faultPoint('reaper.afterSelect', { ids: reapedRows.map((r) => r.id) });
         }
@@ -112,7 +130,13 @@ export class Reaper {
             for (const p of woken) if (p.status === 'runnable') queues.add(p.queue);
           }
         }
-        return { rows: reapedRows, failed: poisonedRows };
+        return { rows: reapedRows, failed: poisonedRows, swept: sweep };
+      });
+      // Learnt after the commit: a rolled-back sweep leaves the floor where it was.
+      this.floor.learn(from, {
+        cutoff: swept.dbNow,
+        complete: swept.seen < BATCH,
+        left: swept.left,
       });
       reaped = rows.length - failed.length;
       const cancelled = failed.filter((r) => r.status === 'cancelled');

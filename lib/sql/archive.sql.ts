@@ -53,13 +53,34 @@ export interface ArchiveMoved {
   readonly chunks: number;
 }
 
+interface ArchiveBatchRecord extends ArchiveMoved {
+  db_now: number;
+  parents_at: number | null;
+}
+
+/** What one ARCHIVE_MOVE batch did, and what the archive's floor learns from it. */
+export interface ArchiveBatch extends ArchiveMoved {
+  /** The statement's `now()`. */
+  readonly dbNow: Date;
+  /** The earliest end of a `done` parent of a moved row (it may move now that they left). */
+  readonly parentsAt: Date | undefined;
+}
+
 /**
  * The archive sweep (docs/archive.md): moves up to `$2` ended rows, oldest end first, from the
  * hot table into gen_durable_archive, with their history and stream chunks, in one statement.
  * A row moves when
  * - it is `done` (a `failed` or `cancelled` row stays: `retry` acts on it in the hot table) and
  *   ended `$1` ms ago at least: gen_durable_gc `(updated_at)` WHERE not live, walked oldest
- *   first;
+ *   first from `$8`, the archive's floor (lib/runtime/sweep-floor.ts; `'-infinity'` for a full
+ *   pass), always an index condition so the planner starts the index there: under a pinned xmin
+ *   horizon the entries of the rows moved since the pin stay at the low end, dead but not
+ *   prunable, and a walk from the low end visits each one's heap tuple (the walk also passes
+ *   every retained `failed` and `cancelled` row, which never moves). The answer's `db_now` (the
+ *   statement's `now()`) gives the floor of the next pass, and `parents_at` (the earliest end
+ *   of a `done` parent of a moved row: PK probes, its status written `::text` so that no plan
+ *   reads min() off gen_durable_gc) lowers it, so the next pass takes a parent
+ *   whose children just left;
  * - it holds no correlation key in its scope (`correlation_guard IS NULL`: a key whose scope
  *   keeps finished holders stays enforced by the unique index gen_durable_correlation) and no
  *   dedup window is open on it (`dedup_until` passed): dedup scopes keep their meaning because
@@ -93,6 +114,7 @@ export const ARCHIVE_MOVE = sql(
        ) x
       WHERE g.status NOT IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
         AND g.status NOT IN ('failed', 'cancelled')
+        AND g.updated_at >= $8::timestamptz
         AND g.updated_at < now() - make_interval(secs => $1::float8 / 1000)
         AND g.correlation_guard IS NULL
         AND (g.dedup_until IS NULL OR g.dedup_until <= now())
@@ -125,9 +147,20 @@ export const ARCHIVE_MOVE = sql(
    )
    SELECT (SELECT count(*) FROM archived)::int AS instances,
           (SELECT count(*) FROM history)::int AS history,
-          (SELECT count(*) FROM chunks)::int AS chunks`,
+          (SELECT count(*) FROM chunks)::int AS chunks,
+          (extract(epoch FROM now()) * 1000)::float8 AS db_now,
+          (SELECT extract(epoch FROM min(p.updated_at)) * 1000 FROM {schema}.gen_durable p
+            WHERE p.id = ANY (ARRAY(SELECT m.parent_id FROM moved m WHERE m.parent_id IS NOT NULL))
+              AND p.status::text = 'done')::float8 AS parents_at`,
   {
-    params: (i: ArchiveRetention & { readonly afterMs: number; readonly limit: number }) => [
+    params: (
+      i: ArchiveRetention & {
+        readonly afterMs: number;
+        readonly limit: number;
+        /** Where the walk of gen_durable_gc starts (the archive's floor); null or absent: a full pass. */
+        readonly from?: Date | null;
+      },
+    ) => [
       i.afterMs,
       i.limit,
       i.retention.done,
@@ -135,8 +168,17 @@ export const ARCHIVE_MOVE = sql(
       i.overrides.map((o) => o.fsm),
       i.overrides.map((o) => o.retention.done ?? null),
       i.overrides.map((o) => o.retention.cancelled ?? null),
+      i.from ?? '-infinity',
     ],
-    decode: (rows: readonly ArchiveMoved[]): ArchiveMoved =>
-      rows[0] ?? { instances: 0, history: 0, chunks: 0 },
+    decode: (rows: readonly ArchiveBatchRecord[]): ArchiveBatch => {
+      const r = rows[0];
+      return {
+        instances: r?.instances ?? 0,
+        history: r?.history ?? 0,
+        chunks: r?.chunks ?? 0,
+        dbNow: r !== undefined ? new Date(r.db_now) : new Date(),
+        parentsAt: r?.parents_at != null ? new Date(r.parents_at) : undefined,
+      };
+    },
   },
 );

@@ -10,16 +10,24 @@ export interface HeldClaim {
   readonly claimSeq: string;
 }
 
-interface ReapedRecord {
-  id: string;
-  status: DurableStatus;
-  parent_id: string | null;
-  queue: string;
-  fsm: string;
-  step: string;
-  reaps: number;
-  suspected: boolean;
-}
+/** One answer row of REAP_EXPIRED: the sweep's own columns, and a reaped row's (id null: none). */
+type ReapRecord = {
+  db_now: number;
+  seen: number;
+  left_at: number | null;
+} & (
+  | {
+      id: string;
+      status: DurableStatus;
+      parent_id: string | null;
+      queue: string;
+      fsm: string;
+      step: string;
+      reaps: number;
+      suspected: boolean;
+    }
+  | { id: null }
+);
 
 /** A row REAP_EXPIRED took back: runnable again, or failed as a poison pill. */
 export interface ReapedRow {
@@ -36,6 +44,18 @@ export interface ReapedRow {
    * (docs/design.md §26.5).
    */
   readonly suspected: boolean;
+}
+
+/** What one REAP_EXPIRED sweep did, and what the reaper's floor learns from it. */
+export interface ReapSweep {
+  /** The rows it took back. */
+  readonly rows: ReapedRow[];
+  /** The statement's `now()`: the upper end of the range it scanned. */
+  readonly dbNow: Date;
+  /** Expired rows it locked (at most its limit): the limit reached means more may be in range. */
+  readonly seen: number;
+  /** The earliest lease of a row it locked but left (its parent busy), if any. */
+  readonly left: Date | undefined;
 }
 
 interface HeartbeatRecord {
@@ -235,6 +255,15 @@ export const RELEASE_CLAIMS = sql(
  * Reaper (docs/design.md §17.2, §26.5): expired leases (index gen_durable_lease) back to runnable with
  * attempt + 1, claimed in id order, skip-locked (a parent locked mid-spawn is skipped). `$1` =
  * the poison-pill cap, `$2` = batch.
+ * The scan of gen_durable_lease starts at `$6`, the reaper's floor (lib/runtime/sweep-floor.ts;
+ * `'-infinity'` for a full sweep), always an index condition so the planner starts the index
+ * there: under a pinned xmin horizon the index holds a dead entry per claim and heartbeat since
+ * the pin, all with leases in the past, which a scan from the low end visits one by one. The
+ * answer carries the sweep's own columns on every row, or on one row with a NULL id when
+ * nothing was reaped (`sweep` LEFT JOIN `reaped`): `db_now` (the statement's `now()`), `seen`
+ * (expired rows locked: `$2` of them means more may wait) and `left_at` (the earliest lease of a
+ * locked row left behind because its parent was busy), from which the floor of the next sweep
+ * follows.
  * Only losses that can be the row's own count (finding F-R11): its first, and any later one
  * whose step was running under the lost claim (`started_seq = claim_seq`: MARK_STEP_STARTED,
  * not yet cleared by CLEAR_STEP_STARTED). A row lost while buffered, prefetched, queued behind
@@ -267,9 +296,9 @@ export const REAP_EXPIRED = sql(
   'reap_expired',
   `WITH expired AS (
      SELECT id, reaps = 0 OR started_seq IS NOT DISTINCT FROM claim_seq AS counts, suspect, reaps,
-            locked_by, attempt, parent_id, cancel_requested_at IS NOT NULL AS requested
+            locked_by, attempt, parent_id, cancel_requested_at IS NOT NULL AS requested, lease_expires_at
        FROM {schema}.gen_durable
-      WHERE status = 'executing' AND lease_expires_at < now()
+      WHERE status = 'executing' AND lease_expires_at >= $6::timestamptz AND lease_expires_at < now()
       ORDER BY id
       LIMIT $2
       FOR NO KEY UPDATE SKIP LOCKED
@@ -312,8 +341,14 @@ export const REAP_EXPIRED = sql(
             r.full_state
        FROM reaped r
       WHERE NOT (r.fsm = ANY (COALESCE($4::text[], '{}')))
+   ), sweep AS (
+     SELECT (extract(epoch FROM now()) * 1000)::float8 AS db_now,
+            (SELECT count(*) FROM expired)::int AS seen,
+            (SELECT extract(epoch FROM min(e.lease_expires_at)) * 1000 FROM expired e
+              WHERE NOT EXISTS (SELECT 1 FROM reaped r WHERE r.id = e.id))::float8 AS left_at
    )
-   SELECT id, status, parent_id, queue, fsm, step, reaps, suspected FROM reaped`,
+   SELECT s.db_now, s.seen, s.left_at, r.id, r.status, r.parent_id, r.queue, r.fsm, r.step, r.reaps, r.suspected
+     FROM sweep s LEFT JOIN reaped r ON true`,
   {
     params: (i: {
       readonly maxReaps: number;
@@ -322,10 +357,21 @@ export const REAP_EXPIRED = sql(
       /** FSM names whose history is `'off'` (no row) and `'full'` (with the state), §28.1. */
       readonly historyOff?: readonly string[];
       readonly historyFull?: readonly string[];
-    }) => [i.maxReaps, i.limit, i.spreadMs, i.historyOff ?? [], i.historyFull ?? []],
-    decode: (rows: readonly ReapedRecord[]): ReapedRow[] => {
+      /** Where the scan of gen_durable_lease starts (the reaper's floor); null or absent: a full sweep. */
+      readonly from?: Date | null;
+    }) => [
+      i.maxReaps,
+      i.limit,
+      i.spreadMs,
+      i.historyOff ?? [],
+      i.historyFull ?? [],
+      i.from ?? '-infinity',
+    ],
+    decode: (records: readonly ReapRecord[]): ReapSweep => {
       const out: ReapedRow[] = [];
-      for (const r of rows) {
+      const first = records[0];
+      for (const r of records) {
+        if (r.id === null) continue;
         out.push({
           id: r.id,
           status: r.status,
@@ -337,7 +383,12 @@ export const REAP_EXPIRED = sql(
           suspected: r.suspected,
         });
       }
-      return out;
+      return {
+        rows: out,
+        dbNow: first !== undefined ? new Date(first.db_now) : new Date(),
+        seen: first?.seen ?? 0,
+        left: first?.left_at != null ? new Date(first.left_at) : undefined,
+      };
     },
   },
 );

@@ -388,7 +388,7 @@ describe('cancel and retry races on real connections, all permutations (docs/des
           reaper: [
             begin('r_begin'),
             step('r_reap', async ({ session }) => {
-              const rows = await REAP_EXPIRED.run(session, REAP);
+              const { rows } = await REAP_EXPIRED.run(session, REAP);
               await riders(session, rows);
               return rows;
             }),

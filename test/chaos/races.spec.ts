@@ -288,7 +288,9 @@ describe('R0 races on real connections, all permutations', () => {
         name: 'reaper-vs-parent-mid-spawn',
         sessions: {
           flush,
-          reaper: [step('r_reap', ({ session }) => REAP_EXPIRED.run(session, REAP))],
+          reaper: [
+            step('r_reap', ({ session }) => REAP_EXPIRED.run(session, REAP).then((s) => s.rows)),
+          ],
         },
         async setup(pool) {
           await pool.query('TRUNCATE gen_durable CASCADE');
@@ -382,7 +384,11 @@ describe('R0 races on real connections, all permutations', () => {
         ),
         commit('t1_commit'),
       ];
-      const reaper = [step<FenceVars>('r_reap', ({ session }) => REAP_EXPIRED.run(session, REAP))];
+      const reaper = [
+        step<FenceVars>('r_reap', ({ session }) =>
+          REAP_EXPIRED.run(session, REAP).then((s) => s.rows),
+        ),
+      ];
       const claimer = [
         step<FenceVars>('c_claim', async ({ session, vars }) => {
           const rows = await claimOn(session, vars.queue, second, { batch: 10 });
@@ -695,7 +701,9 @@ describe('R0 races on real connections, all permutations', () => {
               }),
             ),
           ],
-          reaper: [step('r_reap', ({ session }) => REAP_EXPIRED.run(session, REAP))],
+          reaper: [
+            step('r_reap', ({ session }) => REAP_EXPIRED.run(session, REAP).then((s) => s.rows)),
+          ],
         },
         async setup(pool) {
           await pool.query('TRUNCATE gen_durable CASCADE');
@@ -715,7 +723,7 @@ describe('R0 races on real connections, all permutations', () => {
           else expect(final).toMatchObject({ status: 'executing', attempt: 0, locked_by: W });
           if (!renewed && !reaped) {
             // Both were skipped under the foreign lock: the next sweep reaps the row.
-            expect(await REAP_EXPIRED.run(poolRunner(pool), REAP)).toEqual([
+            expect((await REAP_EXPIRED.run(poolRunner(pool), REAP)).rows).toEqual([
               expect.objectContaining({ id: vars.id, status: 'runnable' }),
             ]);
           }

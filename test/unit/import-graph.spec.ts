@@ -43,6 +43,7 @@ export const LEAF_FILES = [
   'lib/instance/queue-status.ts',
   'lib/limiter/limiter.interface.ts',
   'lib/runtime/fault-points.ts',
+  'lib/runtime/sweep-floor.ts',
   'lib/schema/index-build.ts',
 ] as const;
 
