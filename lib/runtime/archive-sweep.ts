@@ -16,9 +16,11 @@ const GRAIN_MS = { hour: 3_600_000, day: 86_400_000 } as const;
 /**
  * How far behind the previous pass's cutoff (`now() - archiveAfter`) the next one starts
  * (docs/archive.md): a row's `updated_at` is its ending transaction's `now()`, so only an end
- * committed more than this late (a long host transaction) lands behind the floor.
+ * committed more than this late (a long transactional step) lands behind the floor and waits
+ * for the next full pass. Each bounded pass re-walks the entries of this much time that the
+ * pass before moved (dead under a pinned horizon), so it is kept short.
  */
-export const ARCHIVE_FLOOR_SLACK_MS = 60_000;
+export const ARCHIVE_FLOOR_SLACK_MS = 5_000;
 
 /** What one archive pass did (docs/archive.md). */
 export interface ArchivePass {
@@ -79,6 +81,9 @@ export class ArchiveSweep {
     });
     const dropped = await ARCHIVE_DROP_EXPIRED.run(this.sql, {});
     const from = scan === 'full' ? null : this.floor.start();
+    // Each batch after the first starts at the latest end the one before moved: the rows
+    // before it that stayed were passed over by this pass already (docs/archive.md).
+    let batchFrom = from;
     let instances = 0;
     let history = 0;
     let chunks = 0;
@@ -89,8 +94,11 @@ export class ArchiveSweep {
         limit: this.config.batch,
         retention: this.config.retention,
         overrides: this.config.overrides,
-        from,
+        from: batchFrom,
       });
+      if (batch.lastAt !== undefined && (batchFrom === null || batch.lastAt > batchFrom)) {
+        batchFrom = batch.lastAt;
+      }
       instances += batch.instances;
       history += batch.history;
       chunks += batch.chunks;

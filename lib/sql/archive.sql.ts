@@ -56,6 +56,7 @@ export interface ArchiveMoved {
 interface ArchiveBatchRecord extends ArchiveMoved {
   db_now: number;
   parents_at: number | null;
+  last_at: number | null;
 }
 
 /** What one ARCHIVE_MOVE batch did, and what the archive's floor learns from it. */
@@ -64,6 +65,11 @@ export interface ArchiveBatch extends ArchiveMoved {
   readonly dbNow: Date;
   /** The earliest end of a `done` parent of a moved row (it may move now that they left). */
   readonly parentsAt: Date | undefined;
+  /**
+   * The latest end among the rows it moved (truncated to the ms), or undefined for none: the
+   * next batch of the same pass starts there, not at the pass's floor.
+   */
+  readonly lastAt: Date | undefined;
 }
 
 /**
@@ -80,7 +86,8 @@ export interface ArchiveBatch extends ArchiveMoved {
  *   statement's `now()`) gives the floor of the next pass, and `parents_at` (the earliest end
  *   of a `done` parent of a moved row: PK probes, its status written `::text` so that no plan
  *   reads min() off gen_durable_gc) lowers it, so the next pass takes a parent
- *   whose children just left;
+ *   whose children just left; `last_at` (the latest end moved) is where the pass's next batch
+ *   starts, so a pass of many batches does not re-walk the entries its earlier batches left;
  * - it holds no correlation key in its scope (`correlation_guard IS NULL`: a key whose scope
  *   keeps finished holders stays enforced by the unique index gen_durable_correlation) and no
  *   dedup window is open on it (`dedup_until` passed): dedup scopes keep their meaning because
@@ -151,7 +158,8 @@ export const ARCHIVE_MOVE = sql(
           (extract(epoch FROM now()) * 1000)::float8 AS db_now,
           (SELECT extract(epoch FROM min(p.updated_at)) * 1000 FROM {schema}.gen_durable p
             WHERE p.id = ANY (ARRAY(SELECT m.parent_id FROM moved m WHERE m.parent_id IS NOT NULL))
-              AND p.status::text = 'done')::float8 AS parents_at`,
+              AND p.status::text = 'done')::float8 AS parents_at,
+          (SELECT extract(epoch FROM max(m.updated_at)) * 1000 FROM moved m)::float8 AS last_at`,
   {
     params: (
       i: ArchiveRetention & {
@@ -178,6 +186,7 @@ export const ARCHIVE_MOVE = sql(
         chunks: r?.chunks ?? 0,
         dbNow: r !== undefined ? new Date(r.db_now) : new Date(),
         parentsAt: r?.parents_at != null ? new Date(r.parents_at) : undefined,
+        lastAt: r?.last_at != null ? new Date(r.last_at) : undefined,
       };
     },
   },

@@ -9,6 +9,7 @@ import {
 } from '../../lib/sql/claim.sql';
 import { RELEASE_CLAIMS } from '../../lib/sql/lease.sql';
 import { renderStatement } from '../../lib/sql/statement';
+import { explainBuffers } from '../support/explain-plan';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The claim floor on a real PostgreSQL (docs/design.md §5.3.1). Under a pinned xmin horizon the
@@ -54,19 +55,8 @@ describe('the claim floor', () => {
   }
 
   /** Shared buffers (hit + read) the claim touched, from EXPLAIN (ANALYZE, BUFFERS), rolled back. */
-  async function buffers(input: ClaimInput): Promise<number> {
-    await client.query('BEGIN');
-    try {
-      const { rows } = await client.query<{ 'QUERY PLAN': { Plan: Record<string, number> }[] }>({
-        text: `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${renderStatement(CLAIM_RUNNABLE, 'public')}`,
-        values: CLAIM_RUNNABLE.params(input),
-      });
-      const plan = rows[0]!['QUERY PLAN'][0]!.Plan;
-      return plan['Shared Hit Blocks']! + plan['Shared Read Blocks']!;
-    } finally {
-      await client.query('ROLLBACK');
-    }
-  }
+  const buffers = (input: ClaimInput): Promise<number> =>
+    explainBuffers(client, CLAIM_RUNNABLE, input);
 
   it('under a pinned horizon, a claim from the floor skips the entries a full scan visits', async () => {
     const queue = 'pinned';

@@ -1,13 +1,14 @@
 import type { PoolClient } from 'pg';
 
 import { SqlExecutor } from '../../lib/db/sql-executor';
-import { ArchiveSweep } from '../../lib/runtime/archive-sweep';
+import { ARCHIVE_FLOOR_SLACK_MS, ArchiveSweep } from '../../lib/runtime/archive-sweep';
 import { Reaper, REAP_FLOOR_SLACK_MS } from '../../lib/runtime/reaper';
 import { FULL_SWEEP_EVERY } from '../../lib/runtime/sweep-floor';
 import { ARCHIVE_EXTEND, ARCHIVE_MOVE } from '../../lib/sql/archive.sql';
 import { REAP_EXPIRED } from '../../lib/sql/lease.sql';
-import { renderStatement, type TypedStatement } from '../../lib/sql/statement';
+import type { TypedStatement } from '../../lib/sql/statement';
 import { Telemetry } from '../../lib/telemetry/telemetry';
+import { explainBuffers } from '../support/explain-plan';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The two periodic sweeps over a time-ordered index — the reaper over gen_durable_lease
@@ -76,25 +77,9 @@ describe('periodic sweeps under a pinned horizon', () => {
     return rows[0]!.now;
   }
 
-  /** Shared buffers the statement touched, prepared and run six times (the generic plan), rolled back. */
-  async function buffers<I>(statement: TypedStatement<I, unknown>, input: I): Promise<number> {
-    let last = 0;
-    for (let run = 0; run < 6; run++) {
-      await client.query('BEGIN');
-      try {
-        const { rows } = await client.query<{ 'QUERY PLAN': { Plan: Record<string, number> }[] }>({
-          name: `explain_${statement.name}`,
-          text: `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${renderStatement(statement, 'public')}`,
-          values: statement.params(input),
-        });
-        const plan = rows[0]!['QUERY PLAN'][0]!.Plan;
-        last = plan['Shared Hit Blocks']! + plan['Shared Read Blocks']!;
-      } finally {
-        await client.query('ROLLBACK');
-      }
-    }
-    return last;
-  }
+  /** Shared buffers the statement touched, prepared and run six times (the generic plan). */
+  const buffers = <I>(statement: TypedStatement<I, unknown>, input: I): Promise<number> =>
+    explainBuffers(client, statement, input, { runs: 6 });
 
   const reap = (from: Date | null) => ({
     maxReaps: 5,
@@ -119,7 +104,7 @@ describe('periodic sweeps under a pinned horizon', () => {
 
   it('the archive move from its floor reads few buffers where a full pass walks the moved rows', async () => {
     const full = await buffers(ARCHIVE_MOVE, { ...archive, from: null });
-    const floor = new Date((await dbNow()).getTime() - 60_000);
+    const floor = new Date((await dbNow()).getTime() - ARCHIVE_FLOOR_SLACK_MS);
     const bounded = await buffers(ARCHIVE_MOVE, { ...archive, from: floor });
     expect(full).toBeGreaterThan(1_000);
     expect(bounded).toBeLessThan(300);

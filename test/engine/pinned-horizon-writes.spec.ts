@@ -2,7 +2,8 @@ import type { PoolClient } from 'pg';
 
 import { HEARTBEAT, RELEASE_CLAIMS } from '../../lib/sql/lease.sql';
 import { FLUSH_TRANSITIONS, type TransitionWrite } from '../../lib/sql/outcome.sql';
-import { renderStatement, type TypedStatement } from '../../lib/sql/statement';
+import type { TypedStatement } from '../../lib/sql/statement';
+import { explainBuffers } from '../support/explain-plan';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The statements a worker runs on the rows it holds — the flush, the heartbeat, the release —
@@ -58,27 +59,13 @@ describe('worker writes under a pinned horizon', () => {
     await db.drop();
   });
 
-  /** Shared buffers the statement touched, prepared and run six times (the generic plan), rolled back. */
-  async function buffers<I>(statement: TypedStatement<I, unknown>, input: I): Promise<number> {
-    let last = 0;
-    for (let run = 0; run < 6; run++) {
-      await client.query('BEGIN');
-      try {
-        const { rows } = await client.query<{ 'QUERY PLAN': { Plan: Record<string, number> }[] }>({
-          name: `explain_${statement.name}`,
-          text: `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${renderStatement(statement, 'public')}`,
-          values: statement.params(input),
-        });
-        const plan = rows[0]!['QUERY PLAN'][0]!.Plan;
-        last = plan['Shared Hit Blocks']! + plan['Shared Read Blocks']!;
-        // Whatever the statistics say, no plan may read gen_durable_lease.
-        expect(JSON.stringify(plan)).not.toContain('gen_durable_lease');
-      } finally {
-        await client.query('ROLLBACK');
-      }
-    }
-    return last;
-  }
+  /** Shared buffers the statement touched, prepared and run six times (the generic plan). */
+  const buffers = <I>(statement: TypedStatement<I, unknown>, input: I): Promise<number> =>
+    explainBuffers(client, statement, input, {
+      runs: 6,
+      // Whatever the statistics say, no plan may read gen_durable_lease.
+      check: (plan) => expect(plan).not.toContain('gen_durable_lease'),
+    });
 
   it('the dead lease entries are there to be walked', async () => {
     const { rows } = await client.query<{ 'QUERY PLAN': { Plan: Record<string, number> }[] }>(

@@ -7,6 +7,7 @@ const MODULES: Record<string, [string, string]> = {
   'gen-durable:tuned': ['./gen-durable', 'genDurableTuned'],
   'gen-durable:direct-insert': ['./gen-durable', 'genDurableDirectInsert'],
   raw: ['./raw', 'rawAdapter'],
+  'raw:batch50': ['./raw', 'rawBatch50Adapter'],
   'graphile-worker': ['./graphile', 'graphileDefault'],
   'graphile-worker:batched': ['./graphile', 'graphileBatched'],
   'pg-boss:b1': ['./pgboss', 'pgBoss1'],
