@@ -81,8 +81,9 @@ export class ArchiveSweep {
     });
     const dropped = await ARCHIVE_DROP_EXPIRED.run(this.sql, {});
     const from = scan === 'full' ? null : this.floor.start();
-    // Each batch after the first starts at the latest end the one before moved: the rows
-    // before it that stayed were passed over by this pass already (docs/archive.md).
+    // Each batch after the first starts at the latest end the one before moved (the rows before
+    // it that stayed were passed over by this pass already), or at the end of a `done` parent
+    // of a row it moved, if earlier (docs/archive.md).
     let batchFrom = from;
     let instances = 0;
     let history = 0;
@@ -98,6 +99,10 @@ export class ArchiveSweep {
       });
       if (batch.lastAt !== undefined && (batchFrom === null || batch.lastAt > batchFrom)) {
         batchFrom = batch.lastAt;
+      }
+      // …unless a `done` parent of a row it moved ended before that: it may go now.
+      if (batchFrom !== null && batch.parentsAt !== undefined && batch.parentsAt < batchFrom) {
+        batchFrom = batch.parentsAt;
       }
       instances += batch.instances;
       history += batch.history;
