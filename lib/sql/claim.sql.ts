@@ -254,7 +254,9 @@ interface ChildRecord {
  *   scan of the table; the OR keeps the estimate at the share of rows without a key (the
  *   probe runs only for a row with one). The K = 1 probe ends in `OFFSET 0`, so the planner
  *   keeps it a per-row probe by key instead of hashing every executing key once per claim (an
- *   EXISTS it can simplify becomes `NOT (key = ANY (hashed SubPlan))`).
+ *   EXISTS it can simplify becomes `NOT (key = ANY (hashed SubPlan))`). The two guards are the
+ *   fragments `notBusy` and `noOlderHolder`, shared with CLAIM_FAIR, as are `kept` and the
+ *   claim's write (`keptOnePerKey`, `claimKept`).
  * - A held row (`held_at`, docs/operations-control.md "Hold and release") is filtered out of
  *   the same scan (a heap filter, so the pick index still serves it): it stays runnable and
  *   is skipped by every claim until released; held rows rarely pile up, and each one due
@@ -308,38 +310,16 @@ export const CLAIM_RUNNABLE = sql(
        FROM {schema}.gen_durable g
       WHERE g.queue = $1 AND g.status = 'runnable' AND g.eligible_at <= now()
         AND (g.priority, g.eligible_at) >= ($6::smallint, $7::timestamptz)
-        AND (g.concurrency_key IS NULL OR COALESCE(g.concurrency_name = ANY ($5::text[]), false)
-             OR NOT EXISTS (
-               SELECT 1 FROM {schema}.gen_durable h
-                WHERE h.concurrency_key = g.concurrency_key
-                  AND h.status = 'executing' AND h.concurrency_key IS NOT NULL AND h.concurrency_shard IS NULL
-               OFFSET 0))
-        AND (g.sequence_key IS NULL OR NOT EXISTS (
-               SELECT 1 FROM {schema}.gen_durable a
-                WHERE a.sequence_key = g.sequence_key AND a.id < g.id AND ${holdsKey('a')}))
+        AND ${notBusy('g')}
+        AND ${noOlderHolder('g')}
         AND g.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
       ORDER BY g.priority, g.eligible_at
       LIMIT $2
       FOR NO KEY UPDATE OF g SKIP LOCKED
    ), kept AS (
-     SELECT c.tid, c.gated
-       FROM (SELECT c.*, row_number() OVER (PARTITION BY c.concurrency_key
-                                            ORDER BY c.priority, c.eligible_at, c.id) AS rn
-               FROM cand c) c
-      WHERE c.concurrency_key IS NULL OR c.gated OR c.rn = 1
+     ${keptOnePerKey('cand')}
    ), claimed AS (
-     UPDATE {schema}.gen_durable g
-        SET status = 'executing', locked_by = $3,
-            lease_expires_at = now() + make_interval(secs => $4::float8 / 1000),
-            concurrency_shard = CASE WHEN kept.gated THEN 0 END,
-            claim_seq = g.claim_seq + 1, updated_at = now()
-       FROM kept
-      WHERE g.ctid = kept.tid
-      RETURNING g.id, g.fsm, g.fsm_version, g.step, g.state, g.attempt, g.awaits, g.queue,
-                g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
-                g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, g.suspect, g.trace_context,
-                CASE WHEN g.progress->>'step' = g.step THEN g.progress->'value' END AS last_progress,
-                kept.gated, g.fairness_key
+     ${claimKept({ tidArray: false, returning: '' })}
    )
    SELECT ${ANSWER_COLUMNS},
           (SELECT head.priority FROM head) AS head_priority,
@@ -512,8 +492,7 @@ export const CLAIM_FAIR = sql(
                     AND x.eligible_at <= now() AND x.held_at IS NULL
                   ORDER BY x.fairness_key, x.priority, x.eligible_at
                   LIMIT $2) g
-           ${busyProbe('g')}
-          WHERE k.busy IS NULL
+          WHERE ${notBusy('g')}
        ) c
    ), plain AS (
      SELECT NULL::text AS fkey, (SELECT min(h.vtime) FROM heads h) AS vtime, c.tid, c.id,
@@ -528,8 +507,7 @@ export const CLAIM_FAIR = sql(
                     AND x.held_at IS NULL AND NOT (SELECT pause.paused FROM pause)
                   ORDER BY x.priority, x.eligible_at
                   LIMIT $2 * 4) g
-           ${busyProbe('g')}
-          WHERE k.busy IS NULL AND g.fairness_key IS NULL
+          WHERE g.fairness_key IS NULL AND ${notBusy('g')}
        ) c
    ), ranked AS (
      SELECT u.*, COALESCE(u.vtime, 0) + sum(1.0::float8 / u.fairness_weight)
@@ -544,29 +522,13 @@ export const CLAIM_FAIR = sql(
      SELECT g.ctid AS tid, g.concurrency_key, g.priority, g.eligible_at, g.id, p.gated
        FROM pick p
        JOIN {schema}.gen_durable g ON g.ctid = p.tid
-       ${sequenceProbe('g')}
       WHERE g.ctid = ANY (ARRAY(SELECT p2.tid FROM pick p2))
-        AND g.status = 'runnable' AND g.held_at IS NULL AND s.ahead IS NULL
+        AND g.status = 'runnable' AND g.held_at IS NULL AND ${noOlderHolder('g')}
       FOR NO KEY UPDATE OF g SKIP LOCKED
    ), kept AS (
-     SELECT c.tid, c.gated
-       FROM (SELECT c.*, row_number() OVER (PARTITION BY c.concurrency_key
-                                            ORDER BY c.priority, c.eligible_at, c.id) AS rn
-               FROM locked c) c
-      WHERE c.concurrency_key IS NULL OR c.gated OR c.rn = 1
+     ${keptOnePerKey('locked')}
    ), claimed AS (
-     UPDATE {schema}.gen_durable g
-        SET status = 'executing', locked_by = $3,
-            lease_expires_at = now() + make_interval(secs => $4::float8 / 1000),
-            concurrency_shard = CASE WHEN kept.gated THEN 0 END,
-            claim_seq = g.claim_seq + 1, updated_at = now()
-       FROM kept
-      WHERE g.ctid = kept.tid AND g.ctid = ANY (ARRAY(SELECT k2.tid FROM kept k2))
-      RETURNING g.id, g.fsm, g.fsm_version, g.step, g.state, g.attempt, g.awaits, g.queue,
-                g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
-                g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, g.suspect, g.trace_context,
-                CASE WHEN g.progress->>'step' = g.step THEN g.progress->'value' END AS last_progress,
-                kept.gated, g.fairness_key, g.fairness_weight
+     ${claimKept({ tidArray: true, returning: ', g.fairness_weight' })}
    ), served AS (
      SELECT c.fairness_key, sum(1.0::float8 / c.fairness_weight) AS cost
        FROM claimed c
@@ -607,35 +569,65 @@ export const CLAIM_FAIR = sql(
 );
 
 /**
- * The K = 1 guard of row alias `g` (docs/design.md §5.3): a LATERAL LIMIT 1 probe of
- * gen_durable_concurrency_active finding its key executing (`k.busy`), for a keyed row that no
- * gate of this node admits.
+ * The sequence guard of candidate alias `g` (docs/sequences.md), as a condition: true for a row
+ * without a `sequence_key`, or one no older row of its key (smaller id) holds (live, or failed
+ * under `'block'`): a NOT EXISTS probe of gen_durable_sequence that repeats the index's
+ * predicate (`holdsKey`), so it is index-only, run only for a row with a key.
  */
-/**
- * The sequence guard of candidate alias `g` (docs/sequences.md): `s.ahead` is 1 when an older
- * row of its `sequence_key` holds the key (live, or failed under `'block'`). A LATERAL LIMIT 1
- * probe of gen_durable_sequence (it repeats the index's predicate, so the probe is
- * index-only), joined only for a candidate with a key.
- */
-function sequenceProbe(g: string): string {
-  return `LEFT JOIN LATERAL (
-             SELECT 1 AS ahead
-               FROM {schema}.gen_durable a
-              WHERE a.sequence_key = ${g}.sequence_key AND a.id < ${g}.id
-                AND (a.status IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children')
-                     OR (a.status = 'failed' AND a.on_head_failure = 'block'))
-              LIMIT 1
-           ) s ON ${g}.sequence_key IS NOT NULL`;
+function noOlderHolder(g: string): string {
+  return `(${g}.sequence_key IS NULL OR NOT EXISTS (
+               SELECT 1 FROM {schema}.gen_durable a
+                WHERE a.sequence_key = ${g}.sequence_key AND a.id < ${g}.id AND ${holdsKey('a')}))`;
 }
 
-function busyProbe(g: string): string {
-  return `LEFT JOIN LATERAL (
-             SELECT 1 AS busy
-               FROM {schema}.gen_durable h
-              WHERE h.concurrency_key = ${g}.concurrency_key
-                AND h.status = 'executing' AND h.concurrency_key IS NOT NULL AND h.concurrency_shard IS NULL
-              LIMIT 1
-           ) k ON ${g}.concurrency_key IS NOT NULL AND NOT COALESCE(${g}.concurrency_name = ANY ($5::text[]), false)`;
+/**
+ * The K = 1 guard of candidate alias `g` (docs/design.md §5.3), as a condition: true for a row
+ * without a key, one a gate of this node admits (`$5`), or one whose key no row executes under
+ * the arbiter's predicate (a NOT EXISTS probe of gen_durable_concurrency_active, index-only). The
+ * `OFFSET 0` keeps it a per-row probe by key: an EXISTS the planner may simplify becomes
+ * `NOT (key = ANY (hashed SubPlan))`, every executing key hashed once per claim.
+ */
+function notBusy(g: string): string {
+  return `(${g}.concurrency_key IS NULL OR COALESCE(${g}.concurrency_name = ANY ($5::text[]), false)
+             OR NOT EXISTS (
+               SELECT 1 FROM {schema}.gen_durable h
+                WHERE h.concurrency_key = ${g}.concurrency_key
+                  AND h.status = 'executing' AND h.concurrency_key IS NOT NULL AND h.concurrency_shard IS NULL
+               OFFSET 0))`;
+}
+
+/**
+ * One row per raw K = 1 key among the claim's locked candidates `source` (NULL keys and gated
+ * rows all kept), the first in `(priority, eligible_at, id)` order; the others stay runnable.
+ */
+function keptOnePerKey(source: string): string {
+  return `SELECT c.tid, c.gated
+       FROM (SELECT c.*, row_number() OVER (PARTITION BY c.concurrency_key
+                                            ORDER BY c.priority, c.eligible_at, c.id) AS rn
+               FROM ${source} c) c
+      WHERE c.concurrency_key IS NULL OR c.gated OR c.rn = 1`;
+}
+
+/**
+ * The claim's write of the `kept` rows, by ctid (the rows the statement located and locked):
+ * `executing`, this worker `$3`, the lease `$4` ms, the gate's shard, the fencing token bumped
+ * (docs/design.md §26.1), answering what the step needs. `tidArray` adds `ctid = ANY (ARRAY(…))`,
+ * which makes the planner fetch the rows by TID scan where it would otherwise join; `returning`
+ * appends columns to the answer.
+ */
+function claimKept(opts: { readonly tidArray: boolean; readonly returning: string }): string {
+  return `UPDATE {schema}.gen_durable g
+        SET status = 'executing', locked_by = $3,
+            lease_expires_at = now() + make_interval(secs => $4::float8 / 1000),
+            concurrency_shard = CASE WHEN kept.gated THEN 0 END,
+            claim_seq = g.claim_seq + 1, updated_at = now()
+       FROM kept
+      WHERE g.ctid = kept.tid${opts.tidArray ? ' AND g.ctid = ANY (ARRAY(SELECT k2.tid FROM kept k2))' : ''}
+      RETURNING g.id, g.fsm, g.fsm_version, g.step, g.state, g.attempt, g.awaits, g.queue,
+                g.priority, g.eligible_at, g.concurrency_key, g.concurrency_shard, g.rate_limit,
+                g.weight, g.claim_seq, g.parent_id, g.signaled, g.reaps, g.suspect, g.trace_context,
+                CASE WHEN g.progress->>'step' = g.step THEN g.progress->'value' END AS last_progress,
+                kept.gated, g.fairness_key${opts.returning}`;
 }
 
 /**
