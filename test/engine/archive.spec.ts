@@ -9,6 +9,7 @@ import {
   type StepContext,
 } from '../../lib';
 import { bootEngine, type Harness } from '../support/engine-harness';
+import { insertRowInStatus } from '../support/rows';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The archive (docs/archive.md): a GC sweep moves done rows, with their history
@@ -67,17 +68,14 @@ describe('the archive (docs/archive.md)', () => {
   }
 
   /** Inserts a row straight into a status, `ageMs` old by updated_at. */
-  async function row(status: string, ageMs: number, parentId: string | null = null) {
-    const { rows } = await db.pool.query<{ id: string }>(
-      `INSERT INTO gen_durable (fsm, step, queue, status, parent_id, children_pending, updated_at)
-       VALUES ('archived-idle', 'start', 'archive-idle', $1::gen_durable_status, $2,
-               CASE WHEN $1::text = 'awaiting_children' THEN 1 ELSE 0 END,
-               now() - make_interval(secs => $3::float8 / 1000))
-       RETURNING id`,
-      [status, parentId, ageMs],
-    );
-    return rows[0]!.id;
-  }
+  const row = (status: string, ageMs: number, parentId: string | null = null) =>
+    insertRowInStatus(db.pool, {
+      status,
+      ageMs,
+      parentId,
+      fsm: 'archived-idle',
+      queue: 'archive-idle',
+    });
 
   it("each archive table has its hot table's columns in order, then expires_at (ARCHIVE_MOVE copies by position)", async () => {
     const columns = async (table: string) =>

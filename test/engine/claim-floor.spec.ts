@@ -10,6 +10,7 @@ import {
 import { RELEASE_CLAIMS } from '../../lib/sql/lease.sql';
 import { renderStatement } from '../../lib/sql/statement';
 import { explainBuffers } from '../support/explain-plan';
+import { pinHorizon, unpinHorizon } from '../support/rows';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The claim floor on a real PostgreSQL (docs/design.md §5.3.1). Under a pinned xmin horizon the
@@ -73,10 +74,8 @@ describe('the claim floor', () => {
       [queue],
     );
     // The pin: a transaction that took an XID, held open (a forgotten BEGIN after a write).
-    const pin = await db.pool.connect();
+    const pin = await pinHorizon(db.pool);
     try {
-      await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-      await pin.query('SELECT txid_current()');
       // 20 000 rows leave runnable while the pin holds their old versions alive.
       await db.pool.query(
         `UPDATE gen_durable SET status = 'done' WHERE queue = $1 AND eligible_at < now() - interval '30 minutes'`,
@@ -103,8 +102,7 @@ describe('the claim floor', () => {
       expect(fullBuffers).toBeGreaterThan(100);
       expect(boundedBuffers * 5).toBeLessThan(fullBuffers);
     } finally {
-      await pin.query('ROLLBACK');
-      pin.release();
+      await unpinHorizon(pin);
     }
   });
 

@@ -1,5 +1,6 @@
 import { ConfigurationError, done, DurableFsm, Step } from '../../lib';
 import { bootEngine, eventually, type Harness } from '../support/engine-harness';
+import { insertRowInStatus } from '../support/rows';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // docs/design.md §18 step 1, §25.8: GC deletes terminal rows past retention in batches (a full batch
@@ -40,21 +41,8 @@ describe('GC of terminal rows (docs/design.md §18)', () => {
   });
 
   /** Inserts a row straight into a status, `ageMs` old by updated_at. */
-  async function row(
-    status: string,
-    ageMs: number,
-    parentId: string | null = null,
-    fsm = 'collected',
-  ): Promise<string> {
-    const { rows } = await db.pool.query<{ id: string }>(
-      `INSERT INTO gen_durable (fsm, step, queue, status, parent_id, children_pending, updated_at)
-       VALUES ($4, 'start', 'gc-none', $1::gen_durable_status, $2, CASE WHEN $1::text = 'awaiting_children' THEN 1 ELSE 0 END,
-               now() - make_interval(secs => $3::float8 / 1000))
-       RETURNING id`,
-      [status, parentId, ageMs, fsm],
-    );
-    return rows[0]!.id;
-  }
+  const row = (status: string, ageMs: number, parentId: string | null = null, fsm = 'collected') =>
+    insertRowInStatus(db.pool, { status, ageMs, parentId, fsm, queue: 'gc-none' });
 
   const existing = async (ids: string[]) =>
     (

@@ -9,6 +9,7 @@ import { REAP_EXPIRED } from '../../lib/sql/lease.sql';
 import type { TypedStatement } from '../../lib/sql/statement';
 import { Telemetry } from '../../lib/telemetry/telemetry';
 import { explainBuffers } from '../support/explain-plan';
+import { insertRowInStatus, pinHorizon, unpinHorizon } from '../support/rows';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The two periodic sweeps over a time-ordered index — the reaper over gen_durable_lease
@@ -45,9 +46,7 @@ describe('periodic sweeps under a pinned horizon', () => {
     await ARCHIVE_EXTEND.run(sql, { aheadMs: 2 * DAY, grain: 'hour' });
     // The statistics a fleet has most of the time: few rows executing, few ended.
     await db.pool.query('ANALYZE gen_durable');
-    pin = await db.pool.connect();
-    await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-    await pin.query('SELECT txid_current()');
+    pin = await pinHorizon(db.pool);
     // 20 000 rows claimed (their leases since run out) and ended (since moved or retried),
     // four times, while the pin holds every version: 80 000 dead entries in each index, all
     // in the sweeps' ranges, behind their floors.
@@ -66,8 +65,7 @@ describe('periodic sweeps under a pinned horizon', () => {
     }
   });
   afterAll(async () => {
-    await pin.query('ROLLBACK');
-    pin.release();
+    await unpinHorizon(pin);
     client.release();
     await db.drop();
   });
@@ -188,17 +186,15 @@ describe('periodic sweeps under a pinned horizon', () => {
   });
 
   /** A row of its own fsm straight into a status, ended `agoMs` ago. */
-  async function endedRow(status: string, agoMs: number, parentId: string | null = null) {
-    const { rows } = await db.pool.query<{ id: string }>(
-      `INSERT INTO gen_durable (fsm, step, queue, status, parent_id, children_pending, updated_at)
-       VALUES ('archived', 'a', 'aq', $1::gen_durable_status, $2,
-               CASE WHEN $1::text = 'awaiting_children' THEN 1 ELSE 0 END,
-               now() - make_interval(secs => $3::float8 / 1000))
-       RETURNING id`,
-      [status, parentId, agoMs],
-    );
-    return rows[0]!.id;
-  }
+  const endedRow = (status: string, agoMs: number, parentId: string | null = null) =>
+    insertRowInStatus(db.pool, {
+      status,
+      ageMs: agoMs,
+      parentId,
+      fsm: 'archived',
+      step: 'a',
+      queue: 'aq',
+    });
 
   async function isHot(id: string): Promise<boolean> {
     const { rows } = await db.pool.query('SELECT 1 FROM gen_durable WHERE id = $1', [id]);

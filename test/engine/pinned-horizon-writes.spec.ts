@@ -4,6 +4,7 @@ import { HEARTBEAT, RELEASE_CLAIMS } from '../../lib/sql/lease.sql';
 import { FLUSH_TRANSITIONS, type TransitionWrite } from '../../lib/sql/outcome.sql';
 import type { TypedStatement } from '../../lib/sql/statement';
 import { explainBuffers } from '../support/explain-plan';
+import { pinHorizon, unpinHorizon } from '../support/rows';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The statements a worker runs on the rows it holds — the flush, the heartbeat, the release —
@@ -36,9 +37,7 @@ describe('worker writes under a pinned horizon', () => {
     held.push(...rows);
     // The statistics a fleet has most of the time: few rows executing.
     await db.pool.query('ANALYZE gen_durable');
-    pin = await db.pool.connect();
-    await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-    await pin.query('SELECT txid_current()');
+    pin = await pinHorizon(db.pool);
     // 20 000 claims of the same worker come and go while the pin holds their versions.
     for (let round = 0; round < 4; round++) {
       await db.pool.query(
@@ -53,8 +52,7 @@ describe('worker writes under a pinned horizon', () => {
     }
   });
   afterAll(async () => {
-    await pin.query('ROLLBACK');
-    pin.release();
+    await unpinHorizon(pin);
     client.release();
     await db.drop();
   });

@@ -264,25 +264,27 @@ async function explainClaim(c: PoolClient): Promise<string[]> {
   }
 }
 
-export const rawAdapter: Adapter = {
-  id: 'raw',
+/** What both raw adapters share: the family, the peer and the backend. */
+const RAW = {
   family: 'raw',
   peer: `raw SQL (pg ${version('pg')})`,
-  settings:
-    'claim the free slots (at most 50) with FOR UPDATE SKIP LOCKED, one batched UPDATE per flush, pool 10',
   backend: 'postgres',
   unsupported: { 'latency-xproc': 'the baseline wakes in-process only' },
+} as const;
+
+export const rawAdapter: Adapter = {
+  ...RAW,
+  id: 'raw',
+  settings:
+    'claim the free slots (at most 50) with FOR UPDATE SKIP LOCKED, one batched UPDATE per flush, pool 10',
   create: async (ctx) => new RawInstance(ctx),
   scale: rawScale,
 };
 
 export const rawBatch50Adapter: Adapter = {
+  ...RAW,
   id: 'raw:batch50',
-  family: 'raw',
-  peer: `raw SQL (pg ${version('pg')})`,
   settings:
     'claim 50 at a time with FOR UPDATE SKIP LOCKED into a local buffer, run `concurrency` at a time, one batched UPDATE per flush, pool 10',
-  backend: 'postgres',
-  unsupported: { 'latency-xproc': 'the baseline wakes in-process only' },
   create: async (ctx) => new RawInstance(ctx, true),
 };
