@@ -253,6 +253,13 @@ export interface GenDurableOptions {
    */
   minDemand?: number | 'auto';
   /**
+   * On a queue whose claims are fair (fairness keys) while it prefetches, the running slots kept
+   * for rows whose fairness key has no step running, so a new tenant's row starts without waiting
+   * for a busy tenant's step to end. Default `'auto'`: 1 from concurrency 10, else 0; at most
+   * concurrency − 1 (docs/many-tenants.md, "A slot for new keys").
+   */
+  newKeySlots?: number | 'auto';
+  /**
    * ms boot keeps retrying its statements (schema check, startup reclaim, boot sweeps, limit and
    * schedule seeding) while the database is unreachable; only connection-level errors are
    * retried, so a missing schema still fails at once. Default 60 000.

@@ -375,6 +375,10 @@ export const OPTION_TABLE = {
     doc: "skip a pick unless this many rows are wanted (unless idle); `'auto'`: half of concurrency + prefetch while prefetching, else 1",
     min: 1,
   }),
+  newKeySlots: integerOrAuto({
+    doc: "on a fair queue while it prefetches, running slots kept for rows whose fairness key has no step running; `'auto'`: 1 from concurrency 10, else 0 ([many tenants](docs/many-tenants.md#a-slot-for-new-keys))",
+    min: 0,
+  }),
   bootTimeout: duration({
     doc: 'how long boot retries its statements while the database is unreachable (connection-level errors only; a missing schema fails at once)',
     min: 0,

@@ -45,7 +45,12 @@ export function buildScheduler(
     telemetry,
     shared.predecessorGone,
   );
-  const prefetch = new PrefetchPolicy(options.prefetch, options.minDemand, concurrency);
+  const prefetch = new PrefetchPolicy(
+    options.prefetch,
+    options.minDemand,
+    concurrency,
+    options.newKeySlots,
+  );
   return new Scheduler({
     ...shared,
     queue,

@@ -143,6 +143,11 @@ export class ClaimLoop {
       if (this.poked) this.pokeClaim();
       return;
     }
+    // A busy fair queue's poke claims only the reserve: a small claim answers sooner.
+    if (this.poked && this.reserveOnly()) {
+      this.pokeClaim();
+      return;
+    }
     if (this.pokeDemand() <= 0) return;
     if (this.pokeWindow && !this.drainedQueue) {
       this.pokeTrailing = true;
@@ -225,6 +230,17 @@ export class ClaimLoop {
         this.pokePicking = undefined;
         this.pokeRequested = 0;
       });
+  }
+
+  /**
+   * A poke on a busy fair queue claims only the poke reserve (docs/many-tenants.md "Prefetch on
+   * a fair queue"): a claim of a few rows answers sooner than one of the whole demand, and the
+   * refills claim the rest once `minDemand` rows are wanted. An idle queue, or one whose refill
+   * is due anyway, claims its whole demand.
+   */
+  private reserveOnly(): boolean {
+    const host = this.host;
+    return host.holding() && host.demand() < Math.min(host.minDemand(), host.capacity());
   }
 
   /**
@@ -318,7 +334,7 @@ export class ClaimLoop {
         const capacity = host.capacity();
         // A fair queue's owed poke claims the reserve at once, whatever minDemand says.
         const forPoke = this.pokeOwed();
-        const demand = this.pokeDemand();
+        const demand = forPoke && this.reserveOnly() ? host.pokeReserve() : this.pokeDemand();
         if (demand <= 0) return;
         if (!forPoke && demand < Math.min(host.minDemand(), capacity) && !host.idle()) return;
         if (forPoke) this.poked = false;

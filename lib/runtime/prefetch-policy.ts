@@ -22,6 +22,11 @@ const AUTO_FAST_CAPACITY_MIN = 800;
  * for claims started by pokes (docs/many-tenants.md "Prefetch on a fair queue").
  */
 const POKE_RESERVE_SHARE = 4;
+/**
+ * `newKeySlots: 'auto'`: a fair queue of at least this concurrency keeps one running slot for
+ * rows whose key has no step running (a lone busy key then has at least 90 % of the slots).
+ */
+const AUTO_NEW_KEY_SLOT_FROM = 10;
 /** Weight of the newest step in the moving average of step durations. */
 const STEP_AVERAGE_WEIGHT = 0.2;
 
@@ -38,6 +43,7 @@ export class PrefetchPolicy {
     private readonly option: ResolvedOptions['prefetch'],
     private readonly minDemandOption: ResolvedOptions['minDemand'],
     private readonly concurrency: number,
+    private readonly newKeySlotsOption: ResolvedOptions['newKeySlots'] = 0,
   ) {}
 
   /** A row's steps took `ms` from dispatch to its last outcome handed over. */
@@ -98,6 +104,20 @@ export class PrefetchPolicy {
    */
   pokeReserve(): number {
     return Math.min(this.concurrency, Math.ceil(this.prefetch() / POKE_RESERVE_SHARE));
+  }
+
+  /**
+   * On a fair queue, the running slots kept for rows whose fairness key has no step running
+   * (docs/many-tenants.md "A slot for new keys"): the option (at most `concurrency` − 1), or
+   * with `'auto'` 1 from concurrency 10, else 0; 0 without prefetch. Rows of keys already
+   * running fill the other slots, so a new key's row finds a slot free instead of waiting for
+   * a running step to end.
+   */
+  newKeySlots(): number {
+    if (this.prefetch() === 0) return 0;
+    const option = this.newKeySlotsOption;
+    if (option === 'auto') return this.concurrency >= AUTO_NEW_KEY_SLOT_FROM ? 1 : 0;
+    return Math.min(option, this.concurrency - 1);
   }
 
   /** `'auto'`'s prefetch for a capacity floor: running + prefetched = max(floor, 4 × concurrency). */

@@ -53,6 +53,11 @@ export class Scheduler implements SuspectHost, ClaimHost {
   readonly concurrency: number;
   private state: SchedulerState = 'created';
   private buffer: ClaimedRow[] = [];
+  /**
+   * {@link StepSlots.keysFreedCount} when a scan of the buffer last found no row for the slots
+   * kept for new keys; undefined once rows joined the buffer since.
+   */
+  private newKeyScanAt: number | undefined;
   /** Buffered rows being released because a suspect holds the node. */
   private releasing: Promise<void> | undefined;
   private shedding: Promise<void> | undefined;
@@ -268,6 +273,7 @@ export class Scheduler implements SuspectHost, ClaimHost {
     // prefetched backlog of another key (docs/many-tenants.md "Prefetch on a fair queue").
     if (this.picker.isFair(this.queue)) this.buffer = orderFairly(this.buffer, runnable);
     else this.buffer.push(...runnable);
+    this.newKeyScanAt = undefined;
     this.dispatch();
     return true;
   }
@@ -293,19 +299,35 @@ export class Scheduler implements SuspectHost, ClaimHost {
 
   private dispatch(): void {
     if (this.solo.active) return;
+    const fair = this.picker.isFair(this.queue);
+    const kept = fair ? this.policy.newKeySlots() : 0;
     while (!this.pause.paused && this.slots.canStart() && this.state === 'running') {
+      // Only the slots kept for new keys are free: only a row whose key runs nothing may start
+      // (docs/many-tenants.md "A slot for new keys"). A scan that found none is not repeated
+      // until rows join the buffer or a key stops running.
+      const newKeysOnly = kept > 0 && this.concurrency - this.slots.inFlight <= kept;
+      if (newKeysOnly && this.newKeyScanAt === this.slots.keysFreedCount) return;
       // Never a second task for an id still held (docs/design.md §26.1): such a row waits.
       // A loop and `shift` (no closure, no spliced array) in the common case of the head.
       const buffer = this.buffer;
       let index = 0;
-      while (index < buffer.length && this.slots.holds(buffer[index]!.id)) index++;
-      if (index === buffer.length) return;
+      while (
+        index < buffer.length &&
+        (this.slots.holds(buffer[index]!.id) ||
+          (newKeysOnly && this.slots.keyRunning(buffer[index]!.fairnessKey ?? null)))
+      ) {
+        index++;
+      }
+      if (index === buffer.length) {
+        if (newKeysOnly) this.newKeyScanAt = this.slots.keysFreedCount;
+        return;
+      }
       const row = index === 0 ? buffer.shift() : buffer.splice(index, 1)[0];
       if (!row) return;
       // Inline chains (docs/design.md §7) run while the queue runs; draining ends them at the
       // next step, and so does a suspect's solo run (§26.5), which waits for them. A chain keeps
       // its slot through its continue commits: only its last outcome frees it.
-      this.startTask(row, this.chaining);
+      this.startTask(row, this.chaining, fair);
     }
   }
 
@@ -314,11 +336,12 @@ export class Scheduler implements SuspectHost, ClaimHost {
 
   /** The suspect's step, alone on the node: no inline chain (§26.5). */
   startAlone(row: ClaimedRow): void {
-    this.startTask(row, () => false);
+    this.startTask(row, () => false, this.picker.isFair(this.queue));
   }
 
-  private startTask(row: ClaimedRow, chain: () => boolean): void {
-    this.slots.start(this.launcher.launch(row, chain, this.listener));
+  /** Starts the row's steps; on a fair queue its key counts as running ({@link StepSlots.start}). */
+  private startTask(row: ClaimedRow, chain: () => boolean, countKey: boolean): void {
+    this.slots.start(this.launcher.launch(row, chain, this.listener), countKey);
   }
 
   private readonly listener: LaunchListener = {
@@ -394,6 +417,7 @@ export class Scheduler implements SuspectHost, ClaimHost {
       })
       .catch((err: unknown) => {
         this.buffer.push(...shed);
+        this.newKeyScanAt = undefined;
         this.logger.warn(
           `releasing ${shed.length} prefetched row(s) of ${this.queue} failed; they stay buffered: ${String(err)}`,
         );

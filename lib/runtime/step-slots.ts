@@ -9,6 +9,8 @@ export interface Task {
   readonly done: Promise<void>;
   /** Its step returned and its outcome is with the flusher (set by {@link StepSlots.returned}). */
   awaitingCommit: boolean;
+  /** Its fairness key is counted among the running keys (set by {@link StepSlots.start}). */
+  keyCounted?: boolean;
 }
 
 /**
@@ -29,6 +31,14 @@ export class StepSlots {
   private awaiting = 0;
   /** Steps past their timeout whose promise has not settled: each still takes a slot. */
   private abandoned = 0;
+  /**
+   * Running steps per fairness key (null: unkeyed), counted only for the tasks started with
+   * `countKey` (a fair queue's): what its slots kept for new keys ask (docs/many-tenants.md "A
+   * slot for new keys").
+   */
+  private readonly runningKeys = new Map<string | null, number>();
+  /** Bumped each time a key's last running step returns: a kept slot may now serve its rows. */
+  private keysFreed = 0;
 
   /**
    * @param maxAwaitingCommit The backpressure bound: a step is dispatched only while running
@@ -75,9 +85,41 @@ export class StepSlots {
     return this.held.has(id);
   }
 
-  start(task: Task): void {
+  /**
+   * A step starts. With `countKey` (a fair queue), its fairness key counts as running until the
+   * step returns ({@link keyRunning}).
+   */
+  start(task: Task, countKey = false): void {
     this.held.set(task.row.id, task);
     this.running += 1;
+    if (!countKey) return;
+    task.keyCounted = true;
+    const key = task.row.fairnessKey ?? null;
+    this.runningKeys.set(key, (this.runningKeys.get(key) ?? 0) + 1);
+  }
+
+  /** A step of fairness key `key` (null: unkeyed) runs now, among the tasks counted by key. */
+  keyRunning(key: string | null): boolean {
+    return this.runningKeys.has(key);
+  }
+
+  /** Changes each time a key stops running: a buffer scan for a new key's row may find one. */
+  get keysFreedCount(): number {
+    return this.keysFreed;
+  }
+
+  /** The task's step no longer runs: its key's count goes down. */
+  private stopped(task: Task): void {
+    if (task.keyCounted !== true) return;
+    task.keyCounted = false;
+    const key = task.row.fairnessKey ?? null;
+    const n = (this.runningKeys.get(key) ?? 1) - 1;
+    if (n > 0) {
+      this.runningKeys.set(key, n);
+      return;
+    }
+    this.runningKeys.delete(key);
+    this.keysFreed += 1;
   }
 
   /**
@@ -90,6 +132,7 @@ export class StepSlots {
     task.awaitingCommit = true;
     this.running -= 1;
     this.awaiting += 1;
+    this.stopped(task);
     return performance.now() - task.startedAt;
   }
 
@@ -103,6 +146,7 @@ export class StepSlots {
       return 'awaiting';
     }
     this.running -= 1;
+    this.stopped(task);
     return 'running';
   }
 

@@ -57,6 +57,24 @@ describe('PrefetchPolicy', () => {
     expect(new PrefetchPolicy(8, 4, 2).pokeReserve()).toBe(2);
     expect(new PrefetchPolicy(0, 1, 10).pokeReserve()).toBe(0);
   });
+
+  it("keeps slots for new keys: 'auto' is 1 from concurrency 10, numbers at most C − 1, none without prefetch", () => {
+    const auto = (concurrency: number, ms: number | undefined): number => {
+      const policy = new PrefetchPolicy('auto', 'auto', concurrency, 'auto');
+      if (ms !== undefined) policy.recordStep(ms);
+      return policy.newKeySlots();
+    };
+    expect(auto(20, 10)).toBe(1);
+    expect(auto(10, 10)).toBe(1);
+    expect(auto(9, 10)).toBe(0);
+    expect(auto(20, 60)).toBe(0); // long steps: no prefetch, every slot for any key
+    expect(auto(20, undefined)).toBe(0); // no step yet: no prefetch
+    expect(new PrefetchPolicy(8, 4, 3, 1).newKeySlots()).toBe(1);
+    expect(new PrefetchPolicy(8, 4, 3, 5).newKeySlots()).toBe(2);
+    expect(new PrefetchPolicy(8, 4, 1, 'auto').newKeySlots()).toBe(0);
+    expect(new PrefetchPolicy(0, 1, 20, 3).newKeySlots()).toBe(0);
+    expect(new PrefetchPolicy(8, 4, 20).newKeySlots()).toBe(0); // the constructor's default
+  });
 });
 
 describe('orderFairly', () => {
