@@ -114,9 +114,25 @@ async function main(): Promise<void> {
     const subscription = engine.events$.subscribe((e) => {
       if (e.event === 'scheduler:shed') shed += e.measurements['released'] ?? 0;
     });
-    const phase = (name: string): void => {
+    // Checkpoints started during each phase (pg_stat_checkpointer from PostgreSQL 17,
+    // pg_stat_bgwriter before): a checkpoint's writes slow every statement for a while,
+    // inserts and claims alike.
+    const checkpoints = async (): Promise<number> => {
+      const r = (await ds
+        .query(`SELECT (num_timed + num_requested)::int AS n FROM pg_stat_checkpointer`)
+        .catch(() =>
+          ds.query(`SELECT (checkpoints_timed + checkpoints_req)::int AS n FROM pg_stat_bgwriter`),
+        )) as { n: number }[];
+      return r[0]!.n;
+    };
+    const ckpts: Record<string, number> = {};
+    let ckptMark = await checkpoints();
+    const phase = async (name: string): Promise<void> => {
       sheds[name] = shed;
       shed = 0;
+      const now = await checkpoints();
+      ckpts[name] = now - ckptMark;
+      ckptMark = now;
     };
 
     // 1. idle queue: B–K alone.
@@ -124,7 +140,7 @@ async function main(): Promise<void> {
     const idleCount = await smallTenants(engine, PHASE_S);
     await new Promise((resolve) => setTimeout(resolve, 1000));
     recording = false;
-    phase('idle');
+    await phase('idle');
     const idle = [...latencies];
     latencies.length = 0;
 
@@ -138,18 +154,18 @@ async function main(): Promise<void> {
       );
     }
     const insertS = (Date.now() - t0) / 1000;
-    phase('insert');
+    await phase('insert');
     const a0 = aFinished;
     await new Promise((resolve) => setTimeout(resolve, PHASE_S * 1000));
     const aloneRate = (aFinished - a0) / PHASE_S;
-    phase('alone');
+    await phase('alone');
 
     // 3. A's backlog with B–K inserting.
     recording = true;
     const a1 = aFinished;
     const noisyCount = await smallTenants(engine, PHASE_S);
     const noisyRate = (aFinished - a1) / PHASE_S;
-    phase('noisy');
+    await phase('noisy');
     subscription.unsubscribe();
     await new Promise((resolve) => setTimeout(resolve, 2000));
     recording = false;
@@ -175,6 +191,9 @@ async function main(): Promise<void> {
       `| prefetched rows shed ('auto', scheduler:shed): idle, insert, alone, noisy | ${['idle', 'insert', 'alone', 'noisy'].map((k) => sheds[k] ?? 0).join(', ')} |`,
     );
     console.log(`| A throughput with B–K inserting | ${f(noisyRate)} jobs/s |`);
+    console.log(
+      `| checkpoints started (pg_stat_bgwriter): idle, insert, alone, noisy | ${['idle', 'insert', 'alone', 'noisy'].map((k) => ckpts[k] ?? 0).join(', ')} |`,
+    );
     console.log(
       `\np99 ratio noisy / idle: ${(quantile(noisy, 0.99) / quantile(idle, 0.99)).toFixed(2)}×; A with B–K / alone: ${(noisyRate / aloneRate).toFixed(3)}`,
     );
