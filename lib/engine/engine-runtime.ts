@@ -199,7 +199,7 @@ export class EngineRuntime {
       this.sql,
       insertBatcherConfig(options.insertBatcher),
       telemetry,
-      (queues) => this.pokes.poke(queues),
+      (rows) => this.insertedDue(rows),
     );
     this.flushers = options.flushers.map(
       (config) =>
@@ -315,6 +315,22 @@ export class EngineRuntime {
     const fired = await fireInstanceDeadlines(this, this.options.leaseTtl);
     if (fired.more) this.instanceDeadlines.arm('', 1);
     return fired.cancelled + fired.requested + fired.routed;
+  }
+
+  /**
+   * Rows inserted on this node committed runnable and due: each queue's local scheduler lowers
+   * its claim floor to the row's place when it stands before the floor (a more urgent priority,
+   * a past `runAt`; docs/design.md §5.3.1), then the queues are poked. The floor goes back
+   * before the poke's claim starts, so that claim finds the row instead of waiting for a look
+   * behind the floor.
+   */
+  insertedDue(rows: readonly Pick<InsertRow, 'queue' | 'priority' | 'at'>[]): void {
+    const queues = new Set<string>();
+    for (const row of rows) {
+      this.schedulers.get(row.queue)?.insertedDue(row.priority, row.at);
+      queues.add(row.queue);
+    }
+    this.pokes.poke(queues);
   }
 
   /**

@@ -151,7 +151,7 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
 
   /** After an insert committed: poke its queue if it is due, else arm a wake-up for when it is. */
   private pokeOrArm(inserted: { queue: string; due: boolean }, row: InsertRow): void {
-    if (inserted.due) this.runtime.pokes.poke([inserted.queue]);
+    if (inserted.due) this.runtime.insertedDue([row]);
     else this.armWakeUp(row);
   }
 
@@ -243,7 +243,7 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
       const client = await this.clientOf(options.manager);
       const inserted = await INSERT_INSTANCES.run(this.runtime.sql, { rows }, client);
       if (!options.manager) {
-        this.runtime.pokes.poke(new Set(inserted.filter((r) => r.due).map((r) => r.queue)));
+        this.runtime.insertedDue(inserted.filter((r) => r.due).map((r) => rows[r.ord]!));
         if (inserted.some((r) => !r.due)) {
           for (const row of rows) if (row.held !== true) this.armWakeUp(row);
         }

@@ -56,7 +56,8 @@ function before(a: Place, b: Place): boolean {
  * (PROBE_BEHIND_FLOOR) that the claim loop runs beside its claims, never instead of one, as
  * often as its cost budget allows ({@link PROBE_BUDGET}, at least every
  * {@link PROBE_MAX_GAP_MS}); what it finds puts the floor back ({@link lower}). Rows this
- * node releases put it back at once, to the earliest of them. A fast look behind means the
+ * node releases put it back at once, to the earliest of them, and so do rows inserted on this
+ * node before it ({@link inserted}). A fast look behind means the
  * horizon moved on: the floor disengages and the next claim scans from the head again.
  */
 export class ClaimFloor {
@@ -125,6 +126,19 @@ export class ClaimFloor {
   lower(place: Place): void {
     if (this.place !== undefined && before(place, this.place)) this.place = place;
     if (this.loweredTo === undefined || before(place, this.loweredTo)) this.loweredTo = place;
+  }
+
+  /**
+   * A row of this queue was inserted on this node, runnable and due, at `priority`, eligible at
+   * `at` (a past `runAt`), or null for the insert's now: the floor goes back to it when it
+   * stands before the floor. A row due now at the floor's priority or a less urgent one stands
+   * after it; one of a more urgent priority puts the floor at the start of that priority (its
+   * `eligible_at` is the database's now, which this node's clock does not give exactly).
+   */
+  inserted(priority: number, at: Date | null): void {
+    if (this.place === undefined) return;
+    if (at !== null) this.lower({ priority, at });
+    else if (priority < this.place.priority) this.lower({ priority, at: new Date(0) });
   }
 
   /** Where a look behind the floor searches before (the floor less its slack); undefined unless engaged. */

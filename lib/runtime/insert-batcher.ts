@@ -63,7 +63,8 @@ export class InsertBatcher {
     private readonly sql: SqlExecutor,
     readonly config: InsertBatcherConfig,
     private readonly telemetry: Telemetry,
-    private readonly poke: (queues: ReadonlySet<string>) => void,
+    /** Rows committed runnable and due now: their queues are poked (and claim floors lowered). */
+    private readonly due: (rows: readonly InsertRow[]) => void,
   ) {}
 
   /** Whether rows are accepted now (started, not draining). */
@@ -138,7 +139,7 @@ export class InsertBatcher {
       this.asyncWriting = chunk.length;
       try {
         const rows = await INSERT_INSTANCES.run(this.sql, { rows: chunk });
-        this.pokeDue(rows);
+        this.reportDue(rows, chunk);
       } catch (err) {
         this.logger.error(
           `insert batch of ${chunk.length} row(s) failed and was dropped: ${String(err)}`,
@@ -194,7 +195,7 @@ export class InsertBatcher {
       return;
     }
     waiter.resolve(inserted);
-    if (inserted.due) this.poke(new Set([inserted.queue]));
+    if (inserted.due) this.due([waiter.row]);
   }
 
   private async writeBatch(chunk: readonly DurableWaiter[]): Promise<void> {
@@ -225,12 +226,16 @@ export class InsertBatcher {
         );
       }
     });
-    this.pokeDue(rows);
+    this.reportDue(
+      rows,
+      chunk.map((w) => w.row),
+    );
   }
 
-  private pokeDue(rows: readonly InsertedEntry[]): void {
-    const queues = new Set<string>();
-    for (const r of rows) if (r.due) queues.add(r.queue);
-    if (queues.size > 0) this.poke(queues);
+  /** Hands the rows of one statement that were inserted due (by their ordinals) to {@link due}. */
+  private reportDue(inserted: readonly InsertedEntry[], rows: readonly InsertRow[]): void {
+    const due: InsertRow[] = [];
+    for (const r of inserted) if (r.due) due.push(rows[r.ord]!);
+    if (due.length > 0) this.due(due);
   }
 }

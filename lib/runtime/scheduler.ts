@@ -162,6 +162,15 @@ export class Scheduler implements SuspectHost, ClaimHost {
     this.loop.schedulePoll(0);
   }
 
+  /**
+   * A row of this queue was inserted on this node, runnable and due, at `priority`, eligible at
+   * `at` (null: the insert's now): the claim floor goes back to it if it stands before the floor
+   * ({@link ClaimFloor.inserted}). Called before the queue is poked.
+   */
+  insertedDue(priority: number, at: Date | null): void {
+    this.loop.floor.inserted(priority, at);
+  }
+
   /** A poke: runnable work may exist (docs/design.md §5.5; {@link ClaimLoop.poke}). */
   poke(): void {
     this.loop.poke();

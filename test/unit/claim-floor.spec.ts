@@ -93,6 +93,39 @@ describe('ClaimFloor', () => {
     floor.learn({ priority: 0, at: dbNow }, dbNow, false, 1, t0 + 3);
     expect(floor.start()).toMatchObject({ headFrom: dbNow });
   });
+
+  it('a local insert before the floor puts it back: a more urgent priority to its start, a past runAt to its time', () => {
+    const floor = engaged(40, t0, { priority: 2, at: headAt }, dbNow);
+    // Due now at the floor's priority or a less urgent one: after the floor, nothing moves.
+    floor.inserted(2, null);
+    floor.inserted(3, null);
+    expect(floor.start()).toMatchObject({ priority: 2, headFrom: headAt });
+    floor.learn({ priority: 2, at: headAt }, dbNow, false, 1, t0 + 1);
+    // A past runAt at the floor's priority: back to it.
+    const past = new Date(headAt.getTime() - 60_000);
+    floor.inserted(2, past);
+    expect(floor.start()).toMatchObject({ priority: 2, headFrom: past });
+    floor.learn({ priority: 2, at: headAt }, dbNow, false, 1, t0 + 2);
+    // A more urgent priority, due now: the start of that priority (its eligible_at is the
+    // database's now, which the node does not know exactly).
+    floor.inserted(0, null);
+    expect(floor.start()).toMatchObject({ priority: 0, headFrom: new Date(0) });
+  });
+
+  it('an insert while a claim is in flight: that claim cannot lift the floor past the row', () => {
+    const floor = engaged(40, t0, { priority: 2, at: headAt }, dbNow);
+    floor.start();
+    floor.inserted(0, null);
+    // The claim in flight started before the insert committed: it did not see the row.
+    floor.learn({ priority: 2, at: headAt }, dbNow, false, 1, t0 + 1);
+    expect(floor.start()).toMatchObject({ priority: 0, headFrom: new Date(0) });
+  });
+
+  it('before any claim there is no floor to put back', () => {
+    const floor = new ClaimFloor();
+    floor.inserted(0, new Date(0));
+    expect(floor.start()).toBeUndefined();
+  });
 });
 
 describe('ClaimFloor: the look behind itself', () => {
