@@ -1,4 +1,4 @@
-import type { ClaimHead, ClaimStart } from '../sql/claim.sql';
+import { type ClaimHead, type ClaimStart, headBefore } from '../sql/claim.sql';
 
 /**
  * How far behind the floor a bounded claim starts scanning (docs/design.md §5.3.1): rows that
@@ -35,10 +35,6 @@ export const PROBE_MAX_GAP_MS = 600_000;
 
 /** A place in the pick index's `(priority, eligible_at)` order. */
 type Place = ClaimHead;
-
-function before(a: Place, b: Place): boolean {
-  return a.priority < b.priority || (a.priority === b.priority && a.at.getTime() < b.at.getTime());
-}
 
 /**
  * One queue's claim floor (docs/design.md §5.3.1): where in the pick index's
@@ -106,7 +102,7 @@ export class ClaimFloor {
     // Nothing runnable from the start on: the floor is the statement's now, at the level the
     // queue last worked at (rows of a more urgent level wait for the next look behind).
     let next: Place = head ?? { priority: this.place?.priority ?? 0, at: dbNow };
-    if (this.loweredTo !== undefined && before(this.loweredTo, next)) next = this.loweredTo;
+    if (this.loweredTo !== undefined && headBefore(this.loweredTo, next)) next = this.loweredTo;
     this.loweredTo = undefined;
     this.place = next;
     if (full) {
@@ -124,8 +120,8 @@ export class ClaimFloor {
    * floor goes back to it if it stood later, and a claim in flight cannot lift it past it.
    */
   lower(place: Place): void {
-    if (this.place !== undefined && before(place, this.place)) this.place = place;
-    if (this.loweredTo === undefined || before(place, this.loweredTo)) this.loweredTo = place;
+    if (this.place !== undefined && headBefore(place, this.place)) this.place = place;
+    if (this.loweredTo === undefined || headBefore(place, this.loweredTo)) this.loweredTo = place;
   }
 
   /**

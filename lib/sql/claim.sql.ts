@@ -34,6 +34,11 @@ export interface ClaimHead {
   readonly at: Date;
 }
 
+/** `a` comes before `b` in the pick index's `(priority, eligible_at)` order. */
+export function headBefore(a: ClaimHead, b: ClaimHead): boolean {
+  return a.priority < b.priority || (a.priority === b.priority && a.at.getTime() < b.at.getTime());
+}
+
 /** A row claimed by CLAIM_RUNNABLE, with its enrichment snapshot. */
 export interface ClaimRow {
   readonly id: string;

@@ -1,5 +1,5 @@
 import type { DurableStatus } from '../gen-durable.constants';
-import type { ClaimHead } from './claim.sql';
+import { type ClaimHead, headBefore } from './claim.sql';
 import { heldClaim } from './held-claim';
 import { type IdQueue, idsOf, noRows } from './row-decoders';
 import { sql } from './statement';
@@ -238,13 +238,8 @@ export const RELEASE_CLAIMS = sql(
       let earliest: ClaimHead | undefined;
       for (const r of rows) {
         ids.push(r.id);
-        if (
-          earliest === undefined ||
-          r.priority < earliest.priority ||
-          (r.priority === earliest.priority && r.at < earliest.at.getTime())
-        ) {
-          earliest = { priority: r.priority, at: new Date(r.at) };
-        }
+        const place = { priority: r.priority, at: new Date(r.at) };
+        if (earliest === undefined || headBefore(place, earliest)) earliest = place;
       }
       return { ids, earliest };
     },
