@@ -334,7 +334,9 @@ export class ClaimLoop {
         const capacity = host.capacity();
         // A fair queue's owed poke claims the reserve at once, whatever minDemand says.
         const forPoke = this.pokeOwed();
-        const demand = forPoke && this.reserveOnly() ? host.pokeReserve() : this.pokeDemand();
+        // A busy queue's owed poke takes the reserve only (less what a poke claim in flight took).
+        const full = this.pokeDemand();
+        const demand = forPoke && this.reserveOnly() ? Math.min(host.pokeReserve(), full) : full;
         if (demand <= 0) return;
         if (!forPoke && demand < Math.min(host.minDemand(), capacity) && !host.idle()) return;
         if (forPoke) this.poked = false;

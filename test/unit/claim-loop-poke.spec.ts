@@ -10,9 +10,16 @@ import { Telemetry } from '../../lib/telemetry/telemetry';
 
 class CountingPicker {
   readonly batches: number[] = [];
-  pickBatch(_queue: string, batch: number): Promise<{ rows: ClaimedRow[]; paused: boolean }> {
+  /** The next claim stays in flight until `release` is called. */
+  holdNext = false;
+  release: (() => void) | undefined;
+  async pickBatch(_queue: string, batch: number): Promise<{ rows: ClaimedRow[]; paused: boolean }> {
     this.batches.push(batch);
-    return Promise.resolve({ rows: [], paused: false });
+    if (this.holdNext) {
+      this.holdNext = false;
+      await new Promise<void>((resolve) => (this.release = resolve));
+    }
+    return { rows: [], paused: false };
   }
 }
 
@@ -43,17 +50,31 @@ async function settle(): Promise<void> {
 describe('ClaimLoop: a poke on a fair queue', () => {
   const options = { pollInterval: 1_000_000, maxPollInterval: 1_000_000 } as ResolvedOptions;
 
+  function loopOf(picker: CountingPicker, state: { holding: boolean; demand: number }): ClaimLoop {
+    return new ClaimLoop(fairHost(state), picker as unknown as Picker, options, new Telemetry('t'));
+  }
+
   function pokeWith(state: { holding: boolean; demand: number }): CountingPicker {
     const picker = new CountingPicker();
-    const loop = new ClaimLoop(
-      fairHost(state),
-      picker as unknown as Picker,
-      options,
-      new Telemetry('t'),
-    );
-    loop.poke();
+    loopOf(picker, state).poke();
     return picker;
   }
+
+  it('a poke owed while a poke claim is in flight takes no more than the room that claim left', async () => {
+    const picker = new CountingPicker();
+    picker.holdNext = true;
+    const loop = loopOf(picker, { holding: true, demand: 5 });
+    loop.poke(); // a poke claim of the reserve, held in flight
+    await settle();
+    loop.poke(); // owed: the poke claim is in flight
+    loop.scheduleRefill();
+    await new Promise((resolve) => setImmediate(resolve));
+    await settle();
+    // demand 5 + reserve 20 − 20 in flight: 5, not a second reserve of 20.
+    expect(picker.batches).toEqual([20, 5]);
+    picker.release?.();
+    await settle();
+  });
 
   it('a busy queue whose refill is not due claims only the reserve', async () => {
     const picker = pokeWith({ holding: true, demand: 30 });
