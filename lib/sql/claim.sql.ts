@@ -431,9 +431,10 @@ export const PROBE_BEHIND_FLOOR = sql(
  * time), work-conserving; its cost grows with the batch, not with the backlog nor the number
  * of keys:
  * - heads: the queue's first 2 × `$2` heads of gen_durable_fair_keys in `vtime` order (index
- *   gen_durable_fair_keys_walk), locked FOR NO KEY UPDATE SKIP LOCKED: a head another claim
- *   holds is skipped (two claims serve disjoint keys and never wait on each other). A
- *   concurrent insert's FOR KEY SHARE on a head does not conflict with that lock.
+ *   gen_durable_fair_keys_walk), read without a lock: a claim beside another (a poke's beside
+ *   a refill, two nodes) walks the same heads and serves the rows the other did not lock. A
+ *   lock taken here with SKIP LOCKED made a poke's claim during a refill skip every head the
+ *   refill walked (the new key's too) and come back short (docs/many-tenants.md).
  * - probe: per head, its oldest `$2` due, unheld rows by a LATERAL LIMIT probe of
  *   gen_durable_fair_pick (queue, key, priority, eligible_at), then the K = 1 guard of
  *   CLAIM_RUNNABLE on those: the guard runs after the LIMIT, so a key whose rows wait behind one
@@ -464,12 +465,17 @@ export const PROBE_BEHIND_FLOOR = sql(
  *   slower (docs/performance.md "Noisy neighbour"), most likely a hash join over a seq scan
  *   of gen_durable (that plan was not captured).
  * - kept / claimed: as CLAIM_RUNNABLE (one row per raw K = 1 key; the lease, claim_seq).
- * - moves / advance: each walked head advances by the cost of the rows it was served; a head whose
- *   probe found nothing due goes behind this round (the largest finish picked, else the
- *   largest walked `vtime`, plus 1), so keys without due work leave the window and an idle key
- *   that gets work again starts level with the others instead of spending a saved-up credit.
- *   The heads are updated by ctid (a TID scan of the rows `heads` locked, never a scan of the
- *   table).
+ * - moves / moving / advance: each walked head advances by the cost of the rows it was served;
+ *   a head whose probe found nothing due goes behind this round (the largest finish picked,
+ *   else the largest walked `vtime`, plus 1), so keys without due work leave the window and an
+ *   idle key that gets work again starts level with the others instead of spending a saved-up
+ *   credit. `moving` locks those heads FOR NO KEY UPDATE in key order by
+ *   gen_durable_fair_keys_pkey (queue, fairness_key), waiting for a claim that holds one: every
+ *   claim locks its heads in the same order, so two never deadlock, and the wait is the rest of
+ *   the other claim's statement. The update is relative to the head's latest version (`vtime +
+ *   cost`, `GREATEST(vtime, behind)`), which READ COMMITTED re-reads after such a wait, so two
+ *   claims that served one key both count. Heads are named by key, not ctid: a head another
+ *   claim updated meanwhile has a new ctid.
  * - pause, enrichment, suspect, trace context, progress: as CLAIM_RUNNABLE.
  */
 export const CLAIM_FAIR = sql(
@@ -477,12 +483,11 @@ export const CLAIM_FAIR = sql(
   `WITH pause AS (
      SELECT EXISTS (SELECT 1 FROM {schema}.gen_durable_paused_queues p WHERE p.queue = $1) AS paused
    ), heads AS (
-     SELECT f.ctid AS tid, f.fairness_key, f.vtime
+     SELECT f.fairness_key, f.vtime
        FROM {schema}.gen_durable_fair_keys f
       WHERE f.queue = $1 AND NOT (SELECT pause.paused FROM pause)
       ORDER BY f.vtime
       LIMIT $2 * 2
-      FOR NO KEY UPDATE OF f SKIP LOCKED
    ), probe AS (
      SELECT h.fairness_key AS fkey, h.vtime, c.*
        FROM heads h
@@ -540,18 +545,25 @@ export const CLAIM_FAIR = sql(
       WHERE c.fairness_key IS NOT NULL
       GROUP BY c.fairness_key
    ), moves AS (
-     SELECT h.tid,
-            COALESCE(h.vtime + s.cost,
-                     GREATEST(h.vtime, COALESCE((SELECT max(p.finish) FROM pick p),
-                                                (SELECT max(h2.vtime) FROM heads h2)) + 1)) AS vtime
+     SELECT h.fairness_key, s.cost,
+            COALESCE((SELECT max(p.finish) FROM pick p), (SELECT max(h2.vtime) FROM heads h2)) + 1
+              AS behind
        FROM heads h
        LEFT JOIN served s ON s.fairness_key = h.fairness_key
       WHERE s.cost IS NOT NULL OR NOT EXISTS (SELECT 1 FROM probe pr WHERE pr.fkey = h.fairness_key)
+   ), moving AS (
+     SELECT f.fairness_key
+       FROM {schema}.gen_durable_fair_keys f
+      WHERE f.queue = $1 AND f.fairness_key = ANY (ARRAY(SELECT m.fairness_key FROM moves m))
+      ORDER BY f.fairness_key
+      FOR NO KEY UPDATE OF f
    ), advance AS (
      UPDATE {schema}.gen_durable_fair_keys f
-        SET vtime = m.vtime
+        SET vtime = CASE WHEN m.cost IS NOT NULL THEN f.vtime + m.cost
+                         ELSE GREATEST(f.vtime, m.behind) END
        FROM moves m
-      WHERE f.ctid = m.tid AND f.ctid = ANY (ARRAY(SELECT m2.tid FROM moves m2))
+      WHERE f.queue = $1 AND f.fairness_key = m.fairness_key
+        AND f.fairness_key = ANY (ARRAY(SELECT mv.fairness_key FROM moving mv))
       RETURNING 1
    )
    SELECT ${ANSWER_COLUMNS},

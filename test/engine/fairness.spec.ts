@@ -1,5 +1,8 @@
+import type { PoolClient } from 'pg';
+
 import { done, DurableFsm, InvalidInputError, Step } from '../../lib';
-import { CLAIM_FAIR } from '../../lib/sql/claim.sql';
+import { CLAIM_FAIR, type ClaimInput } from '../../lib/sql/claim.sql';
+import { renderStatement, type StatementRunner } from '../../lib/sql/statement';
 import { bootEngine, claimRows, eventually, type Harness } from '../support/engine-harness';
 import { explainRan } from '../support/explain-plan';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -236,6 +239,79 @@ describe('fairness keys', () => {
       await client.query('ROLLBACK');
     } finally {
       client.release();
+    }
+  });
+
+  it('a claim beside another in flight serves a new key, waits only for shared heads, and both count', async () => {
+    // Two sessions run CLAIM_FAIR by hand: the first holds its transaction open (a refill in
+    // flight), the second claims beside it (a poke). Before heads were read without a lock,
+    // the second skipped every head the first had walked and came back empty at once.
+    const q = 'fair-two';
+    const on = (client: PoolClient | TestDatabase['pool']): StatementRunner => ({
+      queryResult: (statement, values) =>
+        client.query(renderStatement(statement, 'public'), values as unknown[]),
+    });
+    const input = (limit: number, worker: string): ClaimInput => ({
+      queue: q,
+      limit,
+      worker,
+      leaseMs: 60_000,
+      gates: [],
+    });
+    const vtimes = async (): Promise<Record<string, number>> => {
+      const { rows } = await db.pool.query<{ k: string; v: number }>(
+        `SELECT fairness_key AS k, vtime AS v FROM gen_durable_fair_keys WHERE queue = $1`,
+        [q],
+      );
+      return Object.fromEntries(rows.map((r) => [r.k, r.v]));
+    };
+    // B has a head and nothing due (its one row executes); A then gets 20 rows.
+    await backlog(q, 'B', 1);
+    const b0 = await CLAIM_FAIR.run(on(db.pool), input(1, 'w0'));
+    expect(b0.rows.map((r) => r.fairnessKey)).toEqual(['B']);
+    await backlog(q, 'A', 20);
+    const v0 = await vtimes();
+    expect(v0['A']).toBe(v0['B']);
+
+    const first = await db.pool.connect();
+    const second = await db.pool.connect();
+    try {
+      await first.query('BEGIN');
+      const one = await CLAIM_FAIR.run(on(first), input(5, 'w1'));
+      expect(one.rows.map((r) => r.fairnessKey)).toEqual(['A', 'A', 'A', 'A', 'A']);
+      // B's next row commits while the first claim's transaction is open (the trigger's FOR KEY
+      // SHARE on B's head does not wait for the claim's FOR NO KEY UPDATE).
+      await backlog(q, 'B', 1);
+      const { rows: pidRows } = await second.query<{ pid: number }>(
+        'SELECT pg_backend_pid() AS pid',
+      );
+      const pid = pidRows[0]!.pid;
+      const pending = CLAIM_FAIR.run(on(second), input(10, 'w2'));
+      // The second claim locks its rows (skipping the five the first holds), then waits for the
+      // heads A and B the first claim advanced.
+      let waited = false;
+      for (let i = 0; i < 2_000 && !waited; i++) {
+        const w = await db.pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`,
+          [pid],
+        );
+        waited = w.rowCount! > 0;
+        if (!waited) await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(waited).toBe(true);
+      await first.query('COMMIT');
+      const two = await pending;
+      // Ten candidates A1–A9 and B by finish time; A1–A5 are the first claim's: four of A and B's.
+      expect(counts(two.rows.map((r) => String(r.fairnessKey)))).toEqual({ A: 4, B: 1 });
+      const ids = new Set([...one.rows, ...two.rows].map((r) => r.id));
+      expect(ids.size).toBe(10);
+      // Both claims counted: A served 5 + 4; B moved behind the first claim's round (its largest
+      // finish, v0 + 5, plus 1), then served 1.
+      expect(await vtimes()).toEqual({ A: v0['A']! + 9, B: v0['A']! + 5 + 1 + 1 });
+    } finally {
+      await first.query('ROLLBACK').catch(() => undefined);
+      first.release();
+      second.release();
     }
   });
 
