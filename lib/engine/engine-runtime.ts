@@ -37,7 +37,11 @@ import { fireAwaitDeadlines } from '../runtime/await-deadlines';
 import { fireInstanceDeadlines } from '../control/instance-deadline';
 import { OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import type { PokeTransport } from '../poke/poke-transport.interface';
-import { InsertBatcher, type InsertBatcherConfig } from '../runtime/insert-batcher';
+import {
+  type InsertClaim,
+  InsertBatcher,
+  type InsertBatcherConfig,
+} from '../runtime/insert-batcher';
 import { StreamBatcher } from '../runtime/stream-batcher';
 import { StreamWatcher } from '../runtime/stream-watcher';
 import { PokeEmitter } from '../runtime/poke-emitter';
@@ -200,6 +204,7 @@ export class EngineRuntime {
       insertBatcherConfig(options.insertBatcher),
       telemetry,
       (rows) => this.insertedDue(rows),
+      (row) => this.claimInserted(row),
     );
     this.flushers = options.flushers.map(
       (config) =>
@@ -331,6 +336,28 @@ export class EngineRuntime {
       queues.add(row.queue);
     }
     this.pokes.poke(queues);
+  }
+
+  /**
+   * A slot for a lone awaited insert of `row` to be written claimed by this node (docs/design.md
+   * §5.5.1 "Inserted claimed"), or undefined: only with pokes on (`poke: 'none'` leaves every
+   * insert to the poll), for a row the claim would take at once and run without admission (due
+   * now, not held, no concurrency key, rate limit, fairness or sequence key), and when its
+   * queue's scheduler here has a slot free and nothing waiting ({@link Scheduler.reserveInserted}).
+   */
+  private claimInserted(row: InsertRow): InsertClaim | undefined {
+    if (this.options.poke === 'none' || row.held === true || row.at !== null) return undefined;
+    if (row.delayMs > 0) return undefined;
+    if (row.concurrencyKey !== null || row.rateLimit !== null) return undefined;
+    if (row.fairnessKey != null || row.sequenceKey != null) return undefined;
+    const scheduler = this.schedulers.get(row.queue);
+    if (!scheduler?.reserveInserted()) return undefined;
+    return {
+      worker: scheduler.workerId,
+      leaseMs: this.options.leaseTtl,
+      take: (claimed) => scheduler.takeInserted(claimed),
+      cancel: () => scheduler.cancelInserted(),
+    };
   }
 
   /**

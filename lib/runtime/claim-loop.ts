@@ -99,6 +99,15 @@ export class ClaimLoop {
     return this.picking !== undefined || this.pokePicking !== undefined;
   }
 
+  /**
+   * The last pick claimed fewer rows than it asked for, and none is in flight or due at the next
+   * macrotask: as far as this node knows, no runnable row of the queue waits (docs/design.md
+   * §5.5.1 "Inserted claimed").
+   */
+  get drained(): boolean {
+    return this.drainedQueue && !this.inFlight && this.refillTimer === undefined;
+  }
+
   /** Polls from now, at the base period. */
   restart(): void {
     this.interval = this.options.pollInterval;
@@ -192,11 +201,11 @@ export class ClaimLoop {
 
   /**
    * A poke on a fair queue while a pick is in flight (docs/many-tenants.md "Prefetch on a fair
-   * queue"): one claim of the room the poke reserve has left, beside that pick. Rows of a key the
-   * pick in flight serves are skipped by the fair claim's `SKIP LOCKED` on its heads, so it takes
-   * the keys that pick does not, a new one's row among them; a short answer (that pick locked the
-   * new key's head too) leaves the poke owed to the next pick. At most one at a time; with no
-   * room (the reserve still buffered) the poke stays owed to the next pick.
+   * queue"): one claim of the room the poke reserve has left, beside that pick. The rows the
+   * pick in flight locked are skipped (`SKIP LOCKED`); the new row committed after that pick
+   * began, so this claim takes it (it waits at its end for the heads both claims advance). A
+   * short answer leaves the poke owed to the next pick. At most one at a time; with no room
+   * (the reserve still buffered) the poke stays owed to the next pick.
    */
   private pokeClaim(): void {
     if (this.pokePicking) return;
@@ -217,8 +226,8 @@ export class ClaimLoop {
         { count: rows.length, demand: room, durationMs: performance.now() - started },
         { queue: host.queue, worker: host.workerId },
       );
-      // Short: the pick in flight holds the heads this claim skipped, the new row's perhaps
-      // (it locks up to 2 × its batch of them), so the poke stays owed to the next pick.
+      // Short: the pick in flight locked rows this claim ranked first (it skips them), so the
+      // poke stays owed to the next pick.
       if (rows.length < room) this.poked = true;
       // A drain awaits this claim (stop()) before it releases the buffer, rows included.
       if (rows.length > 0) await host.accept(rows);

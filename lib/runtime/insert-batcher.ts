@@ -3,6 +3,7 @@ import { Logger } from '@nestjs/common';
 import type { SqlExecutor } from '../db/sql-executor';
 import type { InsertRow } from '../instance/insert-row';
 import { DuplicateError } from '../errors/duplicate.error';
+import { INSERT_CLAIMED, type InsertClaimedAnswer } from '../sql/claim.sql';
 import {
   type InsertedEntry,
   type InsertedInstance,
@@ -10,6 +11,7 @@ import {
   INSERT_INSTANCES,
 } from '../sql/insert.sql';
 import type { Telemetry } from '../telemetry/telemetry';
+import type { ClaimedRow } from './claimed-row';
 
 export interface InsertBatcherConfig {
   /** Rows per INSERT_INSTANCES statement at most. */
@@ -22,6 +24,18 @@ export interface InsertBatcherConfig {
   readonly durable: boolean;
   /** Buffer `insertAsync` rows (the lossy lane): only when the `insertBatcher` option is given. */
   readonly buffered: boolean;
+}
+
+/**
+ * A slot a local scheduler reserved for a row about to be inserted (docs/design.md §5.5.1
+ * "Inserted claimed"): the row is written already claimed by `worker`, leased `leaseMs`, and
+ * handed to `take` once committed; `cancel` gives the slot back when no claimed row came of it.
+ */
+export interface InsertClaim {
+  readonly worker: string;
+  readonly leaseMs: number;
+  take(row: ClaimedRow): void;
+  cancel(): void;
 }
 
 interface DurableWaiter {
@@ -39,7 +53,9 @@ interface DurableWaiter {
  *   buffered rows die with the process.
  * - **durable** (awaited `insert()`, on unless `durable: false`): natural batching like the
  *   flusher — with no statement of this lane in flight a call is written at once, alone, by
- *   INSERT_INSTANCE (the statement of a direct insert: a lone insert costs what it did); calls
+ *   INSERT_INSTANCE (the statement of a direct insert: a lone insert costs what it did), or
+ *   INSERT_CLAIMED when a scheduler of its queue on this node has a slot for it (docs/design.md
+ *   §5.5.1 "Inserted claimed": the row starts without a claim); calls
  *   arriving while one is in flight form the next statement, INSERT_INSTANCES for two or more.
  *   After a multi-row statement the lane stays taken for one macrotask, so its answered callers
  *   who insert again join the next statement together (closed-loop callers stay one batch).
@@ -65,6 +81,11 @@ export class InsertBatcher {
     private readonly telemetry: Telemetry,
     /** Rows committed runnable and due now: their queues are poked (and claim floors lowered). */
     private readonly due: (rows: readonly InsertRow[]) => void,
+    /**
+     * Asked as a lone awaited insert is written: a slot of the row's queue on this node to
+     * write it claimed into, or undefined (docs/design.md §5.5.1 "Inserted claimed").
+     */
+    private readonly claimFor: (row: InsertRow) => InsertClaim | undefined = () => undefined,
   ) {}
 
   /** Whether rows are accepted now (started, not draining). */
@@ -183,6 +204,8 @@ export class InsertBatcher {
 
   /** One waiter alone: the direct insert's statement and answers. */
   private async writeLone(waiter: DurableWaiter): Promise<void> {
+    const claim = this.claimFor(waiter.row);
+    if (claim) return this.writeClaimed(waiter, claim);
     let inserted: InsertedInstance | null;
     try {
       inserted = await INSERT_INSTANCE.run(this.sql, waiter.row);
@@ -196,6 +219,40 @@ export class InsertBatcher {
     }
     waiter.resolve(inserted);
     if (inserted.due) this.due([waiter.row]);
+  }
+
+  /**
+   * One waiter alone whose queue's scheduler here reserved a slot: INSERT_CLAIMED writes the row
+   * claimed by that scheduler, which starts it before the caller is answered; a paused queue's
+   * row is written runnable (and its queue poked, as any due row), a duplicate or an error gives
+   * the slot back. An error leaves the row's fate unknown as for any insert: if it was written
+   * claimed, nobody heartbeats it, and the reaper makes it runnable once its lease ends.
+   */
+  private async writeClaimed(waiter: DurableWaiter, claim: InsertClaim): Promise<void> {
+    let answer: InsertClaimedAnswer;
+    try {
+      answer = await INSERT_CLAIMED.run(this.sql, {
+        row: waiter.row,
+        worker: claim.worker,
+        leaseMs: claim.leaseMs,
+      });
+    } catch (err) {
+      claim.cancel();
+      waiter.reject(err);
+      return;
+    }
+    if (answer.kind === 'claimed') {
+      claim.take(answer.row);
+      waiter.resolve({ id: answer.row.id, queue: answer.row.queue, due: true });
+      return;
+    }
+    claim.cancel();
+    if (answer.kind === 'duplicate') {
+      waiter.reject(new DuplicateError(waiter.row.correlationKey ?? ''));
+      return;
+    }
+    waiter.resolve({ id: answer.id, queue: answer.queue, due: true });
+    this.due([waiter.row]);
   }
 
   private async writeBatch(chunk: readonly DurableWaiter[]): Promise<void> {

@@ -58,6 +58,8 @@ export class Scheduler implements SuspectHost, ClaimHost {
    * kept for new keys; undefined once rows joined the buffer since.
    */
   private newKeyScanAt: number | undefined;
+  /** Slots reserved for rows being inserted claimed (docs/design.md §5.5.1). */
+  private insertsReserved = 0;
   /** Buffered rows being released because a suspect holds the node. */
   private releasing: Promise<void> | undefined;
   private shedding: Promise<void> | undefined;
@@ -171,6 +173,44 @@ export class Scheduler implements SuspectHost, ClaimHost {
     this.loop.floor.inserted(priority, at);
   }
 
+  /**
+   * Whether a row about to be inserted on this node may be written already claimed by this
+   * scheduler and start at once (docs/design.md §5.5.1 "Inserted claimed"): the queue runs, is
+   * neither paused (as last learned) nor fair, no suspect holds the node, nothing is buffered
+   * and no pick is in flight or due, the last pick left nothing behind, and a slot is free
+   * beyond those already reserved. True reserves that slot ({@link demand} counts it) until
+   * {@link takeInserted} or {@link cancelInserted}.
+   */
+  reserveInserted(): boolean {
+    if (this.state !== 'running' || this.pause.paused || this.solo.active) return false;
+    if (this.suspects.holding || this.slots.backpressured() || this.buffer.length > 0) return false;
+    if (this.picker.isFair(this.queue) || !this.loop.drained) return false;
+    if (this.slots.inFlight + this.insertsReserved >= this.concurrency) return false;
+    this.insertsReserved += 1;
+    return true;
+  }
+
+  /** A reserved slot whose insert wrote no claimed row (a duplicate, a paused queue, an error). */
+  cancelInserted(): void {
+    this.insertsReserved -= 1;
+  }
+
+  /**
+   * The row a reserved slot's insert wrote claimed by this scheduler: it starts now, ahead of
+   * anything buffered since; a scheduler no longer running, or quiet for a suspect's solo run
+   * (§26.5), gives it back (runnable, poked).
+   */
+  takeInserted(row: ClaimedRow): void {
+    this.insertsReserved -= 1;
+    if (this.state !== 'running' || this.solo.active) {
+      void this.giveBack([row]);
+      return;
+    }
+    this.lastActivityAt = Date.now();
+    this.buffer.unshift(row);
+    this.dispatch();
+  }
+
   /** A poke: runnable work may exist (docs/design.md §5.5; {@link ClaimLoop.poke}). */
   poke(): void {
     this.loop.poke();
@@ -186,7 +226,7 @@ export class Scheduler implements SuspectHost, ClaimHost {
       this.concurrency +
       this.policy.prefetch() -
       this.fairReserve() -
-      (this.slots.inFlight + this.buffer.length)
+      (this.slots.inFlight + this.buffer.length + this.insertsReserved)
     );
   }
 

@@ -1,5 +1,7 @@
 import type { DurableStatus } from '../gen-durable.constants';
 import type { ChildView, Signal } from '../fsm/step-context';
+import type { InsertRow } from '../instance/insert-row';
+import { INSERT_ROW_COLUMNS, insertRowParams, insertRowSelect } from './insert.sql';
 import { holdsKey } from './sequence.sql';
 import { sql } from './statement';
 
@@ -581,6 +583,69 @@ export const CLAIM_FAIR = sql(
       }
       const first = rows[0] as EmptyClaimRecord | undefined;
       return { rows: out, paused: first?.paused === true, fair: first?.fair !== false };
+    },
+  },
+);
+
+/** What INSERT_CLAIMED is asked: the row, and the worker and lease that claim it. */
+export interface InsertClaimedInput {
+  readonly row: InsertRow;
+  readonly worker: string;
+  readonly leaseMs: number;
+}
+
+/** What INSERT_CLAIMED answers: the claimed row, or the inserted id when the queue is paused. */
+export type InsertClaimedAnswer =
+  | { readonly kind: 'claimed'; readonly row: ClaimRow }
+  /** The queue is paused (gen_durable_paused_queues): written runnable, as INSERT_INSTANCE. */
+  | { readonly kind: 'runnable'; readonly id: string; readonly queue: string }
+  /** Nothing written: the correlation key is held (a duplicate), as INSERT_INSTANCE. */
+  | { readonly kind: 'duplicate' };
+
+/**
+ * A local insert that starts at once (docs/design.md §5.5.1 "Inserted claimed"): INSERT_INSTANCE's
+ * row (same parameters `$1`…`$22`, the same conflict and dedup guards: no row ⇒ duplicate)
+ * written already claimed by worker `$23` with a lease of `$24` ms, `executing` with fencing
+ * token 1, as a claim of it would leave it, and answered as a claim answers it (no inbox,
+ * children or progress: the row is new). Only for a row the claim would take at once and
+ * admit without the limiter: due now, not held, no concurrency key, rate limit, fairness or
+ * sequence key (the caller checks). When the queue is paused (a `LIMIT 1` probe of
+ * gen_durable_paused_queues_pkey, as the claim's) the row is written `runnable` instead,
+ * unclaimed. Indexes: the insert's own (gen_durable_correlation on conflict, gen_durable_dedup
+ * for a key), and gen_durable_lease takes the row as any claimed row.
+ */
+export const INSERT_CLAIMED = sql(
+  'insert_claimed',
+  `WITH pause AS (
+     SELECT EXISTS (SELECT 1 FROM {schema}.gen_durable_paused_queues p WHERE p.queue = $5::text) AS paused
+   )
+   INSERT INTO {schema}.gen_durable AS g
+     ${INSERT_ROW_COLUMNS.replace(/\)$/, ', status, locked_by, lease_expires_at, claim_seq)')}
+   ${insertRowSelect(
+     0,
+     'NULL::bigint',
+     `,
+            CASE WHEN (SELECT paused FROM pause) THEN 'runnable' ELSE 'executing' END::{schema}.gen_durable_status,
+            CASE WHEN NOT (SELECT paused FROM pause) THEN $23::text END,
+            CASE WHEN NOT (SELECT paused FROM pause) THEN now() + make_interval(secs => $24::float8 / 1000) END,
+            CASE WHEN (SELECT paused FROM pause) THEN 0 ELSE 1 END`,
+   )}
+   ON CONFLICT (correlation_guard) WHERE correlation_guard IS NOT NULL DO NOTHING
+   RETURNING g.id, g.fsm, g.fsm_version AS "fsmVersion", g.step, g.state, g.attempt, g.awaits,
+             g.queue, g.priority, g.concurrency_key AS "concurrencyKey",
+             g.concurrency_shard AS "concurrencyShard", g.rate_limit AS "rateLimit", g.weight,
+             g.claim_seq AS "claimSeq", g.parent_id AS "parentId", false AS gated, g.reaps,
+             g.suspect, NULL::json AS inbox, NULL::json AS children,
+             g.status <> 'executing' AS paused, g.trace_context AS "traceContext",
+             NULL::jsonb AS "lastProgress", g.fairness_key AS "fairnessKey", NULL::text AS worker,
+             NULL::text AS "inboxTraceContexts"`,
+  {
+    params: (i: InsertClaimedInput) => [...insertRowParams(i.row), i.worker, i.leaseMs],
+    decode: (rows: readonly ClaimRecord[], i: InsertClaimedInput): InsertClaimedAnswer => {
+      const r = rows[0];
+      if (r === undefined) return { kind: 'duplicate' };
+      if (r.paused) return { kind: 'runnable', id: r.id, queue: r.queue };
+      return { kind: 'claimed', row: claimRow(r, i.worker) };
     },
   },
 );

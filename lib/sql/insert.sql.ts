@@ -87,8 +87,9 @@ export const INSERT_ROW_COLUMNS = `(fsm, fsm_version, step, state, queue, priori
  * window guard (docs/identity.md "Dedup windows"): no row when another instance with the key
  * still has an open window (index gen_durable_dedup), `except` an id the statement itself ends
  * (a replace's occupant). Explicit casts: an INSERT … SELECT infers no type from its columns.
+ * `extra` appends select items (a statement that writes more columns lists them after these).
  */
-export function insertRowSelect(base: number, except = 'NULL::bigint'): string {
+export function insertRowSelect(base: number, except = 'NULL::bigint', extra = ''): string {
   const p = (n: number): string => `$${base + n}`;
   return `SELECT ${p(1)}::text, ${p(2)}::int, ${p(3)}::text, ${p(4)}::text::jsonb, ${p(5)}::text, ${p(6)}::smallint,
             COALESCE(${p(7)}::timestamptz, now() + make_interval(secs => ${p(8)}::float8 / 1000)),
@@ -96,7 +97,7 @@ export function insertRowSelect(base: number, except = 'NULL::bigint'): string {
             ${p(12)}::text, ${p(13)}::float8, ${p(14)}::text, CASE WHEN ${p(15)}::boolean THEN now() END,
             now() + make_interval(secs => ${p(16)}::float8 / 1000),
             COALESCE(${p(17)}::timestamptz, now() + make_interval(secs => ${p(18)}::float8 / 1000)),
-            ${p(19)}::text, ${p(20)}::int, ${p(21)}::text, ${p(22)}::text
+            ${p(19)}::text, ${p(20)}::int, ${p(21)}::text, ${p(22)}::text${extra}
       WHERE (${p(9)}::text IS NULL OR NOT EXISTS (
               SELECT 1 FROM {schema}.gen_durable d
                WHERE d.correlation_key = ${p(9)}::text AND d.dedup_until > now()

@@ -80,6 +80,16 @@ function tracked<T extends PokeTransport>(label: string, transport: T): T {
 }
 
 // docs/design.md §16.4, §25.10: every poke mode — 'local', 'postgres', { redis }, 'none'.
+/**
+ * One PokedJob through `insertAll`, whose rows are found by a claim after a poke: a lone
+ * `insert` with a slot free here would be written claimed and start without either
+ * (docs/design.md §5.5.1 "Inserted claimed").
+ */
+async function insertPoked(h: Harness): Promise<string> {
+  const [id] = await h.engine.insertAll(PokedJob, [{}]);
+  return id!;
+}
+
 describe('poke modes', () => {
   let db: TestDatabase;
   beforeAll(async () => {
@@ -107,7 +117,7 @@ describe('poke modes', () => {
       expect(h.engine.runtime.pokeTransport).toBeUndefined();
       const pokes = jest.spyOn(schedulerOf(h), 'poke');
       try {
-        const id = await h.engine.insert(PokedJob);
+        const id = await insertPoked(h);
         expect(await h.engine.await(id, { timeout: 20_000 })).toEqual({
           kind: 'done',
           result: { ok: true },
@@ -124,7 +134,7 @@ describe('poke modes', () => {
       await started;
       try {
         expect(schedulerOf(h).inFlightCount).toBe(1);
-        const id = await h.engine.insert(PokedJob);
+        const id = await insertPoked(h);
         // The poll is a minute away and the long step holds its slot: only the poke can run it.
         expect(await h.engine.await(id, { timeout: 5_000 })).toEqual({
           kind: 'done',
@@ -156,7 +166,7 @@ describe('poke modes', () => {
         schedulerOf(h).poke(); // an idle poke: its pick finds nothing and is held after the claim
         await reached;
         await new Promise((r) => setTimeout(r, 30)); // past the 10 ms poke window
-        const id = await h.engine.insert(PokedJob); // its poke arrives during the held, empty pick
+        const id = await insertPoked(h); // its poke arrives during the held, empty pick
         release();
         expect(await h.engine.await(id, { timeout: 20_000 })).toMatchObject({ kind: 'done' });
       } finally {
@@ -180,12 +190,12 @@ describe('poke modes', () => {
         return realSetTimeout(fn, ms, ...rest);
       }) as unknown as typeof setTimeout);
       try {
-        const a = await h.engine.insert(PokedJob); // leading edge: opens the window, picks A
+        const a = await insertPoked(h); // leading edge: opens the window, picks A
         expect(await h.engine.await(a, { timeout: 20_000 })).toMatchObject({ kind: 'done' });
         expect(windowTimers).toBeGreaterThan(0);
         // The window never closes (its timer was swallowed); the last pick claimed fewer rows
         // than it wanted, so B's poke must not wait for a trailing fill.
-        const b = await h.engine.insert(PokedJob);
+        const b = await insertPoked(h);
         expect(await h.engine.await(b, { timeout: 10_000 })).toMatchObject({ kind: 'done' });
       } finally {
         spy.mockRestore();
@@ -344,7 +354,7 @@ describe('poke modes', () => {
         const pokes = jest.spyOn(schedulerOf(h), 'poke');
         try {
           h.clear();
-          const id = await h.engine.insert(PokedJob);
+          const id = await insertPoked(h);
           await eventually(async () => heard.length === 1);
           expect(heard[0]).toMatch(/\|default$/);
           expect(h.statements.indexOf('notify_poke')).toBeGreaterThan(
@@ -469,7 +479,7 @@ describe('poke modes', () => {
           await eventually(async () => h.engine.runtime.pokeTransport?.listening === true);
           const heard: string[] = [];
           witness.on('message', (_channel: string, message: string) => heard.push(message));
-          const id = await h.engine.insert(PokedJob);
+          const id = await insertPoked(h);
           expect(await h.engine.await(id, { timeout: 20_000 })).toMatchObject({ kind: 'done' });
           await eventually(async () => heard.length >= 1);
           expect(heard[0]).toMatch(/\|default$/);

@@ -136,7 +136,9 @@ async function scenario(
         }),
       );
       await witness.subscribe(channelB);
-      await b.engine.insert(SharedRedisFsm, { state: { tag: `${run}-b-poke` } });
+      // insertAll announces its queue; a lone insert with a slot free on B would be written
+      // claimed there and announce nothing (docs/design.md §5.5.1).
+      await b.engine.insertAll(SharedRedisFsm, [{ state: { tag: `${run}-b-poke` } }]);
       await heardB;
       await publisher.publish(channelA, pokePayload('witness-0000', 'sentinel'));
       await sentinel;

@@ -267,8 +267,10 @@ describe('OpenTelemetry spans (docs/design.md §31)', () => {
 
   it('otel.internalSpans: an internal span per claim that took rows and per flush', async () => {
     exporter.reset();
-    const id = await engine.insert(TracedFailingFsm);
-    await engine.await(id, { until: 'terminal' });
+    // insertAll: a claim finds the row (a lone insert may be written claimed, with no claim
+    // span of its own: docs/design.md §5.5.1).
+    const [id] = await engine.insertAll(TracedFailingFsm, [{}]);
+    await engine.await(id!, { until: 'terminal' });
     const claims = spans().filter((s) => s.name === 'gen_durable claim default');
     const flushes = spans().filter((s) => s.name === 'gen_durable flush');
     expect(claims.length).toBeGreaterThanOrEqual(1);

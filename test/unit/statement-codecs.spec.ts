@@ -1,4 +1,4 @@
-import { CLAIM_RUNNABLE } from '../../lib/sql/claim.sql';
+import { CLAIM_RUNNABLE, INSERT_CLAIMED } from '../../lib/sql/claim.sql';
 import { resolveInstanceFilter } from '../../lib/control/instance-filter';
 import { COUNT_INSTANCES, FILTER_PARAM_COUNT, LIST_INSTANCES } from '../../lib/sql/query.sql';
 import { PAUSE_QUEUE, QUEUE_STATUS } from '../../lib/sql/queue.sql';
@@ -418,6 +418,12 @@ describe('statement parameter builders and decoders (no database)', () => {
       null,
     ]);
     expect(expectArity(INSERT_INSTANCE_OR_HOLDER, row)).toEqual(params);
+    // INSERT_CLAIMED: the same twenty-two, then the worker and the lease (docs/design.md §5.5.1).
+    expect(expectArity(INSERT_CLAIMED, { row, worker: 'w-1', leaseMs: 30_000 })).toEqual([
+      ...params,
+      'w-1',
+      30_000,
+    ]);
     const keyed = insertRow({ sequenceKey: 'tenant-1', onHeadFailure: 'skip' });
     expect(expectArity(INSERT_INSTANCE, keyed).slice(20)).toEqual(['tenant-1', 'skip']);
     expect(INSERT_INSTANCE.decode([], row)).toBeNull();

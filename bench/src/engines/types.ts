@@ -103,6 +103,11 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 
 /** Installed version of a bench dependency (read from bench/node_modules, exports maps aside). */
 export function version(pkg: string): string {
-  const file = path.join(repoRoot(), 'bench', 'node_modules', pkg, 'package.json');
+  // The bench's own install first; a script run from the repo root without it (bench/*.ts)
+  // resolves the package from the root's node_modules, and reports that one.
+  const own = path.join(repoRoot(), 'bench', 'node_modules', pkg, 'package.json');
+  const file = fs.existsSync(own)
+    ? own
+    : path.join(repoRoot(), 'node_modules', pkg, 'package.json');
   return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version;
 }
