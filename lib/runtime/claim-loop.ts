@@ -100,12 +100,12 @@ export class ClaimLoop {
   }
 
   /**
-   * The last pick claimed fewer rows than it asked for, and none is in flight or due at the next
-   * macrotask: as far as this node knows, no runnable row of the queue waits (docs/design.md
-   * §5.5.1 "Inserted claimed").
+   * The last pick claimed fewer rows than it asked for: as far as this node knows, no runnable
+   * row of the queue waits (docs/design.md §5.5.1 "Inserted claimed"). A pick in flight (a
+   * refill after a completion) does not change that until it answers.
    */
   get drained(): boolean {
-    return this.drainedQueue && !this.inFlight && this.refillTimer === undefined;
+    return this.drainedQueue;
   }
 
   /** Polls from now, at the base period. */

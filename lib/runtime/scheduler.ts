@@ -176,9 +176,8 @@ export class Scheduler implements SuspectHost, ClaimHost {
   /**
    * Whether a row about to be inserted on this node may be written already claimed by this
    * scheduler and start at once (docs/design.md §5.5.1 "Inserted claimed"): the queue runs, is
-   * neither paused (as last learned) nor fair, no suspect holds the node, nothing is buffered
-   * and no pick is in flight or due, the last pick left nothing behind, and a slot is free
-   * beyond those already reserved. True reserves that slot ({@link demand} counts it) until
+   * neither paused (as last learned) nor fair, no suspect holds the node, nothing is buffered,
+   * the last pick left nothing behind, and a slot is free beyond those already reserved. True reserves that slot ({@link demand} counts it) until
    * {@link takeInserted} or {@link cancelInserted}.
    */
   reserveInserted(): boolean {
