@@ -18,7 +18,7 @@ import { loadavg } from 'node:os';
 
 import { type INestApplication, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { Client, Pool } from 'pg';
+import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 
 import { EngineService, GenDurableModule } from '../lib';
@@ -27,11 +27,7 @@ import { StatsSnapshot } from '../lib/runtime/stats-snapshot';
 import { migrateUp } from '../lib/schema/migrator';
 import { Telemetry } from '../lib/telemetry/telemetry';
 import { fillDashboardFixture } from './dashboard-reads';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
-  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
-};
+import { runScript, type ScratchDatabase, withScratchDatabase } from './scratch-database';
 
 const ROWS = Number(process.env['ROWS'] ?? 1_000_000);
 const RUNS = Number(process.env['RUNS'] ?? 30);
@@ -83,16 +79,8 @@ async function bootApp(url: string): Promise<{ app: INestApplication; dataSource
   return { app, dataSource };
 }
 
-async function main(): Promise<void> {
-  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
-  const server = process.env['DATABASE_URL'] ?? embedded!.url;
-  const name = `gd_dashboard_pages_${Date.now()}`;
-  const admin = new Client({ connectionString: server });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  const pool = new Pool({ connectionString: url.toString(), max: 2 });
+async function dashboardPages({ url, server, embedded }: ScratchDatabase): Promise<void> {
+  const pool = new Pool({ connectionString: url, max: 2 });
   let host: { app: INestApplication; dataSource: DataSource } | undefined;
   try {
     const client = await pool.connect();
@@ -106,7 +94,7 @@ async function main(): Promise<void> {
     } finally {
       client.release();
     }
-    host = await bootApp(url.toString());
+    host = await bootApp(url);
     const base = `${(await host.app.getUrl()).replace('[::1]', '127.0.0.1')}/durable`;
     process.stdout.write(
       `${ROWS} rows, ${RUNS} requests per page after 3 warm-ups (${server.replace(/:[^:@/]*@/, ':***@')}${embedded ? ', embedded PostgreSQL' : ''})\n` +
@@ -142,22 +130,16 @@ async function main(): Promise<void> {
     }
     process.stdout.write(`\nload average at the end: ${load()}\n`);
   } finally {
-    // DROP … WITH (FORCE) below ends a pooled connection that outlived the app's close (an idle
-    // pg client emits 57P01 'terminating connection due to administrator command'): harmless
-    // once the numbers are printed, so it does not fail the run.
+    // The helper's DROP … WITH (FORCE), once this returns, ends a pooled connection that
+    // outlived the app's close (an idle pg client emits 57P01 'terminating connection due to
+    // administrator command'): harmless once the numbers are printed, so it does not fail the run.
     process.on('uncaughtException', (err: Error & { code?: string }) => {
       if (err.code !== '57P01') throw err;
     });
     await host?.app.close();
     await host?.dataSource.destroy();
     await pool.end();
-    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-    await admin.end();
-    await embedded?.stop();
   }
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`${String(err)}\n`);
-  process.exit(1);
-});
+runScript(() => withScratchDatabase('gd_dashboard_pages', dashboardPages));

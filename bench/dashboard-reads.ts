@@ -7,7 +7,7 @@
  * list and count of the default views, explain of a row, limiter status. docs/performance.md
  * "Dashboard reads at 1 000 000 rows" records a run. Uses DATABASE_URL or embedded PostgreSQL.
  */
-import { Client, Pool } from 'pg';
+import { Pool } from 'pg';
 
 import { SqlExecutor } from '../lib/db/sql-executor';
 import { InstanceQuery } from '../lib/control/instance-query';
@@ -17,11 +17,7 @@ import { readOverview } from '../lib/control/read-stats-overview';
 import { StatsSnapshot } from '../lib/runtime/stats-snapshot';
 import { migrateUp } from '../lib/schema/migrator';
 import { Telemetry } from '../lib/telemetry/telemetry';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
-  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
-};
+import { runScript, type ScratchDatabase, withScratchDatabase } from './scratch-database';
 
 const ROWS = Number(process.env['ROWS'] ?? 1_000_000);
 const RUNS = 20;
@@ -84,16 +80,8 @@ export async function fillDashboardFixture(
   );
 }
 
-async function main(): Promise<void> {
-  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
-  const server = process.env['DATABASE_URL'] ?? embedded!.url;
-  const name = `gd_dashboard_${Date.now()}`;
-  const admin = new Client({ connectionString: server });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  const pool = new Pool({ connectionString: url.toString(), max: 4 });
+async function dashboardReads({ url, server, embedded }: ScratchDatabase): Promise<void> {
+  const pool = new Pool({ connectionString: url, max: 4 });
   try {
     const client = await pool.connect();
     try {
@@ -169,15 +157,9 @@ async function main(): Promise<void> {
     await time('limiter status', () => readLimiterStatus(sql, 'postgres'));
   } finally {
     await pool.end();
-    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-    await admin.end();
-    await embedded?.stop();
   }
 }
 
 if (require.main === module) {
-  main().catch((err: unknown) => {
-    process.stderr.write(`${String(err)}\n`);
-    process.exit(1);
-  });
+  runScript(() => withScratchDatabase('gd_dashboard', dashboardReads));
 }

@@ -24,11 +24,7 @@ import { GET_INSTANCE_BY_KEY } from '../lib/sql/instance.sql';
 import { LIMIT_CONFIGS, LIMIT_COUNTERS } from '../lib/sql/limiter-status.sql';
 import { CANCEL_BATCH, CANCEL_INSTANCES } from '../lib/sql/cancel.sql';
 import { RETRY_INSTANCES } from '../lib/sql/retry.sql';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
-  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
-};
+import { runScript, type ScratchDatabase, withScratchDatabase } from './scratch-database';
 
 const ROWS = Number(process.env['ROWS'] ?? 200_000);
 const BATCH = 50;
@@ -51,16 +47,8 @@ async function explain(
   }
 }
 
-async function main(): Promise<void> {
-  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
-  const server = process.env['DATABASE_URL'] ?? embedded!.url;
-  const name = `gd_explain_${Date.now()}`;
-  const admin = new Client({ connectionString: server });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  const client = new Client({ connectionString: url.toString() });
+async function explainPlans({ url, server, embedded }: ScratchDatabase): Promise<void> {
+  const client = new Client({ connectionString: url });
   await client.connect();
   try {
     await migrateUp({ query: (text, params) => client.query(text, params), inTransaction: false });
@@ -208,9 +196,6 @@ async function main(): Promise<void> {
     await explainDashboardData(client);
   } finally {
     await client.end();
-    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-    await admin.end();
-    await embedded?.stop();
   }
 }
 
@@ -395,7 +380,4 @@ async function explainDashboardData(client: Client): Promise<void> {
   );
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`${String(err)}\n`);
-  process.exit(1);
-});
+runScript(() => withScratchDatabase('gd_explain', explainPlans));

@@ -15,11 +15,7 @@ import { Client } from 'pg';
 import { migrateUp } from '../lib/schema/migrator';
 import { CLAIM_FAIR, CLAIM_RUNNABLE } from '../lib/sql/claim.sql';
 import { renderStatement, type StatementRunner } from '../lib/sql/statement';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
-  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
-};
+import { runScript, withScratchDatabase } from './scratch-database';
 
 const SMALL_ROWS = Number(process.env['SMALL_ROWS'] ?? 10_000);
 const SMALL_KEYS = Number(process.env['SMALL_KEYS'] ?? 100);
@@ -93,16 +89,8 @@ async function measure(
   return { median: quantile(times, 0.5), p95: quantile(times, 0.95), got };
 }
 
-async function main(): Promise<void> {
-  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
-  const server = process.env['DATABASE_URL'] ?? embedded!.url;
-  const name = `gd_fair_${Date.now()}`;
-  const admin = new Client({ connectionString: server });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  const client = new Client({ connectionString: url.toString() });
+async function fairClaimCost(url: string): Promise<void> {
+  const client = new Client({ connectionString: url });
   await client.connect();
   try {
     await migrateUp({ query: (text, params) => client.query(text, params), inTransaction: false });
@@ -137,13 +125,7 @@ async function main(): Promise<void> {
     );
   } finally {
     await client.end();
-    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-    await admin.end();
-    await embedded?.stop();
   }
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`${String(err)}\n`);
-  process.exit(1);
-});
+runScript(() => withScratchDatabase('gd_fair', ({ url }) => fairClaimCost(url)));

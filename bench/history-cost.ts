@@ -17,7 +17,6 @@ import 'reflect-metadata';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 
-import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 
 import {
@@ -31,11 +30,7 @@ import {
   type StepContext,
 } from '../lib';
 import { migrateUp } from '../lib/schema/migrator';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
-  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
-};
+import { runScript, withScratchDatabase } from './scratch-database';
 
 const N = Number(process.env['N'] ?? 5_000);
 const C = Number(process.env['C'] ?? 20);
@@ -71,17 +66,13 @@ const median = (xs: readonly number[]): number => {
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
 
-async function main(): Promise<void> {
-  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
-  const server = process.env['DATABASE_URL'] ?? embedded!.url;
-  const name = `gd_history_${Date.now()}`;
-  const admin = new Client({ connectionString: server });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: 10 } });
-  const variants = [...LEVELS, 'off (A/A)'];
+const variants = [...LEVELS, 'off (A/A)'];
+
+/** The repeats' drains: per variant, the rate (steps/s) and the worker CPU of each repeat. */
+async function drains(
+  url: string,
+): Promise<{ rates: Map<string, number[]>; cpus: Map<string, number[]> }> {
+  const ds = new DataSource({ type: 'postgres', url, extra: { max: 10 } });
   const rates = new Map<string, number[]>(variants.map((v) => [v, []]));
   const cpus = new Map<string, number[]>(variants.map((v) => [v, []]));
   try {
@@ -125,10 +116,12 @@ async function main(): Promise<void> {
     await app.close();
   } finally {
     await ds.destroy().catch(() => undefined);
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
-    await admin.end();
-    await embedded?.stop();
   }
+  return { rates, cpus };
+}
+
+async function main(): Promise<void> {
+  const { rates, cpus } = await withScratchDatabase('gd_history', ({ url }) => drains(url));
   const base = rates.get('off')!;
   console.log(`\nfsm3 drain, N=${N}, C=${C}, ${REPEATS} interleaved repeats`);
   for (const v of variants) {
@@ -145,10 +138,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`${String((err as Error).stack ?? err)}\n`);
-    process.exit(1);
-  },
-);
+runScript(main);

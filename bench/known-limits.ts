@@ -37,11 +37,7 @@ import { done, DurableFsm, EngineService, GenDurableModule, Step } from '../lib'
 import { migrateUp } from '../lib/schema/migrator';
 import { CLAIM_FAIR, CLAIM_RUNNABLE } from '../lib/sql/claim.sql';
 import { renderStatement, type StatementRunner } from '../lib/sql/statement';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
-  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
-};
+import { runScript, withScratchDatabase } from './scratch-database';
 
 const HOT = Number(process.env['HOT'] ?? 10_000);
 const OTHER = Number(process.env['OTHER'] ?? 5_000);
@@ -190,18 +186,10 @@ async function hotKeyClaims(
   };
 }
 
-async function main(): Promise<void> {
-  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
-  const server = process.env['DATABASE_URL'] ?? embedded!.url;
-  const name = `gd_limits_${Date.now()}`;
-  const admin = new Client({ connectionString: server });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  const client = new Client({ connectionString: url.toString() });
+async function knownLimits(url: string): Promise<void> {
+  const client = new Client({ connectionString: url });
   await client.connect();
-  const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: 10 } });
+  const ds = new DataSource({ type: 'postgres', url, extra: { max: 10 } });
   const out: string[] = [];
   const say = (line: string): void => {
     out.push(line);
@@ -364,16 +352,7 @@ async function main(): Promise<void> {
   } finally {
     await client.end().catch(() => undefined);
     await ds.destroy().catch(() => undefined);
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
-    await admin.end();
-    await embedded?.stop();
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`${String((err as Error).stack ?? err)}\n`);
-    process.exit(1);
-  },
-);
+runScript(() => withScratchDatabase('gd_limits', ({ url }) => knownLimits(url)));

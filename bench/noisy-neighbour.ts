@@ -16,16 +16,11 @@ import 'reflect-metadata';
 
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 
 import { done, DurableFsm, EngineService, GenDurableModule, Step, type StepContext } from '../lib';
 import { migrateUp } from '../lib/schema/migrator';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
-  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
-};
+import { runScript, withScratchDatabase } from './scratch-database';
 
 const C = Number(process.env['C'] ?? 20);
 const STEP_MS = Number(process.env['STEP_MS'] ?? 10);
@@ -80,16 +75,8 @@ async function smallTenants(engine: EngineService, seconds: number): Promise<num
   return n;
 }
 
-async function main(): Promise<void> {
-  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
-  const server = process.env['DATABASE_URL'] ?? embedded!.url;
-  const name = `gd_noisy_${Date.now()}`;
-  const admin = new Client({ connectionString: server });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: 10 } });
+async function noisyNeighbour(url: string): Promise<void> {
+  const ds = new DataSource({ type: 'postgres', url, extra: { max: 10 } });
   try {
     await ds.initialize();
     await migrateUp({ query: (text, params) => ds.query(text, params), inTransaction: false });
@@ -199,16 +186,7 @@ async function main(): Promise<void> {
     );
   } finally {
     await ds.destroy().catch(() => undefined);
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
-    await admin.end();
-    await embedded?.stop();
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`${String((err as Error).stack ?? err)}\n`);
-    process.exit(1);
-  },
-);
+runScript(() => withScratchDatabase('gd_noisy', ({ url }) => noisyNeighbour(url)));

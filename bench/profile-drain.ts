@@ -23,7 +23,6 @@ import { NestFactory } from '@nestjs/core';
 import { subscribe } from 'node:diagnostics_channel';
 import { PerformanceObserver } from 'node:perf_hooks';
 
-import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 
 import {
@@ -40,11 +39,7 @@ import {
 } from '../lib';
 import { SqlExecutor } from '../lib/db/sql-executor';
 import { migrateUp } from '../lib/schema/migrator';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { startEmbeddedPostgres } = require('../scripts/embedded-postgres.cjs') as {
-  startEmbeddedPostgres(): Promise<{ url: string; stop(): Promise<void> }>;
-};
+import { runScript, withScratchDatabase } from './scratch-database';
 
 const N = Number(process.env['N'] ?? 20_000);
 const C = Number(process.env['C'] ?? 50);
@@ -149,19 +144,11 @@ SqlExecutor.prototype.queryResult = async function timed(this: SqlExecutor, ...a
   }
 } as typeof original;
 
-async function main(): Promise<void> {
-  const embedded = process.env['DATABASE_URL'] ? undefined : await startEmbeddedPostgres();
-  const server = process.env['DATABASE_URL'] ?? embedded!.url;
-  const name = `gd_profile_${Date.now()}`;
-  const admin = new Client({ connectionString: server });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(server);
-  url.pathname = `/${name}`;
+async function profileDrain(url: string): Promise<void> {
   const poolMax = Number(
     process.env['POOL'] ?? (KIND === 'tx' || KIND === 'txw' || KIND === 'jobw' ? C + 4 : 10),
   );
-  const ds = new DataSource({ type: 'postgres', url: url.toString(), extra: { max: poolMax } });
+  const ds = new DataSource({ type: 'postgres', url, extra: { max: poolMax } });
   dataSource = ds;
   try {
     await ds.initialize();
@@ -252,16 +239,7 @@ async function main(): Promise<void> {
     await app.close();
   } finally {
     await ds.destroy().catch(() => undefined);
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
-    await admin.end();
-    await embedded?.stop();
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`${String((err as Error).stack ?? err)}\n`);
-    process.exit(1);
-  },
-);
+runScript(() => withScratchDatabase('gd_profile', ({ url }) => profileDrain(url)));

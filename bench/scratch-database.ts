@@ -1,8 +1,9 @@
 /**
- * The set-up every script under bench/ shares: a database of its own on DATABASE_URL's server
- * (one it may CREATE DATABASE on) or, with no DATABASE_URL, on the embedded PostgreSQL the
- * project starts itself; dropped (and the embedded server stopped) when the body ends, whether
- * it succeeded or threw. `runScript` runs a script's main and sets its exit code.
+ * The set-up the scripts under bench/ that need one scratch database share: a database of its
+ * own on DATABASE_URL's server (one it may CREATE DATABASE on) or, with no DATABASE_URL, on the
+ * embedded PostgreSQL the project starts itself; dropped (and the embedded server stopped) when
+ * the body ends, whether it succeeded or threw. `runScript` runs a script's main and sets its
+ * exit code.
  */
 import { Client } from 'pg';
 
@@ -19,6 +20,10 @@ export interface ScratchDatabase {
   readonly name: string;
   /** A connection to the server's own database, open for the body's whole run. */
   readonly admin: Client;
+  /** The server's connection string: DATABASE_URL's, or the embedded server's. */
+  readonly server: string;
+  /** True when the server is the embedded PostgreSQL (no DATABASE_URL). */
+  readonly embedded: boolean;
 }
 
 /**
@@ -40,7 +45,7 @@ export async function withScratchDatabase<T>(
     const url = new URL(server);
     url.pathname = `/${name}`;
     try {
-      return await body({ url: url.toString(), name, admin });
+      return await body({ url: url.toString(), name, admin, server, embedded: !!embedded });
     } finally {
       await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
     }
@@ -50,10 +55,13 @@ export async function withScratchDatabase<T>(
   }
 }
 
-/** Runs a script's `main`: exit code 0 when it resolves, 1 (with the stack on stderr) when not. */
+/**
+ * Runs a script's `main`: when it resolves, exits with `process.exitCode` (0 unless the script
+ * set it, e.g. to report a violation it counted); when it rejects, 1 with the stack on stderr.
+ */
 export function runScript(main: () => Promise<void>): void {
   main().then(
-    () => process.exit(0),
+    () => process.exit(),
     (err: unknown) => {
       process.stderr.write(`${String((err as Error).stack ?? err)}\n`);
       process.exit(1);
