@@ -76,6 +76,14 @@ describe('slots kept for new keys', () => {
     return rows[0]!.n;
   }
 
+  async function live(queue: string): Promise<number> {
+    const { rows } = await db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM gen_durable WHERE queue = $1 AND status IN ('runnable', 'executing')`,
+      [queue],
+    );
+    return rows[0]!.n;
+  }
+
   /** Releases the oldest blocked A step and waits for the A row that takes its slot. */
   async function releaseA(): Promise<void> {
     const before = starts.filter((t) => t === 'A').length;
@@ -117,7 +125,9 @@ describe('slots kept for new keys', () => {
   it('a plain queue uses every slot', async () => {
     flowing = true;
     while (blocked.length > 0) blocked.shift()!();
-    await eventually(async () => (await runnable('nk-fair')) === 0, 30_000);
+    // Every row of the fair queue ended, not only claimed: a buffered row (executing, not
+    // runnable) that started after `flowing` went false would block and add to `blocked`.
+    await eventually(async () => (await live('nk-fair')) === 0, 30_000);
     flowing = false;
     starts.length = 0;
     await h.engine.insertAll(
