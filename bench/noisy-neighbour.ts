@@ -11,11 +11,18 @@
  * The latency is measured in-process (Date.now() at the insert call, stored in the state, and
  * at the step's start). Uses DATABASE_URL (a server where it may CREATE DATABASE) or the
  * embedded PostgreSQL. PREFETCH sets the module's `prefetch` (default: not given, `'auto'`).
+ * A's backlog is followed by `ANALYZE gen_durable`, as autovacuum would run in production
+ * (`ANALYZE=0` leaves it out; see the comment where it runs).
+ * After the table, the slowest 1 % of B–K's rows in each phase are split into the insert call
+ * (call → its promise resolved) and the rest (→ the step's start), with the picks that ended
+ * in between (rows, demand, ms), the GC pauses that overlapped the row, and the event loop's
+ * delay per phase: where a late row waited.
  */
 import 'reflect-metadata';
 
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { DataSource } from 'typeorm';
 
 import { done, DurableFsm, EngineService, GenDurableModule, Step, type StepContext } from '../lib';
@@ -28,6 +35,8 @@ const PHASE_S = Number(process.env['PHASE_S'] ?? 20);
 const A_ROWS = Number(process.env['A_ROWS'] ?? 150_000);
 /** The module's `prefetch` (default: its own default, `'auto'`); `PREFETCH=0` turns it off. */
 const PREFETCH = process.env['PREFETCH'];
+/** ANALYZE gen_durable after A's backlog is in (default); `ANALYZE=0` leaves it out. */
+const ANALYZE = process.env['ANALYZE'] !== '0';
 const SMALL = ['B', 'C', 'D', 'E', 'F', 'G', 'H', 'I', 'J', 'K'];
 
 interface JobState {
@@ -39,6 +48,20 @@ const latencies: number[] = [];
 let aFinished = 0;
 let recording = false;
 
+/** One B–K row's times (Date.now() ms): the insert call, its promise resolved, the step's start. */
+interface Sample {
+  call: number;
+  returned?: number;
+  started?: number;
+}
+const samples = new Map<string, Sample>();
+/** Picks (pick:stop) and GC pauses as [end ms, …], for the split of the slowest rows. */
+const picks: { end: number; count: number; demand: number; ms: number }[] = [];
+const gcs: { start: number; ms: number }[] = [];
+/** Flushes (flush:stop) and the most rows awaiting commit a poll tick saw, per phase. */
+const flushes: { count: number; ms: number }[] = [];
+let maxAwaiting = 0;
+
 @DurableFsm({
   name: 'noisy-job',
   queue: 'noisy',
@@ -47,7 +70,12 @@ let recording = false;
 class NoisyJob {
   @Step() async start(ctx: StepContext<JobState>) {
     const state = ctx.state;
-    if (state.tenant !== 'A' && recording) latencies.push(Date.now() - state.at);
+    if (state.tenant !== 'A' && recording) {
+      latencies.push(Date.now() - state.at);
+      const sample = samples.get(ctx.id);
+      if (sample) sample.started = Date.now();
+      else samples.set(ctx.id, { call: state.at, started: Date.now() });
+    }
     await new Promise((resolve) => setTimeout(resolve, STEP_MS));
     if (state.tenant === 'A') aFinished++;
     return done({});
@@ -68,7 +96,11 @@ async function smallTenants(engine: EngineService, seconds: number): Promise<num
   while (Date.now() < end) {
     const tenant = SMALL[i % SMALL.length]!;
     i++;
-    await engine.insert(NoisyJob, { state: { tenant, at: Date.now() } });
+    const at = Date.now();
+    const id = await engine.insert(NoisyJob, { state: { tenant, at } });
+    const sample = samples.get(id);
+    if (sample) sample.returned = Date.now();
+    else samples.set(id, { call: at, returned: Date.now() });
     n++;
     await new Promise((resolve) => setTimeout(resolve, step));
   }
@@ -100,7 +132,54 @@ async function noisyNeighbour(url: string): Promise<void> {
     const sheds: Record<string, number> = {};
     const subscription = engine.events$.subscribe((e) => {
       if (e.event === 'scheduler:shed') shed += e.measurements['released'] ?? 0;
+      if (e.event === 'flush:stop') {
+        flushes.push({
+          count: e.measurements['count'] ?? 0,
+          ms: e.measurements['durationMs'] ?? 0,
+        });
+      }
+      if (e.event === 'scheduler:saturation') {
+        maxAwaiting = Math.max(maxAwaiting, e.measurements['awaitingCommit'] ?? 0);
+      }
+      if (e.event === 'pick:stop' && recording) {
+        picks.push({
+          end: Date.now(),
+          count: e.measurements['count'] ?? 0,
+          demand: e.measurements['demand'] ?? 0,
+          ms: e.measurements['durationMs'] ?? 0,
+        });
+      }
     });
+    const gcObserver = new PerformanceObserver((list) => {
+      for (const g of list.getEntries()) {
+        gcs.push({ start: performance.timeOrigin + g.startTime, ms: g.duration });
+      }
+    });
+    gcObserver.observe({ entryTypes: ['gc'] });
+    const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+    const loops: Record<string, string> = {};
+    const splits: Record<string, string[]> = {};
+    const split = (name: string): void => {
+      const rows = [...samples.values()].filter((x) => x.started !== undefined);
+      rows.sort((a, b) => b.started! - b.call - (a.started! - a.call));
+      const worst = rows.slice(0, Math.max(1, Math.ceil(rows.length / 100)));
+      splits[name] = worst.map((x) => {
+        const returned = x.returned ?? x.started!;
+        const inPicks = picks
+          .filter((p) => p.end >= x.call && p.end <= x.started!)
+          .map((p) => `${p.count}/${p.demand} ${p.ms.toFixed(1)}`);
+        const gcMs = gcs
+          .filter((g) => g.start + g.ms >= x.call && g.start <= x.started!)
+          .reduce((sum, g) => sum + g.ms, 0);
+        return `${x.started! - x.call} ms = insert ${returned - x.call} + ${x.started! - returned}; picks ended in it (rows/demand ms): ${inPicks.join(', ') || 'none'}; GC ${gcMs.toFixed(1)} ms`;
+      });
+      loops[name] =
+        `p99 ${(loopDelay.percentile(99) / 1e6).toFixed(1)} ms, max ${(loopDelay.max / 1e6).toFixed(1)} ms`;
+      samples.clear();
+      picks.length = 0;
+      gcs.length = 0;
+      loopDelay.reset();
+    };
     // Checkpoints started during each phase (pg_stat_checkpointer from PostgreSQL 17,
     // pg_stat_bgwriter before): a checkpoint's writes slow every statement for a while,
     // inserts and claims alike.
@@ -114,19 +193,30 @@ async function noisyNeighbour(url: string): Promise<void> {
     };
     const ckpts: Record<string, number> = {};
     let ckptMark = await checkpoints();
+    const flushStats: Record<string, string> = {};
     const phase = async (name: string): Promise<void> => {
       sheds[name] = shed;
       shed = 0;
+      const ms = flushes.map((x) => x.ms);
+      const rows = flushes.reduce((sum, x) => sum + x.count, 0);
+      flushStats[name] =
+        `${flushes.length} flushes, ${(rows / Math.max(1, flushes.length)).toFixed(0)} rows each, ` +
+        `p50 ${quantile(ms, 0.5).toFixed(1)} / p99 ${quantile(ms, 0.99).toFixed(1)} / max ${Math.max(0, ...ms).toFixed(1)} ms; ` +
+        `most awaiting commit at a poll tick ${maxAwaiting}`;
+      flushes.length = 0;
+      maxAwaiting = 0;
       const now = await checkpoints();
       ckpts[name] = now - ckptMark;
       ckptMark = now;
     };
 
     // 1. idle queue: B–K alone.
+    loopDelay.enable();
     recording = true;
     const idleCount = await smallTenants(engine, PHASE_S);
     await new Promise((resolve) => setTimeout(resolve, 1000));
     recording = false;
+    split('idle');
     await phase('idle');
     const idle = [...latencies];
     latencies.length = 0;
@@ -141,11 +231,20 @@ async function noisyNeighbour(url: string): Promise<void> {
       );
     }
     const insertS = (Date.now() - t0) / 1000;
+    // What autovacuum's ANALYZE does in production once a table grows this much: without it
+    // (this machine's server runs with autovacuum off), a pooled connection whose generic
+    // plan of the flush was built while the table held B–K's few hundred rows keeps it, and
+    // that plan is a sequential scan of the grown table (docs/performance.md "Noisy
+    // neighbour"). ANALYZE=0 leaves it out.
+    if (ANALYZE) await ds.query('ANALYZE gen_durable');
     await phase('insert');
+    loopDelay.reset();
     const a0 = aFinished;
     await new Promise((resolve) => setTimeout(resolve, PHASE_S * 1000));
     const aloneRate = (aFinished - a0) / PHASE_S;
     await phase('alone');
+    const aloneLoop = `p99 ${(loopDelay.percentile(99) / 1e6).toFixed(1)} ms, max ${(loopDelay.max / 1e6).toFixed(1)} ms`;
+    loopDelay.reset();
 
     // 3. A's backlog with B–K inserting.
     recording = true;
@@ -156,6 +255,9 @@ async function noisyNeighbour(url: string): Promise<void> {
     subscription.unsubscribe();
     await new Promise((resolve) => setTimeout(resolve, 2000));
     recording = false;
+    split('noisy');
+    loopDelay.disable();
+    gcObserver.disconnect();
     const noisy = [...latencies];
     const left = (await ds.query(
       `SELECT count(*)::int AS n FROM gen_durable WHERE status = 'runnable'`,
@@ -164,7 +266,7 @@ async function noisyNeighbour(url: string): Promise<void> {
 
     const f = (x: number): string => x.toFixed(0);
     console.log(
-      `\nnoisy neighbour: prefetch ${PREFETCH ?? "'auto'"}, queue concurrency ${C}, step ${STEP_MS} ms, phases of ${PHASE_S} s, A backlog ${A_ROWS} (inserted in ${insertS.toFixed(1)} s; ${left[0]!.n} still runnable at the end)\n`,
+      `\nnoisy neighbour: prefetch ${PREFETCH ?? "'auto'"}, ${ANALYZE ? 'ANALYZE after the backlog' : 'no ANALYZE'}, queue concurrency ${C}, step ${STEP_MS} ms, phases of ${PHASE_S} s, A backlog ${A_ROWS} (inserted in ${insertS.toFixed(1)} s; ${left[0]!.n} still runnable at the end)\n`,
     );
     console.log('| measure | value |\n|---|---|');
     console.log(
@@ -181,6 +283,17 @@ async function noisyNeighbour(url: string): Promise<void> {
     console.log(
       `| checkpoints started (pg_stat_bgwriter): idle, insert, alone, noisy | ${['idle', 'insert', 'alone', 'noisy'].map((k) => ckpts[k] ?? 0).join(', ')} |`,
     );
+    console.log(
+      `| flushes: idle; insert; A alone; noisy | ${['idle', 'insert', 'alone', 'noisy'].map((k) => flushStats[k]).join('; ')} |`,
+    );
+    console.log(
+      `| event loop delay: idle; A alone; noisy | ${loops['idle']}; ${aloneLoop}; ${loops['noisy']} |`,
+    );
+    for (const name of ['idle', 'noisy']) {
+      console.log(
+        `\nslowest 1 % of B–K, ${name}:\n${(splits[name] ?? []).map((l) => `- ${l}`).join('\n')}`,
+      );
+    }
     console.log(
       `\np99 ratio noisy / idle: ${(quantile(noisy, 0.99) / quantile(idle, 0.99)).toFixed(2)}×; A with B–K / alone: ${(noisyRate / aloneRate).toFixed(3)}`,
     );
