@@ -5,6 +5,7 @@ import { BEGIN_WITH_TIMEOUTS, COMMIT, ROLLBACK } from '../sql/transaction.sql';
 import { withArrayLiterals } from './array-literal';
 import { sendCancelRequest } from './cancel-request';
 import { classifyError, isConnectionLevel } from './error-class';
+import { guardPoolClients } from './pool-client-guard';
 
 export { classifyError, isConnectionLevel, isTransient } from './error-class';
 
@@ -73,7 +74,9 @@ export class SqlExecutor implements StatementRunner {
   constructor(
     readonly pool: Pool,
     readonly options: SqlExecutorOptions,
-  ) {}
+  ) {
+    guardPoolClients(pool);
+  }
 
   get schema(): string {
     return this.options.schema;
