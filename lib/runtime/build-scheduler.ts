@@ -1,6 +1,8 @@
 import type { SqlExecutor } from '../db/sql-executor';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
+import { ClaimBuffer } from './claim-buffer';
+import { ClaimFloor } from './claim-floor';
 import type { Executor } from './executor';
 import { LeaseKeeper } from './lease-keeper';
 import type { Picker } from './picker';
@@ -40,7 +42,7 @@ export function buildScheduler(
     sql,
     options,
     queue,
-    executor,
+    executor.running,
     picker,
     telemetry,
     shared.predecessorGone,
@@ -51,11 +53,21 @@ export function buildScheduler(
     concurrency,
     options.newKeySlots,
   );
+  const floor = new ClaimFloor();
+  const buffer = new ClaimBuffer(
+    queue,
+    (rows) => picker.release(lease.workerId, rows, floor),
+    telemetry,
+    shared.onReleased,
+    () => lease.workerId,
+  );
   return new Scheduler({
     ...shared,
     queue,
     lease,
     prefetch,
+    buffer,
+    floor,
     slots: new StepSlots(concurrency, 2 * concurrency + prefetch.max()),
     suspects: new SuspectHold(shared.solo, telemetry),
     pause: new QueuePause(sql, telemetry, { queue, worker: lease.workerId }),

@@ -81,8 +81,6 @@ export class ClaimLoop {
   private interval: number;
   /** Claim statements run so far: a poll tick that ran none may probe the pause. */
   private claims = 0;
-  /** Where this queue's next claim starts (docs/design.md §5.3.1); releases put it back. */
-  readonly floor = new ClaimFloor();
   private readonly logger = new Logger('GenDurable');
 
   constructor(
@@ -90,6 +88,8 @@ export class ClaimLoop {
     private readonly picker: Picker,
     private readonly options: ResolvedOptions,
     private readonly telemetry: Telemetry,
+    /** Where this queue's next claim starts (docs/design.md §5.3.1); releases put it back. */
+    readonly floor: ClaimFloor = new ClaimFloor(),
   ) {
     this.interval = options.pollInterval;
   }

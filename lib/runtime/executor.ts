@@ -5,10 +5,8 @@ import type { FsmRegistry } from '../discovery/fsm.registry';
 import { UnknownStepError } from '../errors/unknown-step.error';
 import { limitName } from '../fsm/limit-key';
 import { type EntryKind, OUTCOME_KINDS, type TallyKind } from '../fsm/outcome-kinds';
-import type { StepAbortReason } from '../fsm/step-abort';
 import type { StepContext } from '../fsm/step-context';
 import type { ResolvedOptions } from '../options/resolved-options';
-import type { HeldClaim } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { StepSpan, StepTracer } from '../telemetry/otel-span-types';
 import { withTraceContext } from '../instance/insert-row';
@@ -18,6 +16,7 @@ import type { FlushEntry, FlushReply } from './flush-entry';
 import type { Flusher } from './flusher';
 import { outcomeToEntry } from './outcome-entry';
 import type { RunAhead } from './run-ahead';
+import { RunningSteps } from './running-steps';
 import { StepRun } from './step-run';
 import type { StreamBatcher } from './stream-batcher';
 import { StepStreams } from './step-streams';
@@ -60,13 +59,6 @@ export interface ExecuteOptions {
   readonly onAbandoned?: (settled: Promise<void>) => void;
 }
 
-/** Builds a step's abort reason from what the executor knows of the running step. */
-export type AbortReasonFactory = (row: {
-  readonly id: string;
-  readonly fsm: string;
-  readonly step: string;
-}) => StepAbortReason;
-
 /** The tally counter of a committed entry: its kind's, or `cancelled` when it ended so. */
 function tallyOf(kind: EntryKind, reply: FlushReply): TallyKind {
   return reply === 'cancelled' ? OUTCOME_KINDS.cancel.tally : OUTCOME_KINDS[kind].tally;
@@ -104,6 +96,7 @@ export class Executor {
     private readonly streams?: StreamBatcher,
   ) {
     this.throws = new ThrowRouter(registry, options);
+    this.running = new RunningSteps(telemetry);
   }
 
   /** A run's `ctx.stream` writers, under its claim (docs/streams.md). */
@@ -123,86 +116,8 @@ export class Executor {
     if (run.row.queue !== undefined) this.onProgress?.(run.row.queue);
   };
 
-  /** The step running now per row id in this process, for its abort signal and deadline. */
-  private readonly runs = new Map<string, StepRun>();
-
-  /**
-   * Aborts the `ctx.signal` of the step running for row `id` under claim `claimSeq`, with the
-   * reason `reason` builds (docs/design.md §27.5). The step goes on until it returns, and the
-   * engine keeps waiting for it: only a timeout stops the wait. False when no step of that
-   * claim runs here now, or its signal had already aborted.
-   */
-  abortStep(id: string, claimSeq: string, reason: AbortReasonFactory): boolean {
-    const run = this.runs.get(id);
-    if (!run || run.row.claimSeq !== claimSeq) return false;
-    const aborted = run.abort(reason(run.row));
-    if (aborted) this.emitAbort(run);
-    return aborted;
-  }
-
-  /** The claims of the steps running in this process now, with their workers (the testing heartbeat). */
-  runningClaims(): { id: string; claimSeq: string; worker: string }[] {
-    const out: { id: string; claimSeq: string; worker: string }[] = [];
-    for (const run of this.runs.values()) {
-      if (run.row.worker !== undefined) {
-        out.push({ id: run.row.id, claimSeq: run.row.claimSeq, worker: run.row.worker });
-      }
-    }
-    return out;
-  }
-
-  /**
-   * The pending `ctx.progress` values of the steps running under `claims` (same order; null for
-   * none), or undefined when none has one (docs/design.md §28.2). The heartbeat carries them;
-   * {@link progressStored} then drops those it stored.
-   */
-  pendingProgress(claims: readonly HeldClaim[]): (string | null)[] | undefined {
-    if (this.runs.size === 0) return undefined;
-    let out: (string | null)[] | undefined;
-    for (let k = 0; k < claims.length; k++) {
-      const claim = claims[k]!;
-      const run = this.runs.get(claim.id);
-      const text = run && run.row.claimSeq === claim.claimSeq ? run.pendingProgress : undefined;
-      if (text === undefined) continue;
-      out ??= new Array<string | null>(claims.length).fill(null);
-      out[k] = text;
-    }
-    return out;
-  }
-
-  /**
-   * The heartbeat stored `sent` (from {@link pendingProgress}) for the renewed `claims`: each
-   * value no newer one replaced meanwhile is no longer pending; `step:progress` is emitted for
-   * each stored one whose step still runs here.
-   */
-  progressStored(
-    claims: readonly HeldClaim[],
-    sent: readonly (string | null)[],
-    renewed: ReadonlySet<string>,
-  ): void {
-    for (let k = 0; k < claims.length; k++) {
-      const text = sent[k];
-      const claim = claims[k]!;
-      if (text === null || text === undefined || !renewed.has(claim.id)) continue;
-      const run = this.runs.get(claim.id);
-      if (!run || run.row.claimSeq !== claim.claimSeq) continue;
-      if (run.pendingProgress === text) run.pendingProgress = undefined;
-      this.telemetry.emit(
-        'step:progress',
-        { count: 1 },
-        { id: claim.id, fsm: run.row.fsm, step: run.row.step },
-      );
-    }
-  }
-
-  /**
-   * Fires the timeout of the step running for row `id` now, as if its deadline had passed
-   * (the testing helper `timeoutStep`). False when no step of that row runs here, or it has no
-   * timeout, or it already timed out.
-   */
-  expireStep(id: string): boolean {
-    return this.runs.get(id)?.expireNow() ?? false;
-  }
+  /** The steps running in this process now: what aborts, progress and the testing helpers reach. */
+  readonly running: RunningSteps;
 
   /**
    * Runs `row`'s step and commits its outcome; with `options.chain`, an inline `next` runs the
@@ -383,14 +298,14 @@ export class Executor {
       let value: unknown;
       if (run.timeoutMs === undefined) {
         // No deadline (the common case): registered for its signal, no race, no extra hop.
-        this.runs.set(row.id, run);
+        this.running.register(run);
         try {
           // No interceptor (the common case): the step is called bare (docs/interceptors.md).
           value = await (interceptors === undefined
             ? step(ctx)
             : interceptedStep(interceptors, step, ctx));
         } finally {
-          this.unregister(run);
+          this.running.unregister(run);
         }
       } else {
         value = await this.runTimed(step, ctx, run, options, interceptors);
@@ -432,8 +347,7 @@ export class Executor {
     options: ExecuteOptions,
     interceptors: FsmDefinition['interceptors'],
   ): Promise<unknown> {
-    const id = run.row.id;
-    this.runs.set(id, run);
+    this.running.register(run);
     let pending: unknown;
     let settled = false;
     try {
@@ -447,7 +361,7 @@ export class Executor {
     } catch (err) {
       const timedOut = run.overdue();
       if (!timedOut) throw err;
-      this.emitAbort(run);
+      this.running.emitAbort(run);
       // Settled = it returned or threw late (the engine saw it): nothing is left running.
       if (!settled && isThenable(pending) && err === timedOut) {
         options.onAbandoned?.(settledQuietly(pending));
@@ -455,22 +369,7 @@ export class Executor {
       throw timedOut;
     } finally {
       run.end();
-      this.unregister(run);
+      this.running.unregister(run);
     }
-  }
-
-  /** The step of `run` settled or was abandoned: no abort can reach it through the registry. */
-  private unregister(run: StepRun): void {
-    if (this.runs.get(run.row.id) === run) this.runs.delete(run.row.id);
-  }
-
-  private emitAbort(run: StepRun): void {
-    const reason = run.signalReason();
-    if (reason === undefined) return;
-    this.telemetry.emit(
-      'step:abort',
-      { count: 1 },
-      { id: run.row.id, fsm: run.row.fsm, step: run.row.step, cause: reason.abortCause },
-    );
   }
 }

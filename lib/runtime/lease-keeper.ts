@@ -15,7 +15,7 @@ import {
 } from '../sql/lease.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
-import type { Executor } from './executor';
+import type { RunningSteps } from './running-steps';
 import { faultPoint, FAULTS_ENABLED } from './fault-points';
 import type { Picker } from './picker';
 
@@ -49,7 +49,7 @@ export class LeaseKeeper {
     private readonly sql: SqlExecutor,
     private readonly options: ResolvedOptions,
     private readonly queue: string,
-    private readonly executor: Executor,
+    private readonly running: RunningSteps,
     private readonly picker: Picker,
     private readonly telemetry: Telemetry,
     /** The node holds its liveness lock: every earlier process with its nodeId is gone. */
@@ -100,7 +100,7 @@ export class LeaseKeeper {
     this.progressTimer = setTimeout(() => {
       this.progressTimer = undefined;
       const rows = this.held();
-      const pending = this.executor.pendingProgress(rows);
+      const pending = this.running.pendingProgress(rows);
       if (!pending) return;
       const withProgress = rows.filter((_, k) => pending[k] !== null);
       void this.heartbeat(withProgress);
@@ -134,7 +134,7 @@ export class LeaseKeeper {
     }
     try {
       // docs/design.md §28.2: the pending ctx.progress values ride on this statement.
-      const progress = this.executor.pendingProgress(rows);
+      const progress = this.running.pendingProgress(rows);
       const { renewed, lost, cancelRequested } = await HEARTBEAT.run(this.sql, {
         worker: this.workerId,
         rows,
@@ -142,7 +142,7 @@ export class LeaseKeeper {
         ...(progress && { progress }),
       });
       this.lastHeartbeatAt = Date.now();
-      if (progress) this.executor.progressStored(rows, progress, new Set(renewed));
+      if (progress) this.running.progressStored(rows, progress, new Set(renewed));
       if (lost.length > 0) this.claimsLost(lost);
       if (cancelRequested.length > 0) this.cancelsRequested(cancelRequested);
       await this.picker.renew(rows);
@@ -159,7 +159,7 @@ export class LeaseKeeper {
    */
   private claimsLost(lost: readonly HeldClaim[]): void {
     for (const claim of lost) {
-      this.executor.abortStep(
+      this.running.abortStep(
         claim.id,
         claim.claimSeq,
         (r) => new LeaseLostError(r.fsm, r.id, r.step),
@@ -175,7 +175,7 @@ export class LeaseKeeper {
    */
   private cancelsRequested(claims: readonly CancelledClaim[]): void {
     for (const claim of claims) {
-      this.executor.abortStep(
+      this.running.abortStep(
         claim.id,
         claim.claimSeq,
         (r) => new StepCancelledError(r.fsm, r.id, r.step, claim.reason),

@@ -1,5 +1,7 @@
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { Telemetry } from '../telemetry/telemetry';
+import type { ClaimBuffer } from './claim-buffer';
+import type { ClaimFloor } from './claim-floor';
 import type { LeaseKeeper } from './lease-keeper';
 import type { Picker } from './picker';
 import type { PrefetchPolicy } from './prefetch-policy';
@@ -23,6 +25,8 @@ export interface SchedulerParts {
   readonly slots: StepSlots;
   readonly suspects: SuspectHold;
   readonly pause: QueuePause;
-  /** Rows went back to runnable while the node runs (a prefetch shed): other nodes may take them. */
-  readonly onReleased: (queue: string) => void;
+  /** Claimed rows waiting for a slot, and their ways back to runnable. */
+  readonly buffer: ClaimBuffer;
+  /** The queue's claim floor (docs/design.md §5.3.1), shared by its claims and releases. */
+  readonly floor: ClaimFloor;
 }

@@ -1,11 +1,10 @@
-import { Logger } from '@nestjs/common';
-
 import type { Telemetry } from '../telemetry/telemetry';
 import { ClaimLoop, type ClaimHost } from './claim-loop';
+import type { ClaimBuffer } from './claim-buffer';
 import type { ClaimedRow } from './claimed-row';
 import type { ExecutionResult } from './executor';
 import type { Picker } from './picker';
-import { orderFairly, type PrefetchPolicy } from './prefetch-policy';
+import type { PrefetchPolicy } from './prefetch-policy';
 import type { LeaseKeeper } from './lease-keeper';
 import type { QueuePause } from './queue-pause';
 import type { SchedulerParts } from './scheduler-parts';
@@ -43,8 +42,8 @@ export type SchedulerState = 'created' | 'running' | 'draining' | 'stopped';
  *
  * Its collaborators come built ({@link buildScheduler}): {@link LeaseKeeper} keeps the claims
  * (worker id, startup reclaim, heartbeat), {@link PrefetchPolicy} sizes the claims,
- * {@link StepSlots} counts running steps and rows awaiting commit, {@link StepLauncher} runs a
- * row's steps, {@link SuspectHold} holds a suspect apart, {@link QueuePause} tracks the
+ * {@link StepSlots} counts running steps and rows awaiting commit, {@link ClaimBuffer} holds the
+ * claimed rows waiting for a slot and releases them, {@link StepLauncher} runs a row's steps, {@link SuspectHold} holds a suspect apart, {@link QueuePause} tracks the
  * fleet-wide pause. Its own {@link ClaimLoop} decides when to claim; the scheduler decides what
  * runs.
  */
@@ -52,18 +51,10 @@ export class Scheduler implements SuspectHost, ClaimHost {
   readonly queue: string;
   readonly concurrency: number;
   private state: SchedulerState = 'created';
-  private buffer: ClaimedRow[] = [];
-  /**
-   * {@link StepSlots.keysFreedCount} when a scan of the buffer last found no row for the slots
-   * kept for new keys; undefined once rows joined the buffer since.
-   */
-  private newKeyScanAt: number | undefined;
+  /** Claimed rows waiting for a slot, and their ways back to runnable. */
+  private readonly buffer: ClaimBuffer;
   /** Slots reserved for rows being inserted claimed (docs/design.md §5.5.1). */
   private insertsReserved = 0;
-  /** Buffered rows being released because a suspect holds the node. */
-  private releasing: Promise<void> | undefined;
-  private shedding: Promise<void> | undefined;
-  private readonly logger = new Logger('GenDurable');
   /** Epoch ms of the last loop activity (health, §21). */
   lastActivityAt = 0;
 
@@ -79,7 +70,6 @@ export class Scheduler implements SuspectHost, ClaimHost {
   private readonly slots: StepSlots;
   private readonly suspects: SuspectHold;
   private readonly pause: QueuePause;
-  private readonly onReleased: (queue: string) => void;
 
   constructor(parts: SchedulerParts) {
     this.queue = parts.queue;
@@ -93,9 +83,9 @@ export class Scheduler implements SuspectHost, ClaimHost {
     this.slots = parts.slots;
     this.suspects = parts.suspects;
     this.pause = parts.pause;
-    this.onReleased = parts.onReleased;
+    this.buffer = parts.buffer;
     this.concurrency = parts.slots.concurrency;
-    this.loop = new ClaimLoop(this, parts.picker, parts.options, parts.telemetry);
+    this.loop = new ClaimLoop(this, parts.picker, parts.options, parts.telemetry, parts.floor);
     parts.solo.add(this);
   }
 
@@ -202,11 +192,11 @@ export class Scheduler implements SuspectHost, ClaimHost {
   takeInserted(row: ClaimedRow): void {
     this.insertsReserved -= 1;
     if (this.state !== 'running' || this.solo.active) {
-      void this.giveBack([row]);
+      void this.buffer.giveBack([row]);
       return;
     }
     this.lastActivityAt = Date.now();
-    this.buffer.unshift(row);
+    this.buffer.putFirst(row);
     this.dispatch();
   }
 
@@ -255,12 +245,11 @@ export class Scheduler implements SuspectHost, ClaimHost {
     }
     this.state = 'draining';
     await this.loop.stop();
-    if (this.shedding) await this.shedding;
-    if (this.releasing) await this.releasing;
+    await this.buffer.settled();
     // A suspect not yet started goes back with the buffer (uncounted: its step never ran).
     const suspect = this.suspects.takeUnstarted(this);
-    if (suspect) this.buffer.push(suspect);
-    const released = await this.releaseBuffer('');
+    if (suspect) this.buffer.putLast(suspect);
+    const released = await this.buffer.releaseAll('');
     const inFlight = this.slots.tasks().length;
     this.telemetry.emit('scheduler:drain', { released, inFlight }, { queue: this.queue });
     if (inFlight > 0 && !(await this.slots.settleWithin(this.drainTimeoutMs))) {
@@ -268,24 +257,6 @@ export class Scheduler implements SuspectHost, ClaimHost {
     }
     this.lease.stop();
     this.state = 'stopped';
-  }
-
-  /**
-   * Releases the buffered rows to runnable (attempt kept; the reaper takes them if the release
-   * fails) and answers how many were released. `why` names the occasion in the log.
-   */
-  private async releaseBuffer(why: string): Promise<number> {
-    const buffered = this.buffer;
-    this.buffer = [];
-    if (buffered.length === 0) return 0;
-    try {
-      return (await this.release(buffered)).length;
-    } catch (err) {
-      this.logger.error(
-        `releasing ${buffered.length} buffered row(s) of ${why}queue ${this.queue} failed; the reaper will: ${String(err)}`,
-      );
-      return 0;
-    }
   }
 
   // ClaimHost: what the claim loop asks.
@@ -307,7 +278,7 @@ export class Scheduler implements SuspectHost, ClaimHost {
   }
 
   learnPause(paused: boolean): Promise<void> {
-    return this.pause.learn(paused, () => this.releaseBuffer('paused '));
+    return this.pause.learn(paused, () => this.buffer.releaseAll('paused '));
   }
 
   touched(): void {
@@ -317,11 +288,7 @@ export class Scheduler implements SuspectHost, ClaimHost {
   async accept(rows: ClaimedRow[]): Promise<boolean> {
     const runnable = await this.suspects.setApart(this, rows);
     if (runnable.length === 0) return false;
-    // A fair queue's buffer lets keys take turns: a new key's row runs before most of a
-    // prefetched backlog of another key (docs/many-tenants.md "Prefetch on a fair queue").
-    if (this.picker.isFair(this.queue)) this.buffer = orderFairly(this.buffer, runnable);
-    else this.buffer.push(...runnable);
-    this.newKeyScanAt = undefined;
+    this.buffer.add(runnable, this.picker.isFair(this.queue));
     this.dispatch();
     return true;
   }
@@ -330,7 +297,7 @@ export class Scheduler implements SuspectHost, ClaimHost {
     // Paused on purpose for a suspect's solo run (§26.5): alive, not stalled (health, §21).
     if (this.solo.active) this.lastActivityAt = Date.now();
     if (!claimed && this.buffer.length > 0) {
-      await this.pause.probe(() => this.releaseBuffer('paused '));
+      await this.pause.probe(() => this.buffer.releaseAll('paused '));
     }
     this.telemetry.emit(
       'scheduler:saturation',
@@ -351,26 +318,9 @@ export class Scheduler implements SuspectHost, ClaimHost {
     const kept = fair ? this.policy.newKeySlots() : 0;
     while (!this.pause.paused && this.slots.canStart() && this.state === 'running') {
       // Only the slots kept for new keys are free: only a row whose key runs nothing may start
-      // (docs/many-tenants.md "A slot for new keys"). A scan that found none is not repeated
-      // until rows join the buffer or a key stops running.
+      // (docs/many-tenants.md "A slot for new keys"); never a second task for an id still held.
       const newKeysOnly = kept > 0 && this.concurrency - this.slots.inFlight <= kept;
-      if (newKeysOnly && this.newKeyScanAt === this.slots.keysFreedCount) return;
-      // Never a second task for an id still held (docs/design.md §26.1): such a row waits.
-      // A loop and `shift` (no closure, no spliced array) in the common case of the head.
-      const buffer = this.buffer;
-      let index = 0;
-      while (
-        index < buffer.length &&
-        (this.slots.holds(buffer[index]!.id) ||
-          (newKeysOnly && this.slots.keyRunning(buffer[index]!.fairnessKey ?? null)))
-      ) {
-        index++;
-      }
-      if (index === buffer.length) {
-        if (newKeysOnly) this.newKeyScanAt = this.slots.keysFreedCount;
-        return;
-      }
-      const row = index === 0 ? buffer.shift() : buffer.splice(index, 1)[0];
+      const row = this.buffer.take(this.slots, newKeysOnly);
       if (!row) return;
       // Inline chains (docs/design.md §7) run while the queue runs; draining ends them at the
       // next step, and so does a suspect's solo run (§26.5), which waits for them. A chain keeps
@@ -403,25 +353,14 @@ export class Scheduler implements SuspectHost, ClaimHost {
   };
 
   /** Releases `rows` to runnable and pokes their queue so another node may run them. */
-  async giveBack(rows: readonly ClaimedRow[]): Promise<void> {
-    try {
-      if ((await this.release(rows)).length > 0) this.onReleased(this.queue);
-    } catch (err) {
-      this.logger.warn(
-        `releasing ${rows.length} row(s) of ${this.queue} failed; the reaper will: ${String(err)}`,
-      );
-    }
+  giveBack(rows: readonly ClaimedRow[]): Promise<void> {
+    return this.buffer.giveBack(rows);
   }
 
   /** A suspect holds the node (§26.5): nothing is claimed or dispatched; the buffer goes back. */
   quiesce(): void {
     this.loop.closePokeWindow();
-    if (this.buffer.length === 0 || this.releasing) return;
-    const buffered = this.buffer;
-    this.buffer = [];
-    this.releasing = this.giveBack(buffered).finally(() => {
-      this.releasing = undefined;
-    });
+    this.buffer.giveAllBack();
   }
 
   /** The solo run is over: claim and dispatch again, from a fresh poll. */
@@ -440,39 +379,10 @@ export class Scheduler implements SuspectHost, ClaimHost {
     this.shedPrefetch();
   }
 
-  /**
-   * Sheds the buffer when the prefetch policy says so ({@link PrefetchPolicy.shouldShed}):
-   * every buffered row is released to runnable and the queue is poked, so another node with
-   * free slots runs them. One release at a time; a failed one leaves the rows buffered, still held.
-   */
+  /** Sheds the buffer when the prefetch policy says so ({@link PrefetchPolicy.shouldShed}). */
   private shedPrefetch(): void {
-    if (this.shedding || this.state !== 'running') return;
-    if (!this.policy.shouldShed(this.slots.inFlight, this.buffer.length)) return;
-    const shed = this.buffer.splice(0);
-    this.shedding = this.release(shed)
-      .then((ids) => {
-        const released = new Set(ids);
-        // A row the release did not match is no longer ours to run (its lease was taken):
-        // dropping it is what the drain does too.
-        if (released.size > 0) {
-          this.telemetry.emit(
-            'scheduler:shed',
-            { released: released.size },
-            { queue: this.queue, worker: this.workerId },
-          );
-          this.onReleased(this.queue);
-        }
-      })
-      .catch((err: unknown) => {
-        this.buffer.push(...shed);
-        this.newKeyScanAt = undefined;
-        this.logger.warn(
-          `releasing ${shed.length} prefetched row(s) of ${this.queue} failed; they stay buffered: ${String(err)}`,
-        );
-      })
-      .finally(() => {
-        this.shedding = undefined;
-      });
+    if (this.state !== 'running') return;
+    if (this.policy.shouldShed(this.slots.inFlight, this.buffer.length)) this.buffer.shed();
   }
 
   /** The executor is done with the row: its flush answered, or it took the crash path. */
@@ -529,14 +439,10 @@ export class Scheduler implements SuspectHost, ClaimHost {
   }
 
   private held(): ClaimedRow[] {
-    const rows = [...this.buffer];
+    const rows = this.buffer.snapshot();
     // Held apart until its step starts (a stale task of the same id may still be running).
     const suspect = this.suspects.unstarted;
     if (suspect) rows.push(suspect);
     return rows.concat(this.slots.rows());
-  }
-
-  private release(rows: readonly ClaimedRow[]): Promise<string[]> {
-    return this.picker.release(this.workerId, rows, this.loop.floor);
   }
 }

@@ -77,7 +77,7 @@ export class StepLauncher {
    */
   abortOnDrainTimeout(rows: readonly ClaimedRow[], drainTimeoutMs: number): void {
     for (const row of rows) {
-      this.executor.abortStep(
+      this.executor.running.abortStep(
         row.id,
         row.claimSeq,
         (r) => new DrainTimeoutError(r.fsm, r.id, r.step, drainTimeoutMs),

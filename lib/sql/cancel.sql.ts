@@ -1,4 +1,5 @@
 import type { DurableStatus } from '../gen-durable.constants';
+import { parentJoinSet } from './parent-join';
 import { sql } from './statement';
 
 /** What happens to the live children of a cancelled row (the public `CancelChildren`). */
@@ -120,12 +121,7 @@ function cancelWrites(p: CancelParams, joins: string, releaseKey = false): strin
       WHERE a.action = 'cancelled' AND a.signaled AND s.target_id = a.id AND s.consumed_at IS NULL
    ), joined AS (
      UPDATE {schema}.gen_durable p
-        SET children_pending = p.children_pending - j.n,
-            status = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - j.n <= 0
-                          THEN 'runnable'::{schema}.gen_durable_status ELSE p.status END,
-            eligible_at = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - j.n <= 0
-                               THEN now() ELSE p.eligible_at END,
-            updated_at = now()
+        SET ${parentJoinSet('j.n')}
        FROM (${joins}) j
       WHERE p.id = j.id
      RETURNING p.id, p.queue, p.status

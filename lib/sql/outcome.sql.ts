@@ -1,6 +1,7 @@
 import type { DurableStatus } from '../gen-durable.constants';
 import type { KindsWrittenBy } from '../fsm/outcome-kinds';
 import { heldClaim } from './held-claim';
+import { parentJoinSet } from './parent-join';
 import { type IdQueue, type IdQueueStatus, noRows } from './row-decoders';
 import { sql } from './statement';
 
@@ -503,12 +504,7 @@ export const JOIN_PARENTS = sql(
      SELECT p.id FROM {schema}.gen_durable p JOIN d ON d.pid = p.id ORDER BY p.id FOR NO KEY UPDATE OF p
    )
    UPDATE {schema}.gen_durable p
-      SET children_pending = p.children_pending - d.n,
-          status = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - d.n <= 0
-                        THEN 'runnable'::{schema}.gen_durable_status ELSE p.status END,
-          eligible_at = CASE WHEN p.status = 'awaiting_children' AND p.children_pending - d.n <= 0
-                             THEN now() ELSE p.eligible_at END,
-          updated_at = now()
+      SET ${parentJoinSet('d.n')}
      FROM d JOIN locked ON locked.id = d.pid
     WHERE p.id = d.pid
     RETURNING p.id, p.queue, p.status`,

@@ -100,14 +100,14 @@ export class GenDurableTesting {
   async heartbeat(): Promise<number> {
     const runtime = this.engine.runtime;
     const byWorker = new Map<string, HeldClaim[]>();
-    for (const c of runtime.executor.runningClaims()) {
+    for (const c of runtime.executor.running.runningClaims()) {
       const list = byWorker.get(c.worker) ?? [];
       list.push({ id: c.id, claimSeq: c.claimSeq });
       byWorker.set(c.worker, list);
     }
     let stored = 0;
     for (const [worker, rows] of byWorker) {
-      const progress = runtime.executor.pendingProgress(rows);
+      const progress = runtime.executor.running.pendingProgress(rows);
       const { renewed } = await HEARTBEAT.run(runtime.sql, {
         worker,
         rows,
@@ -117,7 +117,7 @@ export class GenDurableTesting {
       if (!progress) continue;
       const renewedIds = new Set(renewed);
       stored += progress.filter((p, k) => p !== null && renewedIds.has(rows[k]!.id)).length;
-      runtime.executor.progressStored(rows, progress, renewedIds);
+      runtime.executor.running.progressStored(rows, progress, renewedIds);
     }
     return stored;
   }
@@ -137,7 +137,7 @@ export class GenDurableTesting {
   async timeoutStep(target: Target): Promise<boolean> {
     const to = resolveTarget(target, 'timeoutStep.target');
     const id = 'id' in to ? to.id : (await this.engine.get(to))?.id;
-    return id !== undefined && this.engine.runtime.executor.expireStep(id);
+    return id !== undefined && this.engine.runtime.executor.running.expireStep(id);
   }
 
   /** The row; by key it falls back to the latest row that held the key, so finished instances stay assertable. */

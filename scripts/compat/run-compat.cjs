@@ -6,7 +6,9 @@
 // with --legacy-peer-deps or --force — next to each combination below, compiles the app in
 // scripts/compat/app under strict TypeScript (skipLibCheck off, so the published declarations
 // are checked too, without @types/pg), runs it against PostgreSQL (insert, signal, await, a job
-// with a retry, Terminus health) and runs its test on `gen-durable/testing`:
+// with a retry, Terminus health; over HTTP, GenDurableExceptionFilter's 409 and 404; a host
+// `signals` table made before the migration, left intact; a failed instance kept past the done
+// retention) and runs its test on `gen-durable/testing`:
 //
 //   nest12-esm-vitest  "type": "module" (as `nest new` makes), NestJS 12, TypeORM 1, ioredis 6,
 //                      Vitest with unplugin-swc on the sources (no `tsc` first, docs/testing.md);
@@ -66,6 +68,7 @@ const COMBINATIONS = [
       [
         '@nestjs/common@12',
         '@nestjs/core@12',
+        '@nestjs/platform-express@12',
         '@nestjs/testing@12',
         '@nestjs/typeorm@latest',
         '@nestjs/terminus@12',
@@ -104,6 +107,7 @@ const COMBINATIONS = [
       [
         '@nestjs/terminus',
         '@nestjs/testing',
+        '@nestjs/platform-express',
         'jest@30',
         'ts-jest@29',
         '@types/jest@30',
@@ -128,6 +132,7 @@ const COMBINATIONS = [
       [
         '@nestjs/common@11',
         '@nestjs/core@11',
+        '@nestjs/platform-express@11',
         '@nestjs/testing@11',
         '@nestjs/typeorm@11',
         '@nestjs/terminus@11',
@@ -173,6 +178,18 @@ function exec(command, args, { cwd, env = {}, capture = false } = {}) {
       }
     });
   });
+}
+
+async function hostSignalsTable(databaseUrl) {
+  const { Client } = require('pg');
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query('CREATE TABLE signals (id serial PRIMARY KEY, body text NOT NULL)');
+    await client.query("INSERT INTO signals (body) VALUES ('the host app owns this table')");
+  } finally {
+    await client.end();
+  }
 }
 
 function writeJson(file, value) {
@@ -345,6 +362,8 @@ async function runCombination(combo, { tmp, tarball, serverUrl }) {
 
   const database = `gd_compat_${combo.name.replace(/-/g, '_')}_${randomBytes(3).toString('hex')}`;
   const databaseUrl = await ensureDatabase(serverUrl, database);
+  // The host app already has a table of its own named `signals`: the migration leaves it alone.
+  await hostSignalsTable(databaseUrl);
   const env = { DATABASE_URL: databaseUrl, NO_COLOR: '1' };
   if (combo.redis && process.env.REDIS_URL) env.REDIS_URL = process.env.REDIS_URL;
   else env.REDIS_URL = '';

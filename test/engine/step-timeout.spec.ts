@@ -318,14 +318,14 @@ describe('step deadlines and ctx.signal (docs/design.md §27.5)', () => {
       const row = await rowOf(db, leased);
       // Matched by the claim's token: an abort meant for an older claim of the row is ignored.
       expect(
-        engine.runtime.executor.abortStep(
+        engine.runtime.executor.running.abortStep(
           leased,
           String(BigInt(String(row['claim_seq'])) - 1n),
           (r) => new LeaseLostError(r.fsm, r.id, r.step),
         ),
       ).toBe(false);
       expect(
-        engine.runtime.executor.abortStep(
+        engine.runtime.executor.running.abortStep(
           leased,
           String(row['claim_seq']),
           (r) => new LeaseLostError(r.fsm, r.id, r.step),

@@ -69,10 +69,14 @@ describe('telemetry (docs/design.md §20)', () => {
     db = await createTestDatabase();
     // §26.4: acknowledged writes are not durable with synchronous_commit off: warn at boot.
     await db.pool.query(`ALTER DATABASE ${db.name} SET synchronous_commit = off`);
-    // A dead predecessor's claim under this node's prefix, for scheduler:reclaimed.
+    // A dead predecessor's claim under this node's prefix, for scheduler:reclaimed. Its lease
+    // runs for an hour: the startup reclaim takes it (the node's liveness lock says the
+    // predecessor is gone), never the reaper, which starts first and, on a loaded machine, once
+    // swept an already expired seed before the scheduler's reclaim ran.
     const { rows } = await db.pool.query<{ id: string }>(
       `INSERT INTO gen_durable (fsm, step, queue, status, locked_by, lease_expires_at, claim_seq, state)
-       VALUES ('observed', 'start', 'tel', 'executing', 'GenDurable:tel@tel-node-0dead000', now(), 1, '{"mode":"plain"}')
+       VALUES ('observed', 'start', 'tel', 'executing', 'GenDurable:tel@tel-node-0dead000',
+               now() + interval '1 hour', 1, '{"mode":"plain"}')
        RETURNING id`,
     );
     seeded = rows[0]!.id;

@@ -313,6 +313,17 @@ describe('lib/ import graph (ARCHITECTURE.md §1 layering)', () => {
     expect(disallowedEdges(graph, ALLOWED_EDGES)).toEqual([]);
   });
 
+  it('keeps every lib/runtime file at 450 lines or fewer (ARCHITECTURE.md §1)', () => {
+    // A runtime file past this has grown a second concern: split it along that concern (as
+    // the scheduler's claim buffer and the executor's running steps were), not by line count.
+    const runtime = tsFiles(join(LIB, 'runtime'));
+    const long = runtime
+      .map((file) => ({ file: rel(file), lines: readFileSync(file, 'utf8').split('\n').length }))
+      .filter((f) => f.lines > 450);
+    expect(runtime.length).toBeGreaterThan(20);
+    expect(long).toEqual([]);
+  });
+
   it('has no cycle between non-leaf folders', () => {
     const folders = new Map<string, string[]>();
     for (const [from, tos] of Object.entries(ALLOWED_EDGES)) folders.set(from, [...tos]);

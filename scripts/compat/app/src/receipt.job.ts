@@ -1,4 +1,5 @@
-// A job whose first attempt fails: the engine retries it after `backoff`.
+// A job whose first attempt fails: the engine retries it after `backoff`. A bounce address
+// fails every attempt: the instance ends failed after three.
 import { Injectable } from '@nestjs/common';
 import { DurableFsm, type StepContext } from 'gen-durable';
 
@@ -7,6 +8,7 @@ export class Mailer {
   readonly sent: string[] = [];
   send(to: string, attempt: number): void {
     if (attempt === 0) throw new Error('mail server busy');
+    if (to.startsWith('bounce@')) throw new Error(`${to} bounced`);
     this.sent.push(to);
   }
 }
