@@ -12,7 +12,9 @@
  *   poke), the claim's round trip, and claim answered → step start (the buffer, the dispatch
  *   and the executor up to the step's first line). The insert's own answer is timed too.
  * GC pauses (perf_hooks) overlapping a sample are summed with it. Prints p50 / p90 / p99 / max
- * of each part, and the parts' means over the slowest 1 % of samples.
+ * of each part, the parts' means over the slowest 1 % of samples, and gen-durable's statements
+ * per sample by name. GAP_MS (default 0) pauses after each sample, so the previous step's
+ * completion has committed before the next insert goes (an experiment, not the bench's case).
  */
 import 'reflect-metadata';
 
@@ -29,6 +31,13 @@ import { runScript, withScratchDatabase } from './scratch-database';
 const N = Number(process.env['N'] ?? 2000);
 const C = Number(process.env['C'] ?? 10);
 const ROUNDS = Number(process.env['ROUNDS'] ?? 3);
+/** A pause after each sample (ms): the previous step's completion commits before the next insert. */
+const GAP_MS = Number(process.env['GAP_MS'] ?? 0);
+const gap = (): Promise<void> | undefined =>
+  GAP_MS > 0 ? new Promise((r) => setTimeout(r, GAP_MS)) : undefined;
+
+/** gen-durable's statements by name over its rounds (the engine's own SqlExecutor). */
+const statements = new Map<string, number>();
 
 /** Step starts by marker, set by whichever engine runs. */
 let onStart: (marker: number, at: number) => void = () => undefined;
@@ -114,6 +123,7 @@ async function rawRound(url: string, name: string): Promise<Sample[]> {
       const ts = await started;
       seen.delete(i);
       out.push({ total: ts - t0, 'insert answer': t1 - t0, gc: gcWithin(t0, ts) });
+      await gap();
     }
     return out;
   } finally {
@@ -144,6 +154,9 @@ async function genDurableRound(ds: DataSource): Promise<Sample[]> {
     for (const row of answer.rows) claims.set(row.id, [sent, back]);
     return answer;
   };
+  const stopCounting = engine.runtime.sql.onStatement(({ name }) => {
+    statements.set(name, (statements.get(name) ?? 0) + 1);
+  });
   const seen = new Map<number, (t: number) => void>();
   onStart = (m, at) => seen.get(m)?.(at);
   try {
@@ -166,10 +179,12 @@ async function genDurableRound(ds: DataSource): Promise<Sample[]> {
         'claim → start': ts - back,
         gc: gcWithin(t0, ts),
       });
+      await gap();
     }
     return out;
   } finally {
     picker.pickBatch = pickBatch;
+    stopCounting();
     await app.close();
   }
 }
@@ -202,6 +217,10 @@ runScript(() =>
           )
         ).toFixed(2);
       console.log(`\ngen-durable ÷ raw, insert → start: p50 ${ratio(0.5)}×, p99 ${ratio(0.99)}×`);
+      const perSample = [...statements]
+        .sort((a, b) => b[1] - a[1])
+        .map(([n, c]) => `${n} ${(c / gd.length).toFixed(2)}`);
+      console.log(`gen-durable statements per sample: ${perSample.join(', ')}`);
     } finally {
       await ds.destroy();
     }

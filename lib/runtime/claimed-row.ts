@@ -8,4 +8,9 @@ export interface ClaimedRow extends ClaimRow {
    * commits or when the claim is released; absent or null for rows that hold none.
    */
   slot?: LimiterSlot | null;
+  /**
+   * The row was written already claimed by its insert on this node (docs/design.md §5.5.1): it
+   * holds no key, limit or fairness key, so its end can unblock no other row.
+   */
+  insertedClaimed?: true;
 }

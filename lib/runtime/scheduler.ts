@@ -31,12 +31,6 @@ export type SchedulerState = 'created' | 'running' | 'draining' | 'stopped';
  * holds at most `3 × concurrency + 2 × prefetch` rows of a queue however slow PostgreSQL is
  * (the buffer and running steps within `concurrency + prefetch`, the rest awaiting commit).
  *
- * NOTE: a step that ran past its timeout (docs/design.md §27.5) is routed as a
- * `StepTimeoutError` and its row moves on to awaiting commit like any other, but its promise
- * may still be running: such an abandoned step keeps counting against `concurrency` until it
- * settles, so `concurrency` still bounds the step code running on this node. Its row is not
- * held: the drain does not wait for it.
- *
  * A claimed poison-pill suspect (docs/design.md §26.5) is held apart and run alone on the node
  * through {@link SoloRun}: meanwhile no scheduler of the node claims or dispatches.
  *
@@ -196,6 +190,7 @@ export class Scheduler implements SuspectHost, ClaimHost {
       return;
     }
     this.lastActivityAt = Date.now();
+    row.insertedClaimed = true;
     this.buffer.putFirst(row);
     this.dispatch();
   }
@@ -372,10 +367,11 @@ export class Scheduler implements SuspectHost, ClaimHost {
 
   /** The row's last step returned and its outcome went to the flusher: its slot is free. */
   private stepsDone(id: string): void {
+    const quiet = this.slots.rowOf(id)?.insertedClaimed === true;
     const ms = this.slots.returned(id);
     if (ms === undefined) return;
     this.policy.recordStep(ms);
-    this.slotFreed();
+    this.slotFreed(quiet);
     this.shedPrefetch();
   }
 
@@ -420,10 +416,15 @@ export class Scheduler implements SuspectHost, ClaimHost {
     }
   }
 
-  private slotFreed(): void {
+  /**
+   * A slot is free: dispatch, then refill when due. Not for a `quiet` row (inserted claimed: it
+   * unblocks nothing) of a drained queue: new work pokes its own claim, due rows their wake-ups.
+   */
+  private slotFreed(quiet = false): void {
     this.lastActivityAt = Date.now();
     if (this.state !== 'running') return;
     this.dispatch();
+    if (quiet && this.loop.drained && this.buffer.length === 0 && !this.loop.pokeOwed()) return;
     if (this.refillDue() || this.loop.pokeOwed()) this.loop.scheduleRefill();
   }
 

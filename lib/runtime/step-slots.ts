@@ -18,6 +18,12 @@ export interface Task {
  * `concurrency`, abandoned steps past their timeout included) and rows whose outcome awaits its
  * commit (at most {@link maxAwaitingCommit}). A row's id is here at most once.
  *
+ * A step that ran past its timeout (docs/design.md §27.5) is routed as a `StepTimeoutError` and
+ * its row moves on to awaiting commit like any other, but its promise may still be running:
+ * such an abandoned step keeps counting against `concurrency` until it settles, so
+ * `concurrency` still bounds the step code running on the node. Its row is not held: the drain
+ * does not wait for it.
+ *
  * One map for both, each task flagged, and two counters: a row that moves from running to
  * awaiting its commit changes a flag instead of leaving one map for another (a drain churned
  * both maps' tables once per step).
@@ -120,6 +126,11 @@ export class StepSlots {
     }
     this.runningKeys.delete(key);
     this.keysFreed += 1;
+  }
+
+  /** The row held under `id`, running or awaiting its commit. */
+  rowOf(id: string): ClaimedRow | undefined {
+    return this.held.get(id)?.row;
   }
 
   /**

@@ -169,6 +169,47 @@ describe('inserted claimed', () => {
   });
 });
 
+describe('inserted claimed, a trickle on an idle queue', () => {
+  let db: TestDatabase;
+  let h: Harness;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    // No poll tick during the test: every claim_runnable it sees comes from a step's end.
+    h = await bootEngine(db, [OffJob], {
+      queues: { 'ic-off': 2 },
+      pollInterval: 600_000,
+      maxPollInterval: 600_000,
+    });
+  });
+  afterAll(async () => {
+    await h.close();
+    await db.drop();
+  });
+
+  it("a row inserted claimed ends without a refill claim: the drained queue's next insert is claimed too", async () => {
+    // The boot's first poll (before the harness's log starts) came back short: the queue is drained.
+    await eventually(async () => h.engine.runtime.schedulers.get('ic-off')!.reserveInserted());
+    h.engine.runtime.schedulers.get('ic-off')!.cancelInserted();
+    const mark = h.statements.length;
+    for (let n = 0; n < 10; n++) {
+      const id = await h.engine.insert(OffJob, { state: { n } });
+      await h.engine.await(id, { until: 'terminal' });
+    }
+    const run = h.statements.slice(mark);
+    expect(run.filter((name) => name === 'insert_claimed')).toHaveLength(10);
+    // Before: one claim after each step's end, each coming back empty.
+    expect(run.filter((name) => name === 'claim_runnable')).toEqual([]);
+    // New work still pokes its own claim: a keyed row is inserted runnable and claimed at once.
+    const keyed = await h.engine.insert(OffJob, { state: { n: 99 }, concurrencyKey: 'k' });
+    expect(await h.engine.await(keyed, { until: 'terminal' })).toEqual({
+      kind: 'done',
+      result: {},
+    });
+    expect(h.statements.slice(mark)).toContain('claim_runnable');
+  });
+});
+
 describe('inserted claimed, with poke: none', () => {
   let db: TestDatabase;
   let h: Harness;
