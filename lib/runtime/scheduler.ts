@@ -36,10 +36,10 @@ export type SchedulerState = 'created' | 'running' | 'draining' | 'stopped';
  *
  * Its collaborators come built ({@link buildScheduler}): {@link LeaseKeeper} keeps the claims
  * (worker id, startup reclaim, heartbeat), {@link PrefetchPolicy} sizes the claims,
- * {@link StepSlots} counts running steps and rows awaiting commit, {@link ClaimBuffer} holds the
- * claimed rows waiting for a slot and releases them, {@link StepLauncher} runs a row's steps, {@link SuspectHold} holds a suspect apart, {@link QueuePause} tracks the
- * fleet-wide pause. Its own {@link ClaimLoop} decides when to claim; the scheduler decides what
- * runs.
+ * {@link StepSlots} counts running steps and rows awaiting commit, {@link ClaimBuffer} holds
+ * claimed rows until a slot frees and releases them, {@link StepLauncher} runs a row's steps,
+ * {@link SuspectHold} holds a suspect apart, {@link QueuePause} tracks the fleet-wide pause. Its
+ * own {@link ClaimLoop} decides when to claim; the scheduler decides what runs.
  */
 export class Scheduler implements SuspectHost, ClaimHost {
   readonly queue: string;
