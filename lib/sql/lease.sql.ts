@@ -213,15 +213,31 @@ export interface ReleasedClaims {
  * until its lease expires and the reaper cancels it (docs/design.md §27.2). PK lookups, pinned by
  * `g.id = ANY ($2)` (not gen_durable_lease, as HEARTBEAT). Answers each released row's place in
  * the pick order, so the picker puts its queue's claim floor back to the earliest of them.
+ *
+ * The rows are locked first, in id order, as every other multi-row writer locks them (§6.3
+ * step 0): a released row may meanwhile be another worker's (a worker paused past its lease
+ * releases rows re-claimed since), whose flush holds it and its other rows in id order, and an
+ * UPDATE that took the rows in its plan's order could hold one of them while waiting for
+ * another (finding F-R13 in docs/reliability.md; test/engine/lock-order.spec.ts). The UPDATE
+ * reads the locked rows by the same primary-key scan (`IN (SELECT … FROM locked)`, a semi-join:
+ * one index pass, not one per row; test/engine/pinned-horizon-writes.spec.ts).
  */
 export const RELEASE_CLAIMS = sql(
   'release_claims',
-  `UPDATE {schema}.gen_durable g
+  `WITH t AS (
+     SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
+   ), locked AS (
+     SELECT g.id FROM {schema}.gen_durable g
+       JOIN t ON g.id = t.id
+      WHERE g.id = ANY ($2::bigint[]) AND ${heldClaim('g', '$1', 't.seq')}
+        AND g.cancel_requested_at IS NULL
+      ORDER BY g.id
+      FOR NO KEY UPDATE OF g
+   )
+   UPDATE {schema}.gen_durable g
       SET status = 'runnable', locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL,
           updated_at = now()
-     FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
-    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', '$1', 't.seq')}
-      AND g.cancel_requested_at IS NULL
+    WHERE g.id = ANY ($2::bigint[]) AND g.id IN (SELECT l.id FROM locked l)
     RETURNING g.id, g.priority, (extract(epoch FROM LEAST(g.eligible_at, now())) * 1000)::float8 AS at`,
   {
     params: (i: { readonly worker: string; readonly rows: readonly HeldClaim[] }) => {

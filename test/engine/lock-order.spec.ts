@@ -1,6 +1,8 @@
 import type { PoolClient } from 'pg';
 
 import { done, DurableFsm, next, type Outcome, Step, type StepContext } from '../../lib';
+import { RELEASE_CLAIMS } from '../../lib/sql/lease.sql';
+import { renderStatement } from '../../lib/sql/statement';
 import {
   bootEngine,
   claimRows,
@@ -18,6 +20,7 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 // the cycle by failing one (F-DEADLOCK in the chaos run). Here a plain transaction plays the
 // cancel: it holds the parent, lets the writer start waiting, then asks for the child. Its
 // `deadlock_timeout` is 10 ms, so if a cycle forms this connection is the one Postgres fails.
+// A release of claims (a buffer given back) takes its rows in id order too (finding F-R13).
 
 const gates = new Gates();
 
@@ -133,6 +136,44 @@ describe('lock order: a child and a cancel holding its parent never deadlock', (
       'join_parents',
       'commit',
     ]);
+  });
+
+  it("a release of rows another transaction holds takes them in id order, whatever the scan's order", async () => {
+    // A worker paused past its lease releases its buffer; meanwhile another worker re-claimed
+    // those rows and its flush takes them in id order. Here the holder plays that flush: it
+    // holds the lower row, and asks for the higher one once the release waits.
+    const queue = `lock-order-release-${++n}`;
+    const first = await h.engine.insert(ChildFsm, { state: { tag: 'unused' }, queue });
+    const second = await h.engine.insert(ChildFsm, { state: { tag: 'unused' }, queue });
+    const worker = `worker-${n}`;
+    const rows = await claimRows(h.engine, queue, 2, worker);
+    expect(rows.map((r) => r.id).sort()).toEqual([first, second].sort());
+    // A later version of the lower row: a sequential scan now meets the higher row first (the
+    // chaos run's deadlock came from such a scan order, `while locking tuple (138,124)`).
+    await db.pool.query(`UPDATE gen_durable SET updated_at = now() WHERE id = $1`, [first]);
+    const releaser = await db.pool.connect();
+    const holder = await holdRow(first);
+    let released: Promise<{ rows: { id: string }[] }>;
+    try {
+      await releaser.query('BEGIN');
+      await releaser.query('SET LOCAL enable_indexscan = off');
+      await releaser.query('SET LOCAL enable_bitmapscan = off');
+      released = releaser.query<{ id: string }>({
+        text: renderStatement(RELEASE_CLAIMS, 'public'),
+        values: RELEASE_CLAIMS.params({ worker, rows }),
+      });
+      await someoneWaits(holder);
+      // Had the release taken the rows in the scan's order, it would hold `second` now.
+      await holder.query(`SELECT id FROM gen_durable WHERE id = $1 FOR NO KEY UPDATE`, [second]);
+      await holder.query('COMMIT');
+      expect((await released).rows.map((r) => r.id).sort()).toEqual([first, second].sort());
+      await releaser.query('COMMIT');
+    } finally {
+      holder.release();
+      releaser.release();
+    }
+    expect(await rowOf(db, first)).toMatchObject({ status: 'runnable', locked_by: null });
+    expect(await rowOf(db, second)).toMatchObject({ status: 'runnable', locked_by: null });
   });
 
   it('the reaper skips a child whose parent is locked, and ends it on its next sweep', async () => {
