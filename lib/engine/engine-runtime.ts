@@ -26,7 +26,7 @@ import { syncDeclaredSchedules } from '../cron/schedule-sync';
 import { Picker } from '../runtime/picker';
 import { createLimiter, limitConfigs } from '../limiter/create-limiter';
 import { RedisNamespace } from '../db/engine-namespace';
-import type { Limiter } from '../limiter/limiter.interface';
+import type { Limiter, LimiterSlot } from '../limiter/limiter.interface';
 import { createPokeTransport } from '../poke/create-poke-transport';
 import { WakeUps } from '../runtime/wake-ups';
 import type { RetentionOverride } from '../fsm/retention';
@@ -61,6 +61,9 @@ import { Otel } from '../telemetry/otel';
 import type { ControlNode } from '../control/control-runtime';
 import { engineControlNode } from './engine-control-node';
 import { LATEST_QUEUE_STATS } from '../sql/queue-gauges.sql';
+
+/** The least time a flusher waits before it answers an unanswered outcome `error`. */
+const MIN_FLUSH_ANSWER_TIMEOUT_MS = 30_000;
 
 /** The pg pool under a TypeORM PostgreSQL DataSource (its master pool). */
 export function poolOf(dataSource: DataSource): Pool {
@@ -214,6 +217,12 @@ export class EngineRuntime {
           telemetry,
           (effects) => this.afterCommit(effects),
           options.leaseTtl / 2,
+          // An answer is owed once the retries (half the lease) and one more attempt's checkout
+          // and statement are over; 30 s at least.
+          Math.max(
+            MIN_FLUSH_ANSWER_TIMEOUT_MS,
+            options.leaseTtl / 2 + 2 * options.statementTimeout,
+          ),
         ),
     );
     this.limiter = createLimiter(options, this.sql, telemetry, namespace);
@@ -265,16 +274,19 @@ export class EngineRuntime {
   }
 
   flusherFor(queue: string): Flusher {
-    const found = this.flushers.find(
-      (f) => f.config.queues === 'all' || f.config.queues.includes(queue),
-    );
+    // Asked once per step: a loop, not find() and its closure.
+    for (const f of this.flushers) {
+      if (f.config.queues === 'all' || f.config.queues.includes(queue)) return f;
+    }
     // Every local queue is covered (validated); a non-local queue (testing drain) uses the first.
-    return found ?? (this.flushers[0] as Flusher);
+    return this.flushers[0] as Flusher;
   }
 
   /** After a flush committed (docs/design.md §6.4): credit held slots, nudge awaiters, poke woken queues. */
   afterCommit(effects: FlushEffects): void {
-    const slots = effects.committed.flatMap((e) => (e.slot ? [e.slot] : []));
+    // A loop, not flatMap: that made an array per committed entry.
+    const slots: LimiterSlot[] = [];
+    for (const e of effects.committed) if (e.slot) slots.push(e.slot);
     // Best-effort and never throws: a lost credit is a leaked slot the GC reconcile repairs.
     if (slots.length > 0) void this.limiter.credit(slots);
     closeThrottledLimits(effects, this.limiter, this.telemetry);

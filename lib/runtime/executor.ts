@@ -21,15 +21,13 @@ import { StepRun } from './step-run';
 import type { StreamBatcher } from './stream-batcher';
 import { StepStreams } from './step-streams';
 import { jobOutcome } from './job-outcome';
+import type { ProducedStep as Produced } from './produced-step';
 import { interceptedStep } from './intercepted-step';
 import { withSchemaOutputs } from './outcome-schemas';
 import { stepContext } from './step-contexts';
 import { ThrowRouter } from './throw-router';
 import type { StepTransaction, TransactionalSteps } from './transactional-step';
 import { isThenable, settledQuietly } from '../util/thenable';
-
-/** The least time the executor waits for a flush's answer before it calls it an error. */
-const MIN_FLUSH_ANSWER_TIMEOUT_MS = 30_000;
 
 /** What happened to one claimed row: the flusher's reply (or the crash path) and the outcome kind. */
 export interface ExecutionResult {
@@ -121,130 +119,116 @@ export class Executor {
 
   /**
    * Runs `row`'s step and commits its outcome; with `options.chain`, an inline `next` runs the
-   * following steps on the same claim until one is not inlined (docs/design.md §7).
+   * following steps on the same claim until one is not inlined (docs/design.md §7). One async
+   * frame for the whole chain: `row` is the scheduler's object for the claim, `current` the
+   * step being run (the same object but for inline continuations).
    */
   async execute(row: ClaimedRow, options: ExecuteOptions = {}): Promise<ExecutionResult> {
     let current = row;
     for (;;) {
-      const step = await this.executeOne(row, current, options);
-      if ('next' in step) current = step.next;
-      else return step;
-    }
-  }
-
-  /** One step of `row` (`held` is the scheduler's object for the claim); `next` = chain on. */
-  private async executeOne(
-    held: ClaimedRow,
-    row: ClaimedRow,
-    options: ExecuteOptions,
-  ): Promise<ExecutionResult | { next: ClaimedRow }> {
-    const definition = this.registry.find(row.fsm, row.fsmVersion);
-    if (!definition) {
-      // A rolling deploy: another node may run it. Never stop it; the reaper retries (§2.7).
-      return this.crash(
-        row,
-        `no FSM "${row.fsm}" version ${row.fsmVersion} is registered on this node`,
-      );
-    }
-    const started = performance.now();
-    // The row's first step: its first claim, not an inline continuation (docs/design.md §31).
-    const span = this.stepTracer?.startStep(row, row === held && row.claimSeq === '1');
-    // A transactional step (docs/transactional-steps.md): no run-ahead, no group commit.
-    const txn = definition.transactional.has(row.step)
-      ? this.transactions?.begin(definition.timeouts.get(row.step))
-      : undefined;
-    let entry: FlushEntry;
-    try {
-      entry =
-        span === undefined
-          ? await this.produce(row, definition, options, txn)
-          : await span.within(() => this.produce(row, definition, options, txn, span));
-    } catch (err) {
-      await txn?.close(err);
-      span?.end('crash');
-      return this.crash(row, `internal error building the outcome: ${String(err)}`);
-    }
-    if (span !== undefined) {
-      // Children the step scheduled carry its span's context: their first steps are its children.
-      const traceContext = span.traceContext;
-      if ('children' in entry && traceContext !== null) {
-        entry = {
-          ...entry,
-          children: entry.children.map((r) => withTraceContext(r, traceContext)),
-        };
+      const definition = this.registry.find(current.fsm, current.fsmVersion);
+      if (!definition) {
+        // A rolling deploy: another node may run it. Never stop it; the reaper retries (§2.7).
+        return this.crash(
+          current,
+          `no FSM "${current.fsm}" version ${current.fsmVersion} is registered on this node`,
+        );
       }
-      span.end(entry.kind);
+      const started = performance.now();
+      // The row's first step: its first claim, not an inline continuation (docs/design.md §31).
+      const span = this.stepTracer?.startStep(current, current === row && current.claimSeq === '1');
+      // A transactional step (docs/transactional-steps.md): no run-ahead, no group commit.
+      const txn = definition.transactional.has(current.step)
+        ? this.transactions?.begin(definition.timeouts.get(current.step))
+        : undefined;
+      let entry: FlushEntry;
+      try {
+        const produced =
+          span === undefined
+            ? this.produce(current, definition, options, txn)
+            : span.within(async () => this.produce(current, definition, options, txn, span));
+        entry = produced instanceof Promise ? await produced : produced;
+      } catch (err) {
+        await txn?.close(err);
+        span?.end('crash');
+        return this.crash(current, `internal error building the outcome: ${String(err)}`);
+      }
+      if (span !== undefined) {
+        // Children the step scheduled carry its span's context: their first steps are its children.
+        const traceContext = span.traceContext;
+        if ('children' in entry && traceContext !== null) {
+          entry = {
+            ...entry,
+            children: entry.children.map((r) => withTraceContext(r, traceContext)),
+          };
+        }
+        span.end(entry.kind);
+      }
+      if (
+        entry.kind === 'next' &&
+        entry.rateLimit !== null &&
+        this.options.rateLimits[limitName(entry.rateLimit)] === undefined
+      ) {
+        // Never granted: the row will stall at its window head (docs/design.md §15, §24.3 item 4).
+        const name = limitName(entry.rateLimit);
+        this.telemetry.emit(
+          'rate_limit:unknown',
+          { count: 1 },
+          { key: entry.rateLimit, name, fsm: current.fsm, step: current.step },
+        );
+      }
+      if (this.telemetry.wants('step:stop')) {
+        this.telemetry.emit(
+          'step:stop',
+          { durationMs: performance.now() - started },
+          { id: current.id, fsm: current.fsm, step: current.step, kind: entry.kind },
+        );
+      }
+      if (FAULTS_ENABLED) {
+        await faultPoint('step.beforeOutcome', { ids: [current.id], worker: current.worker });
+      }
+      if (
+        entry.kind === 'next' &&
+        entry.inline === true &&
+        txn === undefined &&
+        this.runAhead &&
+        options.chain?.() === true
+      ) {
+        const step = await this.runAhead.advance(row, current, entry);
+        if (step.kind === 'continue') {
+          current = step.row;
+          continue;
+        }
+        if (step.kind === 'ended') return { reply: step.reply, kind: tallyOf('next', step.reply) };
+        if (step.kind === 'crash') return this.crash(current, step.error);
+      }
+      options.onStepsDone?.();
+      const reply = txn ? await txn.finish(entry, (e) => this.commit(e)) : await this.commit(entry);
+      if (reply === 'stale') {
+        this.telemetry.emit(
+          'outcome:stale',
+          { count: 1 },
+          { id: current.id, fsm: current.fsm, step: current.step, kind: entry.kind },
+        );
+      } else if (reply === 'error') {
+        this.telemetry.emit(
+          'executor:crash',
+          { count: 1 },
+          { id: current.id, fsm: current.fsm, step: current.step, error: 'flush failed' },
+        );
+      }
+      return { reply, kind: tallyOf(entry.kind, reply) };
     }
-    if (
-      entry.kind === 'next' &&
-      entry.rateLimit !== null &&
-      this.options.rateLimits[limitName(entry.rateLimit)] === undefined
-    ) {
-      // Never granted: the row will stall at its window head (docs/design.md §15, §24.3 item 4).
-      const name = limitName(entry.rateLimit);
-      this.telemetry.emit(
-        'rate_limit:unknown',
-        { count: 1 },
-        { key: entry.rateLimit, name, fsm: row.fsm, step: row.step },
-      );
-    }
-    if (this.telemetry.wants('step:stop')) {
-      this.telemetry.emit(
-        'step:stop',
-        { durationMs: performance.now() - started },
-        { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind },
-      );
-    }
-    if (FAULTS_ENABLED) {
-      await faultPoint('step.beforeOutcome', { ids: [row.id], worker: row.worker });
-    }
-    if (
-      entry.kind === 'next' &&
-      entry.inline === true &&
-      txn === undefined &&
-      this.runAhead &&
-      options.chain?.() === true
-    ) {
-      const step = await this.runAhead.advance(held, row, entry);
-      if (step.kind === 'continue') return { next: step.row };
-      if (step.kind === 'ended') return { reply: step.reply, kind: tallyOf('next', step.reply) };
-      if (step.kind === 'crash') return this.crash(row, step.error);
-    }
-    options.onStepsDone?.();
-    const reply = txn ? await txn.finish(entry, (e) => this.commit(e)) : await this.commit(entry);
-    if (reply === 'stale') {
-      this.telemetry.emit(
-        'outcome:stale',
-        { count: 1 },
-        { id: row.id, fsm: row.fsm, step: row.step, kind: entry.kind },
-      );
-    } else if (reply === 'error') {
-      this.telemetry.emit(
-        'executor:crash',
-        { count: 1 },
-        { id: row.id, fsm: row.fsm, step: row.step, error: 'flush failed' },
-      );
-    }
-    return { reply, kind: tallyOf(entry.kind, reply) };
   }
 
   /**
-   * Hands an entry to its queue's flusher and waits for the answer, then error: as long as the
-   * flusher may retry (half the lease) plus one attempt's checkout and statement, 30 s at least.
+   * Hands an entry to its queue's flusher and waits for the answer: the flush's, or `error` from
+   * the flusher's watchdog once it waited longer than a flush can retry (docs/design.md §6.4).
    */
   commit(entry: FlushEntry): Promise<FlushReply> {
-    const answerTimeoutMs = Math.max(
-      MIN_FLUSH_ANSWER_TIMEOUT_MS,
-      this.options.leaseTtl / 2 + 2 * this.options.statementTimeout,
+    return new Promise<FlushReply>((resolve) =>
+      this.flusherFor(entry.queue).enqueue(entry, resolve),
     );
-    return new Promise<FlushReply>((resolve) => {
-      const timer = setTimeout(() => resolve('error'), answerTimeoutMs);
-      // A callback, not the flusher's promise: two promises and their reactions fewer a step.
-      this.flusherFor(entry.queue).enqueue(entry, (reply) => {
-        clearTimeout(timer);
-        resolve(reply);
-      });
-    });
   }
 
   private crash(row: ClaimedRow, error: string): ExecutionResult {
@@ -263,26 +247,37 @@ export class Executor {
    * The guarded region (docs/design.md §2.7): step, validation, dump, serialization, child
    * expansion. A step with a timeout races its deadline (docs/design.md §27.5); past it, the
    * outcome is a `StepTimeoutError` through the throw router whatever the step does later.
+   * A step that returns its outcome without a promise, with no stream writes or async schema
+   * to wait for, is produced without an await: the answer is the entry itself (an async
+   * function and its await were ≈ 600 bytes a step of the drain's allocation,
+   * docs/performance.md "Allocation per step"); any other answers a promise of it.
    */
-  private async produce(
+  private produce(
     row: ClaimedRow,
     definition: FsmDefinition,
     options: ExecuteOptions,
     txn: StepTransaction | undefined,
     span?: StepSpan,
-  ): Promise<FlushEntry> {
+  ): FlushEntry | Promise<FlushEntry> {
     const awaited = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)) : [];
-    const awaitedIds = awaited.map((s) => s.id);
-    const run = new StepRun(
+    const step: Produced = {
       row,
-      definition.timeouts.get(row.step),
-      this.progressPending,
-      this.openStreams,
-    );
-    let ctx: StepContext<unknown> | undefined;
+      definition,
+      txn,
+      span,
+      ctx: undefined,
+      run: new StepRun(
+        row,
+        definition.timeouts.get(row.step),
+        this.progressPending,
+        this.openStreams,
+      ),
+      awaitedIds: awaited.map((s) => s.id),
+    };
+    const run = step.run;
     try {
       txn?.open();
-      ctx = stepContext(
+      const ctx = stepContext(
         row,
         definition,
         awaited,
@@ -292,45 +287,115 @@ export class Executor {
         this.options.maxStateBytes,
         txn?.manager,
       );
-      const step = definition.steps.get(row.step);
-      if (!step) throw new UnknownStepError(definition.name, row.step);
+      step.ctx = ctx;
+      const fn = definition.steps.get(row.step);
+      if (!fn) throw new UnknownStepError(definition.name, row.step);
       const interceptors = definition.interceptors;
-      let value: unknown;
-      if (run.timeoutMs === undefined) {
-        // No deadline (the common case): registered for its signal, no race, no extra hop.
-        this.running.register(run);
-        try {
-          // No interceptor (the common case): the step is called bare (docs/interceptors.md).
-          value = await (interceptors === undefined
-            ? step(ctx)
-            : interceptedStep(interceptors, step, ctx));
-        } finally {
-          this.running.unregister(run);
-        }
-      } else {
-        value = await this.runTimed(step, ctx, run, options, interceptors);
+      if (run.timeoutMs !== undefined) {
+        return this.producedLater(this.runTimed(fn, ctx, run, options, interceptors), step, false);
       }
+      // No deadline (the common case): registered for its signal, no race, no extra hop.
+      this.running.register(run);
+      let returned: unknown;
+      try {
+        // No interceptor (the common case): the step is called bare (docs/interceptors.md).
+        returned = interceptors === undefined ? fn(ctx) : interceptedStep(interceptors, fn, ctx);
+      } catch (err) {
+        this.running.unregister(run);
+        throw err;
+      }
+      if (isThenable(returned)) return this.producedLater(returned, step, true);
+      this.running.unregister(run);
+      return this.entryOf(returned, step);
+    } catch (err) {
+      return this.thrown(err, step);
+    }
+  }
+
+  /** The step returned a promise (or has a deadline): its entry once it settles. */
+  private async producedLater(
+    pending: PromiseLike<unknown>,
+    step: Produced,
+    registered: boolean,
+  ): Promise<FlushEntry> {
+    let value: unknown;
+    try {
+      try {
+        value = await pending;
+      } finally {
+        if (registered) this.running.unregister(step.run);
+      }
+    } catch (err) {
+      return this.thrown(err, step);
+    }
+    return this.entryOf(value, step);
+  }
+
+  /** The entry of a step's returned value, after its stream writes and schemas. */
+  private entryOf(value: unknown, step: Produced): FlushEntry | Promise<FlushEntry> {
+    try {
       // docs/streams.md: the step's writes commit before its outcome; a failed one fails it.
-      const streams = run.settleStreams();
-      if (streams !== undefined) {
-        const failed = await streams;
-        if (failed !== undefined) throw failed.error;
-      }
-      let outcome = definition.kind === 'job' ? jobOutcome(value, ctx, definition) : value;
+      const streams = step.run.settleStreams();
+      if (streams !== undefined) return this.entryAfterStreams(streams, value, step);
+    } catch (err) {
+      return this.thrown(err, step);
+    }
+    return this.outcomeEntry(value, step);
+  }
+
+  private async entryAfterStreams(
+    streams: NonNullable<ReturnType<StepRun['settleStreams']>>,
+    value: unknown,
+    step: Produced,
+  ): Promise<FlushEntry> {
+    try {
+      const failed = await streams;
+      if (failed !== undefined) throw failed.error;
+    } catch (err) {
+      return this.thrown(err, step);
+    }
+    return this.outcomeEntry(value, step);
+  }
+
+  /** The entry of a returned value whose stream writes are settled: job outcome, schemas. */
+  private outcomeEntry(value: unknown, step: Produced): FlushEntry | Promise<FlushEntry> {
+    try {
+      const { definition } = step;
+      let outcome = definition.kind === 'job' ? jobOutcome(value, step.ctx!, definition) : value;
       if (definition.resultSchema !== undefined || this.registry.hasStateSchemas) {
         // docs/schemas.md: a refused result or child state is a step throw, through onError.
         const checked = withSchemaOutputs(outcome, definition, this.registry);
-        outcome = checked instanceof Promise ? await checked : checked;
+        if (checked instanceof Promise) return this.entryAfterSchemas(checked, step);
+        outcome = checked;
       }
-      return outcomeToEntry(outcome, row, definition, this.registry, this.options, awaitedIds);
+      return this.toEntry(outcome, step);
     } catch (err) {
-      // Its writes, even of a step that threw or timed out, commit (or fail) before its outcome.
-      const streams = run.settleStreams();
-      if (streams !== undefined) await streams;
-      txn?.stepThrew(run.overdue() !== undefined, err);
-      span?.thrown(err);
-      return this.throws.route(err, row, definition, ctx, run);
+      return this.thrown(err, step);
     }
+  }
+
+  private async entryAfterSchemas(checked: Promise<unknown>, step: Produced): Promise<FlushEntry> {
+    try {
+      return this.toEntry(await checked, step);
+    } catch (err) {
+      return this.thrown(err, step);
+    }
+  }
+
+  private toEntry(outcome: unknown, step: Produced): FlushEntry {
+    const { row, definition } = step;
+    return outcomeToEntry(outcome, row, definition, this.registry, this.options, step.awaitedIds);
+  }
+
+  /** A step (or its outcome) threw: through the throw router, after its stream writes. */
+  private async thrown(err: unknown, step: Produced): Promise<FlushEntry> {
+    const { run } = step;
+    // Its writes, even of a step that threw or timed out, commit (or fail) before its outcome.
+    const streams = run.settleStreams();
+    if (streams !== undefined) await streams;
+    step.txn?.stepThrew(run.overdue() !== undefined, err);
+    step.span?.thrown(err);
+    return this.throws.route(err, step.row, step.definition, step.ctx, run);
   }
 
   /**

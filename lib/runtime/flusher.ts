@@ -13,7 +13,17 @@ export type { FlushEffects } from './flush-write';
 interface Pending {
   readonly entry: FlushEntry;
   readonly resolve: (reply: FlushReply) => void;
+  /** The watchdog's tick when the entry was handed over. */
+  readonly tick: number;
+  /** Answered already (by its flush, or `error` by the watchdog): later answers are dropped. */
+  answered: boolean;
 }
+
+/**
+ * The watchdog ticks this many times per answer timeout; an entry is answered `error` at the
+ * first tick more than that many ticks after its own: between 1 and 1.25 answer timeouts.
+ */
+const WATCHDOG_TICKS = 4;
 
 /** First retry delay of a failed flush, ms; doubles up to {@link MAX_RETRY_DELAY_MS}. */
 const FIRST_RETRY_DELAY_MS = 40;
@@ -30,8 +40,13 @@ const MIN_FLUSH_ATTEMPTS = 3;
  */
 export class Flusher {
   private pending: Pending[] = [];
+  /** The entries of the flush in flight (answered at its end). */
+  private inFlight: readonly Pending[] = [];
   private flushing: Promise<void> | undefined;
   private delayTimer: NodeJS.Timeout | undefined;
+  /** Answers what waited past `answerTimeoutMs`; runs while an entry is unanswered. */
+  private watchdog: NodeJS.Timeout | undefined;
+  private tick = 0;
   private readonly logger = new Logger('GenDurable');
 
   constructor(
@@ -44,6 +59,12 @@ export class Flusher {
      * still valid (docs/design.md §26.3).
      */
     private readonly retryWindowMs = 30_000,
+    /**
+     * How long an entry may wait for its answer before it is answered `error` (its row stays
+     * executing for the reaper): longer than a flush's retries can take, so it fires only when
+     * a flush hangs where no timeout reaches (docs/design.md §6.4).
+     */
+    private readonly answerTimeoutMs = 2 * retryWindowMs,
   ) {}
 
   /** Hands an entry to the next flush; resolves once its transaction committed or failed. */
@@ -51,10 +72,40 @@ export class Flusher {
     return new Promise<FlushReply>((resolve) => this.enqueue(entry, resolve));
   }
 
-  /** {@link submit} with a callback instead of a promise (the executor's per-step path). */
+  /**
+   * {@link submit} with a callback instead of a promise (the executor's per-step path). The
+   * answer comes from the entry's flush, or is `error` once it waited `answerTimeoutMs`: one
+   * watchdog timer for every entry, not a timer per step (docs/performance.md "Allocation per
+   * step").
+   */
   enqueue(entry: FlushEntry, answer: (reply: FlushReply) => void): void {
-    this.pending.push({ entry, resolve: answer });
+    this.pending.push({ entry, resolve: answer, tick: this.tick, answered: false });
+    if (this.watchdog === undefined) {
+      this.watchdog = setInterval(() => this.watch(), this.answerTimeoutMs / WATCHDOG_TICKS);
+      this.watchdog.unref();
+    }
     this.kick();
+  }
+
+  /** A watchdog tick: answers `error` to what waited too long; stops when nothing waits. */
+  private watch(): void {
+    this.tick++;
+    let waiting = 0;
+    for (const list of [this.inFlight, this.pending]) {
+      for (const p of list) {
+        if (p.answered) continue;
+        if (this.tick - p.tick > WATCHDOG_TICKS) {
+          this.logger.error(
+            `outcome of ${p.entry.fsm}#${p.entry.id} got no flush answer in ${this.answerTimeoutMs} ms; its row stays executing for the reaper`,
+          );
+          answer(p, 'error');
+        } else waiting++;
+      }
+    }
+    if (waiting === 0) {
+      clearInterval(this.watchdog);
+      this.watchdog = undefined;
+    }
   }
 
   /**
@@ -109,7 +160,12 @@ export class Flusher {
     await new Promise<void>((resolve) => setImmediate(resolve));
     while (this.pending.length > 0) {
       const batch = this.pending.splice(0, this.config.maxBatch);
-      await this.flushBatch(batch);
+      this.inFlight = batch;
+      try {
+        await this.flushBatch(batch);
+      } finally {
+        this.inFlight = [];
+      }
     }
   }
 
@@ -169,7 +225,8 @@ export class Flusher {
     const errored = new Set(failed.map((e) => e.id));
     for (const p of batch) {
       const id = p.entry.id;
-      p.resolve(
+      answer(
+        p,
         cancelled.has(id)
           ? 'cancelled'
           : committed.has(id)
@@ -214,6 +271,13 @@ export class Flusher {
   private inTransaction(entries: FlushEntry[]): Promise<FlushEffects> {
     return this.sql.transaction((tx) => writeFlush(this.sql, tx, entries));
   }
+}
+
+/** Answers `p` once: a second answer (its flush after the watchdog's `error`) is dropped. */
+function answer(p: Pending, reply: FlushReply): void {
+  if (p.answered) return;
+  p.answered = true;
+  p.resolve(reply);
 }
 
 function merge(a: FlushEffects, b: FlushEffects): FlushEffects {

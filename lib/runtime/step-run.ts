@@ -41,6 +41,8 @@ export class StepRun {
   /** The run's `ctx.stream` writers, made on the first `ctx.stream()` (docs/streams.md). */
   private streams: StepStreams | undefined;
   private streamsEnded = false;
+  /** Its index in the RunningSteps table while registered there, else -1. */
+  slot = -1;
 
   constructor(
     readonly row: RunRow,

@@ -15,7 +15,11 @@ import { PayloadTooLargeError } from '../errors/payload-too-large.error';
  * name the path of the offending value.
  */
 export function toJsonText(value: unknown, path: string, maxBytes: number): string {
-  check(value, path, new Set());
+  if (typeof value === 'object' && value !== null) checkObject(value, path, undefined);
+  else {
+    const problem = primitiveProblem(value);
+    if (problem !== undefined) throw new InvalidInputError(path, problem);
+  }
   const text = JSON.stringify(value);
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > maxBytes) throw new PayloadTooLargeError(path, bytes, maxBytes);
@@ -33,41 +37,46 @@ export function toJsonObjectText(value: unknown, path: string, maxBytes: number)
   return toJsonText(value, path, maxBytes);
 }
 
-function check(value: unknown, path: string, seen: Set<object>): void {
+/**
+ * Why a value that is not an object cannot be stored, or undefined when it can (null, a
+ * well-formed string without \u0000, a finite number, a boolean).
+ */
+function primitiveProblem(value: unknown): string | undefined {
   switch (typeof value) {
     case 'string':
-      if (value.includes('\u0000')) {
-        throw new InvalidInputError(path, 'contains \\u0000, which PostgreSQL jsonb cannot store');
-      }
+      if (value.includes('\u0000')) return 'contains \\u0000, which PostgreSQL jsonb cannot store';
       if (!value.isWellFormed()) {
-        throw new InvalidInputError(
-          path,
-          'contains a lone surrogate, which PostgreSQL jsonb cannot store',
-        );
+        return 'contains a lone surrogate, which PostgreSQL jsonb cannot store';
       }
-      return;
+      return undefined;
     case 'number':
-      if (!Number.isFinite(value)) {
-        throw new InvalidInputError(path, `is ${String(value)}, which JSON cannot represent`);
-      }
-      return;
+      return Number.isFinite(value)
+        ? undefined
+        : `is ${String(value)}, which JSON cannot represent`;
     case 'boolean':
-      return;
+      return undefined;
     case 'bigint':
-      throw new InvalidInputError(
-        path,
-        'is a bigint, which JSON cannot represent (store it as a string)',
-      );
+      return 'is a bigint, which JSON cannot represent (store it as a string)';
     case 'undefined':
     case 'function':
     case 'symbol':
-      throw new InvalidInputError(path, `is ${typeof value}, which JSON would silently drop`);
-    case 'object':
-      break;
+      return `is ${typeof value}, which JSON would silently drop`;
+    default:
+      return value === null ? undefined : 'is not a JSON value';
   }
-  if (value === null) return;
-  const object: object = value;
-  if (seen.has(object)) throw new InvalidInputError(path, 'is a circular reference');
+}
+
+/**
+ * Checks one object or array and what it holds. `above`: the objects on the way down to it (a
+ * cycle is one of them), undefined at the top. It allocates only what a nested object needs:
+ * the stack of objects above (created at the first object inside one) and the path of that
+ * object; a child that is not an object is checked in place, and its path is spelled only
+ * for the error. A state of primitives (the common case) allocates nothing here.
+ */
+function checkObject(object: object, path: string, above: object[] | undefined): void {
+  if (above !== undefined && above.includes(object)) {
+    throw new InvalidInputError(path, 'is a circular reference');
+  }
   if (
     object instanceof Map ||
     object instanceof Set ||
@@ -99,7 +108,8 @@ function check(value: unknown, path: string, seen: Set<object>): void {
       `is an instance of ${className(object)}, which JSON would read back as a plain object (convert it to a plain object, or in a stateCodec)`,
     );
   }
-  seen.add(object);
+  // This object and those above it, for its object children; pushed at the first one.
+  let stack: object[] | undefined;
   if (Array.isArray(object)) {
     // Index by index: forEach skips the holes of a sparse array, which JSON writes as null.
     const items: unknown[] = object;
@@ -110,25 +120,57 @@ function check(value: unknown, path: string, seen: Set<object>): void {
           'is a hole in a sparse array, which JSON would store as null',
         );
       }
-      if (items[i] === undefined) {
+      const item = items[i];
+      if (item === undefined) {
         throw new InvalidInputError(
           `${path}[${i}]`,
           'is undefined, which JSON would store as null',
         );
       }
-      check(items[i], `${path}[${i}]`, seen);
+      if (typeof item === 'object' && item !== null) {
+        stack = pushed(stack, above, object);
+        checkObject(item, `${path}[${i}]`, stack);
+      } else {
+        const problem = primitiveProblem(item);
+        if (problem !== undefined) throw new InvalidInputError(`${path}[${i}]`, problem);
+      }
     }
   } else {
-    for (const [key, item] of Object.entries(object)) {
+    const record = object as Record<string, unknown>;
+    const keys = Object.keys(record);
+    for (let k = 0; k < keys.length; k++) {
+      const key = keys[k]!;
+      const item = record[key];
       // Absent, as JSON.stringify writes it: the key reads back as undefined (§26.8).
       if (item === undefined) continue;
       if (key.includes('\u0000') || !key.isWellFormed()) {
         throw new InvalidInputError(`${path}.${key}`, 'has a key PostgreSQL jsonb cannot store');
       }
-      check(item, `${path}.${key}`, seen);
+      if (typeof item === 'object' && item !== null) {
+        stack = pushed(stack, above, object);
+        checkObject(item, `${path}.${key}`, stack);
+      } else {
+        const problem = primitiveProblem(item);
+        if (problem !== undefined) throw new InvalidInputError(`${path}.${key}`, problem);
+      }
     }
   }
-  seen.delete(object);
+  if (stack !== undefined) stack.pop();
+}
+
+/**
+ * The stack of objects above a child of `object`: `stack` when `object` is already on it,
+ * else `above` (or a new array at the top) with `object` pushed; popped when its check ends.
+ */
+function pushed(
+  stack: object[] | undefined,
+  above: object[] | undefined,
+  object: object,
+): object[] {
+  if (stack !== undefined) return stack;
+  const next = above ?? [];
+  next.push(object);
+  return next;
 }
 
 function className(object: object): string {

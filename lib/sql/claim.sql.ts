@@ -4,6 +4,7 @@ import type { InsertRow } from '../instance/insert-row';
 import { INSERT_ROW_COLUMNS, insertRowParams, insertRowSelect } from './insert.sql';
 import { holdsKey } from './sequence.sql';
 import { sql } from './statement';
+import { internedName } from './row-decoders';
 
 /** What one claim asks for: `limit` due rows of `queue` for `worker`, leased `leaseMs`. */
 export interface ClaimInput {
@@ -347,26 +348,22 @@ export const CLAIM_RUNNABLE = sql(
       i.from?.headFrom ?? '-infinity',
     ],
     decode: (rows: readonly (ClaimRecord | EmptyClaimRecord)[], i: ClaimInput): ClaimBatch => {
+      const first: ClaimHeadColumns | undefined = rows[0];
+      const head =
+        first?.head_priority != null && Number.isFinite(first.head_at)
+          ? { priority: first.head_priority, at: new Date(first.head_at!) }
+          : undefined;
+      const dbNow = first?.db_now != null ? new Date(first.db_now) : new Date();
       const out: ClaimRow[] = [];
       let execMs = 0;
       for (let k = 0; k < rows.length; k++) {
         const r = rows[k]!;
-        // The row of an empty claim: no id, only the pause flag and the head.
-        if (r.id !== null) out.push(claimRow(r, i.worker));
         const ms = Number(r.exec_ms);
         if (ms > execMs) execMs = ms;
+        // The row of an empty claim: no id, only the pause flag and the head.
+        if (r.id !== null) out.push(claimRow(dropHeadColumns(r), i.worker));
       }
-      const first: ClaimHeadColumns | undefined = rows[0];
-      return {
-        rows: out,
-        paused: rows[0]?.paused === true,
-        head:
-          first?.head_priority != null && Number.isFinite(first.head_at)
-            ? { priority: first.head_priority, at: new Date(first.head_at!) }
-            : undefined,
-        dbNow: first?.db_now != null ? new Date(first.db_now) : new Date(),
-        execMs,
-      };
+      return { rows: out, paused: rows[0]?.paused === true, head, dbNow, execMs };
     },
   },
 );
@@ -808,10 +805,28 @@ function claimRow(r: ClaimRecord, worker: string): ClaimRow {
   const row = r as unknown as {
     -readonly [K in keyof ClaimRow]: ClaimRow[K];
   };
+  // The same few names on every row: one string each, not one per claimed row (they live as
+  // long as the row, which waits in the buffer; docs/performance.md "Allocation per step").
+  row.fsm = internedName(r.fsm);
+  row.step = internedName(r.step);
+  row.queue = internedName(r.queue);
   row.inbox = inboxView(rawInbox);
   row.children = childrenView(r.children);
   row.inboxTraceContexts = inboxTraces(rawInbox);
   row.worker = worker;
   if (r.lastProgress === null) row.lastProgress = undefined;
   return row;
+}
+
+/**
+ * Clears the claim's head and timing columns, read once from the first row, off a claimed row
+ * (its numbers and text would otherwise live as long as the row; stores, not deletions, so the
+ * row keeps its shape).
+ */
+function dropHeadColumns(r: ClaimRecord): ClaimRecord {
+  r.head_priority = undefined;
+  r.head_at = undefined;
+  r.db_now = undefined;
+  r.exec_ms = undefined;
+  return r;
 }

@@ -35,3 +35,20 @@ export interface IdQueue {
 export interface IdQueueStatus extends IdQueue {
   readonly status: string;
 }
+
+/** The most distinct names {@link internedName} keeps; past it, names are answered as given. */
+const INTERNED_NAMES_MAX = 4096;
+const internedNames = new Map<string, string>();
+
+/**
+ * One string for every equal FSM, step or queue name a decoder reads: `pg` makes a new string
+ * per row and column, and a claimed row keeps its names while it waits in the buffer. The set
+ * of names is the registered FSMs' and the queues' (bounded; past INTERNED_NAMES_MAX distinct
+ * names, new ones are not kept).
+ */
+export function internedName(name: string): string {
+  const known = internedNames.get(name);
+  if (known !== undefined) return known;
+  if (internedNames.size < INTERNED_NAMES_MAX) internedNames.set(name, name);
+  return name;
+}
