@@ -1,3 +1,4 @@
+import { ChurnMap } from '../util/churn-map';
 import type { ClaimedRow } from './claimed-row';
 
 /** A held row the executor has: its step running, or its outcome awaiting commit. */
@@ -29,8 +30,8 @@ export interface Task {
  * both maps' tables once per step).
  */
 export class StepSlots {
-  /** Every held row: running or awaiting its commit. */
-  private readonly held = new Map<string, Task>();
+  /** Every held row: running or awaiting its commit (added and removed once per step). */
+  private readonly held = new ChurnMap<Task>();
   /** Held rows whose step is running: at most `concurrency`. */
   private running = 0;
   /** Held rows whose outcome is with the flusher: at most {@link maxAwaitingCommit}. */
