@@ -21,13 +21,16 @@ import { StepRun } from './step-run';
 import type { StreamBatcher } from './stream-batcher';
 import { StepStreams } from './step-streams';
 import { jobOutcome } from './job-outcome';
-import type { ProducedStep as Produced } from './produced-step';
+import { ProducedStep } from './produced-step';
 import { interceptedStep } from './intercepted-step';
 import { withSchemaOutputs } from './outcome-schemas';
 import { stepContext } from './step-contexts';
 import { ThrowRouter } from './throw-router';
 import type { StepTransaction, TransactionalSteps } from './transactional-step';
 import { isThenable, settledQuietly } from '../util/thenable';
+
+/** No awaited signals (and no ids): one frozen array for every step that awaited none. */
+const NONE: readonly never[] = Object.freeze([]);
 
 /** What happened to one claimed row: the flusher's reply (or the crash path) and the outcome kind. */
 export interface ExecutionResult {
@@ -259,22 +262,15 @@ export class Executor {
     txn: StepTransaction | undefined,
     span?: StepSpan,
   ): FlushEntry | Promise<FlushEntry> {
-    const awaited = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)) : [];
-    const step: Produced = {
+    const awaited = row.awaits ? row.inbox.filter((s) => row.awaits?.includes(s.name)) : NONE;
+    const run = new StepRun(
       row,
-      definition,
-      txn,
-      span,
-      ctx: undefined,
-      run: new StepRun(
-        row,
-        definition.timeouts.get(row.step),
-        this.progressPending,
-        this.openStreams,
-      ),
-      awaitedIds: awaited.map((s) => s.id),
-    };
-    const run = step.run;
+      definition.timeouts.get(row.step),
+      this.progressPending,
+      this.openStreams,
+    );
+    const ids = awaited.length === 0 ? NONE : awaited.map((s) => s.id);
+    const step = new ProducedStep(row, definition, txn, span, run, ids);
     try {
       txn?.open();
       const ctx = stepContext(
@@ -315,7 +311,7 @@ export class Executor {
   /** The step returned a promise (or has a deadline): its entry once it settles. */
   private async producedLater(
     pending: PromiseLike<unknown>,
-    step: Produced,
+    step: ProducedStep,
     registered: boolean,
   ): Promise<FlushEntry> {
     let value: unknown;
@@ -332,7 +328,7 @@ export class Executor {
   }
 
   /** The entry of a step's returned value, after its stream writes and schemas. */
-  private entryOf(value: unknown, step: Produced): FlushEntry | Promise<FlushEntry> {
+  private entryOf(value: unknown, step: ProducedStep): FlushEntry | Promise<FlushEntry> {
     try {
       // docs/streams.md: the step's writes commit before its outcome; a failed one fails it.
       const streams = step.run.settleStreams();
@@ -346,7 +342,7 @@ export class Executor {
   private async entryAfterStreams(
     streams: NonNullable<ReturnType<StepRun['settleStreams']>>,
     value: unknown,
-    step: Produced,
+    step: ProducedStep,
   ): Promise<FlushEntry> {
     try {
       const failed = await streams;
@@ -358,7 +354,7 @@ export class Executor {
   }
 
   /** The entry of a returned value whose stream writes are settled: job outcome, schemas. */
-  private outcomeEntry(value: unknown, step: Produced): FlushEntry | Promise<FlushEntry> {
+  private outcomeEntry(value: unknown, step: ProducedStep): FlushEntry | Promise<FlushEntry> {
     try {
       const { definition } = step;
       let outcome = definition.kind === 'job' ? jobOutcome(value, step.ctx!, definition) : value;
@@ -374,7 +370,10 @@ export class Executor {
     }
   }
 
-  private async entryAfterSchemas(checked: Promise<unknown>, step: Produced): Promise<FlushEntry> {
+  private async entryAfterSchemas(
+    checked: Promise<unknown>,
+    step: ProducedStep,
+  ): Promise<FlushEntry> {
     try {
       return this.toEntry(await checked, step);
     } catch (err) {
@@ -382,13 +381,13 @@ export class Executor {
     }
   }
 
-  private toEntry(outcome: unknown, step: Produced): FlushEntry {
+  private toEntry(outcome: unknown, step: ProducedStep): FlushEntry {
     const { row, definition } = step;
     return outcomeToEntry(outcome, row, definition, this.registry, this.options, step.awaitedIds);
   }
 
   /** A step (or its outcome) threw: through the throw router, after its stream writes. */
-  private async thrown(err: unknown, step: Produced): Promise<FlushEntry> {
+  private async thrown(err: unknown, step: ProducedStep): Promise<FlushEntry> {
     const { run } = step;
     // Its writes, even of a step that threw or timed out, commit (or fail) before its outcome.
     const streams = run.settleStreams();

@@ -10,13 +10,21 @@ import { type FlushEffects, isSolo, writeFlush, writeSoloFlush } from './flush-w
 
 export type { FlushEffects } from './flush-write';
 
-interface Pending {
-  readonly entry: FlushEntry;
-  readonly resolve: (reply: FlushReply) => void;
-  /** The watchdog's tick when the entry was handed over. */
-  readonly tick: number;
+/**
+ * An entry waiting for its answer. A class, not an object literal: it lives until its flush
+ * answers, and V8's allocation-site pretenuring may move a literal's allocations to the old
+ * generation for good (docs/performance.md "Allocation per step").
+ */
+class Pending {
   /** Answered already (by its flush, or `error` by the watchdog): later answers are dropped. */
-  answered: boolean;
+  answered = false;
+
+  constructor(
+    readonly entry: FlushEntry,
+    readonly resolve: (reply: FlushReply) => void,
+    /** The watchdog's tick when the entry was handed over. */
+    readonly tick: number,
+  ) {}
 }
 
 /**
@@ -79,7 +87,7 @@ export class Flusher {
    * step").
    */
   enqueue(entry: FlushEntry, answer: (reply: FlushReply) => void): void {
-    this.pending.push({ entry, resolve: answer, tick: this.tick, answered: false });
+    this.pending.push(new Pending(entry, answer, this.tick));
     if (this.watchdog === undefined) {
       this.watchdog = setInterval(() => this.watch(), this.answerTimeoutMs / WATCHDOG_TICKS);
       this.watchdog.unref();

@@ -2,7 +2,7 @@ import type { SqlExecutor } from '../db/sql-executor';
 import { DrainTimeoutError } from '../errors/drain-timeout.error';
 import { CLEAR_STEP_STARTED, MARK_STEP_STARTED } from '../sql/lease.sql';
 import type { ClaimedRow } from './claimed-row';
-import type { ExecutionResult, Executor } from './executor';
+import type { ExecuteOptions, ExecutionResult, Executor } from './executor';
 import type { Task } from './step-slots';
 
 /** What a scheduler hears of a row it launched. */
@@ -32,12 +32,8 @@ export class StepLauncher {
    * Answers the task the scheduler holds until `listener.completed`.
    */
   launch(row: ClaimedRow, chain: () => boolean, listener: LaunchListener): Task {
-    return {
-      row,
-      startedAt: performance.now(),
-      done: this.run(row, chain, listener),
-      awaitingCommit: false,
-    };
+    const startedAt = performance.now();
+    return new LaunchedTask(row, startedAt, this.run(row, chain, listener));
   }
 
   /**
@@ -55,14 +51,10 @@ export class StepLauncher {
       // The step starts on a later microtask, as before: never inside the scheduler's dispatch.
       if (row.reaps === 0) await Promise.resolve();
       else await this.stepStarting(row);
-      const result = await this.executor.execute(row, {
-        chain,
-        onStepsDone: () => {
-          this.stepReturned(row);
-          listener.stepsDone(id);
-        },
-        onAbandoned: (settled) => listener.abandoned(settled),
-      });
+      const result = await this.executor.execute(
+        row,
+        new LaunchOptions(this, row, chain, listener),
+      );
       kind = result.kind;
     } catch {
       kind = null;
@@ -102,8 +94,46 @@ export class StepLauncher {
    * while its outcome waits for the commit does not count. Best-effort: a failed clear leaves
    * the loss counted.
    */
-  private stepReturned(row: ClaimedRow): void {
+  stepReturned(row: ClaimedRow): void {
     if (row.reaps === 0) return;
     void CLEAR_STEP_STARTED.run(this.sql, { worker: row.worker, row }).catch(() => undefined);
+  }
+}
+
+/*
+ * A launched row's task and its execute options are class instances, not object literals: they
+ * live until the row's flush answers, long enough that V8's allocation-site pretenuring
+ * sometimes moved a literal's allocations straight to the old generation for the rest of a
+ * drain (docs/performance.md "Allocation per step"); a class instance carries no allocation
+ * site.
+ */
+
+class LaunchedTask implements Task {
+  awaitingCommit = false;
+  keyCounted = false;
+
+  constructor(
+    readonly row: ClaimedRow,
+    readonly startedAt: number,
+    readonly done: Promise<void>,
+  ) {}
+}
+
+/** What the executor is told of a launched row: its chain test and the listener's calls. */
+class LaunchOptions implements ExecuteOptions {
+  constructor(
+    private readonly launcher: StepLauncher,
+    private readonly row: ClaimedRow,
+    readonly chain: () => boolean,
+    private readonly listener: LaunchListener,
+  ) {}
+
+  onStepsDone(): void {
+    this.launcher.stepReturned(this.row);
+    this.listener.stepsDone(this.row.id);
+  }
+
+  onAbandoned(settled: Promise<void>): void {
+    this.listener.abandoned(settled);
   }
 }
