@@ -15,12 +15,19 @@
  * C + 4 for KIND=tx/txw/jobw, whose steps each hold a connection while they write; POOL
  * overrides it). Uses
  * DATABASE_URL (a server where it may CREATE DATABASE) or the embedded PostgreSQL.
+ *
+ * HEAP_PROFILE=file.heapprofile samples the drain's allocations with the inspector's sampling
+ * heap profiler (open the file in Chrome DevTools' Memory tab): every allocation by default,
+ * or with HEAP_PROFILE_MINOR=0 only what was not collected by a scavenge, i.e. what reached
+ * the old generation (docs/performance.md "Allocation per step").
  */
 import 'reflect-metadata';
 
 import { Injectable, Module, Scope } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { subscribe } from 'node:diagnostics_channel';
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import { PerformanceObserver } from 'node:perf_hooks';
 
 import { DataSource } from 'typeorm';
@@ -42,6 +49,28 @@ import { migrateUp } from '../lib/schema/migrator';
 import { runScript, withScratchDatabase } from './scratch-database';
 
 const N = Number(process.env['N'] ?? 20_000);
+const HEAP_PROFILE = process.env['HEAP_PROFILE'];
+
+/** Starts the sampling heap profiler when HEAP_PROFILE is set; the answer stops it and writes it. */
+async function heapProfile(): Promise<() => Promise<void>> {
+  if (HEAP_PROFILE === undefined) return () => Promise.resolve();
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object): Promise<unknown> =>
+    new Promise((resolve, reject) =>
+      session.post(method, params, (err, result) => (err ? reject(err) : resolve(result))),
+    );
+  await post('HeapProfiler.startSampling', {
+    samplingInterval: 4096,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: process.env['HEAP_PROFILE_MINOR'] !== '0',
+  });
+  return async () => {
+    const { profile } = (await post('HeapProfiler.stopSampling')) as { profile: unknown };
+    writeFileSync(HEAP_PROFILE, JSON.stringify(profile));
+    session.disconnect();
+  };
+}
 const C = Number(process.env['C'] ?? 50);
 const KIND =
   (['fsm3', 'scoped', 'tx', 'txw', 'jobw'] as const).find((k) => k === process.env['KIND']) ??
@@ -182,6 +211,7 @@ async function profileDrain(url: string): Promise<void> {
       cls,
       Array.from({ length: N }, () => ({ state: {} })),
     );
+    const stopHeapProfile = await heapProfile();
     let gcMs = 0;
     let gcMajorMs = 0;
     const gc = new PerformanceObserver((list) => {
@@ -195,6 +225,7 @@ async function profileDrain(url: string): Promise<void> {
     const cpu0 = process.cpuUsage();
     const w0 = process.hrtime.bigint() / 1000n;
     await finished;
+    await stopHeapProfile();
     const t1 = performance.now();
     const w1 = process.hrtime.bigint() / 1000n;
     const cpu = process.cpuUsage(cpu0);
