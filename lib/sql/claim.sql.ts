@@ -277,7 +277,9 @@ interface ChildRecord {
  *   row once visible never looks ended before it is (two claims cannot both pass a key's
  *   second row while its head is live).
  * - kept: one row per raw key (NULL keys and gated rows all kept); losers stay runnable.
- * - The update goes by ctid (the rows this statement located and locked), stamps the lease
+ * - The update goes by ctid (the rows this statement located and locked), pinned to a TID scan
+ *   by `ctid = ANY (ARRAY(…))` (joined by ctid alone, a claim of ~700 rows hashed a sequential
+ *   scan of the table: test/engine/claim-write-plan.spec.ts), stamps the lease
  *   and bumps claim_seq, the fencing token of docs/design.md §26.1. A cross-node race on one K = 1 key
  *   trips the arbiter index and aborts the statement; the scheduler retries.
  * - pause: the queue's pause (docs/design.md §27.6), one primary-key probe of
@@ -327,7 +329,7 @@ export const CLAIM_RUNNABLE = sql(
    ), kept AS (
      ${keptOnePerKey('cand')}
    ), claimed AS (
-     ${claimKept({ tidArray: false, returning: '' })}
+     ${claimKept({ tidArray: true, returning: '' })}
    )
    SELECT ${ANSWER_COLUMNS},
           (SELECT head.priority FROM head) AS head_priority,
