@@ -65,6 +65,7 @@ const HELP = `Usage: npm run bench -- [flags]
                           (slow engines are capped lower: see each adapter's maxN)
   --scale-rows N          rows of the big table in the scale case (default 1000000; --quick 200000)
   --memory-n N            backlog drained in the memory case (default 100000; --quick 20000)
+  --enqueue-n N           awaited single inserts in the enqueue case (default 5000)
   --latency-n N           sequential inserts in each same-process latency case (default 300)
   --timeout-s S           hard limit of one case (default 240; --quick 60)
   --json PATH             where to write the JSON results (default bench/results/<timestamp>.json)
@@ -156,6 +157,9 @@ export function parseArgs(argv: string[]): Options {
         break;
       case '--memory-n':
         o.memoryN = posInt(value(), flag);
+        break;
+      case '--enqueue-n':
+        o.enqueueSingleN = posInt(value(), flag);
         break;
       case '--latency-n':
         o.latencyN = posInt(value(), flag);

@@ -8,7 +8,7 @@ import type { Schedules } from '../cron/schedules';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import { InvalidInputError } from '../errors/invalid-input.error';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { INSERT_INSTANCE, INSERT_INSTANCES } from '../sql/insert.sql';
+import { INSERT_INSTANCE, insertInstances } from '../sql/insert.sql';
 import type { GenDurableEvent } from '../telemetry/telemetry-events';
 import type { FinishedInstance } from '../fsm/durable-event';
 import {
@@ -241,7 +241,7 @@ export class EngineService extends InstanceControl<{ manager?: EntityManager }> 
         );
       });
       const client = await this.clientOf(options.manager);
-      const inserted = await INSERT_INSTANCES.run(this.runtime.sql, { rows }, client);
+      const inserted = await insertInstances(this.runtime.sql, { rows }, client);
       if (!options.manager) {
         this.runtime.insertedDue(inserted.filter((r) => r.due).map((r) => rows[r.ord]!));
         if (inserted.some((r) => !r.due)) {

@@ -3,7 +3,7 @@ import { assertNever, OUTCOME_KINDS } from '../fsm/outcome-kinds';
 import { type DurableStatus, isTerminalStatus } from '../gen-durable.constants';
 
 import { type Queryable, type SqlExecutor } from '../db/sql-executor';
-import { INSERT_INSTANCES } from '../sql/insert.sql';
+import { insertInstances } from '../sql/insert.sql';
 import {
   CONSUME_INBOXES,
   CONSUME_SIGNALS,
@@ -181,7 +181,7 @@ export async function writeFlush(
     const landed = new Map<string, number>();
     const childRows = spawning.flatMap((e) => e.children.map((row) => ({ row, parent: e.id })));
     if (childRows.length > 0) {
-      const inserted = await INSERT_INSTANCES.run(
+      const inserted = await insertInstances(
         sql,
         { rows: childRows.map((c) => c.row), parentIds: childRows.map((c) => c.parent) },
         tx,

@@ -8,7 +8,7 @@ import {
   type InsertedEntry,
   type InsertedInstance,
   INSERT_INSTANCE,
-  INSERT_INSTANCES,
+  insertInstances,
 } from '../sql/insert.sql';
 import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
@@ -159,7 +159,7 @@ export class InsertBatcher {
       const chunk = this.asyncBuffer.splice(0, this.config.maxBatch);
       this.asyncWriting = chunk.length;
       try {
-        const rows = await INSERT_INSTANCES.run(this.sql, { rows: chunk });
+        const rows = await insertInstances(this.sql, { rows: chunk });
         this.reportDue(rows, chunk);
       } catch (err) {
         this.logger.error(
@@ -258,7 +258,7 @@ export class InsertBatcher {
   private async writeBatch(chunk: readonly DurableWaiter[]): Promise<void> {
     let rows: InsertedEntry[];
     try {
-      rows = await INSERT_INSTANCES.run(this.sql, { rows: chunk.map((w) => w.row) });
+      rows = await insertInstances(this.sql, { rows: chunk.map((w) => w.row) });
     } catch (err) {
       // Nothing of this statement committed (or its fate is unknown): no caller is acknowledged.
       this.telemetry.emit(

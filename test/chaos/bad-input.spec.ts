@@ -280,7 +280,7 @@ describe('bad input and misuse (S32–S35, S39)', () => {
       );
       expect(ids).toHaveLength(70_000);
       expect(new Set(ids).size).toBe(70_000);
-      expect(h.statements.filter((s) => s === 'insert_instances')).toHaveLength(1);
+      expect(h.statements.filter((s) => s === 'insert_unkeyed_instances')).toHaveLength(1);
       await db.pool.query(`DELETE FROM gen_durable WHERE id = ANY ($1::bigint[])`, [ids]);
     }, 60_000);
 

@@ -84,7 +84,7 @@ describe('group-commit inserts (default options)', () => {
       ),
     );
     // The first call finds the lane idle and goes alone; the 49 that arrive meanwhile share one.
-    expect(h.statements).toEqual(['insert_instance', 'insert_instances']);
+    expect(h.statements).toEqual(['insert_instance', 'insert_unkeyed_instances']);
     expect(new Set(seen.map((s) => s.id)).size).toBe(50);
     seen.forEach((s, i) => expect(s.i).toBe(i));
   });
@@ -103,10 +103,10 @@ describe('group-commit inserts (default options)', () => {
     // split every round in two: 8 statements).
     expect(h.statements).toEqual([
       'insert_instance',
-      'insert_instances',
-      'insert_instances',
-      'insert_instances',
-      'insert_instances',
+      'insert_unkeyed_instances',
+      'insert_unkeyed_instances',
+      'insert_unkeyed_instances',
+      'insert_unkeyed_instances',
     ]);
     expect(await countTagged(db, 'loop')).toBe(200);
   });
@@ -178,7 +178,7 @@ describe('group-commit inserts (default options)', () => {
     expect(!results[1]!.ok && (results[1]!.error as InvalidInputError).message).toMatch(/\\u0000/);
     expect(!results[3]!.ok && results[3]!.error).toBeInstanceOf(InvalidInputError);
     expect(await countTagged(db, 'input')).toBe(3);
-    expect(h.statements).toEqual(['insert_instance', 'insert_instances']);
+    expect(h.statements).toEqual(['insert_instance', 'insert_unkeyed_instances']);
   });
 
   it('a failed batch rejects every caller in it and acknowledges none', async () => {
@@ -214,7 +214,7 @@ describe('group-commit inserts (default options)', () => {
     const results = await pending;
     expect(results.every((r) => !r.ok)).toBe(true);
     expect(await countTagged(db, 'killed')).toBe(0);
-    expect(h.statements).toEqual(['insert_instance', 'insert_instances']);
+    expect(h.statements).toEqual(['insert_instance', 'insert_unkeyed_instances']);
     // The lane keeps working after the broken connection.
     const id = await h.engine.insert(TargetFsm, { state: { tag: 'after-kill' } });
     expect(await countTagged(db, 'after-kill')).toBe(1);

@@ -53,7 +53,9 @@ describe('insert batcher (insertAsync)', () => {
       expect(h.statements.filter((s) => s.startsWith('insert_'))).toEqual([]);
       expect(h.engine.runtime.batcher.pendingAsync).toBe(30);
       await eventually(async () => (await doneTagged(db, 'trigger')) === 30, 15_000);
-      expect(h.statements.filter((s) => s.startsWith('insert_'))).toEqual(['insert_instances']);
+      expect(h.statements.filter((s) => s.startsWith('insert_'))).toEqual([
+        'insert_unkeyed_instances',
+      ]);
     });
 
     it('maxBatch rows fire at once without waiting for the timer', async () => {
@@ -64,7 +66,7 @@ describe('insert batcher (insertAsync)', () => {
       // 100 and 100 left as full batches the moment they filled; the last 50 wait for the timer.
       await eventually(async () => (await doneTagged(db, 'full')) === 250, 20_000);
       const inserts = h.statements.filter((s) => s.startsWith('insert_'));
-      expect(inserts.every((s) => s === 'insert_instances')).toBe(true);
+      expect(inserts.every((s) => s === 'insert_unkeyed_instances')).toBe(true);
       expect(inserts.length).toBeGreaterThanOrEqual(3);
       expect(inserts.length).toBeLessThanOrEqual(4);
     });

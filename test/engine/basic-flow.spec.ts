@@ -51,7 +51,7 @@ describe('basic flow', () => {
       CounterFsm,
       Array.from({ length: 50 }, (_, i) => ({ state: { n: i % 3 } })),
     );
-    expect(t.statements.filter((s) => s === 'insert_instances')).toHaveLength(1);
+    expect(t.statements.filter((s) => s === 'insert_unkeyed_instances')).toHaveLength(1);
     expect(ids).toHaveLength(50);
     const results = await Promise.all(ids.map((id) => t.engine.await(id, { timeout: 10_000 })));
     expect(results.every((r) => r.kind === 'done')).toBe(true);

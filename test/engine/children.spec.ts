@@ -169,6 +169,7 @@ describe('child fan-out and join (docs/design.md §10)', () => {
     });
     expect(t.statements).toContain('fanout_park_parents');
     expect(t.statements).not.toContain('insert_instances');
+    expect(t.statements).not.toContain('insert_unkeyed_instances');
     expect(t.statements).not.toContain('join_parents');
   });
 

@@ -522,7 +522,7 @@ describe('instance deadlines through the durable insert batcher', () => {
       t.engine.insert(DefaultFsm, { deadlineInMs: 4000 }),
       t.engine.insert(DefaultFsm),
     ]);
-    expect(t.statements).toEqual(['insert_instance', 'insert_instances']);
+    expect(t.statements).toEqual(['insert_instance', 'insert_unkeyed_instances']);
     const span = async (id: string): Promise<number> => {
       const view = await t.engine.get(id);
       return view!.deadline!.getTime() - view!.insertedAt.getTime();

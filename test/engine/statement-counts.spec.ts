@@ -110,7 +110,7 @@ describe('statement counts (docs/design.md §25.1)', () => {
       );
       await Promise.all(keys.map((k) => gates.reached(k)));
       t.stop();
-      expect(t.log).toEqual(['insert_instances', 'claim_runnable', 'pick:stop(5)']);
+      expect(t.log).toEqual(['insert_unkeyed_instances', 'claim_runnable', 'pick:stop(5)']);
     });
   });
 

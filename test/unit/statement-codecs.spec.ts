@@ -6,6 +6,7 @@ import {
   INSERT_INSTANCE,
   INSERT_INSTANCE_OR_HOLDER,
   INSERT_INSTANCES,
+  INSERT_UNKEYED_INSTANCES,
 } from '../../lib/sql/insert.sql';
 import { HEARTBEAT } from '../../lib/sql/lease.sql';
 import { GC_DELETE } from '../../lib/sql/maintenance.sql';
@@ -368,6 +369,37 @@ describe('statement parameter builders and decoders (no database)', () => {
     ).toEqual([
       { id: '11', queue: 'default', correlationKey: null, parentId: '42', due: true, ord: 1 },
     ]);
+  });
+
+  it('INSERT_UNKEYED_INSTANCES: the same $1–$24 as INSERT_INSTANCES; ordinals by ascending id, whatever order the rows come back in (ids of unequal lengths too)', () => {
+    const rows = [insertRow({}), insertRow({}), insertRow({})];
+    expect(expectArity(INSERT_UNKEYED_INSTANCES, { rows, parentIds: ['7'] })).toEqual(
+      INSERT_INSTANCES.params({ rows, parentIds: ['7'] }),
+    );
+    const raw = (id: string) => ({ id, queue: 'default', parent_id: null, due: true });
+    const decoded = INSERT_UNKEYED_INSTANCES.decode([raw('100'), raw('99'), raw('101')], { rows });
+    expect(decoded.map((r) => [r.id, r.ord])).toEqual([
+      ['99', 0],
+      ['100', 1],
+      ['101', 2],
+    ]);
+    expect(decoded[0]).toEqual({
+      id: '99',
+      queue: 'default',
+      correlationKey: null,
+      parentId: null,
+      due: true,
+      ord: 0,
+    });
+  });
+
+  it('INSERT_UNKEYED_INSTANCES: a row count other than the entries is an engine bug, thrown', () => {
+    const rows = [insertRow({}), insertRow({})];
+    expect(() =>
+      INSERT_UNKEYED_INSTANCES.decode([{ id: '1', queue: 'q', parent_id: null, due: true }], {
+        rows,
+      }),
+    ).toThrow(/unkeyed insert of 2 row\(s\) returned 1/);
   });
 
   it('INSERT_INSTANCES: the deadlines are per-row arrays once an entry has one, empty otherwise', () => {
