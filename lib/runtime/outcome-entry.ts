@@ -1,6 +1,7 @@
 import type { FsmDefinition } from '../discovery/fsm-definition';
 import type { FsmRegistry } from '../discovery/fsm.registry';
 import type { InsertOptions } from '../fsm/insert-options.interface';
+import type { InsertRow } from '../instance/insert-row';
 import { buildInsertRow, checkWeight } from '../instance/build-insert-row';
 import { InvalidOutcomeError } from '../errors/invalid-outcome.error';
 import { UnknownStepError } from '../errors/unknown-step.error';
@@ -12,7 +13,13 @@ import { toJsonObjectText } from '../serialization/json-value';
 import type { ClaimedRow } from './claimed-row';
 import type { EntryKind } from '../fsm/outcome-kinds';
 import type { HistoryLevel } from '../instance/history-entry';
-import type { FlushEntry, HistoryMark, TransitionEntry } from './flush-entry';
+import type {
+  FanOutEntry,
+  FlushEntry,
+  HistoryMark,
+  ParkEntry,
+  TransitionEntry,
+} from './flush-entry';
 import type { LimitClosure, LimiterSlot } from '../limiter/limiter.interface';
 import { throttleClosures } from './throttle-closures';
 
@@ -95,40 +102,35 @@ export function outcomeToEntry(
     case 'stop':
       return transition(row, awaitedIds, level, 'stop', { error: outcome.reason });
     case 'await':
-      return Object.assign(entryBase(row, awaitedIds, historyMark(level, 'await', false)), {
-        kind: 'await' as const,
+      return new Park(row, awaitedIds, historyMark(level, 'await', false), {
         nextStep: requireStep(outcome.step),
         stateText: stateText(outcome.state, 'awaitSignal.state'),
         names: outcome.names,
         timeoutMs: outcome.timeoutMs ?? null,
       });
     case 'scheduleChildren':
-      return Object.assign(
-        entryBase(row, awaitedIds, historyMark(level, 'scheduleChildren', false)),
-        {
-          kind: 'scheduleChildren' as const,
-          nextStep: requireStep(outcome.step),
-          stateText: stateText(outcome.state, 'scheduleChildren.state'),
-          children: outcome.children.map((spec, i) => {
-            const path = `scheduleChildren.children[${i}]`;
-            if (typeof spec === 'function' || typeof spec === 'string') {
-              return buildInsertRow(registry.resolve(spec), undefined, options, path);
-            }
-            if (typeof spec !== 'object' || spec === null) {
-              throw new InvalidOutcomeError(
-                `${path} must be an FSM class, a name or { fsm, ...options }`,
-              );
-            }
-            const { fsm, ...insert } = spec as { fsm: unknown } & InsertOptions;
-            if (insert.manager !== undefined) {
-              throw new InvalidOutcomeError(
-                `${path}.manager is not allowed: children commit in the flush`,
-              );
-            }
-            return buildInsertRow(registry.resolve(fsm), insert, options, path);
-          }),
-        },
-      );
+      return new FanOut(row, awaitedIds, historyMark(level, 'scheduleChildren', false), {
+        nextStep: requireStep(outcome.step),
+        stateText: stateText(outcome.state, 'scheduleChildren.state'),
+        children: outcome.children.map((spec, i) => {
+          const path = `scheduleChildren.children[${i}]`;
+          if (typeof spec === 'function' || typeof spec === 'string') {
+            return buildInsertRow(registry.resolve(spec), undefined, options, path);
+          }
+          if (typeof spec !== 'object' || spec === null) {
+            throw new InvalidOutcomeError(
+              `${path} must be an FSM class, a name or { fsm, ...options }`,
+            );
+          }
+          const { fsm, ...insert } = spec as { fsm: unknown } & InsertOptions;
+          if (insert.manager !== undefined) {
+            throw new InvalidOutcomeError(
+              `${path}.manager is not allowed: children commit in the flush`,
+            );
+          }
+          return buildInsertRow(registry.resolve(fsm), insert, options, path);
+        }),
+      });
     default:
       return assertNever(outcome, 'outcome kind');
   }
@@ -147,29 +149,6 @@ interface TransitionFields {
   readonly setKey?: boolean;
   readonly concurrencyKey?: string | null;
   readonly inline?: boolean;
-}
-
-/**
- * The fields every entry carries. Entries are built with flat literals or `Object.assign`
- * onto this: on Node 20's V8, `{ ...base, more }` takes a slow path (≈ 10–25 µs a call here,
- * measured with a micro-benchmark, against ≈ 0.5 µs for `Object.assign`), which showed in the
- * drain profile.
- */
-function entryBase(row: ClaimedRow, awaitedIds: readonly string[], history: HistoryMark) {
-  return {
-    id: row.id,
-    seq: row.claimSeq,
-    worker: row.worker,
-    queue: row.queue,
-    fsm: row.fsm,
-    step: row.step,
-    parentId: row.parentId,
-    awaitedIds,
-    slot: row.slot ?? null,
-    attempt: row.attempt,
-    history,
-    thrown: null as string | null,
-  };
 }
 
 /**
@@ -220,14 +199,15 @@ function transition(
 }
 
 /**
- * A transition entry. A class, not an object literal: its instances live until their flush
- * answers, long enough that V8's allocation-site pretenuring sometimes moved a literal's
- * allocations straight to the old generation for the rest of a drain (+40 MB of peak RSS in
- * one run of five, docs/performance.md "Allocation per step"); instances of a class carry no
- * allocation site. One allocation, the base fields first (Object.assign onto entryBase's object
- * grew its property store field by field).
+ * The fields every flush entry carries, from its claimed row. Entries are class instances, not
+ * object literals: they live until their flush answers, long enough that V8's allocation-site
+ * pretenuring sometimes moved a literal's allocations straight to the old generation for the
+ * rest of a drain (+40 MB of peak RSS in one run of five, docs/performance.md "Allocation per
+ * step"); instances of a class carry no allocation site, and each is one allocation with its
+ * fields in one order (no `Object.assign` growing a property store field by field, no
+ * `{ ...base }`, a slow path on Node 20's V8).
  */
-class Transition implements TransitionEntry {
+abstract class EntryFields {
   readonly id: string;
   readonly seq: string;
   readonly worker: string;
@@ -238,6 +218,26 @@ class Transition implements TransitionEntry {
   readonly slot: LimiterSlot | null;
   readonly attempt: number;
   readonly thrown: string | null = null;
+
+  constructor(
+    row: ClaimedRow,
+    readonly awaitedIds: readonly string[],
+    readonly history: HistoryMark,
+  ) {
+    this.id = row.id;
+    this.seq = row.claimSeq;
+    this.worker = row.worker;
+    this.queue = row.queue;
+    this.fsm = row.fsm;
+    this.step = row.step;
+    this.parentId = row.parentId;
+    this.slot = row.slot ?? null;
+    this.attempt = row.attempt;
+  }
+}
+
+/** A transition entry: the per-kind fields given, the rest at their neutral values. */
+class Transition extends EntryFields implements TransitionEntry {
   readonly nextStep: string | null;
   readonly stateText: string | null;
   readonly resultText: string | null;
@@ -252,20 +252,12 @@ class Transition implements TransitionEntry {
 
   constructor(
     row: ClaimedRow,
-    readonly awaitedIds: readonly string[],
-    readonly history: HistoryMark,
+    awaitedIds: readonly string[],
+    history: HistoryMark,
     readonly kind: TransitionEntry['kind'],
     f: TransitionFields,
   ) {
-    this.id = row.id;
-    this.seq = row.claimSeq;
-    this.worker = row.worker;
-    this.queue = row.queue;
-    this.fsm = row.fsm;
-    this.step = row.step;
-    this.parentId = row.parentId;
-    this.slot = row.slot ?? null;
-    this.attempt = row.attempt;
+    super(row, awaitedIds, history);
     this.nextStep = f.nextStep ?? null;
     this.stateText = f.stateText ?? null;
     this.resultText = f.resultText ?? null;
@@ -277,6 +269,48 @@ class Transition implements TransitionEntry {
     this.setKey = f.setKey ?? false;
     this.concurrencyKey = f.concurrencyKey ?? null;
     this.inline = f.inline;
+  }
+}
+
+/** An `awaitSignal` entry (a park). */
+class Park extends EntryFields implements ParkEntry {
+  readonly kind = 'await' as const;
+  readonly nextStep: string;
+  readonly stateText: string;
+  readonly names: readonly string[];
+  readonly timeoutMs: number | null;
+
+  constructor(
+    row: ClaimedRow,
+    awaitedIds: readonly string[],
+    history: HistoryMark,
+    f: Pick<ParkEntry, 'nextStep' | 'stateText' | 'names' | 'timeoutMs'>,
+  ) {
+    super(row, awaitedIds, history);
+    this.nextStep = f.nextStep;
+    this.stateText = f.stateText;
+    this.names = f.names;
+    this.timeoutMs = f.timeoutMs;
+  }
+}
+
+/** A `scheduleChildren` entry (a fan-out). */
+class FanOut extends EntryFields implements FanOutEntry {
+  readonly kind = 'scheduleChildren' as const;
+  readonly nextStep: string;
+  readonly stateText: string;
+  readonly children: readonly InsertRow[];
+
+  constructor(
+    row: ClaimedRow,
+    awaitedIds: readonly string[],
+    history: HistoryMark,
+    f: Pick<FanOutEntry, 'nextStep' | 'stateText' | 'children'>,
+  ) {
+    super(row, awaitedIds, history);
+    this.nextStep = f.nextStep;
+    this.stateText = f.stateText;
+    this.children = f.children;
   }
 }
 
