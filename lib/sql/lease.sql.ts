@@ -1,6 +1,6 @@
 import type { DurableStatus } from '../gen-durable.constants';
 import { type ClaimHead, headBefore } from './claim.sql';
-import { entryRow, heldClaim } from './held-claim';
+import { heldClaim } from './held-claim';
 import { type IdQueue, idsOf, noRows } from './row-decoders';
 import { sql } from './statement';
 
@@ -95,22 +95,17 @@ export interface HeartbeatResult {
  * text, or NULL (docs/design.md §28.2): a renewed row with one stores it as `progress`
  * `{ step, value }` (the step it was reported by, so only a later run of that step sees it as
  * `lastProgress`) with `progress_at`; the statement count of a heartbeat is unchanged, and a
- * row without a pending value is written as before. A primary-key probe per held row
- * (`entryRow`, as FLUSH_TRANSITIONS), not gen_durable_lease: under a pinned horizon that index
- * holds a dead entry per claim since the pin. The worker rides on every entry (`t.worker`)
- * rather than as `$1` in the guard: as a restriction on the rows alone, `locked_by = $1` made
- * the planner expect one row (few are executing when the table is analyzed) and rescan the
- * entries for it, 98 ms for 600 rows on a table of 10 000.
+ * row without a pending value is written as before. PK lookups, pinned by `g.id = ANY ($2)` (not
+ * gen_durable_lease: under a pinned horizon it holds a dead entry per claim since the pin).
  */
 export const HEARTBEAT = sql(
   'heartbeat',
   `WITH t AS (
-     SELECT u.*, $1::text AS worker
-       FROM unnest($2::bigint[], $3::bigint[], $5::text[]) AS u(id, seq, progress)
+     SELECT * FROM unnest($2::bigint[], $3::bigint[], $5::text[]) AS t(id, seq, progress)
    ), h AS (
      SELECT g.id, t.progress FROM {schema}.gen_durable g
-       JOIN t ON ${entryRow('g', 't')}
-      WHERE ${heldClaim('g', 't.worker', 't.seq')}
+       JOIN t ON g.id = t.id
+      WHERE g.id = ANY ($2::bigint[]) AND ${heldClaim('g', '$1', 't.seq')}
       ORDER BY g.id
       FOR NO KEY UPDATE OF g SKIP LOCKED
    ), renewed AS (
@@ -126,7 +121,7 @@ export const HEARTBEAT = sql(
    UNION ALL
    SELECT t.id, t.seq, false, false, NULL FROM t
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.gen_durable g
-                       WHERE ${entryRow('g', 't')} AND ${heldClaim('g', 't.worker', 't.seq')})`,
+                       WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', '$1', 't.seq')})`,
   {
     params: (i: {
       readonly worker: string;
@@ -215,8 +210,8 @@ export interface ReleasedClaims {
  * Releases held claims back to runnable (shutdown drain, admission denial; docs/design.md §5.4, §17.4):
  * guarded, attempt and eligible_at kept, lock, lease and shard cleared. A row whose cancel was
  * requested is not released (a runnable row must not carry a request): it stays executing
- * until its lease expires and the reaper cancels it (docs/design.md §27.2). A primary-key probe
- * per row to lock it (not gen_durable_lease, as HEARTBEAT). Answers each released row's place in
+ * until its lease expires and the reaper cancels it (docs/design.md §27.2). PK lookups, pinned by
+ * `g.id = ANY ($2)` (not gen_durable_lease, as HEARTBEAT). Answers each released row's place in
  * the pick order, so the picker puts its queue's claim floor back to the earliest of them.
  *
  * The rows are locked first, in id order, as every other multi-row writer locks them (§6.3
@@ -224,19 +219,17 @@ export interface ReleasedClaims {
  * releases rows re-claimed since), whose flush holds it and its other rows in id order, and an
  * UPDATE that took the rows in its plan's order could hold one of them while waiting for
  * another (finding F-R13 in docs/reliability.md; test/engine/lock-order.spec.ts). The UPDATE
- * reads the locked rows by one primary-key scan of their ids (`= ANY (ARRAY(SELECT … FROM
- * locked))`, one index pass; written `IN (SELECT … FROM locked)`, its generic plan rescanned
- * `locked` for every row: test/engine/batch-write-plans.spec.ts,
- * test/engine/pinned-horizon-writes.spec.ts).
+ * reads the locked rows by the same primary-key scan (`IN (SELECT … FROM locked)`, a semi-join:
+ * one index pass, not one per row; test/engine/pinned-horizon-writes.spec.ts).
  */
 export const RELEASE_CLAIMS = sql(
   'release_claims',
   `WITH t AS (
-     SELECT u.*, $1::text AS worker FROM unnest($2::bigint[], $3::bigint[]) AS u(id, seq)
+     SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
    ), locked AS (
      SELECT g.id FROM {schema}.gen_durable g
-       JOIN t ON ${entryRow('g', 't')}
-      WHERE ${heldClaim('g', 't.worker', 't.seq')}
+       JOIN t ON g.id = t.id
+      WHERE g.id = ANY ($2::bigint[]) AND ${heldClaim('g', '$1', 't.seq')}
         AND g.cancel_requested_at IS NULL
       ORDER BY g.id
       FOR NO KEY UPDATE OF g
@@ -244,7 +237,7 @@ export const RELEASE_CLAIMS = sql(
    UPDATE {schema}.gen_durable g
       SET status = 'runnable', locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL,
           updated_at = now()
-    WHERE g.id = ANY (ARRAY(SELECT l.id FROM locked l))
+    WHERE g.id = ANY ($2::bigint[]) AND g.id IN (SELECT l.id FROM locked l)
     RETURNING g.id, g.priority, (extract(epoch FROM LEAST(g.eligible_at, now())) * 1000)::float8 AS at`,
   {
     params: (i: { readonly worker: string; readonly rows: readonly HeldClaim[] }) => {

@@ -1,6 +1,6 @@
 import type { DurableStatus } from '../gen-durable.constants';
 import type { KindsWrittenBy } from '../fsm/outcome-kinds';
-import { entryRow, heldClaim } from './held-claim';
+import { heldClaim } from './held-claim';
 import { parentJoinSet } from './parent-join';
 import { type IdQueue, type IdQueueStatus, noRows } from './row-decoders';
 import { sql } from './statement';
@@ -134,14 +134,12 @@ const KIND = `(CASE WHEN g.cancel_requested_at IS NULL OR t.kind IN ('done', 'st
 
 /**
  * Transitions next / retry / throttle / sleep / done / stop for any number of rows in one UPDATE over
- * parallel arrays (a primary-key probe per entry, `entryRow`, guarded by `heldClaim`, whose
+ * parallel arrays (PK lookups, pinned by `g.id = ANY ($2)` and by the guard `heldClaim`, whose
  * `g.status::text = 'executing'` does not imply gen_durable_lease's predicate: with the
  * plain guard the planner read the executing rows through gen_durable_lease, even with the ids
  * given, and under a pinned xmin horizon that index holds a dead entry for every claim since
- * the pin; `entryRow` and the guard give the planner no join clause to hash on and the rows no
- * scan of their own, so every plan is a nested loop over the entries, linear in the batch in a
- * generic plan too (docs/performance.md "The flush's generic plan"). Every statement below that
- * names its held rows by id joins them the same way, and so do HEARTBEAT and RELEASE_CLAIMS). Per-row kind drives each column as in docs/design.md §2.4's table;
+ * the pin; the same pin serves every statement below that names its rows by id, and HEARTBEAT
+ * and RELEASE_CLAIMS). Per-row kind drives each column as in docs/design.md §2.4's table;
  * `last_error` is written by a stop, and by a retry that carries an error (a thrown step
  * retried). Every outcome
  * clears the claim and the drawn shard and resets `reaps` and `suspect` (a committed outcome
@@ -204,7 +202,7 @@ function transitionsUpdate(recorded: boolean): string {
                  $8::text[], $9::float8[], $10::text[], $11::float8[], $12::boolean[], $13::text[], $14::float8[],
                  $15::int[], $16::timestamptz[]${recorded ? ', $17::int[], $18::text[], $19::int[], $20::text[]' : ''})
           AS t(worker, id, seq, kind, step, state, result, error, delay_ms, rate_limit, weight, set_key, conc_key, lease_ms, solo, at${recorded ? ', mark, ran_step, ran_attempt, thrown' : ''})
-    WHERE ${entryRow('g', 't')} AND ${heldClaim('g', 't.worker', 't.seq')}
+    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', 't.worker', 't.seq')}
       AND NOT (COALESCE(t.solo, 0) > 0 AND ${KIND} IN ('done', 'stop', 'cancel') AND g.signaled)
     RETURNING g.id, g.parent_id, g.status, g.queue, g.signaled, ${HELD} AS held`;
 }
@@ -370,7 +368,7 @@ export const FLUSH_PARKS = sql(
           locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0, suspect = false, updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::float8[])
           AS t(worker, id, seq, step, state, names, timeout_ms)
-    WHERE ${entryRow('g', 't')} AND ${heldClaim('g', 't.worker', 't.seq')}
+    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', 't.worker', 't.seq')}
     RETURNING g.id, g.queue, g.status, g.parent_id, g.signaled`,
   {
     params: ({ entries }: { readonly entries: readonly ParkWrite[] }) => {
@@ -527,8 +525,8 @@ export const FANOUT_LOCK_PARENTS = sql(
   'fanout_lock_parents',
   `SELECT g.id, g.cancel_requested_at IS NOT NULL AS cancel_requested
      FROM {schema}.gen_durable g
-     JOIN unnest($1::text[], $2::bigint[], $3::bigint[]) AS t(worker, id, seq) ON ${entryRow('g', 't')}
-    WHERE ${heldClaim('g', 't.worker', 't.seq')}
+     JOIN unnest($1::text[], $2::bigint[], $3::bigint[]) AS t(worker, id, seq) ON g.id = t.id
+    WHERE g.id = ANY ($2::bigint[]) AND ${heldClaim('g', 't.worker', 't.seq')}
     ORDER BY g.id
       FOR NO KEY UPDATE OF g`,
   {
@@ -573,7 +571,7 @@ export const FANOUT_PARK_PARENTS = sql(
           updated_at = now()
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[])
           AS t(worker, id, seq, step, state, landed)
-    WHERE ${entryRow('g', 't')} AND ${heldClaim('g', 't.worker', 't.seq')}
+    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', 't.worker', 't.seq')}
     RETURNING g.id, g.queue, g.status, g.parent_id, g.signaled`,
   {
     params: (i: {
