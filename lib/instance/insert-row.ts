@@ -1,6 +1,6 @@
 import type { OnHeadFailure } from '../fsm/sequence-policy';
 
-/** A validated, serialized row ready for INSERT_INSTANCE / INSERT_INSTANCES. */
+/** A validated, serialized row ready for INSERT_INSTANCE or a batch (`insertInstances`). */
 export interface InsertRow {
   readonly fsm: string;
   readonly fsmVersion: number;

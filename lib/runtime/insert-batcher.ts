@@ -14,7 +14,7 @@ import type { Telemetry } from '../telemetry/telemetry';
 import type { ClaimedRow } from './claimed-row';
 
 export interface InsertBatcherConfig {
-  /** Rows per INSERT_INSTANCES statement at most. */
+  /** Rows per batch statement (`insertInstances`) at most. */
   readonly maxBatch: number;
   /** How long the first buffered `insertAsync` row waits for company, ms. */
   readonly maxDelayMs: number;
@@ -48,7 +48,8 @@ interface DurableWaiter {
  * The insert batcher (docs/design.md §6.5, §26.11), two lanes:
  * - **lossy** (`insertAsync`, only with the `insertBatcher` option given): rows are buffered and
  *   the caller returns at once; the first row arms a `maxDelayMs` timer (or `maxBatch` rows fire
- *   at once), then the writer empties the buffer in INSERT_INSTANCES statements of ≤ `maxBatch`
+ *   at once), then the writer empties the buffer in batch statements (`insertInstances`:
+ *   INSERT_UNKEYED_INSTANCES, or INSERT_INSTANCES when an entry has a key) of ≤ `maxBatch`
  *   rows and pokes the due queues. A failed statement drops its rows (`insert_batch:error`);
  *   buffered rows die with the process.
  * - **durable** (awaited `insert()`, on unless `durable: false`): natural batching like the
@@ -56,7 +57,7 @@ interface DurableWaiter {
  *   INSERT_INSTANCE (the statement of a direct insert: a lone insert costs what it did), or
  *   INSERT_CLAIMED when a scheduler of its queue on this node has a slot for it (docs/design.md
  *   §5.5.1 "Inserted claimed": the row starts without a claim); calls
- *   arriving while one is in flight form the next statement, INSERT_INSTANCES for two or more.
+ *   arriving while one is in flight form the next statement, `insertInstances` for two or more.
  *   After a multi-row statement the lane stays taken for one macrotask, so its answered callers
  *   who insert again join the next statement together (closed-loop callers stay one batch).
  *   Each caller settles only after its statement returned (autocommit = committed): its own
