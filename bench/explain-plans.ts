@@ -25,6 +25,7 @@ import { LIMIT_CONFIGS, LIMIT_COUNTERS } from '../lib/sql/limiter-status.sql';
 import { CANCEL_BATCH, CANCEL_INSTANCES } from '../lib/sql/cancel.sql';
 import { RETRY_INSTANCES } from '../lib/sql/retry.sql';
 import { runScript, type ScratchDatabase, withScratchDatabase } from './scratch-database';
+import { doneWrites } from './done-writes';
 
 const ROWS = Number(process.env['ROWS'] ?? 200_000);
 const BATCH = 50;
@@ -104,21 +105,7 @@ async function explainPlans({ url, server, embedded }: ScratchDatabase): Promise
       LOAD_ENRICHMENT,
       LOAD_ENRICHMENT.params({ ids }),
     );
-    const entries = claimed.map((r) => ({
-      worker: r.worker,
-      id: r.id,
-      seq: r.claimSeq,
-      kind: 'done' as const,
-      nextStep: null,
-      stateText: null,
-      resultText: '{}',
-      error: null,
-      delayMs: 0,
-      rateLimit: null,
-      weight: 1,
-      setKey: false,
-      concurrencyKey: null,
-    }));
+    const entries = doneWrites(claimed);
     await explain(
       client,
       `flush of ${entries.length} done outcomes, solo (autocommit)`,

@@ -10,7 +10,17 @@
  * planner could read the batch's rows through gen_durable_lease with the ids as a filter, which
  * under a pinned xmin horizon walks a dead entry per claim since the pin
  * (test/engine/pinned-horizon-writes.spec.ts).
+ *
+ * That comparison sits inside a CASE (true when executing, else NULL, which a WHERE drops like
+ * false) for the planner's estimate: PostgreSQL keeps no statistics on `status::text`, so a
+ * plain `=` on it is estimated to keep 0.5 % of the rows, and the batch writes, which join
+ * their unnested entries to these rows, were planned as if one row matched: a nested loop
+ * rescanning every entry for every row, quadratic in the batch (a flush of 400 outcomes took
+ * 232 ms instead of 23, `npm run profile:batch-plans`). A CASE gets the planner's neutral default instead. `worker` and `seq`
+ * are the entries' columns in those joins, never a constant, for the same reason
+ * (test/engine/batch-write-plans.spec.ts; docs/performance.md, "The guarded batch writes'
+ * plans").
  */
 export function heldClaim(g: string, worker: string, seq: string): string {
-  return `${g}.locked_by = ${worker} AND ${g}.status::text = 'executing' AND ${g}.claim_seq = ${seq}`;
+  return `${g}.locked_by = ${worker} AND (CASE WHEN ${g}.status::text = 'executing' THEN true END) AND ${g}.claim_seq = ${seq}`;
 }

@@ -97,15 +97,19 @@ export interface HeartbeatResult {
  * `lastProgress`) with `progress_at`; the statement count of a heartbeat is unchanged, and a
  * row without a pending value is written as before. PK lookups, pinned by `g.id = ANY ($2)` (not
  * gen_durable_lease: under a pinned horizon it holds a dead entry per claim since the pin).
+ * `$1` is the worker once per row, a column of the entries like in the flush: as a constant
+ * its `locked_by = $1` made the planner expect a single held row (see heldClaim). The lost
+ * claims are the entries whose row, read by the same primary-key scan, fails the guard or is
+ * gone (a hash left join, linear in the batch; test/engine/batch-write-plans.spec.ts).
  */
 export const HEARTBEAT = sql(
   'heartbeat',
   `WITH t AS (
-     SELECT * FROM unnest($2::bigint[], $3::bigint[], $5::text[]) AS t(id, seq, progress)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $5::text[]) AS t(worker, id, seq, progress)
    ), h AS (
      SELECT g.id, t.progress FROM {schema}.gen_durable g
        JOIN t ON g.id = t.id
-      WHERE g.id = ANY ($2::bigint[]) AND ${heldClaim('g', '$1', 't.seq')}
+      WHERE g.id = ANY ($2::bigint[]) AND ${heldClaim('g', 't.worker', 't.seq')}
       ORDER BY g.id
       FOR NO KEY UPDATE OF g SKIP LOCKED
    ), renewed AS (
@@ -119,9 +123,10 @@ export const HEARTBEAT = sql(
    )
    SELECT id, claim_seq AS seq, true AS renewed, cancel_requested, cancel_reason FROM renewed
    UNION ALL
-   SELECT t.id, t.seq, false, false, NULL FROM t
-    WHERE NOT EXISTS (SELECT 1 FROM {schema}.gen_durable g
-                       WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', '$1', 't.seq')})`,
+   SELECT t.id, t.seq, false, false, NULL
+     FROM t LEFT JOIN (SELECT g.id, g.locked_by, g.status, g.claim_seq FROM {schema}.gen_durable g
+                        WHERE g.id = ANY ($2::bigint[])) c ON c.id = t.id
+    WHERE (c.id IS NOT NULL AND ${heldClaim('c', 't.worker', 't.seq')}) IS NOT TRUE`,
   {
     params: (i: {
       readonly worker: string;
@@ -130,16 +135,18 @@ export const HEARTBEAT = sql(
       /** Pending progress JSON text per row of `rows` (same order), null for none; absent = none. */
       readonly progress?: readonly (string | null)[];
     }) => {
+      const workers: string[] = [];
       const ids: string[] = [];
       const seqs: string[] = [];
       const progress: (string | null)[] = [];
       for (let k = 0; k < i.rows.length; k++) {
         const r = i.rows[k]!;
+        workers.push(i.worker);
         ids.push(r.id);
         seqs.push(r.claimSeq);
         progress.push(i.progress?.[k] ?? null);
       }
-      return [i.worker, ids, seqs, i.leaseMs, progress];
+      return [workers, ids, seqs, i.leaseMs, progress];
     },
     decode: (rows: readonly HeartbeatRecord[]): HeartbeatResult => {
       const renewed: string[] = [];
@@ -218,36 +225,41 @@ export interface ReleasedClaims {
  * step 0): a released row may meanwhile be another worker's (a worker paused past its lease
  * releases rows re-claimed since), whose flush holds it and its other rows in id order, and an
  * UPDATE that took the rows in its plan's order could hold one of them while waiting for
- * another (finding F-R13 in docs/reliability.md; test/engine/lock-order.spec.ts). The UPDATE
- * reads the locked rows by the same primary-key scan (`IN (SELECT … FROM locked)`, a semi-join:
- * one index pass, not one per row; test/engine/pinned-horizon-writes.spec.ts).
+ * another (finding F-R13 in docs/reliability.md; test/engine/lock-order.spec.ts). The cancel
+ * request is read under that lock (`releasable`), and the UPDATE is driven by the locked rows,
+ * one primary-key probe each: with a restriction of its own on `g` the planner expected a
+ * single row there and rescanned the locked rows for every one of them, quadratic in the batch
+ * (test/engine/batch-write-plans.spec.ts; test/engine/pinned-horizon-writes.spec.ts). `$1` is
+ * the worker once per row, as in HEARTBEAT.
  */
 export const RELEASE_CLAIMS = sql(
   'release_claims',
   `WITH t AS (
-     SELECT * FROM unnest($2::bigint[], $3::bigint[]) AS t(id, seq)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS t(worker, id, seq)
    ), locked AS (
-     SELECT g.id FROM {schema}.gen_durable g
+     SELECT g.id, g.cancel_requested_at IS NULL AS releasable FROM {schema}.gen_durable g
        JOIN t ON g.id = t.id
-      WHERE g.id = ANY ($2::bigint[]) AND ${heldClaim('g', '$1', 't.seq')}
-        AND g.cancel_requested_at IS NULL
+      WHERE g.id = ANY ($2::bigint[]) AND ${heldClaim('g', 't.worker', 't.seq')}
       ORDER BY g.id
       FOR NO KEY UPDATE OF g
    )
    UPDATE {schema}.gen_durable g
       SET status = 'runnable', locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL,
           updated_at = now()
-    WHERE g.id = ANY ($2::bigint[]) AND g.id IN (SELECT l.id FROM locked l)
+     FROM locked l
+    WHERE g.id = l.id AND l.releasable
     RETURNING g.id, g.priority, (extract(epoch FROM LEAST(g.eligible_at, now())) * 1000)::float8 AS at`,
   {
     params: (i: { readonly worker: string; readonly rows: readonly HeldClaim[] }) => {
+      const workers: string[] = [];
       const ids: string[] = [];
       const seqs: string[] = [];
       for (const r of i.rows) {
+        workers.push(i.worker);
         ids.push(r.id);
         seqs.push(r.claimSeq);
       }
-      return [i.worker, ids, seqs];
+      return [workers, ids, seqs];
     },
     decode: (rows: readonly { id: string; priority: number; at: number }[]): ReleasedClaims => {
       const ids: string[] = [];

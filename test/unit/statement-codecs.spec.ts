@@ -325,7 +325,7 @@ describe('statement parameter builders and decoders (no database)', () => {
       ],
       leaseMs: 60_000,
     });
-    expect(params).toEqual(['w', ['1', '2'], ['4', '9'], 60_000, [null, null]]);
+    expect(params).toEqual([['w', 'w'], ['1', '2'], ['4', '9'], 60_000, [null, null]]);
     // docs/design.md §28.2: pending progress rides along, aligned with the rows.
     expect(
       HEARTBEAT.params({
