@@ -9,9 +9,9 @@ import {
   FLUSH_PARKS,
   FLUSH_TRANSITIONS,
   FLUSH_TRANSITIONS_RECORDED,
-  type TransitionWrite,
 } from '../../lib/sql/outcome.sql';
 import { renderStatement, type Statement } from '../../lib/sql/statement';
+import { doneWrites } from '../../bench/done-writes';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // The guarded batch writes join their unnested entries to their rows by id, guarded by
@@ -43,24 +43,6 @@ interface Claimed {
 /** Every node of a JSON plan. */
 function nodes(plan: PlanNode): PlanNode[] {
   return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
-
-function doneEntry(r: Claimed): TransitionWrite {
-  return {
-    worker: r.worker,
-    id: r.id,
-    seq: r.claimSeq,
-    kind: 'done',
-    nextStep: null,
-    stateText: null,
-    resultText: '{}',
-    error: null,
-    delayMs: 0,
-    rateLimit: null,
-    weight: 1,
-    setKey: false,
-    concurrencyKey: null,
-  };
 }
 
 describe.each([
@@ -110,7 +92,8 @@ describe.each([
     await client.query('BEGIN');
     try {
       const rows = await claim(client, ROWS);
-      const values = withArrayLiterals(params(rows)) as unknown[];
+      // Array literals (text), numbers and NULLs, as the executor sends them.
+      const values = withArrayLiterals(params(rows)) as (string | number | null)[];
       const literals = values
         .map((v) => (v === null ? 'NULL' : `'${String(v).replace(/'/g, "''")}'`))
         .join(', ');
@@ -158,7 +141,7 @@ describe.each([
 
   it('FLUSH_TRANSITIONS', async () => {
     const plans = await bothPlans(FLUSH_TRANSITIONS, (rows) =>
-      FLUSH_TRANSITIONS.params({ solo: true, entries: rows.map(doneEntry) }),
+      FLUSH_TRANSITIONS.params({ solo: true, entries: doneWrites(rows) }),
     );
     for (const { nodes: plan, top } of plans) {
       expect(top['Actual Rows']).toBe(ROWS);
@@ -170,7 +153,7 @@ describe.each([
     const plans = await bothPlans(FLUSH_TRANSITIONS_RECORDED, (rows) =>
       FLUSH_TRANSITIONS_RECORDED.params({
         solo: false,
-        entries: rows.map((r) => ({ ...doneEntry(r), history: 2, step: 'perform', attempt: 0 })),
+        entries: doneWrites(rows).map((w) => ({ ...w, history: 2, step: 'perform', attempt: 0 })),
       }),
     );
     for (const { nodes: plan } of plans) expectLinear(plan);
