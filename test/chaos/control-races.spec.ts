@@ -15,6 +15,7 @@ import {
 import { GC_DELETE, GC_SELECT_TERMINAL } from '../../lib/sql/maintenance.sql';
 import { RETRY_INSTANCES, type RetriedRow } from '../../lib/sql/retry.sql';
 import { DELIVER_SIGNAL } from '../../lib/sql/signal.sql';
+import { transitionWrite } from '../../bench/done-writes';
 import type { RawSession } from '../support/raw-session';
 import { claimOn } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
@@ -65,21 +66,15 @@ function transitionOf(
   kind: TransitionWrite['kind'],
   vars: { id: string; seq: string },
 ): TransitionWrite {
-  return {
-    worker: W,
-    id: vars.id,
-    seq: vars.seq,
-    kind,
-    nextStep: kind === 'next' ? 'second' : null,
-    stateText: kind === 'next' ? '{"seq":1}' : null,
-    resultText: kind === 'done' ? '{"ok":true}' : null,
-    error: null,
-    delayMs: 0,
-    rateLimit: null,
-    weight: 1,
-    setKey: false,
-    concurrencyKey: null,
-  };
+  return transitionWrite(
+    { worker: W, id: vars.id, claimSeq: vars.seq },
+    {
+      kind,
+      nextStep: kind === 'next' ? 'second' : null,
+      stateText: kind === 'next' ? '{"seq":1}' : null,
+      resultText: kind === 'done' ? '{"ok":true}' : null,
+    },
+  );
 }
 
 /**

@@ -20,6 +20,7 @@ import {
   DELIVER_SIGNAL,
   type SignalDelivery,
 } from '../../lib/sql/signal.sql';
+import { transitionWrite } from '../../bench/done-writes';
 import { claimOn } from '../support/raw-session';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 import { type RaceReport, type RaceSpec, type RaceStep, runRace } from './support/isolation-runner';
@@ -469,21 +470,10 @@ describe('R0 races on real connections, all permutations', () => {
     step('f_done', ({ session, vars }) =>
       FLUSH_TRANSITIONS.run(session, {
         entries: [
-          {
-            worker: W,
-            id: vars.id,
-            seq: vars.seq,
-            kind: 'done',
-            nextStep: null,
-            stateText: null,
-            resultText: '{"ok":true}',
-            error: null,
-            delayMs: 0,
-            rateLimit: null,
-            weight: 1,
-            setKey: false,
-            concurrencyKey: null,
-          },
+          transitionWrite(
+            { worker: W, id: vars.id, claimSeq: vars.seq },
+            { kind: 'done', resultText: '{"ok":true}' },
+          ),
         ],
         solo: false,
       }),

@@ -1,7 +1,8 @@
 import type { PoolClient } from 'pg';
 
 import { HEARTBEAT, RELEASE_CLAIMS } from '../../lib/sql/lease.sql';
-import { FLUSH_TRANSITIONS, type TransitionWrite } from '../../lib/sql/outcome.sql';
+import { transitionWrite } from '../../bench/done-writes';
+import { FLUSH_TRANSITIONS } from '../../lib/sql/outcome.sql';
 import type { TypedStatement } from '../../lib/sql/statement';
 import { explainBuffers } from '../support/explain-plan';
 import { pinHorizon, unpinHorizon } from '../support/rows';
@@ -75,21 +76,12 @@ describe('worker writes under a pinned horizon', () => {
   });
 
   it('the flush finds its rows by primary key', async () => {
-    const entries: TransitionWrite[] = held.map((h) => ({
-      worker: 'w',
-      id: h.id,
-      seq: h.seq,
-      kind: 'next',
-      nextStep: 'b',
-      stateText: '{}',
-      resultText: null,
-      error: null,
-      delayMs: 0,
-      rateLimit: null,
-      weight: 1,
-      setKey: false,
-      concurrencyKey: null,
-    }));
+    const entries = held.map((h) =>
+      transitionWrite(
+        { worker: 'w', id: h.id, claimSeq: h.seq },
+        { kind: 'next', nextStep: 'b', stateText: '{}' },
+      ),
+    );
     expect(await buffers(FLUSH_TRANSITIONS, { entries, solo: true })).toBeLessThan(300);
   });
 
