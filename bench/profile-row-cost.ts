@@ -8,8 +8,8 @@
  * `done` does, in rotating order, REPEATS times (default 9), each statement timed by the server
  * (`EXPLAIN (ANALYZE, TIMING OFF)`, committed):
  *
- * - `gen_durable`: the engine's table (47 columns, 15 partial indexes, its check constraint,
- *   stored generated column and triggers);
+ * - `gen_durable`: the engine's table (47 columns; the primary key and 14 partial indexes; its
+ *   check constraint, stored generated column and triggers);
  * - `indexed`: the same columns and indexes (`LIKE … INCLUDING INDEXES`), no constraint,
  *   generated column or trigger;
  * - `bare`: the same columns and values, the primary key only;
