@@ -115,8 +115,8 @@ async function profileRowCost(url: string): Promise<void> {
     );
     const first = new Map(firstIds.map((r) => [r.table, BigInt(r.first)]));
 
-    const claims = new Map<string, number[]>();
-    const dones = new Map<string, number[]>();
+    const claims = new Map<string, number[]>(VARIANTS.map((v) => [v.table, []]));
+    const dones = new Map<string, number[]>(VARIANTS.map((v) => [v.table, []]));
     for (let r = 0; r < REPEATS; r++) {
       for (let v = 0; v < VARIANTS.length; v++) {
         const variant = VARIANTS[(r + v) % VARIANTS.length]!;
@@ -124,10 +124,8 @@ async function profileRowCost(url: string): Promise<void> {
         const ids = Array.from({ length: BATCH }, (_, k) => String(base + BigInt(k)));
         const claimMs = await serverMs(client, variant.claim, ids);
         const doneMs = await serverMs(client, variant.done, ids);
-        (claims.get(variant.table) ?? claims.set(variant.table, []).get(variant.table)!).push(
-          claimMs,
-        );
-        (dones.get(variant.table) ?? dones.set(variant.table, []).get(variant.table)!).push(doneMs);
+        claims.get(variant.table)!.push(claimMs);
+        dones.get(variant.table)!.push(doneMs);
       }
     }
     const { rows: sizes } = await client.query<{ table: string; bytes: string }>(
