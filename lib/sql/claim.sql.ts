@@ -162,11 +162,11 @@ interface ClaimRecord {
   /** NULL placeholders (see {@link ANSWER_COLUMNS}). */
   worker: null;
   inboxTraceContexts: null;
-  /** CLAIM_RUNNABLE's head probe and timing (docs/design.md §5.3.1); absent from CLAIM_FAIR. */
-  head_priority?: number | null;
-  head_at?: number | null;
-  db_now?: number;
-  exec_ms?: string;
+  /** CLAIM_RUNNABLE only: NULL on a claimed row (the trailer carries them). */
+  head_priority?: null;
+  head_at?: null;
+  db_now?: null;
+  exec_ms?: null;
 }
 
 /**
@@ -184,7 +184,12 @@ const ANSWER_COLUMNS = `c.id, c.fsm, c.fsm_version AS "fsmVersion", c.step, c.st
           c.trace_context AS "traceContext", c.last_progress AS "lastProgress",
           c.fairness_key AS "fairnessKey", NULL::text AS worker, NULL::text AS "inboxTraceContexts"`;
 
-/** The one row of a claim that took nothing: no id, only the pause flag and the head. */
+/**
+ * The row without an id: CLAIM_FAIR's one row of a claim that took nothing, and
+ * CLAIM_RUNNABLE's trailer, its answer's last row whatever it claimed. It carries the pause
+ * flag, and for CLAIM_RUNNABLE the head's place and `now()` as epoch ms (float8: numbers, not
+ * timestamps `pg` would parse into Dates) and the statement's time so far (numeric, as text).
+ */
 interface EmptyClaimRecord {
   id: null;
   paused: boolean;
@@ -193,20 +198,6 @@ interface EmptyClaimRecord {
   db_now?: number;
   exec_ms?: string;
   fair?: boolean;
-}
-
-/** The columns every row of CLAIM_RUNNABLE's answer carries (docs/design.md §5.3.1). */
-interface ClaimHeadColumns {
-  head_priority?: number | null;
-  /**
-   * The head's `at` and the statement's `now()` as epoch ms (float8): on every row, so a
-   * number each rather than a timestamp `pg` would parse into a Date per claimed row; the
-   * decoder builds the two Dates once from the first row.
-   */
-  head_at?: number | null;
-  db_now?: number;
-  /** Milliseconds from the statement's start to this row's projection (numeric, as text). */
-  exec_ms?: string;
 }
 
 interface EnrichmentRecord {
@@ -243,10 +234,17 @@ interface ChildRecord {
  *   a bounded claim never walks the index entries of rows that left `runnable` before its
  *   previous claim (under a pinned xmin horizon they cannot be pruned, and each costs a heap
  *   visit). Its `at` is capped at `now()`, so a future head never lifts the floor past rows
- *   that become due now. Every answer row carries it (`head_priority`, `head_at`), `db_now` (both
- *   as epoch ms), and
- *   `exec_ms`, the time from the statement's start to the row's projection (the latest of them
- *   is the claim's server-side cost, which engages the floor).
+ *   that become due now.
+ * - The answer: the claimed rows in pick order, then one trailer row without an id (`UNION
+ *   ALL`; a paused queue's or an empty claim's only row). The trailer carries, once, the
+ *   queue's pause, the head (`head_priority`, `head_at`), `db_now` (both as epoch ms), and
+ *   `exec_ms` (CTE `written`), the time from the statement's start to the end of the claim's
+ *   write: the claim's server-side cost, which engages the floor. `written` is joined into the
+ *   claimed rows' branch so it is read before their sort emits a row: taken at the trailer, the
+ *   time would include sending the rows, which a slow client or link would inflate.
+ *   On the claimed rows those four are NULL constants: computing, sending and parsing them per
+ *   row cost about a tenth of a 740-row claim's round trip (docs/performance.md, "What a row's
+ *   update costs").
  * - cand: the pick index gen_durable_pick scanned by queue equality from `($6, $7)` (a seek by
  *   the row comparison) in (priority, eligible_at) order, from the statement's own parameters:
  *   a bound taken from the head probe (an InitPlan) is not an index bound to the planner, and
@@ -330,14 +328,22 @@ export const CLAIM_RUNNABLE = sql(
      ${keptOnePerKey('cand')}
    ), claimed AS (
      ${claimKept({ tidArray: true, returning: '' })}
+   ), written AS (
+     SELECT extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000 AS exec_ms
+       FROM (SELECT count(*) FROM claimed) n
    )
+   (SELECT ${ANSWER_COLUMNS},
+           NULL::smallint AS head_priority, NULL::float8 AS head_at, NULL::float8 AS db_now,
+           NULL::numeric AS exec_ms
+      FROM pause JOIN claimed c ON true JOIN written ON true
+     ORDER BY c.priority, c.eligible_at, c.id)
+   UNION ALL
    SELECT ${ANSWER_COLUMNS},
-          (SELECT head.priority FROM head) AS head_priority,
-          (extract(epoch FROM (SELECT head.at FROM head)) * 1000)::float8 AS head_at,
-          (extract(epoch FROM now()) * 1000)::float8 AS db_now,
-          extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000 AS exec_ms
-     FROM pause LEFT JOIN claimed c ON true
-    ORDER BY c.priority, c.eligible_at, c.id`,
+          (SELECT head.priority FROM head),
+          (extract(epoch FROM (SELECT head.at FROM head)) * 1000)::float8,
+          (extract(epoch FROM now()) * 1000)::float8,
+          (SELECT written.exec_ms FROM written)
+     FROM pause LEFT JOIN claimed c ON false`,
   {
     params: (i: ClaimInput) => [
       i.queue,
@@ -350,22 +356,21 @@ export const CLAIM_RUNNABLE = sql(
       i.from?.headFrom ?? '-infinity',
     ],
     decode: (rows: readonly (ClaimRecord | EmptyClaimRecord)[], i: ClaimInput): ClaimBatch => {
-      const first: ClaimHeadColumns | undefined = rows[0];
-      const head =
-        first?.head_priority != null && Number.isFinite(first.head_at)
-          ? { priority: first.head_priority, at: new Date(first.head_at!) }
-          : undefined;
-      const dbNow = first?.db_now != null ? new Date(first.db_now) : new Date();
       const out: ClaimRow[] = [];
-      let execMs = 0;
+      // The trailer (no id) carries the pause, the head and the timing once; it comes last.
+      let trailer: EmptyClaimRecord | undefined;
       for (let k = 0; k < rows.length; k++) {
         const r = rows[k]!;
-        const ms = Number(r.exec_ms);
-        if (ms > execMs) execMs = ms;
-        // The row of an empty claim: no id, only the pause flag and the head.
-        if (r.id !== null) out.push(claimRow(dropHeadColumns(r), i.worker));
+        if (r.id === null) trailer = r;
+        else out.push(claimRow(r, i.worker));
       }
-      return { rows: out, paused: rows[0]?.paused === true, head, dbNow, execMs };
+      const head =
+        trailer?.head_priority != null && Number.isFinite(trailer.head_at)
+          ? { priority: trailer.head_priority, at: new Date(trailer.head_at!) }
+          : undefined;
+      const dbNow = trailer?.db_now != null ? new Date(trailer.db_now) : new Date();
+      const execMs = trailer?.exec_ms != null ? Number(trailer.exec_ms) : 0;
+      return { rows: out, paused: trailer?.paused === true, head, dbNow, execMs };
     },
   },
 );
@@ -818,17 +823,4 @@ function claimRow(r: ClaimRecord, worker: string): ClaimRow {
   row.worker = worker;
   if (r.lastProgress === null) row.lastProgress = undefined;
   return row;
-}
-
-/**
- * Clears the claim's head and timing columns, read once from the first row, off a claimed row
- * (its numbers and text would otherwise live as long as the row; stores, not deletions, so the
- * row keeps its shape).
- */
-function dropHeadColumns(r: ClaimRecord): ClaimRecord {
-  r.head_priority = undefined;
-  r.head_at = undefined;
-  r.db_now = undefined;
-  r.exec_ms = undefined;
-  return r;
 }

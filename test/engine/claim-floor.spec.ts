@@ -59,6 +59,53 @@ describe('the claim floor', () => {
   const buffers = (input: ClaimInput): Promise<number> =>
     explainBuffers(client, CLAIM_RUNNABLE, input);
 
+  it('answers the claimed rows in pick order, then one trailer with the pause, the head and the time', async () => {
+    const queue = 'answer';
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, priority, eligible_at)
+       SELECT 'f', 'a', $1, (i % 3)::smallint, now() - interval '1 minute' + (i % 7) * interval '1 ms'
+         FROM generate_series(1, 30) i`,
+      [queue],
+    );
+    const input = { ...base, queue, limit: 20 };
+    await client.query('BEGIN');
+    try {
+      const { rows } = await client.query<{
+        id: string | null;
+        priority: number | null;
+        paused: boolean;
+        head_priority: number | null;
+        db_now: number | null;
+        exec_ms: string | null;
+      }>({ text: renderStatement(CLAIM_RUNNABLE, 'public'), values: CLAIM_RUNNABLE.params(input) });
+      expect(rows).toHaveLength(21);
+      const trailer = rows[20]!;
+      // The head is read in the statement's snapshot, where the rows it claims are still runnable.
+      expect(trailer).toMatchObject({ id: null, paused: false, head_priority: 0 });
+      expect(Number(trailer.exec_ms)).toBeGreaterThan(0);
+      expect(trailer.db_now).toEqual(expect.any(Number));
+      for (const r of rows.slice(0, 20)) {
+        expect(r).toMatchObject({
+          head_priority: null,
+          db_now: null,
+          exec_ms: null,
+          paused: false,
+        });
+      }
+      // Pick order: every priority-0 row (10) and priority-1 row (10), in that order.
+      expect(rows.slice(0, 20).map((r) => r.priority)).toEqual([
+        ...Array<number>(10).fill(0),
+        ...Array<number>(10).fill(1),
+      ]);
+      const decoded = CLAIM_RUNNABLE.decode(rows as never[], input);
+      expect(decoded.rows.map((r) => r.id)).toEqual(rows.slice(0, 20).map((r) => r.id));
+      expect(decoded.head?.priority).toBe(0);
+      expect(decoded.execMs).toBe(Number(trailer.exec_ms));
+    } finally {
+      await client.query('ROLLBACK');
+    }
+  });
+
   it('under a pinned horizon, a claim from the floor skips the entries a full scan visits', async () => {
     const queue = 'pinned';
     await db.pool.query(

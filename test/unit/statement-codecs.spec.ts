@@ -121,10 +121,10 @@ describe('statement parameter builders and decoders (no database)', () => {
           fairnessKey: null,
           worker: null,
           inboxTraceContexts: null,
-          head_priority: 0,
-          head_at: headFrom.getTime(),
-          db_now: dbNow.getTime(),
-          exec_ms: '0.75',
+          head_priority: null,
+          head_at: null,
+          db_now: null,
+          exec_ms: null,
           children: [
             {
               id: '6',
@@ -163,6 +163,15 @@ describe('statement parameter builders and decoders (no database)', () => {
           fairnessKey: null,
           worker: null,
           inboxTraceContexts: null,
+          head_priority: null,
+          head_at: null,
+          db_now: null,
+          exec_ms: null,
+        },
+        // The trailer: the pause, the head and the timing, once, after the claimed rows.
+        {
+          id: null,
+          paused: false,
           head_priority: 0,
           head_at: headFrom.getTime(),
           db_now: dbNow.getTime(),
@@ -174,8 +183,8 @@ describe('statement parameter builders and decoders (no database)', () => {
     expect(claim.paused).toBe(false);
     expect(claim.head).toEqual({ priority: 0, at: headFrom });
     expect(claim.dbNow).toEqual(dbNow);
-    // The claim's server-side time: the latest projection.
     expect(claim.execMs).toBe(1.5);
+    expect(claim.rows).toHaveLength(2);
     const [row, bare] = claim.rows;
     expect(row).toMatchObject({
       id: '5',
@@ -200,7 +209,7 @@ describe('statement parameter builders and decoders (no database)', () => {
     });
   });
 
-  it('CLAIM_RUNNABLE: a claim that took nothing answers one row without an id, carrying the pause', () => {
+  it('CLAIM_RUNNABLE: a claim that took nothing answers only its trailer, carrying the pause', () => {
     const input = { queue: 'q', limit: 10, worker: 'node-a', leaseMs: 30_000, gates: [] };
     const dbNow = new Date('2026-12-05T01:00:01.000Z');
     const none = { head_priority: null, head_at: null, db_now: dbNow.getTime(), exec_ms: '0.25' };
