@@ -22,6 +22,24 @@ export const FLOOR_ENGAGE_MS = 10;
 export const ENGAGE_SCANS = 3;
 
 /**
+ * A transaction that took an id and stays open pins the horizon, and the claim sees it: its
+ * snapshot's `xmax − xmin` (the claim's `pinXids`) counts the ids assigned since it began.
+ * A full scan that reports at least this many, and took at least {@link PIN_SCAN_MS}, engages
+ * the floor at once, without waiting for {@link ENGAGE_SCANS} scans of
+ * {@link FLOOR_ENGAGE_MS}: at a few hundred write transactions a second that is under a
+ * second into the pin, when a full scan has walked a few hundred dead entries, where the slow
+ * scans took most of a minute to arrive (docs/performance.md, "Soak"). Without a pin the span
+ * is the handful of transactions in flight.
+ */
+export const PIN_XIDS = 100;
+
+/**
+ * The least server time of a full scan that engages the floor on {@link PIN_XIDS}: a pin over a
+ * queue whose head is cheap to walk (a small or quiet table) leaves it scanning from the head.
+ */
+export const PIN_SCAN_MS = 0.5;
+
+/**
  * While engaged, the look behind the floor ({@link ClaimFloor.probeFrom}) may cost at most
  * 1/this of the queue's time: after one that took `d` ms, the next comes `d × 100` ms later (1 %).
  */
@@ -44,8 +62,9 @@ type Place = ClaimHead;
  * and every scan from the head visits each one's heap tuple; from the floor, a claim visits
  * only those of the last {@link CLAIM_FLOOR_SLACK_MS} and since its previous claim.
  *
- * It engages only when full scans have grown slow ({@link FLOOR_ENGAGE_MS}): until then every
- * claim scans from the head. Once engaged, every claim starts at the floor, and rows that
+ * It engages only when full scans have grown slow ({@link FLOOR_ENGAGE_MS}), or at once when a
+ * claim sees the transaction that pins the horizon ({@link PIN_XIDS}): until then every claim
+ * scans from the head. Once engaged, every claim starts at the floor, and rows that
  * become runnable behind it (a reaped row keeps its place, a held row is released, an insert
  * with a past `runAt` or in a host transaction that commits late, a more urgent priority than
  * the head's, priority aging) are found by a read-only look behind the floor
@@ -65,6 +84,11 @@ export class ClaimFloor {
   /** Full scans in a row that took at least {@link FLOOR_ENGAGE_MS}. */
   private slowScans = 0;
   /**
+   * Engaged by a pin the claim saw ({@link PIN_XIDS}); until a claim's snapshot no longer
+   * shows it.
+   */
+  private pinned = false;
+  /**
    * The earliest place the floor was put back to since the claim in flight started: that
    * claim's answer (from a later start) must not lift the floor past it.
    */
@@ -72,7 +96,7 @@ export class ClaimFloor {
 
   /** The floor is engaged: claims start at it, and looks behind it are due. */
   get engaged(): boolean {
-    return this.slowScans >= ENGAGE_SCANS && this.place !== undefined;
+    return (this.slowScans >= ENGAGE_SCANS || this.pinned) && this.place !== undefined;
   }
 
   /** Where the next claim starts, or undefined for a full scan from the head. */
@@ -90,7 +114,8 @@ export class ClaimFloor {
   /**
    * A claim came back: `head` is the oldest runnable row it saw (or undefined when it saw
    * none), `dbNow` the statement's `now()`; `full` and `durationMs` (its server-side time)
-   * describe the claim.
+   * describe the claim, and `pinXids` what its snapshot showed of an open transaction
+   * ({@link PIN_XIDS}).
    */
   learn(
     head: Place | undefined,
@@ -98,6 +123,7 @@ export class ClaimFloor {
     full: boolean,
     durationMs: number,
     nowMs: number,
+    pinXids = 0,
   ): void {
     // Nothing runnable from the start on: the floor is the statement's now, at the level the
     // queue last worked at (rows of a more urgent level wait for the next look behind).
@@ -105,9 +131,13 @@ export class ClaimFloor {
     if (this.loweredTo !== undefined && headBefore(this.loweredTo, next)) next = this.loweredTo;
     this.loweredTo = undefined;
     this.place = next;
+    // Any claim's snapshot says whether the transaction that pinned the horizon is still open;
+    // only a full scan's time says whether the head has grown costly to walk.
+    if (pinXids < PIN_XIDS) this.pinned = false;
     if (full) {
       const wasEngaged = this.engaged;
       this.slowScans = durationMs >= FLOOR_ENGAGE_MS ? this.slowScans + 1 : 0;
+      if (pinXids >= PIN_XIDS && durationMs >= PIN_SCAN_MS) this.pinned = true;
       if (!wasEngaged) {
         this.lastLookAt = nowMs;
         this.lastLookMs = durationMs;
@@ -148,7 +178,9 @@ export class ClaimFloor {
    * A look behind the floor came back: what it found (then the floor goes back to it), and
    * its server-side time. A fast one that found nothing walked the whole range a full scan
    * walks: the horizon moved on, the floor disengages and the next claim scans fully. (One that
-   * found a row stopped there: its time says nothing of the range.)
+   * found a row stopped there: its time says nothing of the range.) A floor engaged by a pin
+   * its claims still see ({@link PIN_XIDS}) stays engaged: the range grows as long as the pin
+   * lasts, and a full scan of it every few looks would cost the claims more than the looks do.
    */
   learnProbe(found: Place | undefined, durationMs: number, nowMs: number): void {
     this.lastLookAt = nowMs;

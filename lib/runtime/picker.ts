@@ -102,6 +102,7 @@ export class Picker {
             from === undefined,
             claim.execMs ?? 0,
             Date.now(),
+            claim.pinXids ?? 0,
           );
           if (claim.rows.some((r) => r.fairnessKey != null)) this.fairQueues.add(queue);
         }

@@ -110,6 +110,12 @@ export interface ClaimBatch {
    */
   readonly execMs?: number;
   /**
+   * CLAIM_RUNNABLE only: how many transaction ids were assigned since the oldest transaction
+   * still running began (the statement's snapshot, `xmax − xmin`): large while a transaction
+   * that took an id stays open, which pins the xmin horizon (docs/design.md §5.3.1).
+   */
+  readonly pinXids?: number;
+  /**
    * CLAIM_FAIR only: the queue still has fairness heads (gen_durable_fair_keys), so its next
    * claim should be fair too; absent from CLAIM_RUNNABLE.
    */
@@ -167,6 +173,7 @@ interface ClaimRecord {
   head_at?: null;
   db_now?: null;
   exec_ms?: null;
+  pin_xids?: null;
 }
 
 /**
@@ -197,6 +204,8 @@ interface EmptyClaimRecord {
   head_at?: number | null;
   db_now?: number;
   exec_ms?: string;
+  /** bigint, as text. */
+  pin_xids?: string;
   fair?: boolean;
 }
 
@@ -239,10 +248,13 @@ interface ChildRecord {
  *   ALL`; a paused queue's or an empty claim's only row). The trailer carries, once, the
  *   queue's pause, the head (`head_priority`, `head_at`), `db_now` (both as epoch ms), and
  *   `exec_ms` (CTE `written`), the time from the statement's start to the end of the claim's
- *   write: the claim's server-side cost, which engages the floor. `written` is joined into the
+ *   write: the claim's server-side cost, which engages the floor, and `pin_xids`, its snapshot's
+ *   `xmax − xmin` (txid_current_snapshot(), read from memory, no table): the ids assigned since
+ *   the oldest running transaction began, a horizon pinned by an open transaction that took an
+ *   id. `written` is joined into the
  *   claimed rows' branch so it is read before their sort emits a row: taken at the trailer, the
  *   time would include sending the rows, which a slow client or link would inflate.
- *   On the claimed rows those four are NULL constants: computing, sending and parsing them per
+ *   On the claimed rows those five are NULL constants: computing, sending and parsing them per
  *   row cost about a tenth of a 740-row claim's round trip (docs/performance.md, "What a row's
  *   update costs").
  * - cand: the pick index gen_durable_pick scanned by queue equality from `($6, $7)` (a seek by
@@ -334,7 +346,7 @@ export const CLAIM_RUNNABLE = sql(
    )
    (SELECT ${ANSWER_COLUMNS},
            NULL::smallint AS head_priority, NULL::float8 AS head_at, NULL::float8 AS db_now,
-           NULL::numeric AS exec_ms
+           NULL::numeric AS exec_ms, NULL::bigint AS pin_xids
       FROM pause JOIN claimed c ON true JOIN written ON true
      ORDER BY c.priority, c.eligible_at, c.id)
    UNION ALL
@@ -342,7 +354,8 @@ export const CLAIM_RUNNABLE = sql(
           (SELECT head.priority FROM head),
           (extract(epoch FROM (SELECT head.at FROM head)) * 1000)::float8,
           (extract(epoch FROM now()) * 1000)::float8,
-          (SELECT written.exec_ms FROM written)
+          (SELECT written.exec_ms FROM written),
+          (SELECT txid_snapshot_xmax(s) - txid_snapshot_xmin(s) FROM txid_current_snapshot() s)
      FROM pause LEFT JOIN claimed c ON false`,
   {
     params: (i: ClaimInput) => [
@@ -370,7 +383,8 @@ export const CLAIM_RUNNABLE = sql(
           : undefined;
       const dbNow = trailer?.db_now != null ? new Date(trailer.db_now) : new Date();
       const execMs = trailer?.exec_ms != null ? Number(trailer.exec_ms) : 0;
-      return { rows: out, paused: trailer?.paused === true, head, dbNow, execMs };
+      const pinXids = trailer?.pin_xids != null ? Number(trailer.pin_xids) : 0;
+      return { rows: out, paused: trailer?.paused === true, head, dbNow, execMs, pinXids };
     },
   },
 );

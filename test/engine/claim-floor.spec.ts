@@ -7,6 +7,7 @@ import {
   type ClaimInput,
   PROBE_BEHIND_FLOOR,
 } from '../../lib/sql/claim.sql';
+import { ClaimFloor, PIN_SCAN_MS, PIN_XIDS } from '../../lib/runtime/claim-floor';
 import { RELEASE_CLAIMS } from '../../lib/sql/lease.sql';
 import { renderStatement } from '../../lib/sql/statement';
 import { explainBuffers } from '../support/explain-plan';
@@ -148,6 +149,43 @@ describe('the claim floor', () => {
       // one only those of the five live rows.
       expect(fullBuffers).toBeGreaterThan(100);
       expect(boundedBuffers * 5).toBeLessThan(fullBuffers);
+    } finally {
+      await unpinHorizon(pin);
+    }
+  });
+
+  it('a claim sees a pin by an open transaction that took an id, and one full scan under it engages the floor', async () => {
+    const queue = 'seen';
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at)
+       SELECT 'f', 'a', $1, now() - interval '1 hour' + i * interval '1 ms'
+         FROM generate_series(1, 20000) i`,
+      [queue],
+    );
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at) VALUES ('f', 'a', $1, now() - interval '1 minute')`,
+      [queue],
+    );
+    const pin = await pinHorizon(db.pool);
+    try {
+      await db.pool.query(
+        `UPDATE gen_durable SET status = 'done' WHERE queue = $1 AND eligible_at < now() - interval '30 minutes'`,
+        [queue],
+      );
+      // PIN_XIDS write transactions after the pin's: each commits and takes an id of its own.
+      await db.pool.query(
+        `DO $$ BEGIN FOR i IN 1..${PIN_XIDS} LOOP PERFORM txid_current(); COMMIT; END LOOP; END $$`,
+      );
+      const full = await claim({ ...base, queue });
+      expect(full.rows).toHaveLength(1);
+      // The snapshot's xmin is at most the pin's id; xmax is past the update's and the loop's.
+      expect(full.pinXids).toBeGreaterThanOrEqual(PIN_XIDS + 1);
+      // The scan visited the heap of 20 000 dead-but-pinned versions.
+      expect(full.execMs).toBeGreaterThanOrEqual(PIN_SCAN_MS);
+      const floor = new ClaimFloor();
+      floor.learn(full.head, full.dbNow!, true, full.execMs!, Date.now(), full.pinXids);
+      expect(floor.engaged).toBe(true);
+      expect(floor.start()).toMatchObject({ headFrom: full.head!.at });
     } finally {
       await unpinHorizon(pin);
     }

@@ -3,6 +3,8 @@ import {
   ClaimFloor,
   ENGAGE_SCANS,
   FLOOR_ENGAGE_MS,
+  PIN_SCAN_MS,
+  PIN_XIDS,
   PROBE_BUDGET,
   PROBE_MAX_GAP_MS,
 } from '../../lib/runtime/claim-floor';
@@ -165,5 +167,58 @@ describe('ClaimFloor: the look behind itself', () => {
     expect(floor.engaged).toBe(false);
     expect(floor.start()).toBeUndefined();
     expect(floor.probeDelay(t0 + 4)).toBeUndefined();
+  });
+});
+
+describe('ClaimFloor: a pin the claim sees', () => {
+  const t0 = 1_000_000;
+  const head = { priority: 0, at: new Date('2026-12-05T01:00:00.000Z') };
+  const dbNow = new Date('2026-12-05T01:00:05.000Z');
+
+  it('one full scan that sees PIN_XIDS and took PIN_SCAN_MS engages the floor at once', () => {
+    const floor = new ClaimFloor();
+    floor.learn(head, dbNow, true, PIN_SCAN_MS, t0, PIN_XIDS);
+    expect(floor.engaged).toBe(true);
+    expect(floor.start()).toMatchObject({ headFrom: head.at });
+    // The first look behind comes one budget of the engaging scan's cost later.
+    expect(floor.probeDelay(t0)).toBe(PIN_SCAN_MS * PROBE_BUDGET);
+  });
+
+  it('a pin over a head that is cheap to walk, or a costly scan with no pin, leaves claims scanning fully', () => {
+    const floor = new ClaimFloor();
+    for (let k = 0; k < 10; k++) {
+      floor.learn(head, dbNow, true, PIN_SCAN_MS / 2, t0 + k, 100 * PIN_XIDS);
+      expect(floor.start()).toBeUndefined();
+      floor.learn(head, dbNow, true, FLOOR_ENGAGE_MS / 2, t0 + k, PIN_XIDS - 1);
+      expect(floor.start()).toBeUndefined();
+    }
+  });
+
+  it('stays engaged through fast looks while claims still see the pin, and disengages on the first claim that does not', () => {
+    const floor = new ClaimFloor();
+    floor.learn(head, dbNow, true, 2, t0, 5 * PIN_XIDS);
+    // A fast look behind that found nothing: the pin is young, not gone.
+    floor.learnProbe(undefined, 1, t0 + 1);
+    expect(floor.engaged).toBe(true);
+    floor.start();
+    floor.learn(head, dbNow, false, 0.1, t0 + 2, 6 * PIN_XIDS);
+    expect(floor.engaged).toBe(true);
+    // The pinning transaction ended: the next claim's snapshot spans a handful of ids.
+    floor.start();
+    floor.learn(head, dbNow, false, 0.1, t0 + 3, 3);
+    expect(floor.engaged).toBe(false);
+    expect(floor.start()).toBeUndefined();
+  });
+
+  it('a floor engaged by slow scans as well stays engaged when the pin ends, until a fast look', () => {
+    const floor = new ClaimFloor();
+    for (let k = 0; k < ENGAGE_SCANS; k++) {
+      floor.start();
+      floor.learn(head, dbNow, true, FLOOR_ENGAGE_MS, t0 + k, 10 * PIN_XIDS);
+    }
+    floor.learn(head, dbNow, false, 0.1, t0 + 10, 0);
+    expect(floor.engaged).toBe(true);
+    floor.learnProbe(undefined, FLOOR_ENGAGE_MS - 1, t0 + 11);
+    expect(floor.engaged).toBe(false);
   });
 });
