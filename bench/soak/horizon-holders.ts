@@ -6,7 +6,14 @@
  */
 import { Client } from 'pg';
 
-/** An idle transaction holding an XID until released. */
+/**
+ * What pins the horizon in the pinned phase (`--pin`): `xid`, an idle transaction that took an
+ * XID; `reader`, an idle REPEATABLE READ transaction that read once and holds its snapshot, with
+ * no XID of its own (a stalled `pg_dump` or report).
+ */
+export type PinKind = 'xid' | 'reader';
+
+/** An idle transaction holding an XID, or a snapshot ({@link PinKind}), until released. */
 export class HorizonPin {
   private constructor(
     private readonly client: Client,
@@ -15,13 +22,15 @@ export class HorizonPin {
     readonly xid: string,
   ) {}
 
-  static async open(url: string): Promise<HorizonPin> {
+  static async open(url: string, kind: PinKind = 'xid'): Promise<HorizonPin> {
     const client = new Client({ connectionString: url, application_name: 'gd-soak-pin' });
     client.on('error', () => undefined);
     await client.connect();
-    await client.query('BEGIN');
+    await client.query(kind === 'xid' ? 'BEGIN' : 'BEGIN ISOLATION LEVEL REPEATABLE READ');
     const { rows } = await client.query<{ xid: string; pid: number }>(
-      'SELECT txid_current()::text AS xid, pg_backend_pid() AS pid',
+      kind === 'xid'
+        ? 'SELECT txid_current()::text AS xid, pg_backend_pid() AS pid'
+        : `SELECT '' AS xid, pg_backend_pid() AS pid FROM (SELECT count(*) FROM gen_durable) n`,
     );
     const row = rows[0]!;
     return new HorizonPin(client, row.pid, row.xid);

@@ -178,7 +178,7 @@ async function main(): Promise<number> {
   const wall0 = performance.now();
   print(
     `soak: ${opts.rate} steps/s offered (${(opts.rate / 3).toFixed(1)} instances/s), concurrency ${opts.concurrency}, ` +
-      `phases ${schedule.phases.map((p) => `${p.name} ${p.seconds} s`).join(', ')}, PostgreSQL ${opts.pg}`,
+      `phases ${schedule.phases.map((p) => `${p.name} ${p.seconds} s`).join(', ')}, pin ${opts.pin}, PostgreSQL ${opts.pg}`,
   );
   const cluster = await startSoakCluster(opts.pg);
   const admin = new Client({ connectionString: cluster.url });
@@ -249,7 +249,7 @@ async function main(): Promise<number> {
       const next = phaseOfWindow(schedule, i).name;
       if (next !== phase) {
         if (next === 'pinned') {
-          pin = await HorizonPin.open(dbUrl);
+          pin = await HorizonPin.open(dbUrl, opts.pin);
           plans.push(...(await explainClaim(dbUrl, 'pin start', opts.concurrency)));
         } else if (next === 'readers') {
           plans.push(...(await explainClaim(dbUrl, 'readers start', opts.concurrency)));
@@ -262,7 +262,7 @@ async function main(): Promise<number> {
           plans.push(...(await explainClaim(dbUrl, 'pin end', opts.concurrency)));
           const last = windows[windows.length - 1];
           if (!last || last.pinXids === null || last.pinXids <= 0) {
-            throw new Error(`the pin held no XID at its end (age ${String(last?.pinXids)})`);
+            throw new Error(`the pin held no horizon at its end (age ${String(last?.pinXids)})`);
           }
           await readers?.stop();
           await pin?.release();

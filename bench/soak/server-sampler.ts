@@ -57,7 +57,8 @@ export class ServerSampler {
               pg_indexes_size('gen_durable') AS index_bytes,
               (SELECT max(greatest(age(a.backend_xid), age(a.backend_xmin)))
                  FROM pg_stat_activity a WHERE a.pid <> pg_backend_pid()) AS horizon,
-              (SELECT age(a.backend_xid) FROM pg_stat_activity a WHERE a.pid = $2) AS pin,
+              (SELECT greatest(age(a.backend_xid), age(a.backend_xmin))
+                 FROM pg_stat_activity a WHERE a.pid = $2) AS pin,
               (SELECT concat_ws(' ', nullif(a.application_name, ''), a.backend_type, a.state,
                                 'xid age ' || age(a.backend_xid), 'xmin age ' || age(a.backend_xmin),
                                 left(a.query, 40))

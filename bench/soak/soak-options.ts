@@ -1,3 +1,4 @@
+import type { PinKind } from './horizon-holders';
 import type { PhaseLengths } from './phase-schedule';
 
 /**
@@ -28,6 +29,8 @@ export interface SoakOptions {
   readonly short: boolean;
   /** `gen-durable` (the engine), or `pgq`: PgQ 3.5 as the no-bloat reference (PostgreSQL 15 only). */
   readonly engine: 'gen-durable' | 'pgq';
+  /** What holds the horizon in the pinned phase (bench/soak/horizon-holders.ts). */
+  readonly pin: PinKind;
 }
 
 const DEFAULTS = {
@@ -84,6 +87,7 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
     '--drain-seconds',
     '--out',
     '--engine',
+    '--pin',
   ];
   for (const flag of given.keys()) {
     if (!known.includes(flag)) throw new Error(`unknown flag ${flag} (known: ${known.join(', ')})`);
@@ -100,6 +104,8 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
   if (engine !== 'gen-durable' && engine !== 'pgq') {
     throw new Error(`--engine is gen-durable or pgq, got ${engine}`);
   }
+  const pin = given.get('--pin') ?? 'xid';
+  if (pin !== 'xid' && pin !== 'reader') throw new Error(`--pin is xid or reader, got ${pin}`);
   if (engine === 'pgq' && pg !== 15) {
     throw new Error(
       `--engine pgq runs on PostgreSQL 15 only (Debian's postgresql-15-pgq3), got --pg ${pg}`,
@@ -122,5 +128,6 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions {
     drainSeconds: num('--drain-seconds', base.drainSeconds),
     out: given.get('--out'),
     short,
+    pin,
   };
 }

@@ -40,6 +40,16 @@ export const PIN_XIDS = 100;
 export const PIN_SCAN_MS = 0.5;
 
 /**
+ * The pins without an id of their own (a REPEATABLE READ reader, `pg_dump`, a standby's
+ * feedback, a replication slot) are not in a claim's snapshot: a full scan of at least
+ * {@link PIN_SCAN_MS} looks at the horizon's holders instead (the claim's `horizonXids`, about
+ * 0.1 ms on the server), at most once per this many ms per queue. One that finds a holder
+ * {@link PIN_XIDS} or more ids old engages the floor as {@link ENGAGE_SCANS} slow scans would,
+ * and a fast look behind the floor disengages it as it does them.
+ */
+export const HORIZON_CHECK_GAP_MS = 1_000;
+
+/**
  * While engaged, the look behind the floor ({@link ClaimFloor.probeFrom}) may cost at most
  * 1/this of the queue's time: after one that took `d` ms, the next comes `d × 100` ms later (1 %).
  */
@@ -88,6 +98,8 @@ export class ClaimFloor {
    * shows it.
    */
   private pinned = false;
+  /** When a claim last looked at the horizon's holders ({@link HORIZON_CHECK_GAP_MS}). */
+  private lastHorizonAt = Number.NEGATIVE_INFINITY;
   /**
    * The earliest place the floor was put back to since the claim in flight started: that
    * claim's answer (from a later start) must not lift the floor past it.
@@ -114,8 +126,9 @@ export class ClaimFloor {
   /**
    * A claim came back: `head` is the oldest runnable row it saw (or undefined when it saw
    * none), `dbNow` the statement's `now()`; `full` and `durationMs` (its server-side time)
-   * describe the claim, and `pinXids` what its snapshot showed of an open transaction
-   * ({@link PIN_XIDS}).
+   * describe the claim, `pinXids` what its snapshot showed of an open transaction
+   * ({@link PIN_XIDS}), and `horizonXids`, when it looked, the age of the horizon's oldest
+   * holder ({@link HORIZON_CHECK_GAP_MS}).
    */
   learn(
     head: Place | undefined,
@@ -124,6 +137,7 @@ export class ClaimFloor {
     durationMs: number,
     nowMs: number,
     pinXids = 0,
+    horizonXids?: number,
   ): void {
     // Nothing runnable from the start on: the floor is the statement's now, at the level the
     // queue last worked at (rows of a more urgent level wait for the next look behind).
@@ -138,6 +152,12 @@ export class ClaimFloor {
       const wasEngaged = this.engaged;
       this.slowScans = durationMs >= FLOOR_ENGAGE_MS ? this.slowScans + 1 : 0;
       if (pinXids >= PIN_XIDS && durationMs >= PIN_SCAN_MS) this.pinned = true;
+      if (horizonXids !== undefined) {
+        this.lastHorizonAt = nowMs;
+        if (horizonXids >= PIN_XIDS && durationMs >= PIN_SCAN_MS) {
+          this.slowScans = Math.max(this.slowScans, ENGAGE_SCANS);
+        }
+      }
       if (!wasEngaged) {
         this.lastLookAt = nowMs;
         this.lastLookMs = durationMs;
@@ -165,6 +185,16 @@ export class ClaimFloor {
     if (this.place === undefined) return;
     if (at !== null) this.lower({ priority, at });
     else if (priority < this.place.priority) this.lower({ priority, at: new Date(0) });
+  }
+
+  /**
+   * What the next claim is asked about the horizon's holders: look when it ran at least this
+   * many ms, or undefined not to look (engaged, or a look less than
+   * {@link HORIZON_CHECK_GAP_MS} ago).
+   */
+  horizonCheckMs(nowMs: number): number | undefined {
+    if (this.engaged || nowMs - this.lastHorizonAt < HORIZON_CHECK_GAP_MS) return undefined;
+    return PIN_SCAN_MS;
   }
 
   /** Where a look behind the floor searches before (the floor less its slack); undefined unless engaged. */

@@ -95,7 +95,8 @@ export class Picker {
           if (claim.fair === false) this.fairQueues.delete(queue);
         } else {
           const from = floor?.start();
-          claim = await CLAIM_RUNNABLE.run(this.sql, { ...input, from });
+          const horizonCheckMs = floor?.horizonCheckMs(Date.now());
+          claim = await CLAIM_RUNNABLE.run(this.sql, { ...input, from, horizonCheckMs });
           floor?.learn(
             claim.head,
             claim.dbNow ?? new Date(),
@@ -103,6 +104,7 @@ export class Picker {
             claim.execMs ?? 0,
             Date.now(),
             claim.pinXids ?? 0,
+            claim.horizonXids,
           );
           if (claim.rows.some((r) => r.fairnessKey != null)) this.fairQueues.add(queue);
         }

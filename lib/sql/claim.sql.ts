@@ -19,6 +19,11 @@ export interface ClaimInput {
    * or undefined to scan from the head of the index (a full scan).
    */
   readonly from?: ClaimStart | undefined;
+  /**
+   * Look at the horizon's oldest holders (`horizon_xids`) when the claim has run at least this
+   * many ms on the server; undefined never looks (docs/design.md §5.3.1).
+   */
+  readonly horizonCheckMs?: number | undefined;
 }
 
 /** A bounded claim's start: the queue's claim floor (lib/runtime/claim-floor.ts). */
@@ -116,6 +121,13 @@ export interface ClaimBatch {
    */
   readonly pinXids?: number;
   /**
+   * CLAIM_RUNNABLE only, when it looked ({@link ClaimInput.horizonCheckMs}): the age in ids of
+   * the oldest snapshot a session of this database (or a standby's feedback, or a replication
+   * slot) holds, which pins the horizon without an id of its own (a REPEATABLE READ reader,
+   * `pg_dump`); undefined when it did not look.
+   */
+  readonly horizonXids?: number | undefined;
+  /**
    * CLAIM_FAIR only: the queue still has fairness heads (gen_durable_fair_keys), so its next
    * claim should be fair too; absent from CLAIM_RUNNABLE.
    */
@@ -174,6 +186,7 @@ interface ClaimRecord {
   db_now?: null;
   exec_ms?: null;
   pin_xids?: null;
+  horizon_xids?: null;
 }
 
 /**
@@ -206,6 +219,8 @@ interface EmptyClaimRecord {
   exec_ms?: string;
   /** bigint, as text. */
   pin_xids?: string;
+  /** int, NULL when the claim did not look. */
+  horizon_xids?: number | null;
   fair?: boolean;
 }
 
@@ -251,10 +266,15 @@ interface ChildRecord {
  *   write: the claim's server-side cost, which engages the floor, and `pin_xids`, its snapshot's
  *   `xmax − xmin` (txid_current_snapshot(), read from memory, no table): the ids assigned since
  *   the oldest running transaction began, a horizon pinned by an open transaction that took an
- *   id. `written` is joined into the
+ *   id. And, when the claim ran at least `$9` ms (the floor asks at most once a second), and
+ *   only then, `horizon_xids`: the age of the oldest `backend_xmin` among this database's
+ *   sessions and the walsenders (pg_stat_get_activity, readable by any role; a standby's
+ *   feedback) and of the replication slots' `xmin`: the pins without an id of their own. About
+ *   0.1 ms, which a claim that already took `$9` can afford and a cheap one should not pay.
+ *   `written` is joined into the
  *   claimed rows' branch so it is read before their sort emits a row: taken at the trailer, the
  *   time would include sending the rows, which a slow client or link would inflate.
- *   On the claimed rows those five are NULL constants: computing, sending and parsing them per
+ *   On the claimed rows those six are NULL constants: computing, sending and parsing them per
  *   row cost about a tenth of a 740-row claim's round trip (docs/performance.md, "What a row's
  *   update costs").
  * - cand: the pick index gen_durable_pick scanned by queue equality from `($6, $7)` (a seek by
@@ -346,7 +366,7 @@ export const CLAIM_RUNNABLE = sql(
    )
    (SELECT ${ANSWER_COLUMNS},
            NULL::smallint AS head_priority, NULL::float8 AS head_at, NULL::float8 AS db_now,
-           NULL::numeric AS exec_ms, NULL::bigint AS pin_xids
+           NULL::numeric AS exec_ms, NULL::bigint AS pin_xids, NULL::int AS horizon_xids
       FROM pause JOIN claimed c ON true JOIN written ON true
      ORDER BY c.priority, c.eligible_at, c.id)
    UNION ALL
@@ -355,7 +375,12 @@ export const CLAIM_RUNNABLE = sql(
           (extract(epoch FROM (SELECT head.at FROM head)) * 1000)::float8,
           (extract(epoch FROM now()) * 1000)::float8,
           (SELECT written.exec_ms FROM written),
-          (SELECT txid_snapshot_xmax(s) - txid_snapshot_xmin(s) FROM txid_current_snapshot() s)
+          (SELECT txid_snapshot_xmax(s) - txid_snapshot_xmin(s) FROM txid_current_snapshot() s),
+          CASE WHEN (SELECT written.exec_ms FROM written) >= $9::numeric THEN GREATEST(
+            (SELECT max(age(a.backend_xmin)) FROM pg_stat_get_activity(NULL) a
+              WHERE a.datid IS NULL
+                 OR a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())),
+            (SELECT max(age(r.xmin)) FROM pg_replication_slots r), 0) END
      FROM pause LEFT JOIN claimed c ON false`,
   {
     params: (i: ClaimInput) => [
@@ -367,6 +392,7 @@ export const CLAIM_RUNNABLE = sql(
       i.from?.priority ?? LOWEST_PRIORITY,
       i.from?.scanFrom ?? '-infinity',
       i.from?.headFrom ?? '-infinity',
+      i.horizonCheckMs ?? null,
     ],
     decode: (rows: readonly (ClaimRecord | EmptyClaimRecord)[], i: ClaimInput): ClaimBatch => {
       const out: ClaimRow[] = [];
@@ -384,7 +410,16 @@ export const CLAIM_RUNNABLE = sql(
       const dbNow = trailer?.db_now != null ? new Date(trailer.db_now) : new Date();
       const execMs = trailer?.exec_ms != null ? Number(trailer.exec_ms) : 0;
       const pinXids = trailer?.pin_xids != null ? Number(trailer.pin_xids) : 0;
-      return { rows: out, paused: trailer?.paused === true, head, dbNow, execMs, pinXids };
+      const horizonXids = trailer?.horizon_xids ?? undefined;
+      return {
+        rows: out,
+        paused: trailer?.paused === true,
+        head,
+        dbNow,
+        execMs,
+        pinXids,
+        horizonXids,
+      };
     },
   },
 );

@@ -191,6 +191,43 @@ describe('the claim floor', () => {
     }
   });
 
+  it('a claim asked to look sees a REPEATABLE READ reader’s snapshot, a pin with no id of its own', async () => {
+    const queue = 'reader';
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at) VALUES ('f', 'a', $1, now() - interval '1 minute')`,
+      [queue],
+    );
+    // A reader holds one snapshot and never takes an id: it is not in any claim's snapshot.
+    const reader = await db.pool.connect();
+    try {
+      await reader.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await reader.query('SELECT count(*) FROM gen_durable');
+      await db.pool.query(
+        `DO $$ BEGIN FOR i IN 1..${PIN_XIDS} LOOP PERFORM txid_current(); COMMIT; END LOOP; END $$`,
+      );
+      const looked = await claim({ ...base, queue, horizonCheckMs: 0 });
+      expect(looked.rows).toHaveLength(1);
+      expect(looked.horizonXids).toBeGreaterThanOrEqual(PIN_XIDS);
+      // Not asked, or asked only past a time the claim did not reach: it does not look.
+      expect((await claim({ ...base, queue })).horizonXids).toBeUndefined();
+      expect((await claim({ ...base, queue, horizonCheckMs: 60_000 })).horizonXids).toBeUndefined();
+      const floor = new ClaimFloor();
+      floor.learn(
+        looked.head,
+        looked.dbNow!,
+        true,
+        Math.max(looked.execMs!, PIN_SCAN_MS),
+        Date.now(),
+        looked.pinXids,
+        looked.horizonXids,
+      );
+      expect(floor.engaged).toBe(true);
+    } finally {
+      await reader.query('ROLLBACK');
+      reader.release();
+    }
+  });
+
   it('with a large backlog, full and bounded claims read the pick index, never the table', async () => {
     // A regression once made (commit 5563e99): a full scan's candidates started at the head
     // probe's answer (an InitPlan), which the planner could not use as an index bound; with a

@@ -3,6 +3,7 @@ import {
   ClaimFloor,
   ENGAGE_SCANS,
   FLOOR_ENGAGE_MS,
+  HORIZON_CHECK_GAP_MS,
   PIN_SCAN_MS,
   PIN_XIDS,
   PROBE_BUDGET,
@@ -219,6 +220,48 @@ describe('ClaimFloor: a pin the claim sees', () => {
     floor.learn(head, dbNow, false, 0.1, t0 + 10, 0);
     expect(floor.engaged).toBe(true);
     floor.learnProbe(undefined, FLOOR_ENGAGE_MS - 1, t0 + 11);
+    expect(floor.engaged).toBe(false);
+  });
+});
+
+describe('ClaimFloor: the horizon’s holders', () => {
+  const t0 = 1_000_000;
+  const head = { priority: 0, at: new Date('2026-12-05T01:00:00.000Z') };
+  const dbNow = new Date('2026-12-05T01:00:05.000Z');
+
+  it('a full scan looks when it ran PIN_SCAN_MS, at most once per HORIZON_CHECK_GAP_MS', () => {
+    const floor = new ClaimFloor();
+    expect(floor.horizonCheckMs(t0)).toBe(PIN_SCAN_MS);
+    // A cheap scan did not look (no answer): the next one is asked again.
+    floor.learn(head, dbNow, true, 0.1, t0, 0, undefined);
+    expect(floor.horizonCheckMs(t0 + 1)).toBe(PIN_SCAN_MS);
+    // One that looked and found a young horizon: not again for HORIZON_CHECK_GAP_MS.
+    floor.learn(head, dbNow, true, 0.8, t0 + 1, 0, 3);
+    expect(floor.engaged).toBe(false);
+    expect(floor.horizonCheckMs(t0 + HORIZON_CHECK_GAP_MS)).toBeUndefined();
+    expect(floor.horizonCheckMs(t0 + 1 + HORIZON_CHECK_GAP_MS)).toBe(PIN_SCAN_MS);
+  });
+
+  it('a holder PIN_XIDS old engages the floor as slow scans do; a fast empty look disengages it, and the next costly full scan looks again', () => {
+    const floor = new ClaimFloor();
+    floor.learn(head, dbNow, true, 0.8, t0, 2, PIN_XIDS);
+    expect(floor.engaged).toBe(true);
+    // Engaged, claims start at the floor and do not look.
+    expect(floor.horizonCheckMs(t0 + 10 * HORIZON_CHECK_GAP_MS)).toBeUndefined();
+    floor.start();
+    floor.learn(head, dbNow, false, 0.1, t0 + 1, 2);
+    expect(floor.engaged).toBe(true);
+    floor.learnProbe(undefined, FLOOR_ENGAGE_MS - 1, t0 + 2);
+    expect(floor.engaged).toBe(false);
+    const at = t0 + 2 + HORIZON_CHECK_GAP_MS;
+    expect(floor.horizonCheckMs(at)).toBe(PIN_SCAN_MS);
+    floor.learn(head, dbNow, true, 0.9, at, 2, 5 * PIN_XIDS);
+    expect(floor.engaged).toBe(true);
+  });
+
+  it('a holder younger than PIN_XIDS engages nothing', () => {
+    const floor = new ClaimFloor();
+    floor.learn(head, dbNow, true, 5, t0, 0, PIN_XIDS - 1);
     expect(floor.engaged).toBe(false);
   });
 });

@@ -208,6 +208,12 @@ describe('soak flags', () => {
     expect(parseSoakOptions(['--pg', '18'])).toMatchObject({ pg: 18 });
   });
 
+  it('--pin chooses what holds the horizon in the pinned phase: xid (default) or reader', () => {
+    expect(parseSoakOptions([])).toMatchObject({ pin: 'xid' });
+    expect(parseSoakOptions(['--pin', 'reader'])).toMatchObject({ pin: 'reader' });
+    expect(() => parseSoakOptions(['--pin', 'slot'])).toThrow('--pin is xid or reader, got slot');
+  });
+
   it('--clean-seconds, --pinned-seconds and --readers-seconds set single phases', () => {
     expect(parseSoakOptions([])).toMatchObject({ phaseLengths: {} });
     expect(

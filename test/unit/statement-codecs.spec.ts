@@ -75,7 +75,7 @@ const insertRow = (over: Partial<InsertRow>): InsertRow => ({
 });
 
 describe('statement parameter builders and decoders (no database)', () => {
-  it('CLAIM_RUNNABLE: $1 queue, $2 limit, $3 worker, $4 lease, $5 gates, $6–$8 the floor (the head of the index without one); rows carry the worker and frozen enrichment', () => {
+  it('CLAIM_RUNNABLE: $1 queue, $2 limit, $3 worker, $4 lease, $5 gates, $6–$8 the floor (the head of the index without one), $9 when to look at the horizon (never without one); rows carry the worker and frozen enrichment', () => {
     const input = { queue: 'q', limit: 10, worker: 'node-a', leaseMs: 30_000, gates: ['pool'] };
     expect(expectArity(CLAIM_RUNNABLE, input)).toEqual([
       'q',
@@ -86,12 +86,14 @@ describe('statement parameter builders and decoders (no database)', () => {
       -32768,
       '-infinity',
       '-infinity',
+      null,
     ]);
     const scanFrom = new Date('2026-12-05T01:00:00.000Z');
     const headFrom = new Date('2026-12-05T01:00:00.250Z');
     expect(
       CLAIM_RUNNABLE.params({ ...input, from: { priority: 3, scanFrom, headFrom } }).slice(5),
-    ).toEqual([3, scanFrom, headFrom]);
+    ).toEqual([3, scanFrom, headFrom, null]);
+    expect(CLAIM_RUNNABLE.params({ ...input, horizonCheckMs: 0.5 }).slice(8)).toEqual([0.5]);
     const dbNow = new Date('2026-12-05T01:00:01.000Z');
     const claim = CLAIM_RUNNABLE.decode(
       [
@@ -212,20 +214,34 @@ describe('statement parameter builders and decoders (no database)', () => {
   it('CLAIM_RUNNABLE: a claim that took nothing answers only its trailer, carrying the pause', () => {
     const input = { queue: 'q', limit: 10, worker: 'node-a', leaseMs: 30_000, gates: [] };
     const dbNow = new Date('2026-12-05T01:00:01.000Z');
-    const none = { head_priority: null, head_at: null, db_now: dbNow.getTime(), exec_ms: '0.25' };
+    const none = {
+      head_priority: null,
+      head_at: null,
+      db_now: dbNow.getTime(),
+      exec_ms: '0.25',
+      pin_xids: '7',
+      horizon_xids: null,
+    };
     expect(CLAIM_RUNNABLE.decode([{ id: null, paused: true, ...none }], input)).toEqual({
       rows: [],
       paused: true,
       head: undefined,
       dbNow,
       execMs: 0.25,
+      pinXids: 7,
+      horizonXids: undefined,
     });
-    expect(CLAIM_RUNNABLE.decode([{ id: null, paused: false, ...none }], input)).toEqual({
+    // A claim that looked at the horizon's holders answers their age.
+    expect(
+      CLAIM_RUNNABLE.decode([{ id: null, paused: false, ...none, horizon_xids: 1200 }], input),
+    ).toEqual({
       rows: [],
       paused: false,
       head: undefined,
       dbNow,
       execMs: 0.25,
+      pinXids: 7,
+      horizonXids: 1200,
     });
   });
 
