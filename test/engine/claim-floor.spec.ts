@@ -208,6 +208,32 @@ describe('the claim floor', () => {
       const looked = await claim({ ...base, queue, horizonCheckMs: 0 });
       expect(looked.rows).toHaveLength(1);
       expect(looked.horizonXids).toBeGreaterThanOrEqual(PIN_XIDS);
+      // A role that is not a superuser, with the engine's table rights only, sees it too:
+      // pg_stat_get_activity shows every session's backend_xmin to any role.
+      const role = `gd_claimer_${process.pid}_${Date.now()}`;
+      await db.pool.query(`CREATE ROLE ${role} NOLOGIN`);
+      try {
+        await db.pool.query(`GRANT USAGE ON SCHEMA public TO ${role}`);
+        await db.pool.query(`GRANT ALL ON ALL TABLES IN SCHEMA public TO ${role}`);
+        await db.pool.query(`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO ${role}`);
+        const input = { ...base, queue, horizonCheckMs: 0 };
+        await client.query('BEGIN');
+        try {
+          await client.query(`SET LOCAL ROLE ${role}`);
+          const { rows } = await client.query({
+            text: renderStatement(CLAIM_RUNNABLE, 'public'),
+            values: CLAIM_RUNNABLE.params(input),
+          });
+          const asRole = CLAIM_RUNNABLE.decode(rows as never[], input);
+          expect(asRole.rows).toHaveLength(1);
+          expect(asRole.horizonXids).toBeGreaterThanOrEqual(PIN_XIDS);
+        } finally {
+          await client.query('ROLLBACK');
+        }
+      } finally {
+        await db.pool.query(`DROP OWNED BY ${role}`);
+        await db.pool.query(`DROP ROLE ${role}`);
+      }
       // Not asked, or asked only past a time the claim did not reach: it does not look.
       expect((await claim({ ...base, queue })).horizonXids).toBeUndefined();
       expect((await claim({ ...base, queue, horizonCheckMs: 60_000 })).horizonXids).toBeUndefined();
