@@ -44,8 +44,9 @@ export const PIN_SCAN_MS = 0.5;
  * feedback, a replication slot) are not in a claim's snapshot: a full scan of at least
  * {@link PIN_SCAN_MS} looks at the horizon's holders instead (the claim's `horizonXids`, about
  * 0.1 ms on the server), at most once per this many ms per queue. One that finds a holder
- * {@link PIN_XIDS} or more ids old engages the floor as {@link ENGAGE_SCANS} slow scans would,
- * and a fast look behind the floor disengages it as it does them.
+ * {@link PIN_XIDS} or more ids old engages the floor; every look behind the floor reads the
+ * holders again, and the first that finds none younger disengages it (a fast look alone does
+ * not: under a young pin the range behind is cheap to walk, and grows).
  */
 export const HORIZON_CHECK_GAP_MS = 1_000;
 
@@ -98,6 +99,11 @@ export class ClaimFloor {
    * shows it.
    */
   private pinned = false;
+  /**
+   * Engaged by a holder of the horizon without an id ({@link HORIZON_CHECK_GAP_MS}); until a
+   * look behind the floor no longer finds one.
+   */
+  private heldByHolder = false;
   /** When a claim last looked at the horizon's holders ({@link HORIZON_CHECK_GAP_MS}). */
   private lastHorizonAt = Number.NEGATIVE_INFINITY;
   /**
@@ -108,7 +114,10 @@ export class ClaimFloor {
 
   /** The floor is engaged: claims start at it, and looks behind it are due. */
   get engaged(): boolean {
-    return (this.slowScans >= ENGAGE_SCANS || this.pinned) && this.place !== undefined;
+    return (
+      (this.slowScans >= ENGAGE_SCANS || this.pinned || this.heldByHolder) &&
+      this.place !== undefined
+    );
   }
 
   /** Where the next claim starts, or undefined for a full scan from the head. */
@@ -154,9 +163,7 @@ export class ClaimFloor {
       if (pinXids >= PIN_XIDS && durationMs >= PIN_SCAN_MS) this.pinned = true;
       if (horizonXids !== undefined) {
         this.lastHorizonAt = nowMs;
-        if (horizonXids >= PIN_XIDS && durationMs >= PIN_SCAN_MS) {
-          this.slowScans = Math.max(this.slowScans, ENGAGE_SCANS);
-        }
+        if (horizonXids >= PIN_XIDS && durationMs >= PIN_SCAN_MS) this.heldByHolder = true;
       }
       if (!wasEngaged) {
         this.lastLookAt = nowMs;
@@ -211,10 +218,18 @@ export class ClaimFloor {
    * found a row stopped there: its time says nothing of the range.) A floor engaged by a pin
    * its claims still see ({@link PIN_XIDS}) stays engaged: the range grows as long as the pin
    * lasts, and a full scan of it every few looks would cost the claims more than the looks do.
+   * `horizonXids`, the horizon's oldest holder as the look saw it, keeps a floor engaged by a
+   * holder ({@link HORIZON_CHECK_GAP_MS}) while it is {@link PIN_XIDS} old, and ends it when not.
    */
-  learnProbe(found: Place | undefined, durationMs: number, nowMs: number): void {
+  learnProbe(
+    found: Place | undefined,
+    durationMs: number,
+    nowMs: number,
+    horizonXids?: number,
+  ): void {
     this.lastLookAt = nowMs;
     this.lastLookMs = durationMs;
+    if (horizonXids !== undefined) this.heldByHolder = horizonXids >= PIN_XIDS;
     if (found !== undefined) this.lower(found);
     else if (durationMs < FLOOR_ENGAGE_MS) this.slowScans = 0;
   }

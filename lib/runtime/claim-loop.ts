@@ -288,8 +288,11 @@ export class ClaimLoop {
     const before = this.floor.probeFrom();
     if (before === undefined || !this.host.isRunning()) return;
     try {
-      const { head, execMs } = await this.picker.probeBehindFloor(this.host.queue, before);
-      this.floor.learnProbe(head, execMs, Date.now());
+      const { head, execMs, horizonXids } = await this.picker.probeBehindFloor(
+        this.host.queue,
+        before,
+      );
+      this.floor.learnProbe(head, execMs, Date.now(), horizonXids);
       if (head === undefined || !this.host.isRunning() || this.host.demand() <= 0) return;
       if (this.picking) this.refillWanted = true;
       else void this.pick(false);

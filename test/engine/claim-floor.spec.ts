@@ -248,6 +248,23 @@ describe('the claim floor', () => {
         looked.horizonXids,
       );
       expect(floor.engaged).toBe(true);
+      // Every look behind the floor reads the holders again: the reader still holds.
+      const input = { queue, before: { priority: 0, at: new Date() } };
+      const lookNow = async () =>
+        PROBE_BEHIND_FLOOR.decode(
+          (
+            await client.query({
+              text: renderStatement(PROBE_BEHIND_FLOOR, 'public'),
+              values: PROBE_BEHIND_FLOOR.params(input),
+            })
+          ).rows as never[],
+          input,
+        );
+      const held = await lookNow();
+      expect(held.horizonXids).toBeGreaterThanOrEqual(PIN_XIDS);
+      await reader.query('ROLLBACK');
+      // The reader gone, the oldest holder left is younger than it was.
+      expect((await lookNow()).horizonXids).toBeLessThan(held.horizonXids);
     } finally {
       await reader.query('ROLLBACK');
       reader.release();

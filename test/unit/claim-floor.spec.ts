@@ -242,7 +242,7 @@ describe('ClaimFloor: the horizon’s holders', () => {
     expect(floor.horizonCheckMs(t0 + 1 + HORIZON_CHECK_GAP_MS)).toBe(PIN_SCAN_MS);
   });
 
-  it('a holder PIN_XIDS old engages the floor as slow scans do; a fast empty look disengages it, and the next costly full scan looks again', () => {
+  it('a holder PIN_XIDS old engages the floor until a look behind finds none, however fast the looks', () => {
     const floor = new ClaimFloor();
     floor.learn(head, dbNow, true, 0.8, t0, 2, PIN_XIDS);
     expect(floor.engaged).toBe(true);
@@ -251,12 +251,22 @@ describe('ClaimFloor: the horizon’s holders', () => {
     floor.start();
     floor.learn(head, dbNow, false, 0.1, t0 + 1, 2);
     expect(floor.engaged).toBe(true);
-    floor.learnProbe(undefined, FLOOR_ENGAGE_MS - 1, t0 + 2);
-    expect(floor.engaged).toBe(false);
-    const at = t0 + 2 + HORIZON_CHECK_GAP_MS;
-    expect(floor.horizonCheckMs(at)).toBe(PIN_SCAN_MS);
-    floor.learn(head, dbNow, true, 0.9, at, 2, 5 * PIN_XIDS);
+    // A fast look that found nothing, with the holder still there: the pin is young, not gone.
+    floor.learnProbe(undefined, 1, t0 + 2, 3 * PIN_XIDS);
     expect(floor.engaged).toBe(true);
+    // The holder is gone: the next claim scans fully, and looks again a gap later.
+    floor.learnProbe(undefined, 1, t0 + 3, 4);
+    expect(floor.engaged).toBe(false);
+    expect(floor.start()).toBeUndefined();
+    expect(floor.horizonCheckMs(t0 + HORIZON_CHECK_GAP_MS)).toBe(PIN_SCAN_MS);
+  });
+
+  it('a look that finds a holder keeps a floor engaged by slow scans through fast looks', () => {
+    const floor = engaged(20, t0, head, dbNow);
+    floor.learnProbe(undefined, 1, t0 + 1, 2 * PIN_XIDS);
+    expect(floor.engaged).toBe(true);
+    floor.learnProbe(undefined, 1, t0 + 2, 0);
+    expect(floor.engaged).toBe(false);
   });
 
   it('a holder younger than PIN_XIDS engages nothing', () => {

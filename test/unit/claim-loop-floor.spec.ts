@@ -42,7 +42,7 @@ class ScriptedPicker {
 
   probeBehindFloor(_queue: string, before: ClaimHead): Promise<BehindFloor> {
     this.looks.push(before);
-    return Promise.resolve({ head: this.behind, execMs: 2_000 });
+    return Promise.resolve({ head: this.behind, execMs: 2_000, horizonXids: 0 });
   }
 }
 
