@@ -45,7 +45,7 @@ export const PIN_SCAN_MS = 0.5;
  * {@link PIN_SCAN_MS} looks at the horizon's holders instead (the claim's `horizonXids`, about
  * 0.1 ms on the server), at most once per this many ms per queue. One that finds a holder
  * {@link PIN_XIDS} or more ids old engages the floor; every look behind the floor reads the
- * holders again, and the first that finds none younger disengages it (a fast look alone does
+ * holders again, and the first that finds none that old disengages it (a fast look alone does
  * not: under a young pin the range behind is cheap to walk, and grows).
  */
 export const HORIZON_CHECK_GAP_MS = 1_000;
@@ -74,8 +74,8 @@ type Place = ClaimHead;
  * only those of the last {@link CLAIM_FLOOR_SLACK_MS} and since its previous claim.
  *
  * It engages only when full scans have grown slow ({@link FLOOR_ENGAGE_MS}), or at once when a
- * claim sees the transaction that pins the horizon ({@link PIN_XIDS}): until then every claim
- * scans from the head. Once engaged, every claim starts at the floor, and rows that
+ * claim sees the transaction that pins the horizon ({@link PIN_XIDS}) or a holder of it without
+ * an id ({@link HORIZON_CHECK_GAP_MS}): until then every claim scans from the head. Once engaged, every claim starts at the floor, and rows that
  * become runnable behind it (a reaped row keeps its place, a held row is released, an insert
  * with a past `runAt` or in a host transaction that commits late, a more urgent priority than
  * the head's, priority aging) are found by a read-only look behind the floor
