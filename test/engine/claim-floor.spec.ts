@@ -260,11 +260,10 @@ describe('the claim floor', () => {
           ).rows as never[],
           input,
         );
-      const held = await lookNow();
-      expect(held.horizonXids).toBeGreaterThanOrEqual(PIN_XIDS);
-      await reader.query('ROLLBACK');
-      // The reader gone, the oldest holder left is younger than it was.
-      expect((await lookNow()).horizonXids).toBeLessThan(held.horizonXids);
+      // (Not asserted: what the look answers once the reader is gone. The holders are read
+      // cluster-wide through every snapshot's xmin, and another test file's open transaction
+      // can be as old; the unit tests check what the floor does with either answer.)
+      expect((await lookNow()).horizonXids).toBeGreaterThanOrEqual(PIN_XIDS);
     } finally {
       await reader.query('ROLLBACK');
       reader.release();
