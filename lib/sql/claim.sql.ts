@@ -332,7 +332,8 @@ const HORIZON_AGE = `GREATEST(
  *   snapshot: a pause that commits while a claim runs does not stop that claim.
  * - The enrichment (docs/design.md §5.4) rides in the same statement: per claimed row, its unconsumed
  *   inbox (index gen_durable_signals_inbox, probed only when the row was ever `signaled`) and every stored
- *   child (index gen_durable_parent), each as a JSON array or NULL. They read the statement's
+ *   child (index gen_durable_parent, probed only when the table holds a child at all: one
+ *   backward scan of that index a statement), each as a JSON array or NULL. They read the statement's
  *   snapshot: a signal committed after it is not presented to this step, exactly as one
  *   delivered during the step; it stays unconsumed for the next step, the park recheck or the
  *   terminal sweep. Children of a runnable parent are terminal, so the snapshot is exact.
@@ -823,12 +824,22 @@ function inboxOf(r: string): string {
              WHERE s.target_id = ${r}.id AND s.consumed_at IS NULL) END`;
 }
 
-/** Every stored child of row alias `r`, in id order, or NULL (gen_durable_parent). */
+/**
+ * Every stored child of row alias `r`, in id order, or NULL (gen_durable_parent). The per-row
+ * probe runs only when the table holds a child at all: `max(parent_id)` over the partial index
+ * gen_durable_parent is one InitPlan a statement (a backward index scan that stops at its first
+ * visible entry, the newest parent's children), so the claimed rows of an application without
+ * children, or of a table whose children are gone, skip a subplan each (~1–2.5 µs a claimed row
+ * on the server, docs/performance.md "What a row's update costs"). The InitPlan reads the
+ * statement's snapshot, as the probe does: no child the probe would have seen is missed.
+ */
 function childrenOf(r: string): string {
-  return `(SELECT json_agg(json_build_object('id', k.id::text, 'fsm', k.fsm, 'status', k.status, 'state', k.state,
+  return `CASE WHEN (SELECT max(k0.parent_id) FROM {schema}.gen_durable k0
+                      WHERE k0.parent_id IS NOT NULL) IS NOT NULL THEN (
+           SELECT json_agg(json_build_object('id', k.id::text, 'fsm', k.fsm, 'status', k.status, 'state', k.state,
                                              'result', k.result, 'last_error', k.last_error) ORDER BY k.id)
              FROM {schema}.gen_durable k
-            WHERE k.parent_id = ${r}.id)`;
+            WHERE k.parent_id = ${r}.id) END`;
 }
 
 const NONE: readonly never[] = Object.freeze([]);
