@@ -56,6 +56,37 @@ describe('the claim floor', () => {
     }
   }
 
+  /**
+   * Queue `queue` with 20 000 rows that left runnable under a pin (their old versions held alive
+   * by an open transaction that took an XID, a forgotten BEGIN after a write) and `live` runnable
+   * rows a minute old behind them, `live` of them 1 ms apart. Returns the pin, to release.
+   */
+  async function pinnedBacklog(queue: string, live: number): Promise<PoolClient> {
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at)
+       SELECT 'f', 'a', $1, now() - interval '1 hour' + i * interval '1 ms'
+         FROM generate_series(1, 20000) i`,
+      [queue],
+    );
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at)
+       SELECT 'f', 'a', $1, now() - interval '1 minute' + i * interval '1 ms'
+         FROM generate_series(1, $2::int) i`,
+      [queue, live],
+    );
+    const pin = await pinHorizon(db.pool);
+    try {
+      await db.pool.query(
+        `UPDATE gen_durable SET status = 'done' WHERE queue = $1 AND eligible_at < now() - interval '30 minutes'`,
+        [queue],
+      );
+    } catch (err) {
+      await unpinHorizon(pin);
+      throw err;
+    }
+    return pin;
+  }
+
   /** Shared buffers (hit + read) the claim touched, from EXPLAIN (ANALYZE, BUFFERS), rolled back. */
   const buffers = (input: ClaimInput): Promise<number> =>
     explainBuffers(client, CLAIM_RUNNABLE, input);
@@ -109,27 +140,8 @@ describe('the claim floor', () => {
 
   it('under a pinned horizon, a claim from the floor skips the entries a full scan visits', async () => {
     const queue = 'pinned';
-    await db.pool.query(
-      `INSERT INTO gen_durable (fsm, step, queue, eligible_at)
-       SELECT 'f', 'a', $1, now() - interval '1 hour' + i * interval '1 ms'
-         FROM generate_series(1, 20000) i`,
-      [queue],
-    );
-    await db.pool.query(
-      `INSERT INTO gen_durable (fsm, step, queue, eligible_at)
-       SELECT 'f', 'a', $1, now() - interval '1 minute' + i * interval '1 ms'
-         FROM generate_series(1, 5) i`,
-      [queue],
-    );
-    // The pin: a transaction that took an XID, held open (a forgotten BEGIN after a write).
-    const pin = await pinHorizon(db.pool);
+    const pin = await pinnedBacklog(queue, 5);
     try {
-      // 20 000 rows leave runnable while the pin holds their old versions alive.
-      await db.pool.query(
-        `UPDATE gen_durable SET status = 'done' WHERE queue = $1 AND eligible_at < now() - interval '30 minutes'`,
-        [queue],
-      );
-
       const full = await claim({ ...base, queue });
       expect(full.rows).toHaveLength(5);
       expect(full.head).toBeDefined();
@@ -156,22 +168,8 @@ describe('the claim floor', () => {
 
   it('a claim sees a pin by an open transaction that took an id, and one full scan under it engages the floor', async () => {
     const queue = 'seen';
-    await db.pool.query(
-      `INSERT INTO gen_durable (fsm, step, queue, eligible_at)
-       SELECT 'f', 'a', $1, now() - interval '1 hour' + i * interval '1 ms'
-         FROM generate_series(1, 20000) i`,
-      [queue],
-    );
-    await db.pool.query(
-      `INSERT INTO gen_durable (fsm, step, queue, eligible_at) VALUES ('f', 'a', $1, now() - interval '1 minute')`,
-      [queue],
-    );
-    const pin = await pinHorizon(db.pool);
+    const pin = await pinnedBacklog(queue, 1);
     try {
-      await db.pool.query(
-        `UPDATE gen_durable SET status = 'done' WHERE queue = $1 AND eligible_at < now() - interval '30 minutes'`,
-        [queue],
-      );
       // PIN_XIDS write transactions after the pin's: each commits and takes an id of its own.
       await db.pool.query(
         `DO $$ BEGIN FOR i IN 1..${PIN_XIDS} LOOP PERFORM txid_current(); COMMIT; END LOOP; END $$`,
