@@ -7,9 +7,10 @@
  * 60, the first 5 left out) time three statements on BATCH freshly claimed rows (default 400,
  * every entry `done`), each under `EXPLAIN (ANALYZE, TIMING OFF)` in a transaction rolled back:
  *
- * - `production`: FLUSH_TRANSITIONS as the flusher runs it;
+ * - `production`: FLUSH_TRANSITIONS, the flush of any mix of kinds;
  * - `done-only SET`: the same statement (FROM, WHERE, guard, RETURNING) with the SET list a
- *   `done` entry amounts to, without CASE;
+ *   `done` entry amounts to, without CASE: the SET list of FLUSH_DONE, which the flusher runs
+ *   for a batch of `done` entries (FLUSH_DONE itself also takes 4 arrays instead of 16);
  * - `no RETURNING`: FLUSH_TRANSITIONS without its RETURNING list.
  *
  * Prints each one's median server time and µs per row. Uses DATABASE_URL (a server where it may

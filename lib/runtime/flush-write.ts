@@ -10,6 +10,7 @@ import {
   FANOUT_LOCK_PARENTS,
   FANOUT_PARK_PARENTS,
   FLUSH_PARKS,
+  FLUSH_DONE,
   FLUSH_TRANSITIONS,
   FLUSH_TRANSITIONS_RECORDED,
   JOIN_PARENTS,
@@ -277,15 +278,19 @@ export function isSolo(entries: readonly FlushEntry[]): entries is TransitionEnt
 
 /**
  * The transitions statement of a flush: FLUSH_TRANSITIONS_RECORDED, which writes the history
- * rows in the same statement, when one of the entries must be recorded (mark ≥ 2); the plain
- * FLUSH_TRANSITIONS otherwise (docs/design.md §28.1: the happy path of `'off'` and `'failures'`
- * runs the statement it always ran). A loop, no closure: it runs once per flush.
+ * rows in the same statement, when one of the entries must be recorded (mark ≥ 2); FLUSH_DONE
+ * when every entry is `done` (a drain's flush: the same write without the per-kind CASEs); the
+ * plain FLUSH_TRANSITIONS otherwise (docs/design.md §28.1: the happy path of `'off'` and
+ * `'failures'` runs the statement it always ran). A loop, no closure: it runs once per flush.
  */
 function transitionsStatement(entries: readonly TransitionEntry[]): typeof FLUSH_TRANSITIONS {
+  let allDone = true;
   for (let i = 0; i < entries.length; i++) {
-    if ((entries[i]!.history ?? 0) >= 2) return FLUSH_TRANSITIONS_RECORDED;
+    const e = entries[i]!;
+    if ((e.history ?? 0) >= 2) return FLUSH_TRANSITIONS_RECORDED;
+    if (e.kind !== 'done') allDone = false;
   }
-  return FLUSH_TRANSITIONS;
+  return allDone ? FLUSH_DONE : FLUSH_TRANSITIONS;
 }
 
 /** Whether any entry may write a history row (mark ≥ 1). */

@@ -220,6 +220,46 @@ export const FLUSH_TRANSITIONS = sql('flush_transitions', transitionsUpdate(fals
 });
 
 /**
+ * FLUSH_TRANSITIONS for a batch whose entries are all `done` and none recorded (a drain's
+ * flush): the same rows, guard and RETURNING, with the SET list a `done` entry amounts to in
+ * FLUSH_TRANSITIONS, without its per-kind CASEs, and four arrays instead of sixteen. A `done`
+ * is terminal, so it commits as `done` whether or not the row's cancel was requested (KIND) and
+ * is never held (HELD); in a solo flush (`$5`) it skips a row that was ever signaled, as
+ * FLUSH_TRANSITIONS does. The CASEs cost 10–14 % of that statement's server time on a batch of
+ * `done` entries (docs/performance.md, "What a row's update costs"; `npm run profile:flush-set`).
+ * PK lookups, pinned by `g.id = ANY ($2)` and the guard, as FLUSH_TRANSITIONS.
+ */
+export const FLUSH_DONE = sql(
+  'flush_done',
+  `UPDATE {schema}.gen_durable g
+      SET status = 'done', result = t.result::jsonb, awaits = NULL, await_deadline = NULL,
+          locked_by = NULL, lease_expires_at = NULL, concurrency_shard = NULL, reaps = 0,
+          suspect = false, updated_at = now()
+     FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[]) AS t(worker, id, seq, result)
+    WHERE g.id = ANY ($2::bigint[]) AND g.id = t.id AND ${heldClaim('g', 't.worker', 't.seq')}
+      AND NOT ($5::boolean AND g.signaled)
+    RETURNING g.id, g.parent_id, g.status, g.queue, g.signaled, false AS held`,
+  {
+    params: ({ entries, solo }: TransitionsFlush): unknown[] => {
+      const n = entries.length;
+      const workers = new Array<string>(n);
+      const ids = new Array<string>(n);
+      const seqs = new Array<string>(n);
+      const results = new Array<string | null>(n);
+      for (let i = 0; i < n; i++) {
+        const e = entries[i]!;
+        workers[i] = e.worker;
+        ids[i] = e.id;
+        seqs[i] = e.seq;
+        results[i] = e.resultText;
+      }
+      return [workers, ids, seqs, results, solo];
+    },
+    decode: decodeTransitions,
+  },
+);
+
+/**
  * FLUSH_TRANSITIONS with its history rows (docs/design.md §28.1), used when an entry of the
  * flush must be recorded (history mark ≥ 2): one statement still — the UPDATE in a
  * data-modifying CTE, the history INSERT reading its RETURNING — so a history row exists

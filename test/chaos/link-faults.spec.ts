@@ -131,7 +131,7 @@ describe('TCP reset after the server received the flush (F-R8)', () => {
   it('an autocommit flush whose answer is reset: committed once, the step not re-run, no reap', async () => {
     h.clear();
     proxy.fired = 0;
-    proxy.arm('reset-after-reply', statementNamed('flush_transitions'));
+    proxy.arm('reset-after-reply', statementNamed('flush_done'));
     const id = await h.engine.insert(SoloFsm);
     await expectCleanRun([id], ['start']);
     expect(proxy.fired).toBe(1);
@@ -163,7 +163,7 @@ describe('TCP reset after the server received the flush (F-R8)', () => {
     h.clear();
     proxy.fired = 0;
     const ids: string[] = [];
-    for (const match of [statementNamed('flush_transitions'), simpleQuery('COMMIT')]) {
+    for (const match of [statementNamed('flush_done'), simpleQuery('COMMIT')]) {
       proxy.arm('reset-after-send', match);
       if (ids.length === 0) ids.push(await h.engine.insert(SoloFsm));
       else {
@@ -182,7 +182,7 @@ describe('TCP reset after the server received the flush (F-R8)', () => {
   it('five resets in a row fail nothing: five rows reset once each, then one row reset five times', async () => {
     h.clear();
     proxy.fired = 0;
-    proxy.arm('reset-after-reply', statementNamed('flush_transitions'), 5);
+    proxy.arm('reset-after-reply', statementNamed('flush_done'), 5);
     const each: string[] = [];
     for (let i = 0; i < 5; i++) {
       const id = await h.engine.insert(SoloFsm);
@@ -196,7 +196,7 @@ describe('TCP reset after the server received the flush (F-R8)', () => {
     const gate = 'five-resets';
     const id = await h.engine.insert(SoloFsm, { state: { gate } });
     await gates.reached(gate);
-    proxy.arm('reset-after-reply', statementNamed('flush_transitions'), 5);
+    proxy.arm('reset-after-reply', statementNamed('flush_done'), 5);
     gates.open(gate);
     // The first attempt committed; the retries find the claim spent and answer stale.
     await h.waitFor('outcome:stale', (e) => e.metadata['id'] === id);

@@ -215,7 +215,9 @@ describe('inline execution', () => {
     const picks = h.eventsOf('pick:stop').filter((e) => (e.measurements['count'] ?? 0) > 0);
     const insertedClaimed = h.statements.filter((s) => s === 'insert_claimed');
     expect(picks.length + insertedClaimed.length).toBe(1);
-    expect(h.statements.filter((s) => s === 'flush_transitions')).toHaveLength(3);
+    // Two continues (FLUSH_TRANSITIONS) and the last step's `done` (FLUSH_DONE).
+    expect(h.statements.filter((s) => s === 'flush_transitions')).toHaveLength(2);
+    expect(h.statements.filter((s) => s === 'flush_done')).toHaveLength(1);
   });
 
   it('a rate-limited next step adds exactly one admit statement', async () => {

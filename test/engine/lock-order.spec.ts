@@ -132,7 +132,7 @@ describe('lock order: a child and a cancel holding its parent never deadlock', (
     expect(h.statements).toEqual([
       'begin',
       'lock_flush_rows',
-      'flush_transitions',
+      'flush_done',
       'join_parents',
       'commit',
     ]);

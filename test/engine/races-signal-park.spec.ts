@@ -298,14 +298,15 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
       gate(id).open();
       const [flusherPid] = await waitUntilBlockedBy(db, b.pid);
       expect(await isBlockedBy(db, flusherPid!, b.pid)).toBe(true);
-      // The flush is the solo UPDATE (no rider known before it), waiting on the delivery's lock.
+      // The flush is the solo UPDATE (no rider known before it; a `done`: FLUSH_DONE), waiting
+      // on the delivery's lock.
       const flushStatements = () =>
         t.statements.filter((s) =>
-          ['flush_transitions', 'begin', 'consume_inboxes', 'commit'].includes(s),
+          ['flush_done', 'begin', 'consume_inboxes', 'commit'].includes(s),
         );
       // (The blocked pid may be a heartbeat of the row: wait for the flush statement itself.)
       await eventually(async () => flushStatements().length > 0);
-      expect(flushStatements()).toEqual(['flush_transitions']);
+      expect(flushStatements()).toEqual(['flush_done']);
       expect((await status(id))!.status).toBe('executing');
       await b.exec('COMMIT');
       expect(await t.engine.await(id, { until: 'terminal', timeout: 10_000 })).toEqual({
@@ -315,9 +316,9 @@ describe('races: signal vs park, signal vs terminal outcome (docs/design.md §8.
       // After the lock it found the row signaled and refused the terminal; the flusher then
       // committed it in a transaction with the inbox sweep.
       expect(flushStatements().slice(0, 5)).toEqual([
-        'flush_transitions',
+        'flush_done',
         'begin',
-        'flush_transitions',
+        'flush_done',
         'consume_inboxes',
         'commit',
       ]);

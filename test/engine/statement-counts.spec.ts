@@ -167,10 +167,11 @@ describe('statement counts (docs/design.md §25.1)', () => {
         'committed',
         'committed',
       ]);
+      // Every entry is `done`: FLUSH_DONE, the transitions write without its per-kind CASEs.
       expect(h.statements).toEqual([
-        'flush_transitions',
+        'flush_done',
         'begin',
-        'flush_transitions',
+        'flush_done',
         'consume_inboxes',
         'commit',
       ]);
@@ -196,7 +197,7 @@ describe('statement counts (docs/design.md §25.1)', () => {
         'committed',
         'committed',
       ]);
-      expect(h.statements).toEqual(['flush_transitions']);
+      expect(h.statements).toEqual(['flush_done']);
     });
 
     it('insertAll of 6 000 rows is 1 statement', async () => {

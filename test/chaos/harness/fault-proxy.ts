@@ -21,10 +21,14 @@ export type StatementFaultKind = 'reset-after-reply' | 'blackhole-after-send';
 /** A ReadyForQuery message (type 'Z', length 5) in a server chunk: the statement is answered. */
 const READY_FOR_QUERY = Buffer.from([0x5a, 0, 0, 0, 5]);
 
-/** Needles for the statements a flush commits with: a simple COMMIT, the solo flush's bind. */
+/**
+ * Needles for the statements a flush commits with: a simple COMMIT, the solo flush's bind (its
+ * transitions statement, or FLUSH_DONE when every outcome is `done`).
+ */
 export const FLUSH_COMMIT_NEEDLES: readonly Buffer[] = [
   Buffer.from('COMMIT\0'),
   Buffer.from('/flush_transitions\0'),
+  Buffer.from('/flush_done\0'),
 ];
 
 /** Needles for statements that only run inside a flush transaction (they take row locks). */
