@@ -1,5 +1,12 @@
 import { done, DurableFsm, next, Step, type StepContext } from '../../lib';
-import { bootEngine, claimRows, execute, Gates, type Harness } from '../support/engine-harness';
+import {
+  BACKGROUND_LOOKS,
+  bootEngine,
+  claimRows,
+  execute,
+  Gates,
+  type Harness,
+} from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
 // docs/design.md §24.1 / §25.1: hot-path statement counts are a tested contract. Counts come from the
@@ -28,7 +35,9 @@ class StepperFsm {
 /** Statement names and pick:stop events in the order they happened. */
 function timeline(h: Harness): { log: string[]; stop: () => void } {
   const log: string[] = [];
-  const off = h.engine.runtime.sql.onStatement((s) => log.push(s.name));
+  const off = h.engine.runtime.sql.onStatement((s) => {
+    if (!BACKGROUND_LOOKS.has(s.name)) log.push(s.name);
+  });
   const sub = h.engine.events$.subscribe((e) => {
     if (e.event === 'pick:stop') log.push(`pick:stop(${e.measurements['count']})`);
   });
