@@ -7,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from '../support/test-database'
 // FLUSH_DONE (lib/sql/outcome.sql.ts), the flush of a batch whose outcomes are all `done`, on a
 // real PostgreSQL: it writes exactly what FLUSH_TRANSITIONS writes for the same entries. Two
 // queues get the same rows, claimed alike, then touched alike while their steps "ran": a
-// cancel requested, a signal delivered, a suspect with reaps, a parked await, and one row
+// cancel requested, a signal delivered, a suspect with reaps, a shard and awaits, and one row
 // re-claimed by someone else (its entry is stale). One queue is flushed by FLUSH_TRANSITIONS,
 // the other by FLUSH_DONE; the answers and the rows must match, column by column, in a solo
 // flush (signaled rows refused) and in a flush transaction.
@@ -54,7 +54,7 @@ describe('FLUSH_DONE writes what FLUSH_TRANSITIONS writes for done outcomes', ()
       gates: [],
     });
     expect(rows).toHaveLength(5);
-    const [a, b, c, d, e] = rows.map((r) => r.id);
+    const [a, b, c, d] = rows.map((r) => r.id);
     await db.pool.query(`UPDATE gen_durable SET cancel_requested_at = now() WHERE id = $1`, [a]);
     await db.pool.query(`UPDATE gen_durable SET signaled = true WHERE id = $1`, [b]);
     await db.pool.query(
@@ -62,7 +62,6 @@ describe('FLUSH_DONE writes what FLUSH_TRANSITIONS writes for done outcomes', ()
       [c],
     );
     await db.pool.query(`UPDATE gen_durable SET claim_seq = claim_seq + 1 WHERE id = $1`, [d]);
-    void e;
     return rows.map((r, i) =>
       transitionWrite(r, { kind: 'done', resultText: JSON.stringify({ i, ok: true }) }),
     );
