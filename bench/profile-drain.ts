@@ -1,6 +1,7 @@
 /**
  * `npm run profile:drain`: one gen-durable drain in this process, with every statement timed
- * from the client (count, total and mean ms by statement name), the pick and flush batch
+ * from the client (count, total and mean ms by statement name), the claims' round trip split
+ * into the server's part (the trailer's `exec_ms`) and the rest, the pick and flush batch
  * sizes, and the worker's CPU per 1 000 jobs — the figures behind docs/performance.md's
  * profiles. Add `node --cpu-prof` (see the npm script) for a V8 CPU profile of the same run.
  *
@@ -160,11 +161,24 @@ let dataSource: DataSource;
 
 /** Client-side time of every statement, by name. */
 const timings = new Map<string, { count: number; ms: number }>();
+/**
+ * CLAIM_RUNNABLE's own time on the server up to its write's end (its trailer's `exec_ms`), summed
+ * over the claims that took rows: the rest of their round trip is the commit, the rows' transfer
+ * and parsing, and the wait for the worker's event loop.
+ */
+const claimExec = { count: 0, roundTripMs: 0, execMs: 0 };
 const original = SqlExecutor.prototype.queryResult;
 SqlExecutor.prototype.queryResult = async function timed(this: SqlExecutor, ...args) {
   const t0 = performance.now();
   try {
-    return await original.apply(this, args);
+    const result = await original.apply(this, args);
+    if (args[0].name === 'claim_runnable' && result.rows.length > 1) {
+      const trailer = result.rows[result.rows.length - 1] as { exec_ms?: number | string | null };
+      claimExec.count += 1;
+      claimExec.roundTripMs += performance.now() - t0;
+      claimExec.execMs += Number(trailer.exec_ms ?? 0);
+    }
+    return result;
   } finally {
     const t = timings.get(args[0].name) ?? { count: 0, ms: 0 };
     t.count += 1;
@@ -207,6 +221,7 @@ async function profileDrain(url: string): Promise<void> {
       job: ProfJob,
     }[KIND];
     timings.clear();
+    Object.assign(claimExec, { count: 0, roundTripMs: 0, execMs: 0 });
     await engine.insertAll(
       cls,
       Array.from({ length: N }, () => ({ state: {} })),
@@ -248,6 +263,12 @@ async function profileDrain(url: string): Promise<void> {
     for (const [stmt, t] of [...timings.entries()].sort((a, b) => b[1].ms - a[1].ms)) {
       out.push(
         `  ${stmt.padEnd(24)} ${String(t.count).padStart(7)} × ${(t.ms / t.count).toFixed(2).padStart(6)} ms = ${t.ms.toFixed(0).padStart(6)} ms; ${((t.count / steps) * 1000).toFixed(0)} per 1 000 steps`,
+      );
+    }
+    if (claimExec.count > 0) {
+      const ms = (x: number): string => (x / claimExec.count).toFixed(2);
+      out.push(
+        `  claim_runnable with rows: ${claimExec.count} × ${ms(claimExec.roundTripMs)} ms round trip, of which ${ms(claimExec.execMs)} ms on the server to its write's end`,
       );
     }
     if (KIND === 'txw' || KIND === 'jobw') {
