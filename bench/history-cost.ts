@@ -31,6 +31,7 @@ import {
 } from '../lib';
 import { migrateUp } from '../lib/schema/migrator';
 import { runScript, withScratchDatabase } from './scratch-database';
+import { median } from './src/stats';
 
 const N = Number(process.env['N'] ?? 5_000);
 const C = Number(process.env['C'] ?? 20);
@@ -60,11 +61,6 @@ function fsmOf(level: HistoryLevel) {
 
 const LEVELS: HistoryLevel[] = ['off', 'failures', 'transitions', 'full'];
 const fsms = new Map(LEVELS.map((level) => [level, fsmOf(level)]));
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 const variants = [...LEVELS, 'off (A/A)'];
 

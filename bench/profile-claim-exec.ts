@@ -21,6 +21,8 @@ import { CLAIM_RUNNABLE, type ClaimInput } from '../lib/sql/claim.sql';
 import { migrateUp } from '../lib/schema/migrator';
 import { renderStatement } from '../lib/sql/statement';
 import { runScript, withScratchDatabase } from './scratch-database';
+import { serverTimeMs } from './server-time';
+import { median } from './src/stats';
 
 const ROWS = Number(process.env['ROWS'] ?? 20_000);
 const BATCH = Number(process.env['BATCH'] ?? 740);
@@ -35,15 +37,6 @@ interface Side {
   readonly statement: ClaimStatement;
   readonly times: number[];
 }
-
-interface ExplainRow {
-  readonly 'QUERY PLAN': readonly { readonly 'Execution Time': number }[];
-}
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-};
 
 function sides(): Side[] {
   const out: Side[] = [{ name: 'this checkout', statement: CLAIM_RUNNABLE, times: [] }];
@@ -85,11 +78,12 @@ async function profileClaimExec(url: string): Promise<void> {
       for (const side of all) {
         await client.query('BEGIN');
         try {
-          const { rows } = await client.query<ExplainRow>({
-            text: `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${renderStatement(side.statement, 'public')}`,
-            values: side.statement.params(input),
-          });
-          if (round >= WARM_UP) side.times.push(rows[0]!['QUERY PLAN'][0]!['Execution Time']);
+          const ms = await serverTimeMs(
+            client,
+            renderStatement(side.statement, 'public'),
+            side.statement.params(input),
+          );
+          if (round >= WARM_UP) side.times.push(ms);
         } finally {
           await client.query('ROLLBACK');
         }

@@ -25,20 +25,13 @@ import { FLUSH_TRANSITIONS } from '../lib/sql/outcome.sql';
 import { renderStatement, type StatementRunner } from '../lib/sql/statement';
 import { doneWrites } from './done-writes';
 import { runScript, withScratchDatabase } from './scratch-database';
+import { serverTimeMs } from './server-time';
+import { median } from './src/stats';
 
 const ROWS = Number(process.env['ROWS'] ?? 20_000);
 const BATCH = Number(process.env['BATCH'] ?? 400);
 const ROUNDS = Number(process.env['ROUNDS'] ?? 60);
 const WARM_UP = 5;
-
-interface ExplainRow {
-  readonly 'QUERY PLAN': readonly { readonly 'Execution Time': number }[];
-}
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-};
 
 /** The three statement texts compared, by label. */
 function variants(): [string, string][] {
@@ -90,12 +83,8 @@ async function profileFlushSet(url: string): Promise<void> {
             gates: [],
           });
           const values = FLUSH_TRANSITIONS.params({ solo: false, entries: doneWrites(rows) });
-          const { rows: plan } = await client.query<ExplainRow>({
-            text: `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${text}`,
-            values: withArrayLiterals(values) as unknown[],
-          });
-          if (round >= WARM_UP)
-            times.get(label)!.push(plan[0]!['QUERY PLAN'][0]!['Execution Time']);
+          const ms = await serverTimeMs(client, text, withArrayLiterals(values));
+          if (round >= WARM_UP) times.get(label)!.push(ms);
         } finally {
           await client.query('ROLLBACK');
         }

@@ -22,6 +22,8 @@ import { Client } from 'pg';
 
 import { migrateUp } from '../lib/schema/migrator';
 import { runScript, withScratchDatabase } from './scratch-database';
+import { serverTimeMs } from './server-time';
+import { median } from './src/stats';
 
 const ROWS = Number(process.env['ROWS'] ?? 20_000);
 const BATCH = Number(process.env['BATCH'] ?? 740);
@@ -58,22 +60,6 @@ const VARIANTS: readonly Variant[] = [
             WHERE id = ANY ($1::bigint[])`,
   },
 ];
-
-async function serverMs(client: Client, text: string, ids: readonly string[]): Promise<number> {
-  const { rows } = await client.query<{ 'QUERY PLAN': string }>(
-    `EXPLAIN (ANALYZE, TIMING OFF, COSTS OFF) ${text}`,
-    [ids],
-  );
-  const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
-  const match = /Execution Time: ([\d.]+) ms/.exec(plan);
-  if (match === null) throw new Error(`no execution time in:\n${plan}`);
-  return Number(match[1]);
-}
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-};
 
 async function profileRowCost(url: string): Promise<void> {
   if (BATCH * REPEATS > ROWS) throw new Error(`BATCH × REPEATS (${BATCH * REPEATS}) > ROWS`);
@@ -122,8 +108,8 @@ async function profileRowCost(url: string): Promise<void> {
         const variant = VARIANTS[(r + v) % VARIANTS.length]!;
         const base = first.get(variant.table)! + BigInt(r * BATCH);
         const ids = Array.from({ length: BATCH }, (_, k) => String(base + BigInt(k)));
-        const claimMs = await serverMs(client, variant.claim, ids);
-        const doneMs = await serverMs(client, variant.done, ids);
+        const claimMs = await serverTimeMs(client, variant.claim, [ids]);
+        const doneMs = await serverTimeMs(client, variant.done, [ids]);
         claims.get(variant.table)!.push(claimMs);
         dones.get(variant.table)!.push(doneMs);
       }

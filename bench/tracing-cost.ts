@@ -24,17 +24,12 @@ import { parseArgs } from './src/cli';
 import { genDurableOtelApi, genDurableOtelOff, genDurableOtelSdk } from './src/engines/gen-durable';
 import { startInfra } from './src/infra';
 import { drainCase, type RunCtx } from './src/scenarios';
+import { median } from './src/stats';
 
 const N = Number(process.env['N'] ?? 20_000);
 const C = Number(process.env['C'] ?? 50);
 const REPEATS = Number(process.env['REPEATS'] ?? 5);
 const KIND = process.env['KIND'] === 'fsm3' ? 'fsm3' : 'job';
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 async function main(): Promise<void> {
   const control = { ...genDurableOtelOff, id: 'gen-durable:otel-off (A/A)' };
