@@ -6,6 +6,7 @@ import { HEARTBEAT, RELEASE_CLAIMS } from '../../lib/sql/lease.sql';
 import {
   FANOUT_LOCK_PARENTS,
   FANOUT_PARK_PARENTS,
+  FLUSH_DONE,
   FLUSH_PARKS,
   FLUSH_TRANSITIONS,
   FLUSH_TRANSITIONS_RECORDED,
@@ -139,16 +140,69 @@ describe.each([
     expect(worst[1]).toBeLessThanOrEqual(ROWS * 4);
   }
 
-  it('FLUSH_TRANSITIONS', async () => {
-    const plans = await bothPlans(FLUSH_TRANSITIONS, (rows) =>
-      FLUSH_TRANSITIONS.params({ solo: true, entries: doneWrites(rows) }),
-    );
+  const guarded = (rows: Claimed[]) =>
+    rows.map((r) => ({ worker: r.worker, id: r.id, seq: r.claimSeq }));
+  const held = (rows: Claimed[]) => rows.map((r) => ({ id: r.id, claimSeq: r.claimSeq }));
+
+  // Each writes every one of the ROWS claimed rows.
+  it.each<[string, Statement, (rows: Claimed[]) => unknown[]]>([
+    [
+      'FLUSH_TRANSITIONS',
+      FLUSH_TRANSITIONS,
+      (rows) => FLUSH_TRANSITIONS.params({ solo: true, entries: doneWrites(rows) }),
+    ],
+    [
+      'FLUSH_DONE',
+      FLUSH_DONE,
+      (rows) => FLUSH_DONE.params({ solo: true, entries: doneWrites(rows) }),
+    ],
+    [
+      'FLUSH_PARKS',
+      FLUSH_PARKS,
+      (rows) =>
+        FLUSH_PARKS.params({
+          entries: guarded(rows).map((g) => ({
+            ...g,
+            nextStep: 'wait',
+            stateText: '{}',
+            names: ['go'],
+            timeoutMs: null,
+          })),
+        }),
+    ],
+    [
+      'FANOUT_LOCK_PARENTS',
+      FANOUT_LOCK_PARENTS,
+      (rows) => FANOUT_LOCK_PARENTS.params({ entries: guarded(rows) }),
+    ],
+    [
+      'FANOUT_PARK_PARENTS',
+      FANOUT_PARK_PARENTS,
+      (rows) =>
+        FANOUT_PARK_PARENTS.params({
+          entries: guarded(rows).map((g) => ({ ...g, nextStep: 'joined', stateText: '{}' })),
+          landed: new Map(rows.map((r) => [r.id, 1])),
+        }),
+    ],
+    [
+      'HEARTBEAT',
+      HEARTBEAT,
+      (rows) => HEARTBEAT.params({ worker: WORKER, rows: held(rows), leaseMs: 60_000 }),
+    ],
+    [
+      'RELEASE_CLAIMS',
+      RELEASE_CLAIMS,
+      (rows) => RELEASE_CLAIMS.params({ worker: WORKER, rows: held(rows) }),
+    ],
+  ])('%s', async (_name, statement, params) => {
+    const plans = await bothPlans(statement, params);
     for (const { nodes: plan, top } of plans) {
       expect(top['Actual Rows']).toBe(ROWS);
       expectLinear(plan);
     }
   });
 
+  // Its RETURNING answers only the recorded entries' rows, so only the plans are checked.
   it('FLUSH_TRANSITIONS_RECORDED', async () => {
     const plans = await bothPlans(FLUSH_TRANSITIONS_RECORDED, (rows) =>
       FLUSH_TRANSITIONS_RECORDED.params({
@@ -157,71 +211,6 @@ describe.each([
       }),
     );
     for (const { nodes: plan } of plans) expectLinear(plan);
-  });
-
-  it('FLUSH_PARKS', async () => {
-    const plans = await bothPlans(FLUSH_PARKS, (rows) =>
-      FLUSH_PARKS.params({
-        entries: rows.map((r) => ({
-          worker: r.worker,
-          id: r.id,
-          seq: r.claimSeq,
-          nextStep: 'wait',
-          stateText: '{}',
-          names: ['go'],
-          timeoutMs: null,
-        })),
-      }),
-    );
-    for (const { nodes: plan, top } of plans) {
-      expect(top['Actual Rows']).toBe(ROWS);
-      expectLinear(plan);
-    }
-  });
-
-  it('FANOUT_LOCK_PARENTS and FANOUT_PARK_PARENTS', async () => {
-    const guarded = (rows: Claimed[]) =>
-      rows.map((r) => ({ worker: r.worker, id: r.id, seq: r.claimSeq }));
-    const locks = await bothPlans(FANOUT_LOCK_PARENTS, (rows) =>
-      FANOUT_LOCK_PARENTS.params({ entries: guarded(rows) }),
-    );
-    const parks = await bothPlans(FANOUT_PARK_PARENTS, (rows) =>
-      FANOUT_PARK_PARENTS.params({
-        entries: guarded(rows).map((g) => ({ ...g, nextStep: 'joined', stateText: '{}' })),
-        landed: new Map(rows.map((r) => [r.id, 1])),
-      }),
-    );
-    for (const { nodes: plan, top } of [...locks, ...parks]) {
-      expect(top['Actual Rows']).toBe(ROWS);
-      expectLinear(plan);
-    }
-  });
-
-  it('HEARTBEAT', async () => {
-    const plans = await bothPlans(HEARTBEAT, (rows) =>
-      HEARTBEAT.params({
-        worker: WORKER,
-        rows: rows.map((r) => ({ id: r.id, claimSeq: r.claimSeq })),
-        leaseMs: 60_000,
-      }),
-    );
-    for (const { nodes: plan, top } of plans) {
-      expect(top['Actual Rows']).toBe(ROWS);
-      expectLinear(plan);
-    }
-  });
-
-  it('RELEASE_CLAIMS', async () => {
-    const plans = await bothPlans(RELEASE_CLAIMS, (rows) =>
-      RELEASE_CLAIMS.params({
-        worker: WORKER,
-        rows: rows.map((r) => ({ id: r.id, claimSeq: r.claimSeq })),
-      }),
-    );
-    for (const { nodes: plan, top } of plans) {
-      expect(top['Actual Rows']).toBe(ROWS);
-      expectLinear(plan);
-    }
   });
 
   it('HEARTBEAT renews the held claims and names the lost ones, skipping rows locked elsewhere', async () => {
