@@ -1,12 +1,28 @@
 import { type ClaimHead, type ClaimStart, headBefore } from '../sql/claim.sql';
 
 /**
- * How far behind the floor a bounded claim starts scanning (docs/design.md §5.3.1): rows that
- * became runnable at a position this much older than the last claim's head (a writer whose
- * commit lagged its `now()`, a retry that lands a little in the past) are still found by the
- * next bounded claim.
+ * How far behind the floor bounded claims reach (docs/design.md §5.3.1): a row that became
+ * runnable at a position up to this much older than the last claim's head (a writer whose
+ * commit lagged its `now()`, a retry that lands a little in the past) is found by a bounded
+ * claim, by the next one when it is at most {@link FLOOR_NEAR_SLACK_MS} older, else by the
+ * first wide one ({@link FLOOR_WIDE_EVERY_MS}) after its commit.
  */
 export const CLAIM_FLOOR_SLACK_MS = 250;
+
+/**
+ * How far behind the floor most bounded claims start: a commit's usual lag behind its writer's
+ * `now()`. Under a pin every dead entry of this range is visited by every claim, so it is kept
+ * short; the rest of {@link CLAIM_FLOOR_SLACK_MS} is the wide claims' ({@link FLOOR_WIDE_EVERY_MS}).
+ */
+export const FLOOR_NEAR_SLACK_MS = 50;
+
+/**
+ * A bounded claim at least this many ms (this node's clock) after the last wide one is wide: it
+ * starts `CLAIM_FLOOR_SLACK_MS + FLOOR_WIDE_EVERY_MS` behind the floor. A row that became
+ * visible up to {@link CLAIM_FLOOR_SLACK_MS} behind the floor stands, at the next wide claim (at
+ * most this much later, when the floor is at most the database's now), within its reach.
+ */
+export const FLOOR_WIDE_EVERY_MS = 125;
 
 /**
  * The floor engages only once full scans have grown this slow on the server (ms, each of the
@@ -71,7 +87,8 @@ type Place = ClaimHead;
  * next claim seeks there instead of walking, from the head of the index, the entries of rows
  * that already left `runnable`. Under a pinned xmin horizon those entries cannot be pruned
  * and every scan from the head visits each one's heap tuple; from the floor, a claim visits
- * only those of the last {@link CLAIM_FLOOR_SLACK_MS} and since its previous claim.
+ * only those of the last {@link FLOOR_NEAR_SLACK_MS} (of the last
+ * `CLAIM_FLOOR_SLACK_MS + FLOOR_WIDE_EVERY_MS` for a wide one) and since its previous claim.
  *
  * It engages only when full scans have grown slow ({@link FLOOR_ENGAGE_MS}), or at once when a
  * claim sees the transaction that pins the horizon ({@link PIN_XIDS}) or a holder of it without
@@ -111,6 +128,8 @@ export class ClaimFloor {
    * claim's answer (from a later start) must not lift the floor past it.
    */
   private loweredTo: Place | undefined;
+  /** When the last wide claim started ({@link FLOOR_WIDE_EVERY_MS}), this node's clock. */
+  private lastWideAt = Number.NEGATIVE_INFINITY;
 
   /** The floor is engaged: claims start at it, and looks behind it are due. */
   get engaged(): boolean {
@@ -120,16 +139,19 @@ export class ClaimFloor {
     );
   }
 
-  /** Where the next claim starts, or undefined for a full scan from the head. */
-  start(): ClaimStart | undefined {
+  /**
+   * Where the next claim, starting at `nowMs`, starts, or undefined for a full scan from the
+   * head: {@link FLOOR_NEAR_SLACK_MS} behind the floor, or further when it is a wide one
+   * ({@link FLOOR_WIDE_EVERY_MS}).
+   */
+  start(nowMs: number = Date.now()): ClaimStart | undefined {
     this.loweredTo = undefined;
     if (!this.engaged) return undefined;
     const { priority, at } = this.place!;
-    return {
-      priority,
-      scanFrom: new Date(at.getTime() - CLAIM_FLOOR_SLACK_MS),
-      headFrom: at,
-    };
+    const wide = nowMs - this.lastWideAt >= FLOOR_WIDE_EVERY_MS;
+    if (wide) this.lastWideAt = nowMs;
+    const slack = wide ? CLAIM_FLOOR_SLACK_MS + FLOOR_WIDE_EVERY_MS : FLOOR_NEAR_SLACK_MS;
+    return { priority, scanFrom: new Date(at.getTime() - slack), headFrom: at };
   }
 
   /**

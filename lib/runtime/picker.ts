@@ -94,7 +94,7 @@ export class Picker {
           claim = await CLAIM_FAIR.run(this.sql, input);
           if (claim.fair === false) this.fairQueues.delete(queue);
         } else {
-          const from = floor?.start();
+          const from = floor?.start(Date.now());
           const horizonCheckMs = floor?.horizonCheckMs(Date.now());
           claim = await CLAIM_RUNNABLE.run(this.sql, { ...input, from, horizonCheckMs });
           floor?.learn(

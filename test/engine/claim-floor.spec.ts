@@ -7,7 +7,14 @@ import {
   type ClaimInput,
   PROBE_BEHIND_FLOOR,
 } from '../../lib/sql/claim.sql';
-import { ClaimFloor, PIN_SCAN_MS, PIN_XIDS } from '../../lib/runtime/claim-floor';
+import {
+  CLAIM_FLOOR_SLACK_MS,
+  ClaimFloor,
+  FLOOR_NEAR_SLACK_MS,
+  FLOOR_WIDE_EVERY_MS,
+  PIN_SCAN_MS,
+  PIN_XIDS,
+} from '../../lib/runtime/claim-floor';
 import { RELEASE_CLAIMS } from '../../lib/sql/lease.sql';
 import { renderStatement } from '../../lib/sql/statement';
 import { explainBuffers } from '../support/explain-plan';
@@ -366,6 +373,37 @@ describe('the claim floor', () => {
     // …and a claim from that place takes it.
     const again = await claim({ ...base, queue, from: startAt(late!.eligible_at) });
     expect(again.rows.map((r) => r.id)).toEqual([late!.id]);
+  });
+
+  it('a row that committed up to CLAIM_FLOOR_SLACK_MS behind the floor: a near claim passes it, the next wide claim takes it', async () => {
+    const queue = 'lagging';
+    await db.pool.query(`INSERT INTO gen_durable (fsm, step, queue) VALUES ('f', 'a', $1)`, [
+      queue,
+    ]);
+    const t0 = 5_000_000;
+    const floor = new ClaimFloor();
+    // Engaged by a pin its claim saw; the first claim from it learns the head.
+    floor.start(t0);
+    const first = await claim({ ...base, queue }, true);
+    floor.learn(first.head, first.dbNow!, true, PIN_SCAN_MS, t0, PIN_XIDS);
+    expect(floor.engaged).toBe(true);
+    const at = floor.start(t0 + 1)!.headFrom;
+    // A writer whose commit lagged its now() by more than the near slack, less than the slack.
+    const lag = (FLOOR_NEAR_SLACK_MS + CLAIM_FLOOR_SLACK_MS) / 2;
+    const {
+      rows: [late],
+    } = await db.pool.query<{ id: string }>(
+      `INSERT INTO gen_durable (fsm, step, queue, eligible_at) VALUES ('f', 'a', $1, $2)
+       RETURNING id::text`,
+      [queue, new Date(at.getTime() - lag)],
+    );
+    // The claims right after the wide one at t0 + 1 are near: they pass it.
+    const near = floor.start(t0 + 2)!;
+    expect(at.getTime() - near.scanFrom.getTime()).toBe(FLOOR_NEAR_SLACK_MS);
+    expect((await claim({ ...base, queue, from: near })).rows).toEqual([]);
+    // The first claim FLOOR_WIDE_EVERY_MS after the last wide one reaches it.
+    const wide = floor.start(t0 + 1 + FLOOR_WIDE_EVERY_MS)!;
+    expect((await claim({ ...base, queue, from: wide })).rows.map((r) => r.id)).toEqual([late!.id]);
   });
 
   it('a release answers the earliest place it put back, the floor’s way back to it', async () => {

@@ -3,6 +3,8 @@ import {
   ClaimFloor,
   ENGAGE_SCANS,
   FLOOR_ENGAGE_MS,
+  FLOOR_NEAR_SLACK_MS,
+  FLOOR_WIDE_EVERY_MS,
   HORIZON_CHECK_GAP_MS,
   PIN_SCAN_MS,
   PIN_XIDS,
@@ -50,15 +52,31 @@ describe('ClaimFloor', () => {
     expect(new ClaimFloor().start()).toBeUndefined();
     const floor = engaged(40, t0, { priority: 2, at: headAt }, dbNow);
     expect(floor.engaged).toBe(true);
-    // However long since the last full scan: the floor's look behind does that job.
+    const wide = {
+      priority: 2,
+      scanFrom: new Date(headAt.getTime() - CLAIM_FLOOR_SLACK_MS - FLOOR_WIDE_EVERY_MS),
+      headFrom: headAt,
+    };
+    // However long since the last full scan: the floor's look behind does that job. A claim
+    // FLOOR_WIDE_EVERY_MS or more after the last wide one is wide.
     for (const later of [1, PROBE_MAX_GAP_MS, 10 * PROBE_MAX_GAP_MS]) {
-      expect(floor.start()).toEqual({
-        priority: 2,
-        scanFrom: new Date(headAt.getTime() - CLAIM_FLOOR_SLACK_MS),
-        headFrom: headAt,
-      });
+      expect(floor.start(t0 + later)).toEqual(wide);
       floor.learn({ priority: 2, at: headAt }, dbNow, false, 1, t0 + later);
     }
+  });
+
+  it('engaged, claims start FLOOR_NEAR_SLACK_MS behind the floor, and one at least every FLOOR_WIDE_EVERY_MS reaches CLAIM_FLOOR_SLACK_MS further', () => {
+    const floor = engaged(40, t0, { priority: 0, at: headAt }, dbNow);
+    const slackOf = (nowMs: number): number =>
+      headAt.getTime() - floor.start(nowMs)!.scanFrom.getTime();
+    const wide = CLAIM_FLOOR_SLACK_MS + FLOOR_WIDE_EVERY_MS;
+    expect(slackOf(t0)).toBe(wide);
+    expect(slackOf(t0 + 10)).toBe(FLOOR_NEAR_SLACK_MS);
+    expect(slackOf(t0 + FLOOR_WIDE_EVERY_MS - 1)).toBe(FLOOR_NEAR_SLACK_MS);
+    expect(slackOf(t0 + FLOOR_WIDE_EVERY_MS)).toBe(wide);
+    expect(slackOf(t0 + FLOOR_WIDE_EVERY_MS + 1)).toBe(FLOOR_NEAR_SLACK_MS);
+    // A wide claim after a pause: the gap counts from the last wide one, not the last claim.
+    expect(slackOf(t0 + 10 * FLOOR_WIDE_EVERY_MS)).toBe(wide);
   });
 
   it('a claim that saw no runnable row puts the floor at the statement’s now, at the level it knew', () => {
