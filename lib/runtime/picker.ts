@@ -7,6 +7,7 @@ import {
   CLAIM_FAIR,
   CLAIM_RUNNABLE,
   type ClaimHead,
+  type ClaimStart,
   LOAD_ENRICHMENT,
   PROBE_BEHIND_FLOOR,
 } from '../sql/claim.sql';
@@ -80,6 +81,10 @@ export class Picker {
     floor?: ClaimFloor,
   ): Promise<{ rows: ClaimedRow[]; paused: boolean }> {
     let claim: ClaimBatch | undefined;
+    // Where the claim starts, taken once: an attempt retried after a lost K = 1 race starts
+    // where the first did (a wide start stays wide, docs/design.md §5.3.1).
+    let from: ClaimStart | undefined;
+    let fromTaken = false;
     for (let attempt = 1; ; attempt++) {
       try {
         const input = {
@@ -94,7 +99,10 @@ export class Picker {
           claim = await CLAIM_FAIR.run(this.sql, input);
           if (claim.fair === false) this.fairQueues.delete(queue);
         } else {
-          const from = floor?.start(Date.now());
+          if (!fromTaken) {
+            from = floor?.start(Date.now());
+            fromTaken = true;
+          }
           const horizonCheckMs = floor?.horizonCheckMs(Date.now());
           claim = await CLAIM_RUNNABLE.run(this.sql, { ...input, from, horizonCheckMs });
           floor?.learn(
