@@ -8,7 +8,7 @@ import { dirname } from 'node:path';
 import type { ClaimPlan } from './claim-plan';
 import type { SoakOptions } from './soak-options';
 import type { TargetReading } from './soak-targets';
-import { phaseEnds, type SoakWindow } from './window-stats';
+import { phaseEnds, pooledPercentile, type SoakWindow } from './window-stats';
 
 /** What the run's end found in the table (docs/performance.md, "Soak": lost and duplicated). */
 export interface Verification {
@@ -136,6 +136,16 @@ export function markdown(r: SoakResult): string {
         `| ${e.phase} | ${which} (${w.endS} s) | ${num(w.offeredStepsPerS, 0)} → ${num(w.doneStepsPerS, 0)} | ${num(w.startP50Ms)} / ${num(w.startP99Ms)} | ${num(w.claim.meanMs, 2)} | ${num(w.claim.buffersPerCall, 0)} | ${w.deadTuples} | ${MiB(w.tableBytes)} + ${MiB(w.indexBytes)} | ${w.horizonXids} | ${MiB(w.rssBytes)} |`,
       );
     }
+  }
+  out.push('');
+  out.push('| phase | windows | insert→start p50 / p99 / max ms, every sample of the phase |');
+  out.push('|---|---|---|');
+  for (const e of phaseEnds(r.windows)) {
+    const parts = r.windows.filter((w) => w.index >= e.first.index && w.index <= e.last.index);
+    const counts = parts.map((w) => w.startLatencies);
+    out.push(
+      `| ${e.phase} | ${parts.length} | ${num(pooledPercentile(counts, 50))} / ${num(pooledPercentile(counts, 99))} / ${num(pooledPercentile(counts, 100))} |`,
+    );
   }
   out.push('');
   out.push(

@@ -13,6 +13,42 @@ export function percentile(values: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1]!;
 }
 
+/**
+ * A window's insert→start latencies as `[ms, count]` pairs in ascending ms (the soak's clock is
+ * `Date.now()`, so there are few distinct values): windows of a phase pool into the phase's
+ * own percentiles ({@link pooledPercentile}) without keeping every sample.
+ */
+export type LatencyCounts = readonly (readonly [number, number])[];
+
+export function latencyCounts(values: readonly number[]): LatencyCounts {
+  const counts = new Map<number, number>();
+  for (const v of values) counts.set(v, (counts.get(v) ?? 0) + 1);
+  return [...counts.entries()].sort((a, b) => a[0] - b[0]);
+}
+
+/**
+ * The `p`-th percentile (0–100) by nearest rank of every sample of `parts` together: what
+ * {@link percentile} answers over the concatenated samples. NaN when there are none.
+ */
+export function pooledPercentile(parts: readonly LatencyCounts[], p: number): number {
+  const counts = new Map<number, number>();
+  let total = 0;
+  for (const part of parts) {
+    for (const [ms, n] of part) {
+      counts.set(ms, (counts.get(ms) ?? 0) + n);
+      total += n;
+    }
+  }
+  if (total === 0) return NaN;
+  const rank = Math.min(total, Math.max(1, Math.ceil((p / 100) * total)));
+  let seen = 0;
+  for (const [ms, n] of [...counts.entries()].sort((a, b) => a[0] - b[0])) {
+    seen += n;
+    if (seen >= rank) return ms;
+  }
+  return NaN;
+}
+
 /** Cumulative pg_stat_statements counters of one statement (summed over its entries). */
 export interface StatementCounters {
   readonly calls: number;
@@ -68,6 +104,8 @@ export interface SoakWindow {
   /** Insert call → first step start, ms, over the instances that started in the window. */
   readonly startP50Ms: number;
   readonly startP99Ms: number;
+  /** The same latencies, counted per ms: the phase's pooled percentiles read them. */
+  readonly startLatencies: LatencyCounts;
   readonly claim: StatementWindow;
   readonly liveTuples: number;
   readonly deadTuples: number;
@@ -93,7 +131,12 @@ export function windowRates(
   startLatencies: readonly number[],
 ): Pick<
   SoakWindow,
-  'offeredStepsPerS' | 'doneStepsPerS' | 'completionPct' | 'startP50Ms' | 'startP99Ms'
+  | 'offeredStepsPerS'
+  | 'doneStepsPerS'
+  | 'completionPct'
+  | 'startP50Ms'
+  | 'startP99Ms'
+  | 'startLatencies'
 > {
   return {
     offeredStepsPerS: offeredSteps / windowS,
@@ -101,6 +144,7 @@ export function windowRates(
     completionPct: offeredSteps > 0 ? (100 * doneSteps) / offeredSteps : NaN,
     startP50Ms: percentile(startLatencies, 50),
     startP99Ms: percentile(startLatencies, 99),
+    startLatencies: latencyCounts(startLatencies),
   };
 }
 
