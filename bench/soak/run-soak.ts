@@ -40,6 +40,7 @@ import {
   windowLine,
   writeResult,
 } from './soak-report';
+import { type PhaseStatements, phaseStatements } from './phase-statements';
 import { readTargets } from './soak-targets';
 import { type SoakWindow, statementWindow, windowRates } from './window-stats';
 
@@ -241,6 +242,17 @@ async function main(): Promise<number> {
     let offered0 = 0;
     let steps0 = 0;
     let phase: PhaseName | undefined;
+    const phaseTimes: PhaseStatements[] = [];
+    const statementsOf = sampler;
+    let statementsAt = await statementsOf.statements();
+    let phaseStartS = 0;
+    const closePhase = async (endS: number): Promise<void> => {
+      if (phase === undefined) return;
+      const now = await statementsOf.statements();
+      phaseTimes.push(phaseStatements(phase, endS - phaseStartS, statementsAt, now, 8));
+      statementsAt = now;
+      phaseStartS = endS;
+    };
     ledger.takeLatencies();
     const t0 = performance.now();
     inserter.start();
@@ -248,6 +260,7 @@ async function main(): Promise<number> {
     for (let i = 0; i < windowCount(schedule); i++) {
       const next = phaseOfWindow(schedule, i).name;
       if (next !== phase) {
+        await closePhase(i * opts.windowSeconds);
         if (next === 'pinned') {
           pin = await HorizonPin.open(dbUrl, opts.pin);
           plans.push(...(await explainClaim(dbUrl, 'pin start', opts.concurrency)));
@@ -301,6 +314,7 @@ async function main(): Promise<number> {
       offered0 = offered;
       steps0 = steps;
     }
+    await closePhase(windows.length * opts.windowSeconds);
     plans.push(...(await explainClaim(dbUrl, 'recovery end', opts.concurrency)));
     await inserter.stop();
     const drainBy = performance.now() + opts.drainSeconds * 1000;
@@ -333,6 +347,7 @@ async function main(): Promise<number> {
       options: opts,
       windows,
       plans,
+      phaseStatements: phaseTimes,
       indexSizes,
       readerReads: {
         count: readMs.length,
@@ -355,6 +370,14 @@ async function main(): Promise<number> {
     print(
       `verification: ${v.inserted} inserted, ${v.done} done, ${v.exact} with trail a,b,c, ${v.unfinished} unfinished after the drain; ${v.lost} lost, ${v.duplicated} duplicated; ${v.reruns} step re-runs; ${v.insertErrors} insert errors`,
     );
+    for (const p of phaseTimes) {
+      print(
+        `server time, ${p.phase} (${p.seconds} s): ${(p.totalMs / 1000).toFixed(1)} s of statements; most: ${p.top
+          .slice(0, 4)
+          .map((t) => `${(t.totalMs / 1000).toFixed(1)} s in ${t.calls} × "${t.text.slice(0, 40)}"`)
+          .join('; ')}`,
+      );
+    }
     for (const t of result.targets) {
       print(
         `target ${t.met === null ? 'n/a' : t.met ? 'met ' : 'MISSED'}: ${t.target}: ${t.reading}`,

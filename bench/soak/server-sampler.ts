@@ -6,6 +6,7 @@
  */
 import { Client } from 'pg';
 
+import type { StatementTotal } from './phase-statements';
 import type { StatementCounters } from './window-stats';
 
 export interface ServerReading {
@@ -97,6 +98,28 @@ export class ServerSampler {
       pinXids: pinPid === null ? null : r.pin,
       horizonHolder: r.holder,
     };
+  }
+
+  /** Every statement of this database in pg_stat_statements (the phase report's readings). */
+  async statements(): Promise<StatementTotal[]> {
+    const { rows } = await this.client.query<{
+      id: string;
+      text: string;
+      calls: string;
+      total_ms: number;
+    }>(
+      `SELECT p.queryid::text AS id, left(regexp_replace(min(p.query), '[[:space:]]+', ' ', 'g'), 90) AS text,
+              sum(p.calls) AS calls, sum(p.total_exec_time)::float8 AS total_ms
+         FROM pg_stat_statements p
+        WHERE p.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+        GROUP BY p.queryid`,
+    );
+    return rows.map((r) => ({
+      queryId: r.id,
+      text: r.text,
+      calls: Number(r.calls),
+      totalMs: r.total_ms,
+    }));
   }
 
   /** Each index of gen_durable and its size, largest first (the report's end-of-run table). */

@@ -6,6 +6,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 import type { ClaimPlan } from './claim-plan';
+import type { PhaseStatements } from './phase-statements';
 import type { SoakOptions } from './soak-options';
 import type { TargetReading } from './soak-targets';
 import { phaseEnds, pooledPercentile, type SoakWindow } from './window-stats';
@@ -47,6 +48,8 @@ export interface SoakResult {
   readonly options: SoakOptions;
   readonly windows: readonly SoakWindow[];
   readonly plans: readonly ClaimPlan[];
+  /** Per phase, the statements that took the most server time. */
+  readonly phaseStatements: readonly PhaseStatements[];
   readonly indexSizes: readonly { index: string; bytes: number }[];
   readonly readerReads: { readonly count: number; readonly meanMs: number };
   readonly verification: Verification;
@@ -158,6 +161,20 @@ export function markdown(r: SoakResult): string {
     );
   }
   out.push('');
+  for (const p of r.phaseStatements) {
+    out.push(
+      `Server time by statement, ${p.phase} (${p.seconds} s, ${num(p.totalMs / 1000)} s of statements in all):`,
+    );
+    out.push('');
+    out.push('| statement | calls | total s | mean ms |');
+    out.push('|---|---|---|---|');
+    for (const t of p.top) {
+      out.push(
+        `| \`${t.text.replace(/\|/g, '\\|')}\` | ${t.calls} | ${num(t.totalMs / 1000)} | ${num(t.meanMs, 2)} |`,
+      );
+    }
+    out.push('');
+  }
   const v = r.verification;
   out.push(
     `Verification: ${v.offered} instances offered, ${v.inserted} inserted, ${v.rows} rows, ${v.done} done, ${v.exact} with the trail a, b, c, ${v.unfinished} unfinished after the drain; ${v.lost} lost, ${v.duplicated} duplicated, ${v.reruns} step re-runs, ${v.insertErrors} insert errors. Readers: ${r.readerReads.count} reads, mean ${num(r.readerReads.meanMs, 0)} ms.`,

@@ -6,6 +6,7 @@ import {
   phaseSchedule,
   windowCount,
 } from '../../bench/soak/phase-schedule';
+import { phaseStatements } from '../../bench/soak/phase-statements';
 import { parseSoakOptions } from '../../bench/soak/soak-options';
 import { readTargets } from '../../bench/soak/soak-targets';
 import {
@@ -237,6 +238,31 @@ describe('soak phase ends and targets', () => {
     const cleanOnly = readTargets(windows.slice(0, 3), 5, 0, 0);
     expect(cleanOnly.find((t) => t.target.startsWith('insert→start'))?.met).toBeNull();
     expect(cleanOnly.find((t) => t.target.startsWith('dead tuples'))?.met).toBeNull();
+  });
+});
+
+describe('soak server time by statement', () => {
+  it('ranks the statements of a phase by the time they took between two readings', () => {
+    const before = [
+      { queryId: '1', text: 'claim', calls: 100, totalMs: 50 },
+      { queryId: '2', text: 'snapshot', calls: 1, totalMs: 900 },
+      { queryId: '3', text: 'idle', calls: 5, totalMs: 5 },
+    ];
+    const after = [
+      { queryId: '1', text: 'claim', calls: 300, totalMs: 150 },
+      { queryId: '2', text: 'snapshot', calls: 3, totalMs: 5_900 },
+      { queryId: '3', text: 'idle', calls: 5, totalMs: 5 },
+      { queryId: '4', text: 'new', calls: 2, totalMs: 30 },
+    ];
+    expect(phaseStatements('pinned', 60, before, after, 2)).toEqual({
+      phase: 'pinned',
+      seconds: 60,
+      totalMs: 5_130,
+      top: [
+        { text: 'snapshot', calls: 2, totalMs: 5_000, meanMs: 2_500 },
+        { text: 'claim', calls: 200, totalMs: 100, meanMs: 0.5 },
+      ],
+    });
   });
 });
 
