@@ -327,7 +327,7 @@ export const OPTION_TABLE = {
     },
   }),
   stats: section({
-    doc: "once-a-minute per-queue counts in gen_durable_stats for the dashboard's overview, written by the first maintenance node (reaper or GC on) to reach each minute ([dashboard data](docs/dashboard-data.md)); `false` = none from this node",
+    doc: "once-a-minute per-queue counts in gen_durable_stats for the dashboard's overview, written by the first maintenance node (reaper or GC on) to reach each minute, paced to 1 % of the node's time after a slow write ([dashboard data](docs/dashboard-data.md)); `false` = none from this node",
     off: 'allowed',
     fields: {
       interval: duration({

@@ -112,7 +112,10 @@ export type TelemetryPayloads = {
     };
     metadata: TelemetryNone;
   };
-  'stats:snapshot': { measurements: { queues: number }; metadata: TelemetryNone };
+  'stats:snapshot': {
+    measurements: { queues: number; durationMs: number };
+    metadata: TelemetryNone;
+  };
   'priority:aged': { measurements: TelemetryCount; metadata: { queues: readonly string[] } };
   'flush:stop': { measurements: { count: number; durationMs: number }; metadata: TelemetryNone };
   'flush:error': { measurements: TelemetryCount; metadata: { error: string } };

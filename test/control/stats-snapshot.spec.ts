@@ -1,5 +1,5 @@
 import { done, DurableFsm, InvalidInputError, Step } from '../../lib';
-import { StatsSnapshot } from '../../lib/runtime/stats-snapshot';
+import { STATS_BUDGET, STATS_MAX_GAP_MS, StatsSnapshot } from '../../lib/runtime/stats-snapshot';
 import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -34,13 +34,27 @@ describe('stats snapshot and overview (docs/design.md §30)', () => {
     await db.pool.query('DELETE FROM gen_durable');
   });
 
-  function snapshotOf(h: Harness): StatsSnapshot {
+  function snapshotOf(h: Harness, now?: () => number): StatsSnapshot {
     return new StatsSnapshot(
       h.engine.runtime.sql,
       { interval: 60_000, retention: 86_400_000, cap: 3 },
       h.engine.runtime.telemetry,
+      now,
     );
   }
+
+  /** A clock that answers `readings` one per call, in order. */
+  function clockOf(...readings: number[]): () => number {
+    return () => {
+      const t = readings.shift();
+      if (t === undefined) throw new Error('the test clock ran out of readings');
+      return t;
+    };
+  }
+
+  const statsRows = async (): Promise<number> =>
+    (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM gen_durable_stats'))
+      .rows[0]!.n;
 
   /**
    * Seeds rows relative to the database clock's minute; waits out the last seconds of a minute
@@ -115,6 +129,37 @@ describe('stats snapshot and overview (docs/design.md §30)', () => {
     expect(rows[1]?.oldest).toEqual(rows[1]?.nine);
     expect(rows[0]?.counts).toMatchObject({ awaiting_signal: 1, awaiting_children: 1 });
     expect(rows[0]?.oldest).toBeNull();
+  });
+
+  it('after a slow write, this node takes no snapshot for that write × STATS_BUDGET', async () => {
+    await seed();
+    // The write reads 0 → 3 000 ms: the next is due at 3 000 + 3 000 × 100 = 303 000 ms.
+    const snapshot = snapshotOf(a, clockOf(0, 3_000, 302_999, 303_000, 303_010, 304_010, 304_020));
+    const events = a.events.length;
+    expect((await snapshot.take()).sort()).toEqual(['other', 'sq']);
+    expect(a.events.slice(events).filter((e) => e.event === 'stats:snapshot')).toMatchObject([
+      { measurements: { queues: 2, durationMs: 3_000 } },
+    ]);
+    // The minute is gone: a take that ran its statement would write it again.
+    await db.pool.query('DELETE FROM gen_durable_stats');
+    expect(await snapshot.take()).toEqual([]);
+    expect(await statsRows()).toBe(0);
+    // Due again: it writes, in 10 ms this time, so the next is due 1 000 ms after.
+    expect((await snapshot.take()).sort()).toEqual(['other', 'sq']);
+    expect(await statsRows()).toBe(2);
+    await db.pool.query('DELETE FROM gen_durable_stats');
+    expect((await snapshot.take()).sort()).toEqual(['other', 'sq']);
+    expect(STATS_BUDGET).toBe(100);
+  });
+
+  it('the gap after a very slow write is at most STATS_MAX_GAP_MS', async () => {
+    await seed();
+    const slow = STATS_MAX_GAP_MS; // × STATS_BUDGET would be 100 hours
+    const snapshot = snapshotOf(a, clockOf(0, slow, 2 * slow - 1, 2 * slow, 2 * slow + 5));
+    expect(await snapshot.take()).toHaveLength(2);
+    await db.pool.query('DELETE FROM gen_durable_stats');
+    expect(await snapshot.take()).toEqual([]);
+    expect(await snapshot.take()).toHaveLength(2);
   });
 
   it('two engines writing the same minute never double it', async () => {
