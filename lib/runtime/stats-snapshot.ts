@@ -59,7 +59,8 @@ export class StatsSnapshot {
   /**
    * Writes this minute's rows unless another node has (answers the queues written, [] then),
    * then prunes expired rows; answers [] without a statement while a slow write's pacing
-   * ({@link STATS_BUDGET}) holds this node back. Errors are logged: the next tick tries again.
+   * ({@link STATS_BUDGET}) holds this node back. Errors are logged; a failed attempt is paced
+   * on its duration like a write, so the next tick tries again only if it failed fast.
    */
   async take(): Promise<string[]> {
     let written: string[] = [];
@@ -74,21 +75,33 @@ export class StatsSnapshot {
         return WRITE_STATS_SNAPSHOT.run(sql, { cap: this.config.cap }, tx);
       });
       if (written.length > 0) {
-        const endedAt = this.now();
-        const durationMs = Math.max(0, endedAt - startedAt);
-        const gapMs = Math.min(durationMs * STATS_BUDGET, STATS_MAX_GAP_MS);
-        this.notBefore = endedAt + gapMs;
-        if (durationMs >= STATS_SLOW_MS) {
-          this.logger.warn(
-            `stats snapshot took ${durationMs} ms (a pinned xmin horizon makes its counts walk dead index entries: docs/operations.md); this node takes its next in ${Math.round(gapMs / 1000)} s`,
-          );
-        }
+        const durationMs = this.paceAfter(startedAt, 'took');
         await PRUNE_STATS.run(this.sql, { retentionMs: this.config.retention });
         this.telemetry.emit('stats:snapshot', { queues: written.length, durationMs }, {});
       }
     } catch (err) {
+      // A write that failed after walking for a while (a statement_timeout under a long pin)
+      // cost as much as one that succeeded: it is paced the same way, not retried every tick.
+      this.paceAfter(startedAt, 'failed after');
       this.logger.error(`stats snapshot failed: ${String(err)}`);
     }
     return written;
+  }
+
+  /**
+   * Holds this node back for the attempt's duration × {@link STATS_BUDGET} (at most
+   * {@link STATS_MAX_GAP_MS}) and warns when the attempt was slow; answers its duration in ms.
+   */
+  private paceAfter(startedAt: number, verb: 'took' | 'failed after'): number {
+    const endedAt = this.now();
+    const durationMs = Math.max(0, endedAt - startedAt);
+    const gapMs = Math.min(durationMs * STATS_BUDGET, STATS_MAX_GAP_MS);
+    this.notBefore = endedAt + gapMs;
+    if (durationMs >= STATS_SLOW_MS) {
+      this.logger.warn(
+        `stats snapshot ${verb} ${durationMs} ms (a pinned xmin horizon makes its counts walk dead index entries: docs/operations.md); this node takes its next in ${Math.round(gapMs / 1000)} s`,
+      );
+    }
+    return durationMs;
   }
 }

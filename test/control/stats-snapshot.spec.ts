@@ -162,6 +162,33 @@ describe('stats snapshot and overview (docs/design.md §30)', () => {
     expect(await snapshot.take()).toHaveLength(2);
   });
 
+  it('a write that fails after a while is paced like one that succeeded', async () => {
+    await seed();
+    // A real failure from Postgres: the table the write inserts into is gone for one attempt.
+    await db.pool.query('ALTER TABLE gen_durable_stats RENAME TO gen_durable_stats_away');
+    // The failing attempt reads 0 → 3 000 ms: the next is due at 303 000 ms, as after a write.
+    const snapshot = snapshotOf(a, clockOf(0, 3_000, 302_999, 303_000, 303_010));
+    try {
+      expect(await snapshot.take()).toEqual([]);
+    } finally {
+      await db.pool.query('ALTER TABLE gen_durable_stats_away RENAME TO gen_durable_stats');
+    }
+    // The table is back, but the attempt is not due: no statement runs, no row is written.
+    expect(await snapshot.take()).toEqual([]);
+    expect(await statsRows()).toBe(0);
+    expect((await snapshot.take()).sort()).toEqual(['other', 'sq']);
+    // A failure that came fast (10 ms here) holds the node back only 1 s: the next tick retries.
+    await db.pool.query('DELETE FROM gen_durable_stats');
+    await db.pool.query('ALTER TABLE gen_durable_stats RENAME TO gen_durable_stats_away');
+    const quick = snapshotOf(a, clockOf(0, 10, 60_000, 60_020));
+    try {
+      expect(await quick.take()).toEqual([]);
+    } finally {
+      await db.pool.query('ALTER TABLE gen_durable_stats_away RENAME TO gen_durable_stats');
+    }
+    expect((await quick.take()).sort()).toEqual(['other', 'sq']);
+  });
+
   it('two engines writing the same minute never double it', async () => {
     await seed();
     const [x, y] = await Promise.all([snapshotOf(a).take(), snapshotOf(b).take()]);
