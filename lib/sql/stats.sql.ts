@@ -61,8 +61,11 @@ function snapshotOf(r: RawSnapshot): SnapshotRecord {
  * - `lanes`: a loose scan of gen_durable_pick, one probe per distinct (queue, priority) of the
  *   runnable rows, each taking its earliest `eligible_at` — the queues with runnable rows and,
  *   per queue, the oldest runnable row (`oldest_runnable_at`, NULL when none is due yet);
- * - runnable / scheduled (runnable, `eligible_at` in the future): gen_durable_pick, queue
- *   equality, ordered as the index;
+ * - runnable / scheduled (runnable, `eligible_at` in the future): per lane, a range of
+ *   gen_durable_pick from (queue, priority, the lane's earliest `eligible_at`), resp. from
+ *   `now()`, at most `$1` a lane and `$1` summed — the same counts as a walk of the queue from
+ *   its head, without the head's dead entries (a pinned horizon keeps them; the lane's probe
+ *   walked them once) or the due rows before the scheduled ones;
  * - executing: gen_durable_lease (executing rows only), at most `$1` rows in all;
  * - done / failed / cancelled: rows that ended in the previous minute, a range of
  *   gen_durable_gc on `updated_at` (predicate written exactly as the index's), at most `$1`;
@@ -106,14 +109,20 @@ export const WRITE_STATS_SNAPSHOT = sql(
      UNION SELECT queue FROM parked
      UNION SELECT queue FROM finished
      UNION SELECT queue FROM {schema}.gen_durable_paused_queues
-   ), counted AS (
+   ), counted AS MATERIALIZED ( -- read twice below: inlined, each count ran twice
      SELECT n.queue,
-            (SELECT count(*)::int FROM (SELECT 1 FROM {schema}.gen_durable g
-               WHERE g.queue = n.queue AND g.status = 'runnable'
-               ORDER BY g.priority, g.eligible_at LIMIT $1) x) AS runnable,
-            (SELECT count(*)::int FROM (SELECT 1 FROM {schema}.gen_durable g
-               WHERE g.queue = n.queue AND g.status = 'runnable' AND g.eligible_at > now()
-               ORDER BY g.priority, g.eligible_at LIMIT $1) x) AS scheduled,
+            (SELECT LEAST(COALESCE(sum(x.n), 0), $1)::int FROM lanes l
+               CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {schema}.gen_durable g
+                 WHERE g.queue = l.queue AND g.priority = l.priority AND g.status = 'runnable'
+                   AND g.eligible_at >= l.eligible_at
+                 ORDER BY g.eligible_at LIMIT $1) y) x
+              WHERE l.queue = n.queue) AS runnable,
+            (SELECT LEAST(COALESCE(sum(x.n), 0), $1)::int FROM lanes l
+               CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {schema}.gen_durable g
+                 WHERE g.queue = l.queue AND g.priority = l.priority AND g.status = 'runnable'
+                   AND g.eligible_at > now()
+                 ORDER BY g.eligible_at LIMIT $1) y) x
+              WHERE l.queue = n.queue) AS scheduled,
             (SELECT count(*)::int FROM executing e WHERE e.queue = n.queue) AS executing,
             (SELECT count(*)::int FROM parked p
               WHERE p.queue = n.queue AND p.status = 'awaiting_signal') AS awaiting_signal,

@@ -1,5 +1,9 @@
 import { done, DurableFsm, InvalidInputError, Step } from '../../lib';
+import { Client } from 'pg';
+
 import { STATS_BUDGET, STATS_MAX_GAP_MS, StatsSnapshot } from '../../lib/runtime/stats-snapshot';
+import { renderStatement } from '../../lib/sql/statement';
+import { WRITE_STATS_SNAPSHOT } from '../../lib/sql/stats.sql';
 import { bootEngine, type Harness } from '../support/engine-harness';
 import { createTestDatabase, type TestDatabase } from '../support/test-database';
 
@@ -34,10 +38,10 @@ describe('stats snapshot and overview (docs/design.md §30)', () => {
     await db.pool.query('DELETE FROM gen_durable');
   });
 
-  function snapshotOf(h: Harness, now?: () => number): StatsSnapshot {
+  function snapshotOf(h: Harness, now?: () => number, cap = 3): StatsSnapshot {
     return new StatsSnapshot(
       h.engine.runtime.sql,
-      { interval: 60_000, retention: 86_400_000, cap: 3 },
+      { interval: 60_000, retention: 86_400_000, cap },
       h.engine.runtime.telemetry,
       now,
     );
@@ -187,6 +191,61 @@ describe('stats snapshot and overview (docs/design.md §30)', () => {
       await db.pool.query('ALTER TABLE gen_durable_stats_away RENAME TO gen_durable_stats');
     }
     expect((await quick.take()).sort()).toEqual(['other', 'sq']);
+  });
+
+  it('counts each lane from its earliest live row: under a pin one walk of the dead entries, not three', async () => {
+    // Two lanes of queue sq: priority 0 with 1 500 rows claimed away (dead entries at its head
+    // that the pin keeps) and 500 due + 20 scheduled left; priority 5 with 7 due.
+    await db.pool.query(
+      `INSERT INTO gen_durable (fsm, step, queue, priority, eligible_at)
+       SELECT 'stats-job', 'start', 'sq', 0, now() - interval '1 hour' + i * interval '1 ms'
+         FROM generate_series(1, 2000) i
+       UNION ALL
+       SELECT 'stats-job', 'start', 'sq', 0, now() + interval '1 hour' FROM generate_series(1, 20)
+       UNION ALL
+       SELECT 'stats-job', 'start', 'sq', 5, now() - interval '1 minute' FROM generate_series(1, 7)`,
+    );
+    const pin = new Client({ connectionString: db.url });
+    await pin.connect();
+    try {
+      await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await pin.query('SELECT txid_current()');
+      await db.pool.query(
+        `UPDATE gen_durable SET status = 'done', updated_at = now() - interval '1 hour'
+          WHERE id IN (SELECT id FROM gen_durable WHERE priority = 0 ORDER BY eligible_at LIMIT 1500)`,
+      );
+      const { rows } = await db.pool.query<{ 'QUERY PLAN': string }>({
+        text: `EXPLAIN (ANALYZE, COSTS OFF) ${renderStatement(WRITE_STATS_SNAPSHOT, 'public')}`,
+        values: WRITE_STATS_SNAPSHOT.params({ cap: 10_000 }),
+      });
+      // Heap fetches per index-only scan: one per entry read, dead or alive (the pin keeps the
+      // visibility map unset). Only the lanes' first probe may read the 1 500 dead entries.
+      const fetches = rows
+        .map((r) => /Heap Fetches: (\d+)/.exec(r['QUERY PLAN'])?.[1])
+        .filter((n): n is string => n !== undefined)
+        .map(Number);
+      expect(fetches.filter((n) => n >= 1500)).toHaveLength(1);
+      await db.pool.query('DELETE FROM gen_durable_stats');
+      expect(await snapshotOf(a, undefined, 10_000).take()).toEqual(['sq']);
+      const { rows: counts } = await db.pool.query<{ counts: Record<string, unknown> }>(
+        `SELECT counts FROM gen_durable_stats WHERE queue = 'sq'`,
+      );
+      expect(counts[0]?.counts).toMatchObject({ runnable: 527, scheduled: 20, capped: [] });
+      // The cap holds for the sum of the lanes: 500 + 20 + 7 rows counted against a cap of 510.
+      await db.pool.query('DELETE FROM gen_durable_stats');
+      expect(await snapshotOf(a, undefined, 510).take()).toEqual(['sq']);
+      const { rows: cappedCounts } = await db.pool.query<{ counts: Record<string, unknown> }>(
+        `SELECT counts FROM gen_durable_stats WHERE queue = 'sq'`,
+      );
+      expect(cappedCounts[0]?.counts).toMatchObject({
+        runnable: 510,
+        scheduled: 20,
+        capped: ['runnable'],
+      });
+    } finally {
+      await pin.query('ROLLBACK');
+      await pin.end();
+    }
   });
 
   it('two engines writing the same minute never double it', async () => {
