@@ -1,6 +1,6 @@
 TYPE gen_durable_status ENUM (runnable, executing, awaiting_signal, awaiting_children, done, failed, cancelled)
 
-TABLE gen_durable  -- comment: 18
+TABLE gen_durable  -- comment: 19
   id bigint NOT NULL IDENTITY(d)
   fsm text NOT NULL
   fsm_version integer NOT NULL DEFAULT 1
@@ -68,6 +68,7 @@ END) STORED
   INDEX ON gen_durable USING btree (updated_at) WHERE (status <> ALL (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status]))  -- gen_durable_gc
   INDEX ON gen_durable USING btree (lease_expires_at) WHERE (status = 'executing'::gen_durable_status)  -- gen_durable_lease
   INDEX ON gen_durable USING btree (parent_id) WHERE (parent_id IS NOT NULL)  -- gen_durable_parent
+  INDEX ON gen_durable USING btree (queue, status) WHERE (status = ANY (ARRAY['awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status]))  -- gen_durable_parked
   INDEX ON gen_durable USING btree (queue, priority, eligible_at) WHERE (status = 'runnable'::gen_durable_status)  -- gen_durable_pick
   INDEX UNIQUE ON gen_durable USING btree (id)  -- gen_durable_pkey
   INDEX ON gen_durable USING btree (sequence_key, id) WHERE ((sequence_key IS NOT NULL) AND ((status = ANY (ARRAY['runnable'::gen_durable_status, 'executing'::gen_durable_status, 'awaiting_signal'::gen_durable_status, 'awaiting_children'::gen_durable_status])) OR ((status = 'failed'::gen_durable_status) AND (on_head_failure = 'block'::text))))  -- gen_durable_sequence

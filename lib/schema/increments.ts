@@ -17,6 +17,7 @@ import { V015 } from './v015';
 import { V016 } from './v016';
 import { V017 } from './v017';
 import { V018 } from './v018';
+import { V019 } from './v019';
 
 /** Every shipped increment, in version order. */
 export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
@@ -38,6 +39,7 @@ export const SCHEMA_INCREMENTS: readonly SchemaIncrement[] = [
   V016,
   V017,
   V018,
+  V019,
 ];
 
 /** The schema version this build of the library needs. */

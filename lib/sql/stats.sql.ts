@@ -69,9 +69,8 @@ function snapshotOf(r: RawSnapshot): SnapshotRecord {
  * - executing: gen_durable_lease (executing rows only), at most `$1` rows in all;
  * - done / failed / cancelled: rows that ended in the previous minute, a range of
  *   gen_durable_gc on `updated_at` (predicate written exactly as the index's), at most `$1`;
- * - awaiting_signal / awaiting_children: parked rows have no index of their own, so this one
- *   count reads the table until it has `$1` parked rows (`npm run explain` shows the scan and
- *   docs/performance.md its cost at 1 000 000 rows); it runs once a minute on one node.
+ * - awaiting_signal / awaiting_children: gen_durable_parked (parked rows only, v19), at most
+ *   `$1` rows in all, index-only.
  * A count from a shared scan that reached `$1` is listed in `counts.capped` for every queue.
  */
 export const WRITE_STATS_SNAPSHOT = sql(

@@ -186,7 +186,7 @@ describe('gen-durable CLI (docs/cli.md)', () => {
       const up = await run(['migrate', ...url]);
       expect(up).toMatchObject({ code: 0 });
       expect(up.stdout).toBe(
-        `schema public: migrated from version 3 to ${CURRENT_SCHEMA_VERSION}; indexes built online: gen_durable_ended_key, gen_durable_fair_live\n`,
+        `schema public: migrated from version 3 to ${CURRENT_SCHEMA_VERSION}; indexes built online: gen_durable_ended_key, gen_durable_fair_live, gen_durable_parked\n`,
       );
       const again = await run(['migrate', ...url]);
       expect(again.stdout).toBe(
@@ -228,6 +228,7 @@ describe('gen-durable CLI (docs/cli.md)', () => {
         indexes: [
           { name: 'gen_durable_ended_key', state: 'invalid' },
           { name: 'gen_durable_fair_live', state: 'valid' },
+          { name: 'gen_durable_parked', state: 'valid' },
         ],
         problems: [{ kind: 'index' }],
       });

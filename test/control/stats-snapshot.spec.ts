@@ -225,6 +225,10 @@ describe('stats snapshot and overview (docs/design.md §30)', () => {
         .filter((n): n is string => n !== undefined)
         .map(Number);
       expect(fetches.filter((n) => n >= 1500)).toHaveLength(1);
+      // The parked counts read gen_durable_parked (v19), not the table.
+      const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).toMatch(/gen_durable_parked/);
+      expect(plan).not.toMatch(/Seq Scan on gen_durable /);
       await db.pool.query('DELETE FROM gen_durable_stats');
       expect(await snapshotOf(a, undefined, 10_000).take()).toEqual(['sq']);
       const { rows: counts } = await db.pool.query<{ counts: Record<string, unknown> }>(

@@ -95,6 +95,7 @@ describe('online index builds', () => {
     expect(await readSchemaIndexBuilds(sessionConn(m), 'fresh', CURRENT_SCHEMA_VERSION)).toEqual([
       { name: INDEX, state: 'valid', recorded: true, error: null },
       { name: 'gen_durable_fair_live', state: 'valid', recorded: true, error: null },
+      { name: 'gen_durable_parked', state: 'valid', recorded: true, error: null },
     ]);
   });
 
