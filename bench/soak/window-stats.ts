@@ -3,15 +3,10 @@
  * percentiles, the claim statement's per-window mean from two pg_stat_statements readings,
  * and the first and last window of each phase.
  */
+import { percentile } from '../src/stats';
 import type { PhaseName } from './phase-schedule';
 
-/** The `p`-th percentile (0–100) of `values` by nearest rank; NaN when there are none. */
-export function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1]!;
-}
+export { percentile };
 
 /**
  * A window's insert→start latencies as `[ms, count]` pairs in ascending ms (the soak's clock is

@@ -60,12 +60,13 @@ export class StatsSnapshot {
    * Writes this minute's rows unless another node has (answers the queues written, [] then),
    * then prunes expired rows; answers [] without a statement while a slow write's pacing
    * ({@link STATS_BUDGET}) holds this node back. Errors are logged; a failed attempt is paced
-   * on its duration like a write, so the next tick tries again only if it failed fast.
+   * on its duration like a write, so the next tick tries again only if it failed fast. A failed
+   * prune is logged on its own: the minute it follows is written, paced and reported as such.
    */
   async take(): Promise<string[]> {
-    let written: string[] = [];
     const startedAt = this.now();
-    if (startedAt < this.notBefore) return written;
+    if (startedAt < this.notBefore) return [];
+    let written: string[];
     try {
       // JIT off first, in one transaction: the statement's planner cost (subplans per queue)
       // passes jit_above_cost, and compiling it took ~3 s of a ~70 ms statement (npm run explain).
@@ -74,16 +75,21 @@ export class StatsSnapshot {
         await SET_LOCAL_NO_JIT.run(sql, undefined, tx);
         return WRITE_STATS_SNAPSHOT.run(sql, { cap: this.config.cap }, tx);
       });
-      if (written.length > 0) {
-        const durationMs = this.paceAfter(startedAt, 'took');
-        await PRUNE_STATS.run(this.sql, { retentionMs: this.config.retention });
-        this.telemetry.emit('stats:snapshot', { queues: written.length, durationMs }, {});
-      }
     } catch (err) {
       // A write that failed after walking for a while (a statement_timeout under a long pin)
       // cost as much as one that succeeded: it is paced the same way, not retried every tick.
       this.paceAfter(startedAt, 'failed after');
       this.logger.error(`stats snapshot failed: ${String(err)}`);
+      return [];
+    }
+    if (written.length === 0) return written;
+    const durationMs = this.paceAfter(startedAt, 'took');
+    this.telemetry.emit('stats:snapshot', { queues: written.length, durationMs }, {});
+    try {
+      await PRUNE_STATS.run(this.sql, { retentionMs: this.config.retention });
+    } catch (err) {
+      // The expired rows stay until the next written minute prunes them.
+      this.logger.error(`stats snapshot prune failed: ${String(err)}`);
     }
     return written;
   }

@@ -51,6 +51,21 @@ function snapshotOf(r: RawSnapshot): SnapshotRecord {
 }
 
 /**
+ * A queue's (`n.queue`) runnable rows from `bound` on, summed over its lanes (`lanes l`) and
+ * capped at `$1`: per lane a range of gen_durable_pick from (queue, priority, the bound), at most
+ * `$1` rows a lane. WRITE_STATS_SNAPSHOT's runnable count (from the lane's earliest live row)
+ * and scheduled count (from `now()`).
+ */
+function runnableOfQueueFrom(bound: string): string {
+  return `(SELECT LEAST(COALESCE(sum(x.n), 0), $1)::int FROM lanes l
+               CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {schema}.gen_durable g
+                 WHERE g.queue = l.queue AND g.priority = l.priority AND g.status = 'runnable'
+                   AND ${bound}
+                 ORDER BY g.eligible_at LIMIT $1) y) x
+              WHERE l.queue = n.queue)`;
+}
+
+/**
  * Writes the current minute's snapshot (`date_trunc('minute', now())`, database clock) unless
  * one exists: a one-time filter on the primary key (gen_durable_stats_pkey, leading `at`) skips
  * every count when any node already wrote the minute, and `ON CONFLICT (at, queue) DO NOTHING`
@@ -110,18 +125,8 @@ export const WRITE_STATS_SNAPSHOT = sql(
      UNION SELECT queue FROM {schema}.gen_durable_paused_queues
    ), counted AS MATERIALIZED ( -- read twice below: inlined, each count ran twice
      SELECT n.queue,
-            (SELECT LEAST(COALESCE(sum(x.n), 0), $1)::int FROM lanes l
-               CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {schema}.gen_durable g
-                 WHERE g.queue = l.queue AND g.priority = l.priority AND g.status = 'runnable'
-                   AND g.eligible_at >= l.eligible_at
-                 ORDER BY g.eligible_at LIMIT $1) y) x
-              WHERE l.queue = n.queue) AS runnable,
-            (SELECT LEAST(COALESCE(sum(x.n), 0), $1)::int FROM lanes l
-               CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM {schema}.gen_durable g
-                 WHERE g.queue = l.queue AND g.priority = l.priority AND g.status = 'runnable'
-                   AND g.eligible_at > now()
-                 ORDER BY g.eligible_at LIMIT $1) y) x
-              WHERE l.queue = n.queue) AS scheduled,
+            ${runnableOfQueueFrom('g.eligible_at >= l.eligible_at')} AS runnable,
+            ${runnableOfQueueFrom('g.eligible_at > now()')} AS scheduled,
             (SELECT count(*)::int FROM executing e WHERE e.queue = n.queue) AS executing,
             (SELECT count(*)::int FROM parked p
               WHERE p.queue = n.queue AND p.status = 'awaiting_signal') AS awaiting_signal,

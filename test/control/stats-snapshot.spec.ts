@@ -193,6 +193,37 @@ describe('stats snapshot and overview (docs/design.md §30)', () => {
     expect((await quick.take()).sort()).toEqual(['other', 'sq']);
   });
 
+  it('a prune that fails after a written minute leaves the write reported and paced once', async () => {
+    await seed();
+    await db.pool.query(
+      `INSERT INTO gen_durable_stats (at, queue, counts)
+       VALUES (date_trunc('minute', now()) - interval '2 days', 'sq', '{}')`,
+    );
+    // A real failure from Postgres: a trigger refuses the prune's DELETE.
+    await db.pool.query(`CREATE FUNCTION refuse_stats_delete() RETURNS trigger LANGUAGE plpgsql
+      AS $$ BEGIN RAISE EXCEPTION 'no delete from gen_durable_stats'; END $$`);
+    await db.pool.query(`CREATE TRIGGER refuse_stats_delete BEFORE DELETE ON gen_durable_stats
+      FOR EACH ROW EXECUTE FUNCTION refuse_stats_delete()`);
+    // The write reads 0 → 3 000 ms; the failed prune reads no clock: next due at 303 000 ms.
+    const snapshot = snapshotOf(a, clockOf(0, 3_000, 302_999, 303_000, 303_010));
+    const events = a.events.length;
+    try {
+      expect((await snapshot.take()).sort()).toEqual(['other', 'sq']);
+      expect(a.events.slice(events).filter((e) => e.event === 'stats:snapshot')).toMatchObject([
+        { measurements: { queues: 2, durationMs: 3_000 } },
+      ]);
+      // The expired row is still there: the prune failed, the minute's rows were kept.
+      expect(await statsRows()).toBe(3);
+    } finally {
+      await db.pool.query('DROP TRIGGER refuse_stats_delete ON gen_durable_stats');
+      await db.pool.query('DROP FUNCTION refuse_stats_delete()');
+    }
+    await db.pool.query('DELETE FROM gen_durable_stats');
+    expect(await snapshot.take()).toEqual([]);
+    expect(await statsRows()).toBe(0);
+    expect((await snapshot.take()).sort()).toEqual(['other', 'sq']);
+  });
+
   it('counts each lane from its earliest live row: under a pin one walk of the dead entries, not three', async () => {
     // Two lanes of queue sq: priority 0 with 1 500 rows claimed away (dead entries at its head
     // that the pin keeps) and 500 due + 20 scheduled left; priority 5 with 7 due.

@@ -1,6 +1,7 @@
 import { eventually } from '../support/engine-harness';
 import { createTestDatabase, redisUrl, type TestDatabase } from '../support/test-database';
-import { type NodeHandle, percentile, startNode } from './support/cluster';
+import { percentile } from '../../bench/src/stats';
+import { type NodeHandle, startNode } from './support/cluster';
 import type { NodeConfig, NodeMessage } from './support/node-protocol';
 
 type StepMessage = Extract<NodeMessage, { type: 'step' }>;

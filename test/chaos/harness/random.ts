@@ -23,11 +23,3 @@ export function shuffle<T>(list: T[], random: () => number): T[] {
 export function uniform(random: () => number, lo: number, hi: number): number {
   return lo + random() * (hi - lo);
 }
-
-/** Nearest-rank percentile; NaN for an empty list. */
-export function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[rank] as number;
-}

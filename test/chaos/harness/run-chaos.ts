@@ -24,7 +24,8 @@ import { PrivateCluster } from './pg-cluster';
 import { ChaosProcess } from './processes';
 import { type Profile, PROFILES } from './profiles';
 import type { SenderConfig, WorkerConfig, Workload } from './protocol';
-import { mulberry32, percentile } from './random';
+import { percentile } from '../../../bench/src/stats';
+import { mulberry32 } from './random';
 import { LEASE_MS } from './chaos-fsms';
 
 const ROOT = resolve(__dirname, '../../..');
